@@ -1,0 +1,69 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/batch_sink.h"
+#include "agent/options.h"
+#include "agent/pipeline.h"
+#include "agent/sampler.h"
+#include "collectors/collector.h"
+#include "collectors/spsc_ring.h"
+#include "exporters/aggregator.h"
+
+namespace fabricscope::agent {
+
+// The node daemon: owns the collectors, the sample ring, the sampler and pipeline threads, the
+// batch sink (gRPC uplink, or an in-process aggregator in standalone mode), and stops them in
+// reverse order (STYLE.md habit 5).
+//
+// Threading: Create/Start/Stop/StatusLine from the control thread.
+class Agent {
+ public:
+  // Discovers ports under options.sysfs_root, applies the interface selection and line-rate
+  // overrides, and opens every counter file.
+  // Errors: InvalidArgument for an interface name that matches no port (the message lists the
+  // ports found), NotFound for a missing sysfs root, FailedPrecondition when nothing can be read.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
+  ~Agent();
+
+  // Starts the in-process aggregator (standalone) or the uplink, then the pipeline and sampler.
+  // Errors: those of Aggregator::Start (e.g. the HTTP port is taken).
+  absl::Status Start();
+  // Stops sampling, flushes the last partial window, delivers what it can within 2 s, stops.
+  void Stop();
+
+  // One line for an interactive terminal: ports, achieved tick rate, bursts, health.
+  std::string StatusLine() const;
+  // Things to tell the user once at start-up (ports skipped, unknown line rates, N/A counters).
+  const std::vector<std::string>& notes() const { return notes_; }
+  const std::vector<collectors::PortDescriptor>& ports() const { return ports_; }
+  // The standalone aggregator's bound HTTP port (0 when not standalone).
+  int http_port() const { return aggregator_ ? aggregator_->http_port() : 0; }
+
+ private:
+  explicit Agent(AgentOptions options) : options_(std::move(options)) {}
+  void PipelineLoop(std::stop_token stop);
+  void SubmitReady();
+  v1::Hello MakeHello() const;
+
+  AgentOptions options_;
+  std::vector<std::string> notes_;
+  std::vector<collectors::PortDescriptor> ports_;
+  std::vector<std::unique_ptr<collectors::Collector>> collectors_;
+  TickLayout layout_;
+  std::unique_ptr<collectors::SpscSlotRing> ring_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<exporters::Aggregator> aggregator_;
+  std::unique_ptr<BatchSink> sink_;
+  std::jthread pipeline_thread_;
+  uint64_t instance_id_ = 0;
+  int64_t started_ns_ = 0;
+  std::atomic<uint64_t> bursts_seen_{0};
+};
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::agent {
+
+// Cumulative histogram with fixed upper bounds (Prometheus "le" semantics: a value equal to a
+// bound falls in that bound's bucket). Not thread-safe: owned by one thread.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds)
+      : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+  void Observe(double v) {
+    const size_t i = static_cast<size_t>(
+        std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+    ++counts_[i];
+    sum_ += v;
+    ++count_;
+  }
+
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  const std::vector<uint64_t>& bucket_counts() const { return counts_; }
+  const std::vector<double>& upper_bounds() const { return bounds_; }
+
+  void ToProto(v1::Histogram* out) const {
+    out->mutable_upper_bounds()->Assign(bounds_.begin(), bounds_.end());
+    out->mutable_bucket_counts()->Assign(counts_.begin(), counts_.end());
+    out->set_sum(sum_);
+    out->set_count(count_);
+  }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// Bucket bounds used across the agent (seconds or ratios).
+inline std::vector<double> MicroburstDurationBounds() {
+  return {10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+          25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0};
+}
+inline std::vector<double> UtilizationBounds() {
+  return {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0};
+}
+inline std::vector<double> SampleIntervalBounds() {
+  return {50e-6, 75e-6, 100e-6, 125e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,
+          1.25e-3, 1.5e-3, 2e-3, 3e-3, 5e-3, 10e-3, 50e-3, 100e-3};
+}
+
+}  // namespace fabricscope::agent

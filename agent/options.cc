@@ -1,0 +1,168 @@
+#include "agent/options.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "collectors/sysfs_ports.h"
+
+namespace fabricscope::agent {
+
+absl::StatusOr<std::map<std::string, uint64_t>> ParseLineRateList(const std::string& text) {
+  std::map<std::string, uint64_t> out;
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line rate \"", entry, "\" is not NAME=RATE (e.g. eth0=10gbit)"));
+    }
+    auto rate = collectors::ParseBitRate(entry.substr(eq + 1));
+    if (!rate.ok()) return rate.status();
+    out[std::string(entry.substr(0, eq))] = *rate;
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::string& what,
+                                        int64_t min_ns, int64_t max_ns) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": \"", text, "\" is not a duration (e.g. 100us, 1ms, 1s)"));
+  }
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  if (ns < min_ns || ns > max_ns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", text, " is outside ", absl::FormatDuration(absl::Nanoseconds(min_ns)),
+                     " .. ", absl::FormatDuration(absl::Nanoseconds(max_ns))));
+  }
+  return ns;
+}
+
+namespace {
+
+absl::StatusOr<MicroburstThresholds> ParseThresholds(const YAML::Node& n,
+                                                     MicroburstThresholds base,
+                                                     const std::string& where) {
+  if (!n.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    if (key == "enter") {
+      base.enter = kv.second.as<double>();
+    } else if (key == "exit") {
+      base.exit = kv.second.as<double>();
+    } else if (key != "ports") {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key \"", key, "\""));
+    }
+  }
+  return base;
+}
+
+}  // namespace
+
+absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("config file ", path, " does not exist"));
+  }
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    if (root.IsNull()) return absl::OkStatus();  // empty file
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": top level must be a map"));
+    }
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      const std::string where = absl::StrCat(path, ": ", key);
+      auto duration = [&](int64_t* out, int64_t min_ns, int64_t max_ns) -> absl::Status {
+        auto ns = ParseDurationNs(v.as<std::string>(), where, min_ns, max_ns);
+        if (!ns.ok()) return ns.status();
+        *out = *ns;
+        return absl::OkStatus();
+      };
+      absl::Status st;
+      if (key == "node") {
+        o->node = v.as<std::string>();
+      } else if (key == "sysfs_root") {
+        o->sysfs_root = v.as<std::string>();
+      } else if (key == "procfs_root") {
+        o->procfs_root = v.as<std::string>();
+      } else if (key == "sample_period") {
+        st = duration(&o->sample_period_ns, 10'000, 1'000'000'000);
+      } else if (key == "window") {
+        st = duration(&o->window_ns, 10'000'000, 3'600'000'000'000);
+      } else if (key == "error_sample_period") {
+        st = duration(&o->error_sample_period_ns, 10'000, 60'000'000'000);
+      } else if (key == "aggregator") {
+        o->aggregator = v.as<std::string>();
+      } else if (key == "http_listen") {
+        o->http_listen = v.as<std::string>();
+      } else if (key == "ring_slots") {
+        o->ring_slots = v.as<size_t>();
+      } else if (key == "max_queued_batches") {
+        o->max_queued_batches = v.as<size_t>();
+      } else if (key == "interfaces") {
+        o->interfaces = v.as<std::vector<std::string>>();
+      } else if (key == "line_rates") {
+        if (!v.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
+        for (const auto& r : v) {
+          auto rate = collectors::ParseBitRate(r.second.as<std::string>());
+          if (!rate.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", rate.status().message()));
+          o->line_rates[r.first.as<std::string>()] = *rate;
+        }
+      } else if (key == "microburst") {
+        auto t = ParseThresholds(v, o->thresholds, where);
+        if (!t.ok()) return t.status();
+        o->thresholds = *t;
+        if (v["ports"]) {
+          for (const auto& p : v["ports"]) {
+            auto pt = ParseThresholds(p.second, o->thresholds,
+                                      absl::StrCat(where, ".ports.", p.first.as<std::string>()));
+            if (!pt.ok()) return pt.status();
+            o->port_thresholds[p.first.as<std::string>()] = *pt;
+          }
+        }
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": unknown key \"", key, "\""));
+      }
+      if (!st.ok()) return st;
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const AgentOptions& o) {
+  auto check = [](const MicroburstThresholds& t, const std::string& where) -> absl::Status {
+    if (!(t.enter > 0 && t.enter <= 10 && t.exit > 0 && t.exit <= t.enter)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": microburst thresholds need 0 < exit <= enter <= 10 (got enter ", t.enter,
+          ", exit ", t.exit, ")"));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = check(o.thresholds, "microburst"); !s.ok()) return s;
+  for (const auto& [name, t] : o.port_thresholds) {
+    if (auto s = check(t, "microburst.ports." + name); !s.ok()) return s;
+  }
+  if (o.sample_period_ns < 10'000) {
+    return absl::InvalidArgumentError("sample period must be at least 10us");
+  }
+  if (o.window_ns < 10 * o.sample_period_ns) {
+    return absl::InvalidArgumentError("window must be at least 10 sample periods");
+  }
+  if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
+  if (o.max_queued_batches < 1) {
+    return absl::InvalidArgumentError("max_queued_batches must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "agent/microburst.h"
+
+namespace fabricscope::agent {
+
+// Everything the agent can be told. Defaults work on a plain Linux box (STYLE.md habit 6).
+// Parsed in one place (agent/main.cc from flags, LoadYamlConfig from the file) and passed to
+// the Agent's constructor; libraries never read flags.
+struct AgentOptions {
+  std::string node;                     // default: the host name
+  std::string sysfs_root = "/sys";
+  std::string procfs_root = "/proc";
+  int64_t sample_period_ns = 1'000'000;        // 1 ms; 100 us supported
+  int64_t window_ns = 1'000'000'000;           // summary window
+  int64_t error_sample_period_ns = 10'000'000; // error counters change rarely and cost a
+                                               // firmware command each on mlx5
+  // Ports to watch: "mlx5_0" (every port of the device), "mlx5_0:1", "eth0". Empty = every
+  // RDMA port and every non-virtual interface, plus lo only when nothing else exists.
+  std::vector<std::string> interfaces;
+  // Line-rate overrides in bytes/s by "dev", "dev:port" (virtual links report no speed).
+  std::map<std::string, uint64_t> line_rates;
+  MicroburstThresholds thresholds;
+  std::map<std::string, MicroburstThresholds> port_thresholds;
+  std::string aggregator;  // HOST:PORT; empty = standalone (in-process aggregator)
+  std::string http_listen = "0.0.0.0:9470";  // standalone mode only
+  size_t ring_slots = 8192;
+  size_t max_queued_batches = 900;
+};
+
+// Parses a list like "eth0=10gbit,mlx5_0:1=100G" into line-rate overrides (bytes/s).
+// Errors: InvalidArgument naming the bad entry.
+absl::StatusOr<std::map<std::string, uint64_t>> ParseLineRateList(const std::string& text);
+
+// Parses a duration like "100us", "1ms", "1s" (absl::ParseDuration syntax) into ns, requiring
+// min_ns <= value <= max_ns. Errors: InvalidArgument naming `what`.
+absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::string& what,
+                                        int64_t min_ns, int64_t max_ns);
+
+// Reads a YAML config file into *options (keys not present keep their value). Keys:
+//   node, sysfs_root, procfs_root, sample_period, window, error_sample_period, aggregator,
+//   http_listen, ring_slots, max_queued_batches: scalars;
+//   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
+//   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
+// Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
+// keys or bad values (with the key named).
+absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);
+
+// Checks cross-field rules (exit <= enter, thresholds in (0, 10], window >= 10 x period...).
+absl::Status ValidateOptions(const AgentOptions& options);
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,246 @@
+#include "agent/pipeline.h"
+
+#include <algorithm>
+
+namespace fabricscope::agent {
+
+using collectors::CounterRole;
+using collectors::DeltaKind;
+using collectors::ReadStatus;
+
+namespace {
+
+// Largest raw increment a counter can plausibly make in interval_ns: twice what the line rate
+// allows (bytes), or twice that many minimum-size (64-byte) frames (packets). 0 = no bound.
+uint64_t PlausibleRaw(CounterRole role, uint64_t rate_bps, int64_t interval_ns, uint32_t scale) {
+  if (rate_bps == 0 || interval_ns <= 0) return 0;
+  const double bytes = 2.0 * static_cast<double>(rate_bps) * static_cast<double>(interval_ns) / 1e9;
+  switch (role) {
+    case CounterRole::kTransmitBytes:
+    case CounterRole::kReceiveBytes:
+      return static_cast<uint64_t>(bytes / scale) + 1;
+    case CounterRole::kTransmitPackets:
+    case CounterRole::kReceivePackets:
+      return static_cast<uint64_t>(bytes / 64.0) + 1;
+    case CounterRole::kError:
+      return 0;
+  }
+  return 0;
+}
+
+void FillDirection(const Histogram& durations, const Histogram& util, uint64_t bytes,
+                   uint64_t packets, uint64_t bytes_total, uint64_t packets_total,
+                   double mean, double peak, uint32_t bursts, uint64_t bursts_total,
+                   uint32_t samples, v1::DirectionWindow* out) {
+  out->set_bytes(bytes);
+  out->set_packets(packets);
+  out->set_bytes_total(bytes_total);
+  out->set_packets_total(packets_total);
+  out->set_mean_utilization(mean);
+  out->set_peak_utilization(peak);
+  out->set_microbursts(bursts);
+  out->set_microbursts_total(bursts_total);
+  durations.ToProto(out->mutable_microburst_duration_seconds());
+  util.ToProto(out->mutable_sample_utilization());
+  out->set_samples(samples);
+}
+
+}  // namespace
+
+Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOptions options)
+    : ports_(std::move(ports)), options_(std::move(options)) {
+  if (options_.window_ns <= 0) options_.window_ns = 1'000'000'000;
+  size_t next = 0;
+  state_.reserve(ports_.size());
+  for (const collectors::PortDescriptor& p : ports_) {
+    MicroburstThresholds t = options_.thresholds;
+    if (auto it = options_.port_thresholds.find(p.Key()); it != options_.port_thresholds.end()) {
+      t = it->second;
+    } else if (auto it2 = options_.port_thresholds.find(p.device);
+               it2 != options_.port_thresholds.end()) {
+      t = it2->second;
+    }
+    PortState s(t);
+    s.first_counter = next;
+    s.counters.resize(p.counters.size());
+    for (size_t k = 0; k < p.counters.size(); ++k) {
+      const int idx = static_cast<int>(k);
+      switch (p.counters[k].role) {
+        case CounterRole::kTransmitBytes: s.tx_bytes = idx; break;
+        case CounterRole::kReceiveBytes: s.rx_bytes = idx; break;
+        case CounterRole::kTransmitPackets: s.tx_packets = idx; break;
+        case CounterRole::kReceivePackets: s.rx_packets = idx; break;
+        case CounterRole::kError: break;
+      }
+    }
+    next += p.counters.size();
+    state_.push_back(std::move(s));
+  }
+}
+
+void Pipeline::RecordBurst(size_t port_index, v1::Direction dir, DirectionState& d,
+                           const MicroburstEvent& e) {
+  ++d.bursts_total;
+  ++d.window_bursts;
+  ++microbursts_total_;
+  d.burst_durations.Observe(static_cast<double>(e.duration_ns) / 1e9);
+  v1::Microburst* m = current_.add_microbursts();
+  m->set_port_index(static_cast<uint32_t>(port_index));
+  m->set_direction(dir);
+  m->set_start_ns(e.start_ns);
+  m->set_duration_ns(e.duration_ns);
+  m->set_peak_utilization(e.peak_utilization);
+  m->set_bytes(e.bytes);
+}
+
+void Pipeline::FeedDirection(size_t port_index, v1::Direction dir, DirectionState& d,
+                             uint64_t bytes, int64_t interval_ns, int64_t t_ns, bool broken) {
+  d.window_bytes += bytes;
+  if (broken || interval_ns <= 0) {
+    if (auto e = d.detector.Break()) RecordBurst(port_index, dir, d, *e);
+    return;
+  }
+  d.window_covered_ns += interval_ns;
+  ++d.window_samples;
+  const uint64_t rate = ports_[port_index].line_rate_bytes_per_second;
+  if (rate == 0) return;
+  const double util = static_cast<double>(bytes) /
+                      (static_cast<double>(rate) * static_cast<double>(interval_ns) / 1e9);
+  d.window_peak = std::max(d.window_peak, util);
+  d.sample_util.Observe(util);
+  if (auto e = d.detector.Add(t_ns, interval_ns, util, bytes)) RecordBurst(port_index, dir, d, *e);
+}
+
+void Pipeline::AddTick(int64_t t_ns, const uint64_t* values, const ReadStatus* status) {
+  const int64_t w = options_.window_ns;
+  if (window_end_ns_ == 0) {
+    window_start_ns_ = t_ns;
+    window_end_ns_ = (t_ns / w + 1) * w;
+  }
+  if (t_ns >= window_end_ns_) {
+    CloseWindow(window_end_ns_);
+    if (t_ns >= window_end_ns_) {  // a gap of whole windows (sampler stalled): skip them
+      window_start_ns_ = (t_ns / w) * w;
+      window_end_ns_ = window_start_ns_ + w;
+    }
+  }
+  ++ticks_;
+  for (size_t pi = 0; pi < state_.size(); ++pi) {
+    PortState& ps = state_[pi];
+    const collectors::PortDescriptor& pd = ports_[pi];
+    for (size_t k = 0; k < ps.counters.size(); ++k) {
+      const size_t i = ps.first_counter + k;
+      if (status[i] == ReadStatus::kNotRead) continue;
+      if (status[i] != ReadStatus::kOk) {
+        ++ps.window_unavailable;
+        continue;  // keep the previous good read; the next delta spans the gap
+      }
+      CounterState& cs = ps.counters[k];
+      const collectors::CounterDescriptor& cd = pd.counters[k];
+      const uint64_t v = values[i];
+      if (!cs.have_prev) {
+        cs.have_prev = true;
+        cs.prev_raw = v;
+        cs.prev_t_ns = t_ns;
+        cs.total = v * cd.spec.scale;
+        cs.saturated = cd.spec.behavior == collectors::CounterBehavior::kSaturating &&
+                       v >= collectors::CounterMax(cd.spec.width_bits);
+        continue;
+      }
+      const int64_t interval = t_ns - cs.prev_t_ns;
+      const collectors::Delta delta = collectors::ComputeDelta(
+          cd.spec, cs.prev_raw, v,
+          PlausibleRaw(cd.role, pd.line_rate_bytes_per_second, interval, cd.spec.scale));
+      const uint64_t scaled = delta.raw * cd.spec.scale;
+      const bool reset = delta.kind == DeltaKind::kReset;
+      if (reset) ++ps.window_resets;
+      cs.total += scaled;
+      cs.window_delta += scaled;
+      cs.saturated = delta.kind == DeltaKind::kSaturated;
+      cs.prev_raw = v;
+      cs.prev_t_ns = t_ns;
+      switch (cd.role) {
+        case CounterRole::kTransmitBytes:
+          FeedDirection(pi, v1::DIRECTION_TRANSMIT, ps.tx, scaled, interval, t_ns, reset);
+          break;
+        case CounterRole::kReceiveBytes:
+          FeedDirection(pi, v1::DIRECTION_RECEIVE, ps.rx, scaled, interval, t_ns, reset);
+          break;
+        case CounterRole::kTransmitPackets: ps.tx.window_packets += scaled; break;
+        case CounterRole::kReceivePackets: ps.rx.window_packets += scaled; break;
+        case CounterRole::kError: break;
+      }
+    }
+  }
+}
+
+void Pipeline::CloseWindow(int64_t end_ns) {
+  current_.set_window_start_ns(window_start_ns_);
+  current_.set_window_end_ns(end_ns);
+  for (size_t pi = 0; pi < state_.size(); ++pi) {
+    PortState& ps = state_[pi];
+    const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
+    v1::PortWindow* pw = current_.add_ports();
+    pw->set_port_index(static_cast<uint32_t>(pi));
+    pw->set_utilization_valid(rate > 0);
+    pw->set_counter_resets(ps.window_resets);
+    pw->set_unavailable_reads(ps.window_unavailable);
+    auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
+    auto fill = [&](DirectionState& d, int bytes_idx, int packets_idx, v1::DirectionWindow* out) {
+      const double mean =
+          rate > 0 && d.window_covered_ns > 0
+              ? static_cast<double>(d.window_bytes) /
+                    (static_cast<double>(rate) * static_cast<double>(d.window_covered_ns) / 1e9)
+              : 0.0;
+      FillDirection(d.burst_durations, d.sample_util, d.window_bytes, d.window_packets,
+                    total(bytes_idx), total(packets_idx), mean, d.window_peak, d.window_bursts,
+                    d.bursts_total, d.window_samples, out);
+      d.window_bytes = d.window_packets = 0;
+      d.window_covered_ns = 0;
+      d.window_peak = 0;
+      d.window_bursts = 0;
+      d.window_samples = 0;
+    };
+    fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
+    fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
+    for (size_t k = 0; k < ps.counters.size(); ++k) {
+      const collectors::CounterDescriptor& cd = ports_[pi].counters[k];
+      CounterState& cs = ps.counters[k];
+      if (cd.role == CounterRole::kError && cs.have_prev) {
+        v1::ErrorCounter* e = pw->add_errors();
+        e->set_kind(cd.name);
+        e->set_total(cs.total);
+        e->set_delta(cs.window_delta);
+        e->set_saturated(cs.saturated);
+      }
+      cs.window_delta = 0;
+    }
+    ps.window_resets = 0;
+    ps.window_unavailable = 0;
+  }
+  ready_.push_back(std::move(current_));
+  current_ = v1::Batch();
+  window_start_ns_ = end_ns;
+  window_end_ns_ = end_ns + options_.window_ns;
+}
+
+void Pipeline::Flush(int64_t end_ns) {
+  if (window_end_ns_ == 0) return;  // never saw a tick
+  for (size_t pi = 0; pi < state_.size(); ++pi) {
+    if (auto e = state_[pi].tx.detector.Break()) {
+      RecordBurst(pi, v1::DIRECTION_TRANSMIT, state_[pi].tx, *e);
+    }
+    if (auto e = state_[pi].rx.detector.Break()) {
+      RecordBurst(pi, v1::DIRECTION_RECEIVE, state_[pi].rx, *e);
+    }
+  }
+  CloseWindow(std::max(end_ns, window_start_ns_));
+}
+
+std::vector<v1::Batch> Pipeline::TakeReady() {
+  std::vector<v1::Batch> out;
+  out.swap(ready_);
+  return out;
+}
+
+}  // namespace fabricscope::agent

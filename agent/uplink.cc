@@ -1,0 +1,157 @@
+#include "agent/uplink.h"
+
+#include <grpcpp/grpcpp.h>
+#include <pthread.h>
+
+#include <algorithm>
+
+#include "absl/time/time.h"
+#include "glog/logging.h"
+
+namespace fabricscope::agent {
+
+GrpcUplink::GrpcUplink(UplinkOptions options, v1::Hello hello)
+    : options_(std::move(options)), hello_(std::move(hello)) {
+  thread_ = std::jthread([this](std::stop_token st) { Run(st); });
+}
+
+GrpcUplink::~GrpcUplink() { Shutdown(0); }
+
+void GrpcUplink::Submit(v1::Batch batch) {
+  absl::MutexLock lock(&mu_);
+  batch.set_seq(next_seq_++);
+  queue_.push_back(std::move(batch));
+  while (queue_.size() > options_.max_queued_batches) {
+    queue_.pop_front();
+    dropped_.fetch_add(1);
+  }
+}
+
+void GrpcUplink::OnAck(uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  while (!queue_.empty() && queue_.front().seq() <= seq) queue_.pop_front();
+  if (seq > acked_.load()) acked_.store(seq);
+}
+
+void GrpcUplink::Shutdown(int timeout_ms) {
+  if (!thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::deque<v1::Batch>* q) { return q->empty(); }, &queue_),
+                         absl::Milliseconds(timeout_ms));
+    stopping_ = true;
+    if (active_ctx_) active_ctx_->TryCancel();
+  }
+  thread_.request_stop();
+  thread_.join();
+}
+
+void GrpcUplink::Run(std::stop_token stop) {
+  pthread_setname_np(pthread_self(), "fs-uplink");
+  grpc::ChannelArguments args;
+  // Keepalive matches the aggregator's (exporters/telemetry_service.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, options_.initial_backoff_ms);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, options_.initial_backoff_ms);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, options_.max_backoff_ms);
+  auto channel =
+      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Telemetry::NewStub(channel);
+  std::mt19937_64 rng(std::random_device{}());
+  int backoff_ms = options_.initial_backoff_ms;
+  bool warned = false;
+  while (!stop.stop_requested()) {
+    // Wait for a connection in short steps so that Shutdown is never held up by a connect.
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(250))) {
+      if (!warned) {
+        LOG(WARNING) << "aggregator " << options_.target
+                     << " unreachable; batches are queued until it answers";
+        warned = true;
+      }
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      continue;
+    }
+    const uint64_t acked_before = acked_.load();
+    RunStream(*stub, stop);
+    if (stop.stop_requested()) break;
+    if (acked_.load() > acked_before) backoff_ms = options_.initial_backoff_ms;
+    const int sleep_ms = std::uniform_int_distribution<int>(backoff_ms / 2, backoff_ms)(rng);
+    backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(sleep_ms));
+    if (stopping_) break;
+  }
+}
+
+void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
+  grpc::ClientContext ctx;
+  uint64_t cursor = 0;
+  v1::AgentMessage hello_msg;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    active_ctx_ = &ctx;
+    stream_broken_ = false;
+    cursor = queue_.empty() ? next_seq_ : queue_.front().seq();
+    *hello_msg.mutable_hello() = hello_;
+    hello_msg.mutable_hello()->set_resume_seq(cursor);
+  }
+  auto stream = stub.Stream(&ctx);
+  if (!stream->Write(hello_msg)) {
+    grpc::Status st = stream->Finish();
+    LOG(WARNING) << "aggregator " << options_.target << " refused the stream: "
+                 << st.error_message();
+    absl::MutexLock lock(&mu_);
+    active_ctx_ = nullptr;
+    return;
+  }
+  connected_.store(true);
+  connects_.fetch_add(1);
+  LOG(INFO) << "connected to aggregator " << options_.target << ", resuming at batch " << cursor;
+
+  std::thread reader([this, &stream] {
+    v1::AggregatorMessage in;
+    while (stream->Read(&in)) {
+      if (in.has_ack()) OnAck(in.ack().seq());
+    }
+    absl::MutexLock lock(&mu_);
+    stream_broken_ = true;
+  });
+
+  while (!stop.stop_requested()) {
+    v1::AgentMessage out;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this, cursor]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || stream_broken_ || (!queue_.empty() && queue_.back().seq() >= cursor);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_ || stream_broken_) break;
+      // The queue is seq-ascending without holes; anything below cursor was sent already.
+      const uint64_t first = queue_.front().seq();
+      const size_t index = cursor > first ? static_cast<size_t>(cursor - first) : 0;
+      *out.mutable_batch() = queue_[index];
+    }
+    cursor = out.batch().seq() + 1;
+    if (!stream->Write(out)) break;
+  }
+  ctx.TryCancel();
+  reader.join();
+  grpc::Status st = stream->Finish();
+  connected_.store(false);
+  {
+    absl::MutexLock lock(&mu_);
+    active_ctx_ = nullptr;
+  }
+  if (!stop.stop_requested()) {
+    LOG(WARNING) << "stream to aggregator " << options_.target << " ended: "
+                 << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
+  }
+}
+
+}  // namespace fabricscope::agent

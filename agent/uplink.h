@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/batch_sink.h"
+#include "fabricscope/v1/telemetry.grpc.pb.h"
+
+namespace fabricscope::agent {
+
+struct UplinkOptions {
+  std::string target;                // aggregator HOST:PORT
+  size_t max_queued_batches = 900;   // 15 min of 1 s windows; the oldest is dropped when full
+  int initial_backoff_ms = 100;      // reconnect backoff: exponential with full jitter
+  int max_backoff_ms = 5000;
+};
+
+// One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and
+// kept until acked; after a reconnect everything unacked is sent again (the aggregator drops
+// duplicates). A full queue drops its oldest batch and counts it; the next Hello's resume_seq
+// tells the aggregator those are gone.
+//
+// Threading: Submit() from one producer thread, never blocks on the network. One internal
+// thread writes the stream; a second reads acks while a stream is up.
+class GrpcUplink final : public BatchSink {
+ public:
+  GrpcUplink(UplinkOptions options, v1::Hello hello);
+  ~GrpcUplink() override;
+
+  void Submit(v1::Batch batch) override;
+  void Shutdown(int timeout_ms) override;
+  uint64_t dropped_batches() const override { return dropped_.load(); }
+  uint64_t acked_seq() const override { return acked_.load(); }
+  bool connected() const override { return connected_.load(); }
+  uint64_t connects() const { return connects_.load(); }
+
+ private:
+  void Run(std::stop_token stop);
+  // Runs one stream until it breaks or stop is requested.
+  void RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop);
+  void OnAck(uint64_t seq);
+
+  const UplinkOptions options_;
+  v1::Hello hello_;
+
+  absl::Mutex mu_;
+  std::deque<v1::Batch> queue_ ABSL_GUARDED_BY(mu_);  // unacked, seq ascending
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* active_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> acked_{0};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> connects_{0};
+  std::jthread thread_;
+};
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+
+namespace fabricscope::collectors {
+
+// What one read of a counter file produced.
+enum class ReadStatus : uint8_t {
+  kOk = 0,
+  kNotRead = 1,      // not due this tick (slower counter group)
+  kUnavailable = 2,  // the driver says the counter does not exist, e.g. "N/A (no PMA)"
+  kError = 3,        // the read failed (file vanished, permission denied, garbage)
+};
+
+// How a hardware counter behaves at its maximum.
+enum class CounterBehavior : uint8_t {
+  // Wraps to 0 after 2^width - 1 (netdev statistics; IB 64-bit extended data/packet counters).
+  kWrapping,
+  // Sticks at 2^width - 1 and stops counting: IB PMA PortCounters error counters
+  // (IBTA spec vol. 1, 16.1.3.5 PortCounters: "shall stop at all ones").
+  kSaturating,
+};
+
+// Where a counter's value goes in the port model.
+enum class CounterRole : uint8_t {
+  kTransmitBytes,
+  kReceiveBytes,
+  kTransmitPackets,
+  kReceivePackets,
+  kError,  // exported as fabricscope_port_errors_total{kind=<name>}
+};
+
+struct CounterSpec {
+  uint8_t width_bits = 64;  // 4, 8, 16, 32 or 64
+  CounterBehavior behavior = CounterBehavior::kWrapping;
+  // Units per raw count: 4 for IB port_xmit_data / port_rcv_data, which count 4-octet words
+  // (perfquery(8); kernel Documentation/ABI/stable/sysfs-class-infiniband). Applied to deltas
+  // and totals, never to the raw value the delta logic compares.
+  uint32_t scale = 1;
+};
+
+// Largest raw value a counter of this width holds.
+inline constexpr uint64_t CounterMax(uint8_t width_bits) {
+  return width_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << width_bits) - 1;
+}
+
+// Parses the text of a sysfs counter file: optional leading blanks, a decimal number, optional
+// trailing blanks/newline. Text starting with "N/A" gives kUnavailable; anything else that is not
+// a number that fits in 64 bits gives kError. Does not allocate (safe on the sampler thread).
+ReadStatus ParseCounterText(absl::string_view text, uint64_t* value);
+
+enum class DeltaKind : uint8_t {
+  kNormal,
+  kWrapped,    // the counter passed its maximum and restarted at 0
+  kReset,      // the counter went backwards without a plausible wrap: device reset or re-plug
+  kSaturated,  // a saturating counter sits at its maximum: increments are being lost
+  kGap,        // no delta: one of the two reads was not OK
+};
+
+struct Delta {
+  uint64_t raw = 0;  // increment in raw counter units (multiply by CounterSpec::scale)
+  DeltaKind kind = DeltaKind::kGap;
+};
+
+// Increment of a counter between two reads.
+//
+// - Wrapping counters: cur < prev is a wrap when the unfolded increment
+//   (2^width - prev + cur) is at most max_plausible_raw; otherwise it is a reset and the
+//   increment is cur (the counter restarted from 0). A 64-bit counter that is really 32 bits
+//   wide (older drivers, IB PortCounters without the extended set) is unfolded at 2^32 under the
+//   same plausibility rule. max_plausible_raw = 0 means "no bound known": wraps of 32-bit-or-less
+//   widths are then accepted, and a 64-bit decrease is a reset.
+// - Saturating counters: cur == max reports kSaturated with the increment up to the maximum,
+//   never a wrapped or huge delta; cur < prev is a reset (counters cleared, e.g. perfquery -x).
+// Pure function; safe on any thread.
+Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
+                   uint64_t max_plausible_raw);
+
+}  // namespace fabricscope::collectors

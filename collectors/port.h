@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectors/counter.h"
+
+namespace fabricscope::collectors {
+
+enum class LinkLayer : uint8_t { kUnspecified, kInfiniBand, kEthernet };
+
+enum class LineRateSource : uint8_t { kUnknown, kSysfs, kConfig };
+
+// One counter file of one port.
+struct CounterDescriptor {
+  std::string name;  // sysfs file name: port_xmit_data, rx_bytes, symbol_error, ...
+  std::string path;  // absolute path read with pread
+  CounterSpec spec;
+  CounterRole role = CounterRole::kError;
+  // Read on every tick when 1; every Nth tick for slower groups (e.g. error counters that cost
+  // a firmware command on mlx5, docs/rdma-counters.md).
+  uint32_t tick_divisor = 1;
+};
+
+// A port as discovered on the node: an RDMA device port or a network interface.
+struct PortDescriptor {
+  std::string device;  // mlx5_0 / eth0
+  uint32_t port = 0;   // RDMA port number, or the interface's dev_port
+  bool rdma = false;
+  LinkLayer link_layer = LinkLayer::kUnspecified;
+  uint64_t line_rate_bytes_per_second = 0;  // 0 = unknown
+  LineRateSource line_rate_source = LineRateSource::kUnknown;
+  bool is_virtual = false;  // a netdev under /sys/devices/virtual (lo, veth, bridge, ...)
+  std::vector<CounterDescriptor> counters;
+
+  std::string Key() const { return device + ":" + std::to_string(port); }
+};
+
+}  // namespace fabricscope::collectors

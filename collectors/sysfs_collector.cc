@@ -1,0 +1,88 @@
+#include "collectors/sysfs_collector.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "collectors/clock.h"
+
+namespace fabricscope::collectors {
+
+absl::StatusOr<std::unique_ptr<SysfsCounterCollector>> SysfsCounterCollector::Open(
+    std::vector<PortDescriptor> ports, std::vector<std::string>* notes) {
+  std::vector<Slot> fds;
+  std::vector<PortDescriptor> kept;
+  for (PortDescriptor& port : ports) {
+    std::vector<CounterDescriptor> opened;
+    for (CounterDescriptor& c : port.counters) {
+      const int fd = open(c.path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        if (notes) notes->push_back(absl::StrCat(c.path, ": ", strerror(errno), ", not sampled"));
+        continue;
+      }
+      fds.push_back(Slot{fd, c.tick_divisor == 0 ? 1 : c.tick_divisor});
+      opened.push_back(std::move(c));
+    }
+    if (opened.empty()) continue;
+    port.counters = std::move(opened);
+    kept.push_back(std::move(port));
+  }
+  if (fds.empty()) {
+    return absl::FailedPreconditionError("no counter file could be opened");
+  }
+  return std::unique_ptr<SysfsCounterCollector>(
+      new SysfsCounterCollector(std::move(kept), std::move(fds)));
+}
+
+SysfsCounterCollector::SysfsCounterCollector(std::vector<PortDescriptor> ports,
+                                             std::vector<Slot> fds)
+    : ports_(std::move(ports)),
+      fds_(std::move(fds)),
+      cost_ns_sum_(new std::atomic<uint64_t>[fds_.size()]),
+      cost_reads_(new std::atomic<uint64_t>[fds_.size()]) {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    cost_ns_sum_[i].store(0, std::memory_order_relaxed);
+    cost_reads_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+SysfsCounterCollector::~SysfsCounterCollector() {
+  for (const Slot& s : fds_) close(s.fd);
+}
+
+void SysfsCounterCollector::Sample(uint64_t tick, uint64_t* values, ReadStatus* status) {
+  const bool measure = tick % kCostTickStride == 0;
+  char buf[64];
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    const Slot& s = fds_[i];
+    if (tick % s.tick_divisor != 0) {
+      status[i] = ReadStatus::kNotRead;
+      continue;
+    }
+    const int64_t t0 = measure ? MonotonicNowNs() : 0;
+    const ssize_t n = pread(s.fd, buf, sizeof(buf), 0);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) {
+      // Error, EOF (file emptied), or a value longer than any counter: not a counter.
+      status[i] = ReadStatus::kError;
+    } else {
+      status[i] = ParseCounterText(absl::string_view(buf, static_cast<size_t>(n)), &values[i]);
+    }
+    if (measure) {
+      cost_ns_sum_[i].fetch_add(static_cast<uint64_t>(MonotonicNowNs() - t0),
+                                std::memory_order_relaxed);
+      cost_reads_[i].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+double SysfsCounterCollector::ReadCostNs(size_t i) const {
+  const uint64_t reads = cost_reads_[i].load(std::memory_order_relaxed);
+  if (reads == 0) return 0;
+  return static_cast<double>(cost_ns_sum_[i].load(std::memory_order_relaxed)) /
+         static_cast<double>(reads);
+}
+
+}  // namespace fabricscope::collectors

@@ -1,0 +1,319 @@
+#include "collectors/sysfs_ports.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+
+namespace fabricscope::collectors {
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string msg = absl::StrCat(path, ": ", strerror(err));
+    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+    return absl::UnavailableError(msg);
+  }
+  std::string out;
+  char buf[4096];
+  while (out.size() < max_bytes) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return absl::UnavailableError(absl::StrCat(path, ": ", strerror(err)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(std::min<size_t>(n, max_bytes - out.size())));
+  }
+  close(fd);
+  return out;
+}
+
+absl::StatusOr<uint64_t> ParseIbRate(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  const size_t space = t.find(' ');
+  if (space == absl::string_view::npos || !absl::StartsWith(t.substr(space + 1), "Gb/sec")) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IB rate: \"", text, "\""));
+  }
+  double gbps = 0;
+  if (!absl::SimpleAtod(t.substr(0, space), &gbps) || !(gbps >= 0) || gbps > 1e6) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IB rate: \"", text, "\""));
+  }
+  return static_cast<uint64_t>(std::llround(gbps * 125'000'000.0));
+}
+
+absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text) {
+  int64_t mbps = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &mbps)) {
+    return absl::InvalidArgumentError(absl::StrCat("not a netdev speed: \"", text, "\""));
+  }
+  if (mbps <= 0) return uint64_t{0};
+  return static_cast<uint64_t>(mbps) * 125'000;
+}
+
+absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t num_end = 0;
+  while (num_end < t.size() &&
+         (std::isdigit(static_cast<unsigned char>(t[num_end])) || t[num_end] == '.' ||
+          t[num_end] == 'e' || t[num_end] == '+')) {
+    // 'e' only as an exponent: "1e9"; stop if what follows is not a digit or sign.
+    if (t[num_end] == 'e' &&
+        (num_end + 1 >= t.size() || !(std::isdigit(static_cast<unsigned char>(t[num_end + 1])) ||
+                                      t[num_end + 1] == '+'))) {
+      break;
+    }
+    ++num_end;
+  }
+  double value = 0;
+  if (num_end == 0 || !absl::SimpleAtod(t.substr(0, num_end), &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad line rate \"", text,
+                                                   "\": want e.g. 100gbit, 25G, 400Mbit"));
+  }
+  absl::string_view unit = absl::string_view(t).substr(num_end);
+  absl::ConsumeSuffix(&unit, "/s");
+  absl::ConsumeSuffix(&unit, "ps");
+  double mult = 0;
+  if (unit.empty() || unit == "bit" || unit == "b") {
+    mult = 1;
+  } else if (unit == "k" || unit == "kbit" || unit == "kb") {
+    mult = 1e3;
+  } else if (unit == "m" || unit == "mbit" || unit == "mb") {
+    mult = 1e6;
+  } else if (unit == "g" || unit == "gbit" || unit == "gb") {
+    mult = 1e9;
+  } else if (unit == "t" || unit == "tbit" || unit == "tb") {
+    mult = 1e12;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("bad line rate unit in \"", text,
+                                                   "\": use bit, kbit, mbit, gbit or tbit"));
+  }
+  const double bytes = value * mult / 8.0;
+  if (!(bytes >= 1.0) || bytes > 1e15) {
+    return absl::InvalidArgumentError(absl::StrCat("line rate out of range: \"", text, "\""));
+  }
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+namespace {
+
+struct CounterTemplate {
+  const char* name;
+  uint8_t width;
+  CounterBehavior behavior;
+  uint32_t scale;
+  CounterRole role;
+};
+
+constexpr CounterBehavior kWrap = CounterBehavior::kWrapping;
+constexpr CounterBehavior kSat = CounterBehavior::kSaturating;
+
+// IBTA vol. 1 16.1.3.5 (PortCounters) widths; data and packet counters are 64-bit when the
+// kernel serves PortCountersExtended (every mlx4/mlx5/hfi1 since kernel 4.5) and wrap there.
+constexpr CounterTemplate kRdmaCounters[] = {
+    {"port_xmit_data", 64, kWrap, 4, CounterRole::kTransmitBytes},
+    {"port_rcv_data", 64, kWrap, 4, CounterRole::kReceiveBytes},
+    {"port_xmit_packets", 64, kWrap, 1, CounterRole::kTransmitPackets},
+    {"port_rcv_packets", 64, kWrap, 1, CounterRole::kReceivePackets},
+    {"symbol_error", 16, kSat, 1, CounterRole::kError},
+    {"link_error_recovery", 8, kSat, 1, CounterRole::kError},
+    {"link_downed", 8, kSat, 1, CounterRole::kError},
+    {"port_rcv_errors", 16, kSat, 1, CounterRole::kError},
+    {"port_rcv_remote_physical_errors", 16, kSat, 1, CounterRole::kError},
+    {"port_rcv_switch_relay_errors", 16, kSat, 1, CounterRole::kError},
+    {"port_xmit_discards", 16, kSat, 1, CounterRole::kError},
+    {"port_xmit_constraint_errors", 8, kSat, 1, CounterRole::kError},
+    {"port_rcv_constraint_errors", 8, kSat, 1, CounterRole::kError},
+    {"local_link_integrity_errors", 4, kSat, 1, CounterRole::kError},
+    {"excessive_buffer_overrun_errors", 4, kSat, 1, CounterRole::kError},
+    {"VL15_dropped", 16, kSat, 1, CounterRole::kError},
+};
+
+// include/uapi/linux/if_link.h struct rtnl_link_stats64: all 64-bit.
+constexpr CounterTemplate kNetdevCounters[] = {
+    {"tx_bytes", 64, kWrap, 1, CounterRole::kTransmitBytes},
+    {"rx_bytes", 64, kWrap, 1, CounterRole::kReceiveBytes},
+    {"tx_packets", 64, kWrap, 1, CounterRole::kTransmitPackets},
+    {"rx_packets", 64, kWrap, 1, CounterRole::kReceivePackets},
+    {"rx_errors", 64, kWrap, 1, CounterRole::kError},
+    {"tx_errors", 64, kWrap, 1, CounterRole::kError},
+    {"rx_dropped", 64, kWrap, 1, CounterRole::kError},
+    {"tx_dropped", 64, kWrap, 1, CounterRole::kError},
+    {"rx_crc_errors", 64, kWrap, 1, CounterRole::kError},
+    {"rx_missed_errors", 64, kWrap, 1, CounterRole::kError},
+    {"rx_fifo_errors", 64, kWrap, 1, CounterRole::kError},
+    {"tx_fifo_errors", 64, kWrap, 1, CounterRole::kError},
+    {"tx_carrier_errors", 64, kWrap, 1, CounterRole::kError},
+};
+
+template <size_t N>
+std::vector<CounterDescriptor> BuildCounterSet(const CounterTemplate (&templates)[N],
+                                               const std::string& dir,
+                                               uint32_t error_tick_divisor) {
+  std::vector<CounterDescriptor> out;
+  for (const CounterTemplate& t : templates) {
+    const std::string path = absl::StrCat(dir, "/", t.name);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) continue;
+    CounterDescriptor d;
+    d.name = t.name;
+    d.path = path;
+    d.spec = CounterSpec{t.width, t.behavior, t.scale};
+    d.role = t.role;
+    d.tick_divisor = t.role == CounterRole::kError ? std::max<uint32_t>(1, error_tick_divisor) : 1;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<std::string> SortedEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Moves counters that read "N/A" out of the port, noting them once.
+void DropUnavailableCounters(PortDescriptor& port, std::vector<std::string>& notes) {
+  std::vector<std::string> na;
+  std::erase_if(port.counters, [&](const CounterDescriptor& c) {
+    auto text = ReadSmallFile(c.path, 256);
+    uint64_t v = 0;
+    if (text.ok() && ParseCounterText(*text, &v) == ReadStatus::kUnavailable) {
+      na.push_back(c.name);
+      return true;
+    }
+    return false;
+  });
+  if (!na.empty()) {
+    notes.push_back(absl::StrCat(port.Key(), ": ", na.size(),
+                                 " counters read N/A (driver has no PMA) and are not sampled: ",
+                                 absl::StrJoin(na, ", ")));
+  }
+}
+
+}  // namespace
+
+std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
+                                              uint32_t error_tick_divisor) {
+  return BuildCounterSet(kRdmaCounters, counters_dir, error_tick_divisor);
+}
+
+std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_dir,
+                                                uint32_t error_tick_divisor) {
+  return BuildCounterSet(kNetdevCounters, statistics_dir, error_tick_divisor);
+}
+
+absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
+                                                  uint32_t error_tick_divisor) {
+  std::error_code ec;
+  if (!fs::is_directory(sysfs_root, ec)) {
+    return absl::NotFoundError(absl::StrCat("sysfs root ", sysfs_root, " is not a directory"));
+  }
+  DiscoveryResult result;
+  const std::string class_dir = sysfs_root + "/class/infiniband";
+  for (const std::string& dev : SortedEntries(class_dir)) {
+    const std::string ports_dir = absl::StrCat(class_dir, "/", dev, "/ports");
+    for (const std::string& port_name : SortedEntries(ports_dir)) {
+      uint32_t port_num = 0;
+      if (!absl::SimpleAtoi(port_name, &port_num)) continue;
+      const std::string dir = absl::StrCat(ports_dir, "/", port_name);
+      PortDescriptor p;
+      p.device = dev;
+      p.port = port_num;
+      p.rdma = true;
+      if (auto ll = ReadSmallFile(dir + "/link_layer", 64); ll.ok()) {
+        const absl::string_view v = absl::StripAsciiWhitespace(*ll);
+        p.link_layer = v == "InfiniBand" ? LinkLayer::kInfiniBand
+                       : v == "Ethernet" ? LinkLayer::kEthernet
+                                         : LinkLayer::kUnspecified;
+      }
+      if (auto rate = ReadSmallFile(dir + "/rate", 128); rate.ok()) {
+        if (auto bps = ParseIbRate(*rate); bps.ok() && *bps > 0) {
+          p.line_rate_bytes_per_second = *bps;
+          p.line_rate_source = LineRateSource::kSysfs;
+        } else {
+          result.notes.push_back(absl::StrCat(p.Key(), ": unreadable rate \"",
+                                              absl::StripAsciiWhitespace(*rate), "\""));
+        }
+      }
+      p.counters = RdmaCounterSet(dir + "/counters", error_tick_divisor);
+      DropUnavailableCounters(p, result.notes);
+      if (p.counters.empty()) {
+        result.notes.push_back(absl::StrCat(p.Key(), ": no readable counters, port skipped"));
+        continue;
+      }
+      result.ports.push_back(std::move(p));
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<DiscoveryResult> DiscoverNetdevs(const std::string& sysfs_root,
+                                                uint32_t error_tick_divisor) {
+  std::error_code ec;
+  if (!fs::is_directory(sysfs_root, ec)) {
+    return absl::NotFoundError(absl::StrCat("sysfs root ", sysfs_root, " is not a directory"));
+  }
+  DiscoveryResult result;
+  const std::string class_dir = sysfs_root + "/class/net";
+  for (const std::string& ifname : SortedEntries(class_dir)) {
+    const std::string dir = absl::StrCat(class_dir, "/", ifname);
+    if (!fs::is_directory(dir, ec)) continue;  // bonding_masters and other plain files
+    PortDescriptor p;
+    p.device = ifname;
+    p.rdma = false;
+    if (fs::is_symlink(dir, ec)) {
+      const std::string target = fs::read_symlink(dir, ec).string();
+      p.is_virtual = target.find("/devices/virtual/") != std::string::npos;
+    }
+    if (auto dp = ReadSmallFile(dir + "/dev_port", 64); dp.ok()) {
+      uint32_t v = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*dp), &v)) p.port = v;
+    }
+    if (auto type = ReadSmallFile(dir + "/type", 64); type.ok()) {
+      const absl::string_view v = absl::StripAsciiWhitespace(*type);
+      // include/uapi/linux/if_arp.h: ARPHRD_ETHER 1, ARPHRD_INFINIBAND 32 (IPoIB).
+      p.link_layer = v == "1"    ? LinkLayer::kEthernet
+                     : v == "32" ? LinkLayer::kInfiniBand
+                                 : LinkLayer::kUnspecified;
+    }
+    if (auto speed = ReadSmallFile(dir + "/speed", 64); speed.ok()) {
+      if (auto bps = ParseNetdevSpeed(*speed); bps.ok() && *bps > 0) {
+        p.line_rate_bytes_per_second = *bps;
+        p.line_rate_source = LineRateSource::kSysfs;
+      }
+    }
+    p.counters = NetdevCounterSet(dir + "/statistics", error_tick_divisor);
+    DropUnavailableCounters(p, result.notes);
+    if (p.counters.empty()) {
+      result.notes.push_back(absl::StrCat(ifname, ": no statistics/ counters, interface skipped"));
+      continue;
+    }
+    result.ports.push_back(std::move(p));
+  }
+  return result;
+}
+
+}  // namespace fabricscope::collectors

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectors/port.h"
+
+namespace fabricscope::collectors {
+
+// Reads a whole small text file (sysfs attribute, procfs table), at most max_bytes.
+// Errors: NotFound when the file does not exist, PermissionDenied, Unavailable for other
+// read errors (e.g. EINVAL from class/net/lo/speed).
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 65536);
+
+// Parses an RDMA port's `rate` attribute, e.g. "100 Gb/sec (4X EDR)" or "2.5 Gb/sec (1X SDR)",
+// into bytes per second: Gb/s x 125,000,000 (kernel drivers/infiniband/core/sysfs.c rate_show).
+// Errors: InvalidArgument on text without a "<number> Gb/sec" prefix.
+absl::StatusOr<uint64_t> ParseIbRate(absl::string_view text);
+
+// Parses a netdev's `speed` attribute (Mb/s, kernel Documentation/ABI/testing/sysfs-class-net)
+// into bytes per second (x 125,000). "-1" (virtio, veth, link down) gives 0 = unknown.
+// Errors: InvalidArgument on non-numeric text.
+absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text);
+
+// Parses a line rate given by a user, in tc(8) style: a number followed by bit, kbit, mbit,
+// gbit or tbit (case-insensitive; "G"/"M"/"K"/"T" alone and "Gb/s" forms are accepted too),
+// or a bare number of bits per second. Returns bytes per second (decimal prefixes, /8).
+// Errors: InvalidArgument on anything else, or a zero or negative rate.
+absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text);
+
+// The standard counter set of an RDMA port (counters/*), with widths from the IB PMA
+// PortCounters attribute (IBTA vol. 1 16.1.3.5; docs/rdma-counters.md table). Data counters are
+// 4-octet words (scale 4). Error counters saturate.
+std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
+                                              uint32_t error_tick_divisor);
+
+// The standard counter set of a network interface (statistics/*, 64-bit in
+// include/uapi/linux/if_link.h rtnl_link_stats64; may wrap at 32 bits on old drivers).
+std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_dir,
+                                                uint32_t error_tick_divisor);
+
+struct DiscoveryResult {
+  std::vector<PortDescriptor> ports;
+  // One line per thing worth telling the user once: counters that read "N/A", ports skipped
+  // because they have no counter files, ports with unknown line rate.
+  std::vector<std::string> notes;
+};
+
+// Finds every port under <sysfs_root>/class/infiniband/<dev>/ports/<n>/ with its rate, link
+// layer and every counter file present. Counters reading "N/A" (drivers without a PMA, e.g.
+// iWARP) are left out and noted. A missing class/infiniband is not an error (no RDMA devices).
+// Errors: NotFound when sysfs_root itself does not exist.
+absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
+                                                  uint32_t error_tick_divisor = 1);
+
+// Finds every interface under <sysfs_root>/class/net/ with its statistics counters, speed,
+// dev_port and whether it is virtual (its sysfs link points under devices/virtual/).
+// Errors: NotFound when sysfs_root itself does not exist.
+absl::StatusOr<DiscoveryResult> DiscoverNetdevs(const std::string& sysfs_root,
+                                                uint32_t error_tick_divisor = 1);
+
+}  // namespace fabricscope::collectors

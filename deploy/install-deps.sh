@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs every build, test and run-time dependency of fabricscope from Debian packages.
+# Idempotent: packages already present are skipped, and apt is only touched when one is missing.
+# Usage: deploy/install-deps.sh   (as root, or with sudo available)
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # libraries (DESIGN.md "Decisions")
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  prometheus-cpp-dev libcpp-httplib-dev
+  libpcap-dev libibverbs-dev libibumad-dev
+  libabsl-dev libgoogle-glog-dev libsystemd-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests: namespaces, traffic shaping, a real Prometheus (promtool)
+  iproute2 prometheus curl procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# --no-install-recommends keeps the prometheus package from pulling a web UI build chain.
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The prometheus package starts a server on :9090 when installed on a machine with systemd;
+# fabricscope's tests start their own on loopback ports, so a stray one is harmless.
+echo "install-deps: done"

@@ -1,0 +1,35 @@
+#include "exporters/aggregator.h"
+
+namespace fabricscope::exporters {
+
+Aggregator::Aggregator(AggregatorOptions options) : options_(std::move(options)) {}
+
+Aggregator::~Aggregator() { Stop(); }
+
+absl::Status Aggregator::Start() {
+  std::vector<const prometheus::Collectable*> collectables = {&state_};
+  collectables.insert(collectables.end(), extra_.begin(), extra_.end());
+  http_ = std::make_unique<HttpServer>(std::move(collectables), &state_);
+  auto http_port = http_->Start(options_.http_listen);
+  if (!http_port.ok()) return http_port.status();
+  http_port_ = *http_port;
+  if (!options_.grpc_listen.empty()) {
+    grpc_ = std::make_unique<TelemetryServer>(state_);
+    auto grpc_port = grpc_->Start(options_.grpc_listen);
+    if (!grpc_port.ok()) {
+      http_->Stop();
+      return grpc_port.status();
+    }
+    grpc_port_ = *grpc_port;
+  }
+  return absl::OkStatus();
+}
+
+void Aggregator::Stop() {
+  if (grpc_) grpc_->Stop();
+  if (http_) http_->Stop();
+  grpc_.reset();
+  http_.reset();
+}
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "exporters/cluster_state.h"
+#include "exporters/http_server.h"
+#include "exporters/telemetry_service.h"
+#include "prometheus/registry.h"
+
+namespace fabricscope::exporters {
+
+struct AggregatorOptions {
+  // gRPC listen address for agents; empty = no gRPC server (in-process agent only).
+  std::string grpc_listen = "0.0.0.0:9471";
+  // HTTP listen address for /metrics, /healthz and /api/*.
+  std::string http_listen = "0.0.0.0:9470";
+};
+
+// The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's
+// standalone mode embeds one with no gRPC server. Start/Stop from the control thread.
+class Aggregator {
+ public:
+  explicit Aggregator(AggregatorOptions options);
+  ~Aggregator();
+
+  // Errors: those of HttpServer::Start and TelemetryServer::Start.
+  absl::Status Start();
+  void Stop();
+
+  ClusterState& state() { return state_; }
+  // Extra collectables (e.g. the agent's own registry) rendered after the cluster state.
+  // Call before Start(); they must outlive the aggregator.
+  void AddCollectable(const prometheus::Collectable* c) { extra_.push_back(c); }
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  const HttpServer* http() const { return http_.get(); }
+
+ private:
+  AggregatorOptions options_;
+  ClusterState state_;
+  std::vector<const prometheus::Collectable*> extra_;
+  std::unique_ptr<TelemetryServer> grpc_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+};
+
+}  // namespace fabricscope::exporters

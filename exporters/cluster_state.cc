@@ -1,0 +1,305 @@
+#include "exporters/cluster_state.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope::exporters {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
+  if (hello.node().empty()) return absl::InvalidArgumentError("Hello without a node name");
+  absl::MutexLock lock(&mu_);
+  NodeState& n = nodes_[hello.node()];
+  const bool same_instance = n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
+  if (!same_instance) {
+    n = NodeState();
+    n.ports.resize(static_cast<size_t>(hello.ports_size()));
+  }
+  n.hello = hello;
+  for (int i = 0; i < hello.ports_size(); ++i) n.ports[static_cast<size_t>(i)].info = hello.ports(i);
+  if (hello.resume_seq() > n.contiguous + 1) {
+    lost_batches_total_ += hello.resume_seq() - 1 - n.contiguous;
+    n.contiguous = hello.resume_seq() - 1;
+  }
+  return n.contiguous;
+}
+
+absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
+                                               const v1::Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.hello.instance_id() != instance_id) {
+    ++rejected_batches_total_;
+    return absl::FailedPreconditionError(
+        absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
+  }
+  NodeState& n = it->second;
+  if (batch.seq() <= n.contiguous) {
+    ++duplicate_batches_total_;
+    return n.contiguous;
+  }
+  for (const v1::PortWindow& pw : batch.ports()) {
+    if (pw.port_index() >= n.ports.size()) {
+      ++rejected_batches_total_;
+      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
+                                                     pw.port_index(), " of ", n.ports.size()));
+    }
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    if (m.port_index() >= n.ports.size()) {
+      ++rejected_batches_total_;
+      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
+                                                     " has a microburst on port index ",
+                                                     m.port_index(), " of ", n.ports.size()));
+    }
+  }
+  if (batch.seq() > n.contiguous + 1) lost_batches_total_ += batch.seq() - 1 - n.contiguous;
+  n.contiguous = batch.seq();
+  ++batches_total_;
+  for (const v1::PortWindow& pw : batch.ports()) {
+    PortSnapshot& ps = n.ports[pw.port_index()];
+    ps.last = pw;
+    ps.have = true;
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    n.bursts.push_back(Burst{m.port_index(), m.direction(), m.start_ns() + batch.unix_offset_ns(),
+                             m.duration_ns(), m.peak_utilization(), m.bytes()});
+    while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
+  }
+  if (batch.has_agent()) n.agent = batch.agent();
+  n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
+  return n.contiguous;
+}
+
+size_t ClusterState::node_count() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+namespace {
+
+MetricFamily MakeFamily(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+ClientMetric WithLabels(std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  return m;
+}
+
+void AddValue(MetricFamily& f, std::vector<ClientMetric::Label> labels, double v) {
+  ClientMetric m = WithLabels(std::move(labels));
+  if (f.type == MetricType::Counter) {
+    m.counter.value = v;
+  } else {
+    m.gauge.value = v;
+  }
+  f.metric.push_back(std::move(m));
+}
+
+void AddHistogram(MetricFamily& f, std::vector<ClientMetric::Label> labels,
+                  const v1::Histogram& h) {
+  ClientMetric m = WithLabels(std::move(labels));
+  uint64_t cumulative = 0;
+  for (int i = 0; i < h.bucket_counts_size(); ++i) {
+    cumulative += h.bucket_counts(i);
+    ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < h.upper_bounds_size() ? h.upper_bounds(i)
+                                              : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back(b);
+  }
+  m.histogram.sample_count = h.count();
+  m.histogram.sample_sum = h.sum();
+  f.metric.push_back(std::move(m));
+}
+
+const char* DirectionName(v1::Direction d) {
+  return d == v1::DIRECTION_TRANSMIT ? "transmit" : d == v1::DIRECTION_RECEIVE ? "receive" : "";
+}
+
+}  // namespace
+
+std::vector<MetricFamily> ClusterState::Collect() const {
+  auto tx_bytes = MakeFamily("fabricscope_port_transmit_bytes_total",
+                             "Bytes transmitted by the port (hardware counter, 4-octet words x 4 "
+                             "for RDMA ports).", MetricType::Counter);
+  auto rx_bytes = MakeFamily("fabricscope_port_receive_bytes_total",
+                             "Bytes received by the port (hardware counter).", MetricType::Counter);
+  auto tx_pkts = MakeFamily("fabricscope_port_transmit_packets_total",
+                            "Packets transmitted by the port.", MetricType::Counter);
+  auto rx_pkts = MakeFamily("fabricscope_port_receive_packets_total",
+                            "Packets received by the port.", MetricType::Counter);
+  auto line_rate = MakeFamily("fabricscope_port_line_rate_bytes_per_second",
+                              "Line rate of the port (sysfs rate/speed, or configured).",
+                              MetricType::Gauge);
+  auto util = MakeFamily("fabricscope_port_utilization_ratio",
+                         "Mean utilization of line rate over the last window.", MetricType::Gauge);
+  auto peak = MakeFamily("fabricscope_port_peak_utilization_ratio",
+                         "Highest single-sample (sub-ms) utilization in the last window.",
+                         MetricType::Gauge);
+  auto sample_util = MakeFamily("fabricscope_port_sample_utilization_ratio",
+                                "Distribution of per-sample (sub-ms) utilization since agent start.",
+                                MetricType::Histogram);
+  auto errors = MakeFamily("fabricscope_port_errors_total",
+                           "Port error counters by kind (the sysfs counter name).",
+                           MetricType::Counter);
+  auto saturated = MakeFamily("fabricscope_port_error_counter_saturated",
+                              "1 when an error counter is stuck at its maximum and no longer "
+                              "counts (IB PMA counters saturate).", MetricType::Gauge);
+  auto bursts = MakeFamily("fabricscope_microbursts_total",
+                           "Microbursts: runs of samples at or above the enter threshold of line "
+                           "rate, ended below the exit threshold.", MetricType::Counter);
+  auto burst_dur = MakeFamily("fabricscope_microburst_duration_seconds",
+                              "Duration of microbursts.", MetricType::Histogram);
+  auto interval = MakeFamily("fabricscope_agent_sample_interval_seconds",
+                             "Achieved time between sampler ticks.", MetricType::Histogram);
+  auto overruns = MakeFamily("fabricscope_agent_sampler_overruns_total",
+                             "Sampler ticks that started more than one period late.",
+                             MetricType::Counter);
+  auto ring_drops = MakeFamily("fabricscope_agent_ring_dropped_samples_total",
+                               "Samples dropped because the agent pipeline fell behind.",
+                               MetricType::Counter);
+  auto uplink_drops = MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
+                                 "Batches the agent dropped from its full uplink queue.",
+                                 MetricType::Counter);
+  auto read_cost = MakeFamily("fabricscope_agent_counter_read_seconds",
+                              "Mean cost of one read of a counter file (pread + parse).",
+                              MetricType::Gauge);
+  auto last_batch = MakeFamily("fabricscope_agent_last_batch_timestamp_seconds",
+                               "Unix time of the end of the last window received from the agent.",
+                               MetricType::Gauge);
+  auto info = MakeFamily("fabricscope_agent_info", "Agent identity; value is always 1.",
+                         MetricType::Gauge);
+
+  absl::MutexLock lock(&mu_);
+  for (const auto& [node, n] : nodes_) {
+    AddValue(info, {{"node", node}, {"version", n.hello.agent_version()},
+                    {"boot_id", n.hello.boot_id()}}, 1);
+    if (n.last_batch_unix_ns != 0) {
+      AddValue(last_batch, {{"node", node}}, static_cast<double>(n.last_batch_unix_ns) / 1e9);
+    }
+    if (n.agent.has_sample_interval_seconds()) {
+      AddHistogram(interval, {{"node", node}}, n.agent.sample_interval_seconds());
+    }
+    AddValue(overruns, {{"node", node}}, static_cast<double>(n.agent.overruns_total()));
+    AddValue(ring_drops, {{"node", node}}, static_cast<double>(n.agent.ring_drops_total()));
+    AddValue(uplink_drops, {{"node", node}},
+             static_cast<double>(n.agent.uplink_dropped_batches_total()));
+    for (const v1::CounterReadCost& c : n.agent.read_costs()) {
+      if (c.port_index() >= n.ports.size()) continue;
+      const v1::PortInfo& pi = n.ports[c.port_index()].info;
+      AddValue(read_cost, {{"node", node}, {"device", pi.device()},
+                           {"port", absl::StrCat(pi.port())}, {"counter", c.counter()}},
+               c.mean_seconds());
+    }
+    for (const PortSnapshot& ps : n.ports) {
+      const std::string port = absl::StrCat(ps.info.port());
+      auto labels = [&](std::vector<ClientMetric::Label> extra = {}) {
+        std::vector<ClientMetric::Label> l = {{"node", node}, {"device", ps.info.device()},
+                                              {"port", port}};
+        l.insert(l.end(), extra.begin(), extra.end());
+        return l;
+      };
+      if (ps.info.line_rate_bytes_per_second() > 0) {
+        AddValue(line_rate, labels(), static_cast<double>(ps.info.line_rate_bytes_per_second()));
+      }
+      if (!ps.have) continue;
+      const v1::PortWindow& w = ps.last;
+      AddValue(tx_bytes, labels(), static_cast<double>(w.transmit().bytes_total()));
+      AddValue(rx_bytes, labels(), static_cast<double>(w.receive().bytes_total()));
+      AddValue(tx_pkts, labels(), static_cast<double>(w.transmit().packets_total()));
+      AddValue(rx_pkts, labels(), static_cast<double>(w.receive().packets_total()));
+      for (const v1::ErrorCounter& e : w.errors()) {
+        AddValue(errors, labels({{"kind", e.kind()}}), static_cast<double>(e.total()));
+        AddValue(saturated, labels({{"kind", e.kind()}}), e.saturated() ? 1 : 0);
+      }
+      const std::pair<const char*, const v1::DirectionWindow*> dirs[] = {
+          {"transmit", &w.transmit()}, {"receive", &w.receive()}};
+      for (const auto& [dname, d] : dirs) {
+        if (w.utilization_valid()) {
+          AddValue(util, labels({{"direction", dname}}), d->mean_utilization());
+          AddValue(peak, labels({{"direction", dname}}), d->peak_utilization());
+          AddHistogram(sample_util, labels({{"direction", dname}}), d->sample_utilization());
+          AddValue(bursts, labels({{"direction", dname}}),
+                   static_cast<double>(d->microbursts_total()));
+          AddHistogram(burst_dur, labels({{"direction", dname}}),
+                       d->microburst_duration_seconds());
+        }
+      }
+    }
+  }
+
+  auto self_batches = MakeFamily("fabricscope_aggregator_batches_total",
+                                 "Batches stored by this aggregator.", MetricType::Counter);
+  AddValue(self_batches, {}, static_cast<double>(batches_total_));
+  auto self_dups = MakeFamily("fabricscope_aggregator_duplicate_batches_total",
+                              "Batches received again after a reconnect (acked, not applied).",
+                              MetricType::Counter);
+  AddValue(self_dups, {}, static_cast<double>(duplicate_batches_total_));
+  auto self_lost = MakeFamily("fabricscope_aggregator_lost_batches_total",
+                              "Batches an agent dropped before this aggregator stored them.",
+                              MetricType::Counter);
+  AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
+  auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
+                             "Malformed batches or batches without a Hello.",
+                             MetricType::Counter);
+  AddValue(self_rej, {}, static_cast<double>(rejected_batches_total_));
+  auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
+                               MetricType::Gauge);
+  AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
+
+  std::vector<MetricFamily> out;
+  for (MetricFamily* f :
+       {&tx_bytes, &rx_bytes, &tx_pkts, &rx_pkts, &line_rate, &util, &peak, &sample_util,
+        &errors, &saturated, &bursts, &burst_dur, &interval, &overruns, &ring_drops,
+        &uplink_drops, &read_cost, &last_batch, &info, &self_batches, &self_dups, &self_lost,
+        &self_rej, &self_nodes}) {
+    if (!f->metric.empty()) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list =
+      (*root.mutable_fields())["microbursts"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (!node_filter.empty() && node != node_filter) continue;
+      for (const Burst& b : n.bursts) {
+        const v1::PortInfo& pi = n.ports[b.port_index].info;
+        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+        f["node"].set_string_value(node);
+        f["device"].set_string_value(pi.device());
+        f["port"].set_number_value(pi.port());
+        f["direction"].set_string_value(DirectionName(b.direction));
+        f["start_unix_seconds"].set_number_value(static_cast<double>(b.start_unix_ns) / 1e9);
+        f["duration_seconds"].set_number_value(static_cast<double>(b.duration_ns) / 1e9);
+        f["peak_utilization"].set_number_value(b.peak_utilization);
+        f["bytes"].set_number_value(static_cast<double>(b.bytes));
+      }
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  return out;
+}
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "fabricscope/v1/telemetry.pb.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+// Latest state of every node that reports to this aggregator, and the Prometheus view of it.
+//
+// Agents send cumulative values (hardware counter totals, cumulative histograms), so the state
+// is "the latest batch per node": an aggregator restart loses nothing that the next batch does
+// not restore. Batches are deduplicated by (node, instance_id, seq).
+//
+// Thread-safe: every method may be called from any thread (gRPC reactors, the HTTP server's
+// scrape threads, the in-process agent). Collect() builds the whole snapshot at scrape time
+// under the lock (DESIGN.md: snapshot serialized at scrape time).
+class ClusterState : public prometheus::Collectable {
+ public:
+  struct Options {
+    size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
+  };
+  ClusterState() : ClusterState(Options{}) {}
+  explicit ClusterState(Options options) : options_(options) {}
+
+  // Registers an agent instance. A new instance_id for a known node replaces the old instance's
+  // ports; the same instance (reconnect) keeps its progress. Batches below hello.resume_seq that
+  // were never stored are counted as lost. Returns the seq to ack.
+  // Errors: InvalidArgument when node is empty.
+  absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
+
+  // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
+  // Returns the seq to ack: the highest contiguous one stored.
+  // Errors: FailedPrecondition when (node, instance_id) sent no Hello; InvalidArgument when a
+  // record names a port index outside the Hello's port list (the batch is rejected and counted).
+  absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
+                                   const v1::Batch& batch);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // JSON: {"microbursts":[{node, device, port, direction, start_unix_seconds, duration_seconds,
+  // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes.
+  std::string RecentMicroburstsJson(absl::string_view node_filter) const;
+
+  size_t node_count() const;
+
+ private:
+  struct Burst {
+    uint32_t port_index;
+    v1::Direction direction;
+    int64_t start_unix_ns;
+    int64_t duration_ns;
+    double peak_utilization;
+    uint64_t bytes;
+  };
+  struct PortSnapshot {
+    v1::PortInfo info;
+    v1::PortWindow last;
+    bool have = false;
+  };
+  struct NodeState {
+    v1::Hello hello;
+    uint64_t contiguous = 0;
+    std::vector<PortSnapshot> ports;
+    v1::AgentStats agent;
+    int64_t last_batch_unix_ns = 0;
+    std::deque<Burst> bursts;
+  };
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rejected_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,101 @@
+#include "exporters/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "exporters/cluster_state.h"
+#include "prometheus/text_serializer.h"
+
+namespace fabricscope::exporters {
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", address, "\" is not HOST:PORT (e.g. 127.0.0.1:9470)"));
+  }
+  std::string host = address.substr(0, colon);
+  int port = -1;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\" has a bad port"));
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  return std::make_pair(host, port);
+}
+
+HttpServer::HttpServer(std::vector<const prometheus::Collectable*> collectables,
+                       const ClusterState* state)
+    : collectables_(std::move(collectables)), state_(state) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::string HttpServer::RenderMetrics() const {
+  std::vector<prometheus::MetricFamily> families;
+  for (const prometheus::Collectable* c : collectables_) {
+    auto f = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
+  auto hp = SplitHostPort(listen);
+  if (!hp.ok()) return hp.status();
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server_->Get("/api/microbursts", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
+    res.set_content(state_ ? state_->RecentMicroburstsJson(node) : "{}", "application/json");
+  });
+  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(
+        "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
+        "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>"
+        "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
+        "?node=NAME to filter)</li>"
+        "<li><a href=\"/healthz\">/healthz</a></li></ul>",
+        "text/html");
+  });
+  const auto& [host, port] = *hp;
+  int bound = port;
+  if (port == 0) {
+    bound = server_->bind_to_any_port(host.c_str());
+  } else if (!server_->bind_to_port(host.c_str(), port)) {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", listen,
+                                               " (address in use or not local?)"));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // listen_after_bind() sets is_running() once its accept loop starts; Stop() before that would
+  // be lost, so wait for it (bounded).
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return bound;
+}
+
+void HttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace fabricscope::exporters {
+
+class ClusterState;
+
+// The one HTTP server of a daemon (DESIGN.md): /metrics in the Prometheus text format (0.0.4),
+// rendered at scrape time from the collectables; /healthz; /api/microbursts; an index at /.
+//
+// Threading: Start/Stop from the control thread; requests are served on the server's own pool.
+class HttpServer {
+ public:
+  // collectables: scraped in order on every GET /metrics; must outlive the server.
+  HttpServer(std::vector<const prometheus::Collectable*> collectables, const ClusterState* state);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds host:port ("127.0.0.1:9470", "[::1]:0", ":9470" = all addresses) and starts serving.
+  // Returns the bound port (useful with port 0).
+  // Errors: InvalidArgument for a malformed address, Unavailable when the bind fails.
+  absl::StatusOr<int> Start(const std::string& listen);
+  void Stop();
+
+  // The whole /metrics body as served.
+  std::string RenderMetrics() const;
+
+ private:
+  std::vector<const prometheus::Collectable*> collectables_;
+  const ClusterState* state_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+// Splits "host:port", "[v6]:port" or ":port" into host and port; an empty host becomes "0.0.0.0".
+// Errors: InvalidArgument.
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
+
+}  // namespace fabricscope::exporters

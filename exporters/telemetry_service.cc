@@ -1,0 +1,150 @@
+#include "exporters/telemetry_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "exporters/cluster_state.h"
+
+namespace fabricscope::exporters {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+class AgentStreamReactor final
+    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
+ public:
+  explicit AgentStreamReactor(ClusterState& state) : state_(state) { StartRead(&in_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent closed its side, or the stream broke
+      absl::MutexLock lock(&mu_);
+      reading_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    absl::StatusOr<uint64_t> ack = Handle(in_);
+    absl::MutexLock lock(&mu_);
+    if (!ack.ok()) {
+      status_ = ToGrpc(ack.status());
+      reading_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    pending_ack_ = *ack;
+    ack_dirty_ = true;
+    if (!writing_ && !write_failed_) WriteAckLocked();
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      // The stream is gone: the outstanding read fails too, and OnReadDone finishes.
+      write_failed_ = true;
+    } else if (ack_dirty_ && !reading_done_) {
+      WriteAckLocked();
+      return;
+    }
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::StatusOr<uint64_t> Handle(const v1::AgentMessage& m) {
+    switch (m.kind_case()) {
+      case v1::AgentMessage::kHello: {
+        if (have_hello_) return absl::InvalidArgumentError("second Hello on one stream");
+        auto ack = state_.OnHello(m.hello());
+        if (ack.ok()) {
+          have_hello_ = true;
+          node_ = m.hello().node();
+          instance_ = m.hello().instance_id();
+        }
+        return ack;
+      }
+      case v1::AgentMessage::kBatch:
+        if (!have_hello_) return absl::FailedPreconditionError("Batch before Hello");
+        return state_.OnBatch(node_, instance_, m.batch());
+      default:
+        return absl::InvalidArgumentError("empty AgentMessage");
+    }
+  }
+
+  void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    out_.mutable_ack()->set_seq(pending_ack_);
+    ack_dirty_ = false;
+    writing_ = true;
+    StartWrite(&out_);
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reading_done_ && !writing_ && !finished_) {
+      finished_ = true;
+      Finish(status_);
+    }
+  }
+
+  ClusterState& state_;
+  v1::AgentMessage in_;  // touched only by the read chain, one read at a time
+  bool have_hello_ = false;
+  std::string node_;
+  uint64_t instance_ = 0;
+
+  absl::Mutex mu_;
+  v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
+  uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ack_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* TelemetryService::Stream(
+    grpc::CallbackServerContext* /*context*/) {
+  streams_total_.fetch_add(1);
+  return new AgentStreamReactor(state_);
+}
+
+TelemetryServer::TelemetryServer(ClusterState& state) : service_(state) {}
+
+TelemetryServer::~TelemetryServer() { Stop(0); }
+
+absl::StatusOr<int> TelemetryServer::Start(const std::string& listen) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service_);
+  // Keepalive on both ends together (agent side in agent/uplink.cc): a dead agent's stream is
+  // closed within keepalive time + timeout.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  // Two aggregators must not share a port silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
+    server_.reset();
+    return absl::UnavailableError("cannot listen for gRPC on " + listen +
+                                  " (address in use or not local?)");
+  }
+  return port;
+}
+
+void TelemetryServer::Stop(int grace_ms) {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace fabricscope::exporters

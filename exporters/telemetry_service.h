@@ -1,0 +1,54 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "fabricscope/v1/telemetry.grpc.pb.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace fabricscope::exporters {
+
+class ClusterState;
+
+// gRPC Telemetry service on the callback API: one reactor per agent stream. A reactor reads the
+// Hello, then Batches, applies each to the ClusterState, and writes an Ack after each; with one
+// write in flight at a time, a newer ack replaces a pending one (acks are cumulative).
+// Malformed input (no Hello first, bad port index) ends that stream with INVALID_ARGUMENT or
+// FAILED_PRECONDITION and is counted; it never affects other agents.
+//
+// Threading: reactions run on gRPC's threads and never block beyond a short state lock.
+class TelemetryService final : public v1::Telemetry::CallbackService {
+ public:
+  explicit TelemetryService(ClusterState& state) : state_(state) {}
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+  uint64_t streams_total() const { return streams_total_.load(); }
+
+ private:
+  ClusterState& state_;
+  std::atomic<uint64_t> streams_total_{0};
+};
+
+// Owns the gRPC server hosting TelemetryService with keepalive configured.
+class TelemetryServer {
+ public:
+  explicit TelemetryServer(ClusterState& state);
+  ~TelemetryServer();
+  // Listens on host:port (port 0 picks one). Returns the bound port.
+  // Errors: Unavailable when it cannot bind.
+  absl::StatusOr<int> Start(const std::string& listen);
+  // Cancels open streams and stops, waiting at most `grace_ms` for them.
+  void Stop(int grace_ms = 1000);
+
+ private:
+  TelemetryService service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace fabricscope::exporters

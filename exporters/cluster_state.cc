@@ -25,10 +25,10 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   }
   n.hello = hello;
   for (int i = 0; i < hello.ports_size(); ++i) n.ports[static_cast<size_t>(i)].info = hello.ports(i);
-  if (hello.resume_seq() > n.contiguous + 1) {
-    lost_batches_total_ += hello.resume_seq() - 1 - n.contiguous;
-    n.contiguous = hello.resume_seq() - 1;
-  }
+  // Below resume_seq the agent holds nothing: those batches were acked by an earlier
+  // aggregator (or this one) or dropped from the agent's full queue, which the agent counts
+  // itself (fabricscope_agent_uplink_dropped_batches_total). Either way, nothing to wait for.
+  if (hello.resume_seq() > n.contiguous + 1) n.contiguous = hello.resume_seq() - 1;
   return n.contiguous;
 }
 

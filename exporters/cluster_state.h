@@ -34,8 +34,8 @@ class ClusterState : public prometheus::Collectable {
   explicit ClusterState(Options options) : options_(options) {}
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
-  // ports; the same instance (reconnect) keeps its progress. Batches below hello.resume_seq that
-  // were never stored are counted as lost. Returns the seq to ack.
+  // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
+  // hello.resume_seq - 1 (the agent holds nothing older). Returns the seq to ack.
   // Errors: InvalidArgument when node is empty.
   absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
 

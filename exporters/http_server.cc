@@ -52,6 +52,12 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   auto hp = SplitHostPort(listen);
   if (!hp.ok()) return hp.status();
   server_ = std::make_unique<httplib::Server>();
+  // httplib's default adds SO_REUSEPORT, which would let a second daemon share the port
+  // silently; keep only SO_REUSEADDR (quick restarts).
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
   });

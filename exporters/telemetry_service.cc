@@ -68,7 +68,8 @@ class AgentStreamReactor final
         return ack;
       }
       case v1::AgentMessage::kBatch:
-        if (!have_hello_) return absl::FailedPreconditionError("Batch before Hello");
+        // Before a Hello node_ is empty, which no Hello registers: the state refuses the batch
+        // with FAILED_PRECONDITION and counts it.
         return state_.OnBatch(node_, instance_, m.batch());
       default:
         return absl::InvalidArgumentError("empty AgentMessage");

@@ -45,7 +45,20 @@ class FakeTree {
   // A netdev with the standard statistics files, all set to `value`.
   void AddNetdev(const std::string& name, const std::string& speed = "-1",
                  uint64_t value = 0) const {
-    const std::string dir = "class/net/" + name;
+    AddNetdevAt("class/net/" + name, speed, value);
+  }
+  // A netdev under devices/<parent>/net/<name> linked from class/net/<name>, as the kernel lays
+  // them out; parent "virtual" makes it a virtual interface (lo, veth, bridges).
+  void AddLinkedNetdev(const std::string& name, const std::string& parent,
+                       const std::string& speed = "-1") const {
+    const std::string dir = "devices/" + parent + "/net/" + name;
+    AddNetdevAt(dir, speed);
+    std::filesystem::create_directories(Path("class/net"));
+    std::filesystem::create_symlink("../../" + dir, Path("class/net/" + name));
+  }
+  // The same at any directory (e.g. devices/virtual/net/veth0, linked from class/net).
+  void AddNetdevAt(const std::string& dir, const std::string& speed = "-1",
+                   uint64_t value = 0) const {
     Write(dir + "/speed", speed + "\n");
     Write(dir + "/type", "1\n");
     Write(dir + "/dev_port", "0\n");

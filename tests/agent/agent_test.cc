@@ -1,0 +1,137 @@
+#include "agent/agent.h"
+
+#include <httplib.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "tests/common/fake_tree.h"
+#include "tests/common/wait.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeTree;
+using testing::WaitFor;
+
+// Value of the first sample line of /metrics matching `selector` (a metric name with labels),
+// or -1.
+double Scrape(const std::string& body, const std::string& selector) {
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(selector, 0) == 0 && line.size() > selector.size() &&
+        line[selector.size()] == ' ') {
+      return std::stod(line.substr(selector.size() + 1));
+    }
+  }
+  return -1;
+}
+
+AgentOptions TreeOptions(const FakeTree& t) {
+  AgentOptions o;
+  o.node = "test-node";
+  o.sysfs_root = t.root();
+  o.procfs_root = t.root();
+  o.http_listen = "127.0.0.1:0";
+  o.window_ns = 100'000'000;  // 100 ms windows keep the test short
+  return o;
+}
+
+TEST(Agent, DefaultSelectionIsRdmaPortsAndPhysicalInterfaces) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  t.AddLinkedNetdev("eth1", "pci0000:00", "10000");
+  t.AddLinkedNetdev("lo", "virtual");
+  auto a = Agent::Create(TreeOptions(t));
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<std::string> names;
+  for (const auto& p : (*a)->ports()) names.push_back(p.Key());
+  EXPECT_THAT(names, ::testing::ElementsAre("hfi1_0:1", "mlx4_0:1", "mlx4_0:2", "mlx5_0:1",
+                                            "eth1:0"));
+}
+
+TEST(Agent, LoOnlyWhenNothingElseExists) {
+  FakeTree t;
+  t.AddLinkedNetdev("lo", "virtual");
+  t.AddLinkedNetdev("veth0", "virtual");
+  auto a = Agent::Create(TreeOptions(t));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ((*a)->ports().size(), 1u);
+  EXPECT_EQ((*a)->ports()[0].device, "lo");
+  // ... and the unknown line rate is said once.
+  EXPECT_THAT((*a)->notes(), ::testing::Contains(HasSubstr("lo: line rate unknown")));
+}
+
+TEST(Agent, UnknownInterfaceIsAClearError) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  AgentOptions o = TreeOptions(t);
+  o.interfaces = {"mlx5_0:1", "ib7"};
+  auto a = Agent::Create(o);
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(), HasSubstr("\"ib7\""));
+  EXPECT_THAT(a.status().message(), HasSubstr("mlx5_0:1"));  // lists what exists
+}
+
+TEST(Agent, LineRateOverrideAppliesToTheNamedPort) {
+  FakeTree t;
+  t.AddNetdev("veth0");
+  AgentOptions o = TreeOptions(t);
+  o.interfaces = {"veth0"};
+  o.line_rates["veth0"] = 125'000'000;
+  auto a = Agent::Create(o);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->ports()[0].line_rate_bytes_per_second, 125'000'000u);
+  EXPECT_EQ((*a)->ports()[0].line_rate_source, collectors::LineRateSource::kConfig);
+}
+
+// Standalone mode end to end inside one process: real files, the real sampler thread, the
+// in-process aggregator and its HTTP server.
+TEST(Agent, StandaloneServesHardwareTotalsOnMetrics) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  AgentOptions o = TreeOptions(t);
+  o.interfaces = {"mlx5_0"};
+  auto a = Agent::Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE((*a)->Start().ok());
+  httplib::Client http("127.0.0.1", (*a)->http_port());
+  const std::string sel =
+      "fabricscope_port_transmit_bytes_total{node=\"test-node\",device=\"mlx5_0\",port=\"1\"}";
+  const double raw = 2880761508848.0;  // the fixture's port_xmit_data, in 4-octet words
+  std::string body;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/metrics");
+    if (!r || r->status != 200) return false;
+    body = r->body;
+    return Scrape(body, sel) >= 0;
+  })) << body;
+  EXPECT_EQ(Scrape(body, sel), 4 * raw);
+
+  // Traffic: the hardware counter moves by 250,000 words.
+  t.Write("class/infiniband/mlx5_0/ports/1/counters/port_xmit_data",
+          absl::StrCat(static_cast<uint64_t>(raw) + 250'000, "\n"));
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/metrics");
+    body = r ? r->body : "";
+    return Scrape(body, sel) == 4 * (raw + 250'000);
+  })) << body;
+  EXPECT_EQ(Scrape(body, "fabricscope_port_line_rate_bytes_per_second{node=\"test-node\","
+                         "device=\"mlx5_0\",port=\"1\"}"),
+            3.125e9);
+  EXPECT_GT(Scrape(body, "fabricscope_agent_sample_interval_seconds_count{node=\"test-node\"}"), 0);
+  EXPECT_THAT(body, HasSubstr("fabricscope_port_errors_total{node=\"test-node\",device=\"mlx5_0\","
+                              "port=\"1\",kind=\"symbol_error\"} 0"));
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  (*a)->Stop();
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

@@ -1,0 +1,102 @@
+#include "agent/options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/common/fake_tree.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseLineRateList, SeveralEntries) {
+  auto r = ParseLineRateList("eth0=10gbit, mlx5_0:1=200G");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->at("eth0"), 1'250'000'000u);
+  EXPECT_EQ(r->at("mlx5_0:1"), 25'000'000'000u);
+}
+
+TEST(ParseLineRateList, BadEntriesNameThemselves) {
+  EXPECT_THAT(ParseLineRateList("eth0").status().message(), HasSubstr("NAME=RATE"));
+  EXPECT_THAT(ParseLineRateList("eth0=fast").status().message(), HasSubstr("fast"));
+}
+
+TEST(ParseDurationNs, UnitsAndBounds) {
+  EXPECT_EQ(*ParseDurationNs("100us", "p", 10'000, 1'000'000'000), 100'000);
+  EXPECT_EQ(*ParseDurationNs("1ms", "p", 10'000, 1'000'000'000), 1'000'000);
+  EXPECT_EQ(*ParseDurationNs("1.5s", "p", 10'000, 2'000'000'000), 1'500'000'000);
+  EXPECT_FALSE(ParseDurationNs("1", "p", 10'000, 1'000'000'000).ok());  // unit required
+  EXPECT_THAT(ParseDurationNs("1us", "--sample-period", 10'000, 1'000'000'000).status().message(),
+              HasSubstr("--sample-period"));
+}
+
+TEST(LoadYamlConfig, EveryKey) {
+  testing::FakeTree t;
+  t.Write("agent.yaml", R"(
+node: gpu-17
+sysfs_root: /host/sys
+sample_period: 100us
+window: 2s
+error_sample_period: 5ms
+aggregator: agg.example:9471
+http_listen: 127.0.0.1:9999
+ring_slots: 1024
+max_queued_batches: 60
+interfaces: [mlx5_0, eth0]
+line_rates:
+  eth0: 25gbit
+microburst:
+  enter: 0.85
+  exit: 0.6
+  ports:
+    mlx5_0:1: {enter: 0.95, exit: 0.8}
+)");
+  AgentOptions o;
+  ASSERT_TRUE(LoadYamlConfig(t.Path("agent.yaml"), &o).ok());
+  EXPECT_EQ(o.node, "gpu-17");
+  EXPECT_EQ(o.sysfs_root, "/host/sys");
+  EXPECT_EQ(o.sample_period_ns, 100'000);
+  EXPECT_EQ(o.window_ns, 2'000'000'000);
+  EXPECT_EQ(o.error_sample_period_ns, 5'000'000);
+  EXPECT_EQ(o.aggregator, "agg.example:9471");
+  EXPECT_EQ(o.http_listen, "127.0.0.1:9999");
+  EXPECT_EQ(o.ring_slots, 1024u);
+  EXPECT_EQ(o.max_queued_batches, 60u);
+  EXPECT_EQ(o.interfaces, (std::vector<std::string>{"mlx5_0", "eth0"}));
+  EXPECT_EQ(o.line_rates.at("eth0"), 3'125'000'000u);
+  EXPECT_DOUBLE_EQ(o.thresholds.enter, 0.85);
+  EXPECT_DOUBLE_EQ(o.thresholds.exit, 0.6);
+  EXPECT_DOUBLE_EQ(o.port_thresholds.at("mlx5_0:1").enter, 0.95);
+  EXPECT_DOUBLE_EQ(o.port_thresholds.at("mlx5_0:1").exit, 0.8);
+  EXPECT_TRUE(ValidateOptions(o).ok());
+}
+
+TEST(LoadYamlConfig, ErrorsAreClear) {
+  testing::FakeTree t;
+  AgentOptions o;
+  EXPECT_EQ(LoadYamlConfig(t.Path("missing.yaml"), &o).code(), absl::StatusCode::kNotFound);
+  t.Write("bad.yaml", "sample_period: [1\n");
+  EXPECT_EQ(LoadYamlConfig(t.Path("bad.yaml"), &o).code(), absl::StatusCode::kInvalidArgument);
+  t.Write("unknown.yaml", "sampel_period: 1ms\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("unknown.yaml"), &o).message(), HasSubstr("sampel_period"));
+  t.Write("range.yaml", "sample_period: 1us\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("range.yaml"), &o).message(), HasSubstr("sample_period"));
+  t.Write("type.yaml", "ring_slots: many\n");
+  EXPECT_EQ(LoadYamlConfig(t.Path("type.yaml"), &o).code(), absl::StatusCode::kInvalidArgument);
+  t.Write("empty.yaml", "");
+  EXPECT_TRUE(LoadYamlConfig(t.Path("empty.yaml"), &o).ok());
+}
+
+TEST(ValidateOptions, ThresholdsAndWindow) {
+  AgentOptions o;
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  o.thresholds = {0.5, 0.7};
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("exit <= enter"));
+  o = AgentOptions();
+  o.window_ns = 5 * o.sample_period_ns;
+  EXPECT_FALSE(ValidateOptions(o).ok());
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

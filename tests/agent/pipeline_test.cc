@@ -1,0 +1,278 @@
+#include "agent/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "collectors/sysfs_ports.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using collectors::CounterBehavior;
+using collectors::CounterDescriptor;
+using collectors::CounterRole;
+using collectors::CounterSpec;
+using collectors::PortDescriptor;
+using collectors::ReadStatus;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+
+// A netdev-like port: tx_bytes, rx_bytes, tx_packets, rx_packets, rx_errors (64-bit wrapping)
+// plus symbol_error (16-bit saturating).
+PortDescriptor TestPort(uint64_t rate_bps) {
+  PortDescriptor p;
+  p.device = "eth9";
+  p.line_rate_bytes_per_second = rate_bps;
+  auto add = [&](const char* name, CounterRole role, CounterSpec spec) {
+    CounterDescriptor c;
+    c.name = name;
+    c.role = role;
+    c.spec = spec;
+    p.counters.push_back(c);
+  };
+  add("tx_bytes", CounterRole::kTransmitBytes, {64, CounterBehavior::kWrapping, 1});
+  add("rx_bytes", CounterRole::kReceiveBytes, {64, CounterBehavior::kWrapping, 1});
+  add("tx_packets", CounterRole::kTransmitPackets, {64, CounterBehavior::kWrapping, 1});
+  add("rx_packets", CounterRole::kReceivePackets, {64, CounterBehavior::kWrapping, 1});
+  add("rx_errors", CounterRole::kError, {64, CounterBehavior::kWrapping, 1});
+  add("symbol_error", CounterRole::kError, {16, CounterBehavior::kSaturating, 1});
+  return p;
+}
+
+// Drives one TestPort: tick(t, tx) sets tx_bytes to an absolute value; other counters stay.
+struct Driver {
+  explicit Driver(uint64_t rate, PipelineOptions o = {}) : pipeline({TestPort(rate)}, o) {}
+  void Tick(int64_t t, uint64_t tx, ReadStatus tx_status = ReadStatus::kOk) {
+    values[0] = tx;
+    status[0] = tx_status;
+    pipeline.AddTick(t, values, status);
+  }
+  Pipeline pipeline;
+  uint64_t values[6] = {0, 500, 0, 7, 3, 0};
+  ReadStatus status[6] = {ReadStatus::kOk, ReadStatus::kOk, ReadStatus::kOk,
+                          ReadStatus::kOk, ReadStatus::kOk, ReadStatus::kOk};
+};
+
+uint64_t FixtureValue(const std::string& rel) {
+  std::ifstream in(std::string(FABRICSCOPE_TESTDATA) + "/sysfs-real/" + rel);
+  uint64_t v = 0;
+  in >> v;
+  return v;
+}
+
+TEST(Pipeline, RdmaBytesAreFourTimesTheDataWordsOfTheRealTree) {
+  auto r = collectors::DiscoverRdmaPorts(std::string(FABRICSCOPE_TESTDATA) + "/sysfs-real");
+  ASSERT_TRUE(r.ok());
+  Pipeline p(r->ports, {});
+  size_t n = 0;
+  for (const auto& port : r->ports) n += port.counters.size();
+  std::vector<uint64_t> values;
+  for (const auto& port : r->ports) {
+    for (const auto& c : port.counters) values.push_back(FixtureValue(c.path.substr(c.path.find("class/"))));
+  }
+  std::vector<ReadStatus> status(n, ReadStatus::kOk);
+  p.AddTick(100 * kMs, values.data(), status.data());
+  // mlx5_0 (fourth port) sends 1000 more words and receives 10 more.
+  const size_t mlx5 = n - r->ports[3].counters.size();
+  values[mlx5 + 0] += 1000;  // port_xmit_data
+  values[mlx5 + 1] += 10;    // port_rcv_data
+  p.AddTick(200 * kMs, values.data(), status.data());
+  p.AddTick(kSec, values.data(), status.data());  // closes [0.1 s, 1 s)
+  auto batches = p.TakeReady();
+  ASSERT_EQ(batches.size(), 1u);
+  const v1::PortWindow& w = batches[0].ports(3);
+  const uint64_t xmit = FixtureValue("class/infiniband/mlx5_0/ports/1/counters/port_xmit_data");
+  const uint64_t rcv = FixtureValue("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
+  EXPECT_EQ(xmit, 2880761508848u);
+  EXPECT_EQ(w.transmit().bytes_total(), 4 * (xmit + 1000));
+  EXPECT_EQ(w.receive().bytes_total(), 4 * (rcv + 10));
+  EXPECT_EQ(w.transmit().bytes(), 4000u);
+  EXPECT_EQ(w.receive().bytes(), 40u);
+  EXPECT_EQ(w.transmit().packets_total(),
+            FixtureValue("class/infiniband/mlx5_0/ports/1/counters/port_xmit_packets"));
+  // hfi1_0 did not move.
+  EXPECT_EQ(batches[0].ports(0).transmit().bytes(), 0u);
+  EXPECT_EQ(batches[0].ports(0).transmit().bytes_total(),
+            4 * FixtureValue("class/infiniband/hfi1_0/ports/1/counters/port_xmit_data"));
+}
+
+TEST(Pipeline, UtilizationUsesMeasuredIntervals) {
+  Driver d(1'000'000'000);  // 1e9 B/s: 1e6 bytes per ms is 100%
+  d.Tick(10 * kMs, 0);
+  d.Tick(12 * kMs, 1'000'000);  // 1e6 bytes over 2 ms: 0.5
+  d.Tick(13 * kMs, 1'400'000);  // 4e5 over 1 ms: 0.4
+  d.Tick(kSec, 1'400'000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  const auto& tx = b[0].ports(0).transmit();
+  EXPECT_DOUBLE_EQ(tx.peak_utilization(), 0.5);
+  EXPECT_EQ(tx.bytes(), 1'400'000u);
+  // Mean over the covered time (3 ms): 1.4e6 / (1e9 x 0.003).
+  EXPECT_NEAR(tx.mean_utilization(), 1.4e6 / 3e6, 1e-12);
+  EXPECT_EQ(tx.samples(), 2u);
+  EXPECT_TRUE(b[0].ports(0).utilization_valid());
+}
+
+TEST(Pipeline, MicroburstReportedWithStartDurationPeakAndBytes) {
+  Driver d(1'000'000'000);
+  uint64_t tx = 0;
+  d.Tick(100 * kMs, tx);
+  // 5 ms at 95%, then idle.
+  for (int i = 1; i <= 5; ++i) d.Tick((100 + i) * kMs, tx += 950'000);
+  d.Tick(106 * kMs, tx);
+  d.Tick(kSec, tx);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(b[0].microbursts_size(), 1);
+  const v1::Microburst& m = b[0].microbursts(0);
+  EXPECT_EQ(m.direction(), v1::DIRECTION_TRANSMIT);
+  EXPECT_EQ(m.start_ns(), 100 * kMs);
+  EXPECT_EQ(m.duration_ns(), 5 * kMs);
+  EXPECT_EQ(m.bytes(), 5 * 950'000u);
+  EXPECT_NEAR(m.peak_utilization(), 0.95, 1e-9);
+  EXPECT_EQ(b[0].ports(0).transmit().microbursts(), 1u);
+  EXPECT_EQ(b[0].ports(0).transmit().microbursts_total(), 1u);
+  EXPECT_EQ(b[0].ports(0).transmit().microburst_duration_seconds().count(), 1u);
+  EXPECT_EQ(b[0].ports(0).receive().microbursts(), 0u);
+}
+
+TEST(Pipeline, BurstAcrossAWindowBoundaryIsReportedOnceWhereItEnds) {
+  Driver d(1'000'000'000);
+  uint64_t tx = 0;
+  d.Tick(990 * kMs, tx);
+  for (int64_t t = 991; t <= 1004; ++t) d.Tick(t * kMs, tx += 1'000'000);  // 14 ms at 100%
+  d.Tick(1005 * kMs, tx);                                                  // ends it
+  d.Tick(2 * kSec, tx);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].window_end_ns(), kSec);
+  EXPECT_EQ(b[0].microbursts_size(), 0);
+  EXPECT_EQ(b[0].ports(0).transmit().microbursts(), 0u);
+  EXPECT_DOUBLE_EQ(b[0].ports(0).transmit().peak_utilization(), 1.0);
+  ASSERT_EQ(b[1].microbursts_size(), 1);
+  EXPECT_EQ(b[1].microbursts(0).start_ns(), 990 * kMs);
+  EXPECT_EQ(b[1].microbursts(0).duration_ns(), 14 * kMs);
+  EXPECT_EQ(b[1].microbursts(0).bytes(), 14'000'000u);
+  EXPECT_EQ(b[1].ports(0).transmit().microbursts_total(), 1u);
+  // Bytes are split by sample time: 9 samples before 1 s, 5 after.
+  EXPECT_EQ(b[0].ports(0).transmit().bytes(), 9'000'000u);
+  EXPECT_EQ(b[1].ports(0).transmit().bytes(), 5'000'000u);
+}
+
+TEST(Pipeline, UnknownLineRateCountsBytesButNoUtilization) {
+  Driver d(0);
+  d.Tick(1 * kMs, 0);
+  d.Tick(2 * kMs, 50'000'000'000);
+  d.Tick(kSec, 50'000'000'000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_FALSE(b[0].ports(0).utilization_valid());
+  EXPECT_EQ(b[0].ports(0).transmit().bytes(), 50'000'000'000u);
+  EXPECT_EQ(b[0].microbursts_size(), 0);
+  EXPECT_EQ(b[0].ports(0).transmit().sample_utilization().count(), 0u);
+}
+
+TEST(Pipeline, CounterResetKeepsTotalsMonotonicAndIsCounted) {
+  Driver d(1'000'000'000);
+  d.Tick(1 * kMs, 1'000'000);
+  d.Tick(2 * kMs, 1'500'000);
+  d.Tick(3 * kMs, 200);  // device re-plugged: restarted from 0, now 200
+  d.Tick(kSec, 300);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  const auto& w = b[0].ports(0);
+  EXPECT_EQ(w.counter_resets(), 1u);
+  // The tick at 1 s belongs to the next window.
+  EXPECT_EQ(w.transmit().bytes(), 500'000u + 200u);
+  EXPECT_EQ(w.transmit().bytes_total(), 1'000'000u + 500'000u + 200u);
+}
+
+TEST(Pipeline, ThirtyTwoBitWrapUnfoldsWithinTheLineRateBound) {
+  Driver d(1'000'000'000);
+  d.Tick(1 * kMs, 4'294'967'000u);
+  d.Tick(2 * kMs, 704);  // 296 + 704 = 1000 bytes across 2^32: plausible in 1 ms
+  d.Tick(kSec, 704);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].ports(0).counter_resets(), 0u);
+  EXPECT_EQ(b[0].ports(0).transmit().bytes(), 1000u);
+}
+
+TEST(Pipeline, FailedReadsAreSkippedAndTheNextDeltaSpansTheGap) {
+  Driver d(1'000'000'000);
+  d.Tick(1 * kMs, 0);
+  d.Tick(2 * kMs, 0, ReadStatus::kError);
+  d.Tick(3 * kMs, 0, ReadStatus::kUnavailable);
+  d.Tick(4 * kMs, 600'000);  // 6e5 over 3 ms: 0.2
+  d.Tick(kSec, 600'000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].ports(0).unavailable_reads(), 2u);
+  EXPECT_EQ(b[0].ports(0).transmit().bytes(), 600'000u);
+  EXPECT_DOUBLE_EQ(b[0].ports(0).transmit().peak_utilization(), 0.2);
+}
+
+TEST(Pipeline, SaturatedErrorCounterIsFlaggedNotWrapped) {
+  Driver d(1'000'000'000);
+  d.values[5] = 65530;
+  d.Tick(1 * kMs, 0);
+  d.values[5] = 65535;
+  d.Tick(2 * kMs, 0);
+  d.Tick(3 * kMs, 0);
+  d.Tick(kSec, 0);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(b[0].ports(0).errors_size(), 2);
+  const v1::ErrorCounter& sym = b[0].ports(0).errors(1);
+  EXPECT_EQ(sym.kind(), "symbol_error");
+  EXPECT_TRUE(sym.saturated());
+  EXPECT_EQ(sym.total(), 65535u);
+  EXPECT_EQ(sym.delta(), 5u);
+  EXPECT_EQ(b[0].ports(0).errors(0).kind(), "rx_errors");
+  EXPECT_FALSE(b[0].ports(0).errors(0).saturated());
+  EXPECT_EQ(b[0].ports(0).errors(0).total(), 3u);
+}
+
+TEST(Pipeline, SamplerStallSkipsEmptyWindows) {
+  Driver d(1'000'000'000);
+  d.Tick(100 * kMs, 0);
+  d.Tick(5 * kSec + 100 * kMs, 1000);  // nothing for 5 s
+  d.Tick(6 * kSec, 1000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].window_end_ns(), kSec);
+  EXPECT_EQ(b[1].window_start_ns(), 5 * kSec);
+  EXPECT_EQ(b[1].window_end_ns(), 6 * kSec);
+  EXPECT_EQ(b[1].ports(0).transmit().bytes(), 1000u);
+}
+
+TEST(Pipeline, FlushEndsOpenBurstsAndClosesThePartialWindow) {
+  Driver d(1'000'000'000);
+  d.Tick(1 * kMs, 0);
+  d.Tick(2 * kMs, 990'000);
+  d.Tick(3 * kMs, 1'980'000);
+  d.pipeline.Flush(3 * kMs);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].window_end_ns(), 3 * kMs);
+  ASSERT_EQ(b[0].microbursts_size(), 1);
+  EXPECT_EQ(b[0].microbursts(0).duration_ns(), 2 * kMs);
+}
+
+TEST(Pipeline, PerPortThresholdOverride) {
+  PipelineOptions o;
+  o.port_thresholds["eth9"] = MicroburstThresholds{0.3, 0.2};
+  Driver d(1'000'000'000, o);
+  d.Tick(1 * kMs, 0);
+  d.Tick(2 * kMs, 400'000);  // 0.4: a burst only with the override
+  d.Tick(3 * kMs, 400'000);
+  d.Tick(kSec, 400'000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].microbursts_size(), 1);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

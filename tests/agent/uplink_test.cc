@@ -1,0 +1,179 @@
+#include "agent/uplink.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "exporters/cluster_state.h"
+#include "exporters/telemetry_service.h"
+#include "tests/common/wait.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using testing::WaitFor;
+
+v1::Hello TestHello(uint64_t instance = 42) {
+  v1::Hello h;
+  h.set_node("node-a");
+  h.set_instance_id(instance);
+  v1::PortInfo* p = h.add_ports();
+  p->set_device("mlx5_0");
+  p->set_port(1);
+  p->set_line_rate_bytes_per_second(25'000'000'000);
+  return h;
+}
+
+v1::Batch TestBatch(uint64_t tx_total) {
+  v1::Batch b;
+  b.set_window_end_ns(1'000'000'000);
+  v1::PortWindow* w = b.add_ports();
+  w->set_port_index(0);
+  w->mutable_transmit()->set_bytes_total(tx_total);
+  return b;
+}
+
+// The transmit bytes total the aggregator exports for node-a, or -1 when absent.
+double ExportedTx(const exporters::ClusterState& s) {
+  for (const auto& f : s.Collect()) {
+    if (f.name == "fabricscope_port_transmit_bytes_total" && !f.metric.empty()) {
+      return f.metric[0].counter.value;
+    }
+  }
+  return -1;
+}
+
+double SelfMetric(const exporters::ClusterState& s, const std::string& name) {
+  for (const auto& f : s.Collect()) {
+    if (f.name == name) return f.metric[0].counter.value;
+  }
+  return -1;
+}
+
+TEST(GrpcUplink, DeliversBatchesInOrderAndTheyAreAcked) {
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port)}, TestHello());
+  for (uint64_t i = 1; i <= 3; ++i) uplink.Submit(TestBatch(i * 1000));
+  ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 3; }));
+  EXPECT_EQ(ExportedTx(state), 3000);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_batches_total"), 3);
+  EXPECT_TRUE(uplink.connected());
+  uplink.Shutdown(1000);
+}
+
+TEST(GrpcUplink, QueuesWhileTheAggregatorIsAwayAndResendsAfterItsRestart) {
+  int port = 0;
+  {
+    exporters::ClusterState first;
+    exporters::TelemetryServer server(first);
+    auto p = server.Start("127.0.0.1:0");
+    ASSERT_TRUE(p.ok());
+    port = *p;
+  }  // the aggregator is gone before the agent starts
+  GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", port), .initial_backoff_ms = 20,
+                     .max_backoff_ms = 100},
+                    TestHello());
+  uplink.Submit(TestBatch(100));
+  uplink.Submit(TestBatch(200));
+  EXPECT_EQ(uplink.acked_seq(), 0u);
+
+  exporters::ClusterState second;
+  exporters::TelemetryServer server(second);
+  ASSERT_TRUE(server.Start(absl::StrCat("127.0.0.1:", port)).ok());
+  ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; }));
+  EXPECT_EQ(ExportedTx(second), 200);
+
+  // Restart again: the new aggregator gets the next batches, and nothing is lost or duplicated.
+  server.Stop(0);
+  uplink.Submit(TestBatch(300));
+  exporters::ClusterState third;
+  exporters::TelemetryServer server3(third);
+  ASSERT_TRUE(server3.Start(absl::StrCat("127.0.0.1:", port)).ok());
+  ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 3; }));
+  EXPECT_EQ(ExportedTx(third), 300);
+  EXPECT_EQ(SelfMetric(third, "fabricscope_aggregator_lost_batches_total"), 0);
+  EXPECT_GE(uplink.connects(), 2u);
+  uplink.Shutdown(1000);
+}
+
+TEST(GrpcUplink, FullQueueDropsOldestAndCountsThem) {
+  GrpcUplink uplink({.target = "127.0.0.1:1", .max_queued_batches = 2, .initial_backoff_ms = 20,
+                     .max_backoff_ms = 50},
+                    TestHello());
+  // Nothing listens on port 1: everything queues.
+  for (uint64_t i = 1; i <= 5; ++i) uplink.Submit(TestBatch(i));
+  EXPECT_EQ(uplink.dropped_batches(), 3u);
+  uplink.Shutdown(0);
+
+  // A second uplink with the same overflow, then a live aggregator: resume_seq says 1..3 are
+  // gone, so it acks through 5 without waiting for them.
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok());
+  server.Stop(0);
+  GrpcUplink late({.target = absl::StrCat("127.0.0.1:", *port), .max_queued_batches = 2,
+                   .initial_backoff_ms = 20, .max_backoff_ms = 50},
+                  TestHello(7));
+  for (uint64_t i = 1; i <= 5; ++i) late.Submit(TestBatch(i * 10));
+  exporters::TelemetryServer server2(state);
+  ASSERT_TRUE(server2.Start(absl::StrCat("127.0.0.1:", *port)).ok());
+  ASSERT_TRUE(WaitFor([&] { return late.acked_seq() == 5; }));
+  EXPECT_EQ(late.dropped_batches(), 3u);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_lost_batches_total"), 0);
+  EXPECT_EQ(ExportedTx(state), 50);
+  late.Shutdown(1000);
+}
+
+TEST(GrpcUplink, ShutdownReturnsPromptlyWhenTheAggregatorNeverAnswers) {
+  GrpcUplink uplink({.target = "127.0.0.1:1"}, TestHello());
+  uplink.Submit(TestBatch(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  uplink.Shutdown(200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+// A client that breaks the protocol is refused with a clear status; the server keeps serving.
+TEST(TelemetryService, BatchBeforeHelloIsRefused) {
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok());
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Telemetry::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub->Stream(&ctx);
+    v1::AgentMessage m;
+    *m.mutable_batch() = TestBatch(1);
+    stream->Write(m);
+    v1::AggregatorMessage in;
+    EXPECT_FALSE(stream->Read(&in));
+    grpc::Status st = stream->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub->Stream(&ctx);
+    v1::AgentMessage hello;
+    *hello.mutable_hello() = TestHello();
+    ASSERT_TRUE(stream->Write(hello));
+    v1::AgentMessage bad;
+    *bad.mutable_batch() = TestBatch(1);
+    bad.mutable_batch()->set_seq(1);
+    bad.mutable_batch()->mutable_ports(0)->set_port_index(9);  // no such port
+    stream->Write(bad);
+    v1::AggregatorMessage in;
+    while (stream->Read(&in)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_rejected_batches_total"), 2);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

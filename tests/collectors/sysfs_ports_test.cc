@@ -1,0 +1,160 @@
+#include "collectors/sysfs_ports.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/common/fake_tree.h"
+
+namespace fabricscope::collectors {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kSysfs = std::string(FABRICSCOPE_TESTDATA) + "/sysfs-real";
+
+TEST(ParseIbRate, RealRateStrings) {
+  EXPECT_EQ(*ParseIbRate("100 Gb/sec (4X EDR)\n"), 12'500'000'000u);
+  EXPECT_EQ(*ParseIbRate("25 Gb/sec (1X EDR)"), 3'125'000'000u);
+  EXPECT_EQ(*ParseIbRate("2.5 Gb/sec (1X SDR)"), 312'500'000u);
+  EXPECT_EQ(*ParseIbRate("400 Gb/sec (4X NDR)"), 50'000'000'000u);
+}
+
+TEST(ParseIbRate, RejectsOtherText) {
+  EXPECT_FALSE(ParseIbRate("fast").ok());
+  EXPECT_FALSE(ParseIbRate("100 Mb/sec").ok());
+  EXPECT_FALSE(ParseIbRate("").ok());
+}
+
+TEST(ParseNetdevSpeed, MegabitsToBytes) {
+  EXPECT_EQ(*ParseNetdevSpeed("1000\n"), 125'000'000u);
+  EXPECT_EQ(*ParseNetdevSpeed("100000"), 12'500'000'000u);
+  EXPECT_EQ(*ParseNetdevSpeed("-1\n"), 0u);  // virtio, veth: unknown
+  EXPECT_FALSE(ParseNetdevSpeed("unknown").ok());
+}
+
+TEST(ParseBitRate, TcUnits) {
+  EXPECT_EQ(*ParseBitRate("1gbit"), 125'000'000u);
+  EXPECT_EQ(*ParseBitRate("100Mbit"), 12'500'000u);
+  EXPECT_EQ(*ParseBitRate("400G"), 50'000'000'000u);
+  EXPECT_EQ(*ParseBitRate("25Gb/s"), 3'125'000'000u);
+  EXPECT_EQ(*ParseBitRate("2.5gbit"), 312'500'000u);
+  EXPECT_EQ(*ParseBitRate("8000"), 1000u);
+  EXPECT_EQ(*ParseBitRate("1e9"), 125'000'000u);
+}
+
+TEST(ParseBitRate, RejectsBadRates) {
+  EXPECT_FALSE(ParseBitRate("").ok());
+  EXPECT_FALSE(ParseBitRate("fast").ok());
+  EXPECT_FALSE(ParseBitRate("10 furlongs").ok());
+  EXPECT_FALSE(ParseBitRate("0gbit").ok());
+  EXPECT_FALSE(ParseBitRate("-5gbit").ok());
+}
+
+TEST(DiscoverRdmaPorts, FindsEveryPortOfTheRealTree) {
+  auto r = DiscoverRdmaPorts(kSysfs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> keys;
+  for (const PortDescriptor& p : r->ports) keys.push_back(p.Key());
+  EXPECT_THAT(keys, ElementsAre("hfi1_0:1", "mlx4_0:1", "mlx4_0:2", "mlx5_0:1"));
+  for (const PortDescriptor& p : r->ports) {
+    EXPECT_TRUE(p.rdma);
+    EXPECT_EQ(p.link_layer, LinkLayer::kInfiniBand);
+    EXPECT_EQ(p.line_rate_source, LineRateSource::kSysfs);
+  }
+  EXPECT_EQ(r->ports[0].line_rate_bytes_per_second, 12'500'000'000u);  // 100 Gb/sec (4X EDR)
+  EXPECT_EQ(r->ports[1].line_rate_bytes_per_second, 5'000'000'000u);   // 40 Gb/sec (4X QDR)
+  EXPECT_EQ(r->ports[3].line_rate_bytes_per_second, 3'125'000'000u);   // 25 Gb/sec (1X EDR)
+}
+
+TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {
+  auto r = DiscoverRdmaPorts(kSysfs);
+  ASSERT_TRUE(r.ok());
+  const PortDescriptor& mlx5 = r->ports[3];
+  ASSERT_EQ(mlx5.counters.size(), 16u);
+  const CounterDescriptor& xmit = mlx5.counters[0];
+  EXPECT_EQ(xmit.name, "port_xmit_data");
+  EXPECT_EQ(xmit.spec.scale, 4u);  // 4-octet words
+  EXPECT_EQ(xmit.role, CounterRole::kTransmitBytes);
+  EXPECT_EQ(xmit.path, kSysfs + "/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data");
+  for (const CounterDescriptor& c : mlx5.counters) {
+    if (c.name == "symbol_error") {
+      EXPECT_EQ(c.spec.width_bits, 16);
+      EXPECT_EQ(c.spec.behavior, CounterBehavior::kSaturating);
+    }
+    if (c.name == "local_link_integrity_errors") {
+      EXPECT_EQ(c.spec.width_bits, 4);
+    }
+  }
+}
+
+TEST(DiscoverRdmaPorts, ErrorCountersGetTheTickDivisor) {
+  auto r = DiscoverRdmaPorts(kSysfs, 10);
+  ASSERT_TRUE(r.ok());
+  for (const CounterDescriptor& c : r->ports[0].counters) {
+    EXPECT_EQ(c.tick_divisor, c.role == CounterRole::kError ? 10u : 1u) << c.name;
+  }
+}
+
+TEST(DiscoverRdmaPorts, NoPmaCountersAreLeftOutAndNoted) {
+  testing::FakeTree t;
+  const std::string dir = "class/infiniband/i40iw0/ports/1";
+  t.Write(dir + "/rate", "10 Gb/sec (1X QDR)\n");
+  t.Write(dir + "/link_layer", "Ethernet\n");
+  for (const char* c : {"port_xmit_data", "port_rcv_data", "symbol_error"}) {
+    t.Write(dir + "/counters/" + c, "N/A (no PMA)\n");
+  }
+  auto r = DiscoverRdmaPorts(t.root());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ports.empty());
+  ASSERT_EQ(r->notes.size(), 2u);
+  EXPECT_THAT(r->notes[0], HasSubstr("N/A"));
+  EXPECT_THAT(r->notes[1], HasSubstr("i40iw0:1: no readable counters"));
+}
+
+TEST(DiscoverRdmaPorts, MissingRootIsNotFound) {
+  auto r = DiscoverRdmaPorts("/nonexistent/fabricscope");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DiscoverRdmaPorts, NoInfinibandClassIsEmpty) {
+  testing::FakeTree t;
+  t.AddNetdev("eth0");
+  auto r = DiscoverRdmaPorts(t.root());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ports.empty());
+}
+
+TEST(DiscoverNetdevs, RealTreeWithoutStatisticsIsSkippedWithANote) {
+  auto r = DiscoverNetdevs(kSysfs);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ports.empty());
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_THAT(r->notes[0], HasSubstr("eth0: no statistics/"));
+}
+
+TEST(DiscoverNetdevs, SpeedDevPortAndVirtualLinks) {
+  testing::FakeTree t;
+  t.AddNetdev("eth1", "25000");
+  t.Write("class/net/eth1/dev_port", "1\n");
+  // A virtual device: its class/net entry links under devices/virtual, as the kernel does.
+  t.AddLinkedNetdev("veth0", "virtual");
+  auto r = DiscoverNetdevs(t.root());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ports.size(), 2u);
+  EXPECT_EQ(r->ports[0].device, "eth1");
+  EXPECT_EQ(r->ports[0].port, 1u);
+  EXPECT_EQ(r->ports[0].line_rate_bytes_per_second, 3'125'000'000u);
+  EXPECT_FALSE(r->ports[0].is_virtual);
+  EXPECT_EQ(r->ports[0].link_layer, LinkLayer::kEthernet);
+  EXPECT_EQ(r->ports[1].device, "veth0");
+  EXPECT_TRUE(r->ports[1].is_virtual);
+  EXPECT_EQ(r->ports[1].line_rate_bytes_per_second, 0u);
+  EXPECT_EQ(r->ports[1].line_rate_source, LineRateSource::kUnknown);
+  EXPECT_EQ(r->ports[1].counters.size(), 8u);
+}
+
+}  // namespace
+}  // namespace fabricscope::collectors

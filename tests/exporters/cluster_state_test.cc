@@ -1,0 +1,197 @@
+#include "exporters/cluster_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace fabricscope::exporters {
+namespace {
+
+using ::testing::HasSubstr;
+using prometheus::MetricFamily;
+
+v1::Hello Hello(const std::string& node, uint64_t instance, uint64_t resume = 1) {
+  v1::Hello h;
+  h.set_node(node);
+  h.set_instance_id(instance);
+  h.set_resume_seq(resume);
+  h.set_agent_version("test");
+  for (uint32_t port : {1u, 2u}) {
+    v1::PortInfo* p = h.add_ports();
+    p->set_device("mlx5_0");
+    p->set_port(port);
+    p->set_line_rate_bytes_per_second(port == 1 ? 50'000'000'000 : 0);
+  }
+  return h;
+}
+
+v1::Batch Batch(uint64_t seq, uint64_t tx_total) {
+  v1::Batch b;
+  b.set_seq(seq);
+  b.set_window_end_ns(5'000'000'000);
+  b.set_unix_offset_ns(1'700'000'000'000'000'000);
+  for (uint32_t i = 0; i < 2; ++i) {
+    v1::PortWindow* w = b.add_ports();
+    w->set_port_index(i);
+    w->set_utilization_valid(i == 0);
+    w->mutable_transmit()->set_bytes_total(tx_total + i);
+    w->mutable_transmit()->set_mean_utilization(0.25);
+    w->mutable_transmit()->set_peak_utilization(0.97);
+    w->mutable_transmit()->set_microbursts_total(seq);
+    v1::Histogram* h = w->mutable_transmit()->mutable_microburst_duration_seconds();
+    h->add_upper_bounds(0.001);
+    h->add_upper_bounds(0.01);
+    h->add_bucket_counts(2);
+    h->add_bucket_counts(3);
+    h->add_bucket_counts(1);
+    h->set_count(6);
+    h->set_sum(0.05);
+    v1::ErrorCounter* e = w->add_errors();
+    e->set_kind("symbol_error");
+    e->set_total(65535);
+    e->set_saturated(true);
+  }
+  v1::Microburst* m = b.add_microbursts();
+  m->set_port_index(0);
+  m->set_direction(v1::DIRECTION_TRANSMIT);
+  m->set_start_ns(4'000'000'000);
+  m->set_duration_ns(250'000);
+  m->set_peak_utilization(1.02);
+  m->set_bytes(12'750'000);
+  return b;
+}
+
+const MetricFamily* Find(const std::vector<MetricFamily>& fams, const std::string& name) {
+  for (const auto& f : fams) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string Label(const prometheus::ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label) {
+    if (l.name == name) return l.value;
+  }
+  return "";
+}
+
+TEST(ClusterState, DuplicatesAreAckedButNotApplied) {
+  ClusterState s;
+  ASSERT_EQ(*s.OnHello(Hello("n1", 7)), 0u);
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(1, 1000)), 1u);
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(2, 2000)), 2u);
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(1, 999999)), 2u);  // resent after a reconnect
+  auto fams = s.Collect();
+  const MetricFamily* tx = Find(fams, "fabricscope_port_transmit_bytes_total");
+  ASSERT_NE(tx, nullptr);
+  EXPECT_EQ(tx->metric[0].counter.value, 2000);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_duplicate_batches_total")->metric[0].counter.value,
+            1);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 2);
+}
+
+TEST(ClusterState, ReconnectOfTheSameInstanceKeepsProgress) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
+  EXPECT_EQ(*s.OnHello(Hello("n1", 7, /*resume=*/1)), 1u);
+  EXPECT_EQ(*s.OnHello(Hello("n1", 7, /*resume=*/4)), 3u);
+}
+
+TEST(ClusterState, NewInstanceReplacesTheNode) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(5, 5)).ok());
+  EXPECT_EQ(*s.OnHello(Hello("n1", 8)), 0u);  // agent restarted: sequence starts over
+  EXPECT_EQ(*s.OnBatch("n1", 8, Batch(1, 10)), 1u);
+  EXPECT_EQ(s.OnBatch("n1", 7, Batch(6, 6)).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // the old instance is gone
+  EXPECT_EQ(s.node_count(), 1u);
+}
+
+TEST(ClusterState, GapInsideAStreamIsCountedLost) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 3)), 3u);
+  EXPECT_EQ(Find(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
+            2);
+}
+
+TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
+  ClusterState s;
+  EXPECT_EQ(s.OnHello(v1::Hello()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.OnBatch("nobody", 1, Batch(1, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  v1::Batch bad = Batch(1, 1);
+  bad.mutable_ports(1)->set_port_index(2);
+  EXPECT_EQ(s.OnBatch("n1", 7, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::Batch bad_burst = Batch(1, 1);
+  bad_burst.mutable_microbursts(0)->set_port_index(1000);
+  EXPECT_EQ(s.OnBatch("n1", 7, bad_burst).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")
+                ->metric[0].counter.value,
+            3);
+  // Nothing of the rejected batches was applied.
+  EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
+}
+
+TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 4000)).ok());
+  auto fams = s.Collect();
+  const MetricFamily* tx = Find(fams, "fabricscope_port_transmit_bytes_total");
+  ASSERT_EQ(tx->metric.size(), 2u);
+  EXPECT_EQ(Label(tx->metric[1], "node"), "n1");
+  EXPECT_EQ(Label(tx->metric[1], "device"), "mlx5_0");
+  EXPECT_EQ(Label(tx->metric[1], "port"), "2");
+  EXPECT_EQ(tx->metric[1].counter.value, 4001);
+  // Port 2 has no line rate: no utilization series for it.
+  const MetricFamily* util = Find(fams, "fabricscope_port_utilization_ratio");
+  ASSERT_EQ(util->metric.size(), 2u);  // port 1, transmit + receive
+  EXPECT_EQ(Label(util->metric[0], "direction"), "transmit");
+  EXPECT_DOUBLE_EQ(util->metric[0].gauge.value, 0.25);
+  EXPECT_EQ(Find(fams, "fabricscope_port_line_rate_bytes_per_second")->metric.size(), 1u);
+  const MetricFamily* dur = Find(fams, "fabricscope_microburst_duration_seconds");
+  ASSERT_NE(dur, nullptr);
+  const auto& h = dur->metric[0].histogram;
+  ASSERT_EQ(h.bucket.size(), 3u);
+  EXPECT_EQ(h.bucket[0].cumulative_count, 2u);
+  EXPECT_EQ(h.bucket[1].cumulative_count, 5u);
+  EXPECT_EQ(h.bucket[2].cumulative_count, 6u);
+  EXPECT_TRUE(std::isinf(h.bucket[2].upper_bound));
+  EXPECT_EQ(h.sample_count, 6u);
+  const MetricFamily* sat = Find(fams, "fabricscope_port_error_counter_saturated");
+  EXPECT_EQ(sat->metric[0].gauge.value, 1);
+  const MetricFamily* last = Find(fams, "fabricscope_agent_last_batch_timestamp_seconds");
+  EXPECT_DOUBLE_EQ(last->metric[0].gauge.value, 1'700'000'005.0);
+}
+
+TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
+  const std::string json = s.RecentMicroburstsJson("");
+  EXPECT_THAT(json, HasSubstr("\"node\":\"n1\""));
+  EXPECT_THAT(json, HasSubstr("\"direction\":\"transmit\""));
+  EXPECT_THAT(json, HasSubstr("\"start_unix_seconds\":1700000004"));
+  EXPECT_THAT(json, HasSubstr("\"duration_seconds\":0.00025"));
+  EXPECT_THAT(json, HasSubstr("\"bytes\":12750000"));
+  EXPECT_EQ(s.RecentMicroburstsJson("other"), "{\"microbursts\":[]}");
+}
+
+TEST(ClusterState, RecentMicroburstsAreBounded) {
+  ClusterState s(ClusterState::Options{.recent_bursts_per_node = 3});
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  for (uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(s.OnBatch("n1", 7, Batch(i, i)).ok());
+  const std::string json = s.RecentMicroburstsJson("n1");
+  size_t count = 0;
+  for (size_t p = json.find("\"node\""); p != std::string::npos; p = json.find("\"node\"", p + 1))
+    ++count;
+  EXPECT_EQ(count, 3u);
+}
+
+}  // namespace
+}  // namespace fabricscope::exporters

@@ -134,6 +134,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fabricscope::collectors::ConfigureFlagUsage("fabricscope-agent 0.1.0");
   absl::SetProgramUsageMessage(
       "fabricscope agent: samples InfiniBand/RoCE port counters and network interface counters "
       "at sub-millisecond resolution, finds microbursts, and streams 1 s summaries to a "
@@ -158,6 +159,9 @@ int main(int argc, char** argv) {
     if (explicit_config || !absl::IsNotFound(s)) return Fail(std::string(s.message()));
   }
   if (absl::Status s = ApplyFlags(&options); !s.ok()) return Fail(std::string(s.message()));
+  if (absl::Status s = fabricscope::agent::ValidateOptions(options); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
   const std::string status_mode = absl::GetFlag(FLAGS_status);
   if (status_mode != "auto" && status_mode != "on" && status_mode != "off") {
     return Fail("--status must be auto, on or off");

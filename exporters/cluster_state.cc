@@ -3,6 +3,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -76,6 +77,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   }
   if (batch.has_agent()) n.agent = batch.agent();
   n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
+  // Consecutive windows of one agent share their boundary; anything else is time no batch
+  // covers (a stalled sampler, or batches lost before they reached this aggregator).
+  if (n.last_window_end_ns != 0 && batch.window_start_ns() > n.last_window_end_ns) {
+    ++window_gaps_total_;
+  }
+  n.last_window_end_ns = std::max(n.last_window_end_ns, batch.window_end_ns());
   return n.contiguous;
 }
 
@@ -258,6 +265,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                              "Malformed batches or batches without a Hello.",
                              MetricType::Counter);
   AddValue(self_rej, {}, static_cast<double>(rejected_batches_total_));
+  auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
+                              "Batches whose window does not start where the node's previous one "
+                              "ended.", MetricType::Counter);
+  AddValue(self_gaps, {}, static_cast<double>(window_gaps_total_));
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
@@ -267,7 +278,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
        {&tx_bytes, &rx_bytes, &tx_pkts, &rx_pkts, &line_rate, &util, &peak, &sample_util,
         &errors, &saturated, &bursts, &burst_dur, &interval, &overruns, &ring_drops,
         &uplink_drops, &read_cost, &last_batch, &info, &self_batches, &self_dups, &self_lost,
-        &self_rej, &self_nodes}) {
+        &self_rej, &self_gaps, &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;

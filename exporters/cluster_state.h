@@ -74,6 +74,7 @@ class ClusterState : public prometheus::Collectable {
     std::vector<PortSnapshot> ports;
     v1::AgentStats agent;
     int64_t last_batch_unix_ns = 0;
+    int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
     std::deque<Burst> bursts;
   };
 
@@ -84,6 +85,7 @@ class ClusterState : public prometheus::Collectable {
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fabricscope::exporters

@@ -20,6 +20,7 @@ ABSL_FLAG(std::string, http_listen, "0.0.0.0:9470",
           "free port, printed at start.");
 
 int main(int argc, char** argv) {
+  fabricscope::collectors::ConfigureFlagUsage("fabricscope-aggregator 0.1.0");
   absl::SetProgramUsageMessage(
       "fabricscope aggregator: receives telemetry streams from fabricscope-agent processes over "
       "gRPC and serves the cluster's Prometheus metrics.\n\n"

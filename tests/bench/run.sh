@@ -25,7 +25,7 @@ echo "== machine: nproc=$(nproc), cpu=\"$(grep -m1 'model name' /proc/cpuinfo | 
 echo "== 1/3 sampler read cost (fabricscope_bench_sampler)"
 "$BIN/fabricscope_bench_sampler" --benchmark_color=false --benchmark_repetitions=3 \
   --benchmark_min_time=0.05 >"$LOGS/sampler.log" 2>&1
-grep -E '^tree ' "$LOGS/sampler.log"
+grep -E '^tree [a-z-]+ +[0-9]+ counters' "$LOGS/sampler.log"
 sed -n '/=== sampler read cost summary/,$p' "$LOGS/sampler.log"
 
 echo

@@ -44,8 +44,12 @@ constexpr char kUsage[] =
     "         sends exactly N bytes, closes its sending side, waits for the receiver's\n"
     "         answer, and prints\n"
     "           sent_bytes=N elapsed_seconds=S peer_received_bytes=N mss=M segs_out=K\n"
-    "           data_segs_out=D retrans=R timestamps=0|1 congestion=NAME\n"
-    "         (elapsed: first byte sent to answer received; segment counts from TCP_INFO).\n"
+    "           data_segs_out=D retrans=R tcp_bytes_sent=B tcp_bytes_retrans=BR\n"
+    "           timestamps=0|1 congestion=NAME\n"
+    "         elapsed: first byte sent to answer received. From TCP_INFO: segs_out and\n"
+    "         data_segs_out count every segment sent (SYN/ACK/FIN included in the first),\n"
+    "         retransmissions included; tcp_bytes_sent is payload bytes sent, retransmissions\n"
+    "         included. On the wire each data segment carries Ethernet+IP+TCP headers on top.\n"
     "\n"
     "Options:\n"
     "  --listen=ADDR:PORT    receive: address to listen on, IPv4 or [IPv6].\n"
@@ -368,13 +372,15 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
 
   unsigned long long peer = 0;
   const bool answered = sscanf(answer.c_str(), "OK %llu", &peer) == 1;
+  auto u = [&](uint64_t v) { return static_cast<unsigned long long>(have_info ? v : 0); };
   printf(
-      "sent_bytes=%llu elapsed_seconds=%.6f peer_received_bytes=%s mss=%u segs_out=%u "
-      "data_segs_out=%u retrans=%u timestamps=%d congestion=%s\n",
+      "sent_bytes=%llu elapsed_seconds=%.6f peer_received_bytes=%s mss=%llu segs_out=%llu "
+      "data_segs_out=%llu retrans=%llu tcp_bytes_sent=%llu tcp_bytes_retrans=%llu "
+      "timestamps=%d congestion=%s\n",
       static_cast<unsigned long long>(sent), static_cast<double>(end_ns - start_ns) / 1e9,
-      answered ? std::to_string(peer).c_str() : "unknown", have_info ? info.tcpi_snd_mss : 0,
-      have_info ? info.tcpi_segs_out : 0, have_info ? info.tcpi_data_segs_out : 0,
-      have_info ? info.tcpi_total_retrans : 0,
+      answered ? std::to_string(peer).c_str() : "unknown", u(info.tcpi_snd_mss),
+      u(info.tcpi_segs_out), u(info.tcpi_data_segs_out), u(info.tcpi_total_retrans),
+      u(info.tcpi_bytes_sent), u(info.tcpi_bytes_retrans),
       have_info && (info.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 1 : 0, cc);
   fflush(stdout);
   if (!answered)

@@ -1,0 +1,45 @@
+# fabricscope: the two commands of README.md, and a few helpers.
+#   make run    installs missing Debian packages, builds, starts the agent standalone
+#   make test   installs missing Debian packages, builds, runs every test with ctest
+BUILD      ?= build
+BUILD_TYPE ?= RelWithDebInfo
+WERROR     ?= OFF
+JOBS       ?= $(shell nproc)
+# Extra agent flags for `make run`, e.g. ARGS="--sample-period=100us --line-rate=eth0=10gbit"
+ARGS       ?=
+LISTEN     ?= 127.0.0.1:9470
+
+.PHONY: all deps configure build run test test-asan bench clean
+
+all: build
+
+deps:
+	@deploy/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DFABRICSCOPE_WERROR=$(WERROR) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@echo "fabricscope: agent in standalone mode; metrics at http://$(LISTEN)/metrics (Ctrl-C stops)"
+	$(BUILD)/agent/fabricscope-agent --http-listen=$(LISTEN) $(ARGS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 300
+
+# Unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: deps
+	@cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFABRICSCOPE_SANITIZE=ON \
+	  -DFABRICSCOPE_WERROR=$(WERROR) >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) --timeout 300 -LE e2e
+
+bench:
+	tests/bench/run.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

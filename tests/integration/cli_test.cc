@@ -1,0 +1,86 @@
+// The daemons' command lines: --help, bad flags and bad environments give a clear message and
+// exit status 2 (usage) or 1 (environment), never a crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/common/fake_tree.h"
+#include "tests/common/subprocess.h"
+
+namespace fabricscope::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result RunCommand(std::vector<std::string> argv) {
+  Subprocess p(std::move(argv));
+  if (!p.Start()) return {-1, "spawn failed"};
+  p.WaitForLine(std::regex("$^"), 5s);  // read until EOF (or 5 s)
+  const int status = p.Wait();
+  return {status, p.Output()};
+}
+
+TEST(AgentCli, HelpDocumentsEveryOption) {
+  Result r = RunCommand({FABRICSCOPE_AGENT_BIN, "--help"});
+  for (const char* flag : {"sysfs_root", "sample_period", "aggregator", "http_listen",
+                           "interfaces", "line_rate", "burst_enter", "burst_exit", "window",
+                           "config", "error_sample_period", "max_queued_batches", "status"}) {
+    EXPECT_THAT(r.output, HasSubstr(flag));
+  }
+  EXPECT_THAT(r.output, HasSubstr("standalone"));
+}
+
+TEST(AgentCli, BadValuesAreUsageErrors) {
+  FakeTree t;
+  t.Write("empty.yaml", "");
+  const std::string cfg = "--config=" + t.Path("empty.yaml");
+  Result r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--sample-period=fast"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("--sample-period: \"fast\" is not a duration"));
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--sample-period=1us"});
+  EXPECT_EQ(r.status, 2);
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--line-rate=eth0"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("NAME=RATE"));
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--burst-enter=0.5", "--burst-exit=0.8"});
+  EXPECT_EQ(r.status, 2);
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, "--config=" + t.Path("missing.yaml")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("does not exist"));
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--aggregator=nohostport"});
+  EXPECT_EQ(r.status, 2);
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--no-such-flag"});
+  EXPECT_NE(r.status, 0);
+}
+
+TEST(AgentCli, EnvironmentErrorsExitOne) {
+  FakeTree t;
+  t.Write("empty.yaml", "");
+  const std::string cfg = "--config=" + t.Path("empty.yaml");
+  Result r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--sysfs-root=/nonexistent/fabricscope"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/fabricscope"));
+  t.CopyTestdata("sysfs-real/class", "class");
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--sysfs-root=" + t.root(), "--interfaces=ib9"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("no port matches \"ib9\""));
+}
+
+TEST(AggregatorCli, HelpAndBadAddress) {
+  Result r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--help"});
+  EXPECT_THAT(r.output, HasSubstr("grpc_listen"));
+  EXPECT_THAT(r.output, HasSubstr("http_listen"));
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--http-listen=nonsense"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("nonsense"));
+}
+
+}  // namespace
+}  // namespace fabricscope::testing

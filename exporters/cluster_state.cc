@@ -164,7 +164,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto errors = MakeFamily("fabricscope_port_errors_total",
                            "Port error counters by kind (the sysfs counter name).",
                            MetricType::Counter);
-  auto saturated = MakeFamily("fabricscope_port_error_counter_saturated",
+  auto saturated = MakeFamily("fabricscope_port_errors_saturated",
                               "1 when an error counter is stuck at its maximum and no longer "
                               "counts (IB PMA counters saturate).", MetricType::Gauge);
   auto bursts = MakeFamily("fabricscope_microbursts_total",
@@ -183,7 +183,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto uplink_drops = MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
                                  "Batches the agent dropped from its full uplink queue.",
                                  MetricType::Counter);
-  auto read_cost = MakeFamily("fabricscope_agent_counter_read_seconds",
+  auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
                               "Mean cost of one read of a counter file (pread + parse).",
                               MetricType::Gauge);
   auto last_batch = MakeFamily("fabricscope_agent_last_batch_timestamp_seconds",

@@ -163,7 +163,7 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   EXPECT_EQ(h.bucket[2].cumulative_count, 6u);
   EXPECT_TRUE(std::isinf(h.bucket[2].upper_bound));
   EXPECT_EQ(h.sample_count, 6u);
-  const MetricFamily* sat = Find(fams, "fabricscope_port_error_counter_saturated");
+  const MetricFamily* sat = Find(fams, "fabricscope_port_errors_saturated");
   EXPECT_EQ(sat->metric[0].gauge.value, 1);
   const MetricFamily* last = Find(fams, "fabricscope_agent_last_batch_timestamp_seconds");
   EXPECT_DOUBLE_EQ(last->metric[0].gauge.value, 1'700'000'005.0);

@@ -133,6 +133,15 @@ TEST(AgentAggregator, TwoAgentsAreTwoNodes) {
            Scrape(body, "fabricscope_port_receive_bytes_total{node=\"node-b\",device=\"hfi1_0\","
                         "port=\"1\"}") == 4.0 * 345091702026;
   })) << body;
+  // The exposition parses and passes Prometheus's own lint (naming, units, _total).
+  tree.Write("metrics.txt", body);
+  const std::string cmd = "promtool check metrics < " + tree.Path("metrics.txt") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string lint;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p)) lint += buf;
+  EXPECT_EQ(pclose(p), 0) << "promtool check metrics: " << lint;
   for (auto& a : agents) EXPECT_EQ(a->Stop(SIGTERM), 0);
 }
 

@@ -54,6 +54,17 @@ void Sampler::IntervalHistogram(v1::Histogram* out) const {
   out->set_sum(static_cast<double>(interval_sum_ns_.load(std::memory_order_relaxed)) / 1e9);
 }
 
+int64_t Sampler::cpu_ns() const {
+  if (!thread_.joinable()) return cpu_ns_at_exit_.load(std::memory_order_relaxed);
+  clockid_t cid;
+  timespec cpu{};
+  if (pthread_getcpuclockid(const_cast<std::jthread&>(thread_).native_handle(), &cid) != 0 ||
+      clock_gettime(cid, &cpu) != 0) {
+    return 0;
+  }
+  return static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec;
+}
+
 void Sampler::Run(std::stop_token stop) {
   pthread_setname_np(pthread_self(), "fs-sampler");
   // The default 50 us timer slack (prctl(2) PR_SET_TIMERSLACK) alone would make every 100 us
@@ -94,17 +105,15 @@ void Sampler::Run(std::stop_token stop) {
     last_t = now;
     ++tick;
     ticks_.store(tick, std::memory_order_relaxed);
-    if ((tick & 1023) == 0) {
-      timespec cpu;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-      cpu_ns_.store(static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec,
-                    std::memory_order_relaxed);
-    }
     deadline += period;
     if (deadline <= now) {  // late: skip to the next deadline in the future
       deadline += ((now - deadline) / period + 1) * period;
     }
   }
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  cpu_ns_at_exit_.store(static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec,
+                        std::memory_order_relaxed);
 }
 
 }  // namespace fabricscope::agent

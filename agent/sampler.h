@@ -42,8 +42,9 @@ class Sampler {
   // Cumulative histogram of achieved intervals between consecutive ticks (seconds), with
   // SampleIntervalBounds().
   void IntervalHistogram(v1::Histogram* out) const;
-  // CPU time consumed by the sampler thread so far, in ns (CLOCK_THREAD_CPUTIME_ID).
-  int64_t cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
+  // CPU time consumed by the sampler thread so far, in ns (its CPU-time clock; the value at
+  // exit once stopped). Control thread only (not concurrently with Start/Stop).
+  int64_t cpu_ns() const;
 
  private:
   void Run(std::stop_token stop);
@@ -58,7 +59,7 @@ class Sampler {
   std::atomic<uint64_t> interval_sum_ns_{0};
   std::atomic<uint64_t> ticks_{0};
   std::atomic<uint64_t> overruns_{0};
-  std::atomic<int64_t> cpu_ns_{0};
+  std::atomic<int64_t> cpu_ns_at_exit_{0};
   std::jthread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace fabricscope::exporters {
 
@@ -47,20 +48,29 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     ++duplicate_batches_total_;
     return n.contiguous;
   }
+  // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
+  // resending it would not make it valid, and it must not block the batches behind it.
+  absl::Status invalid;
   for (const v1::PortWindow& pw : batch.ports()) {
     if (pw.port_index() >= n.ports.size()) {
-      ++rejected_batches_total_;
-      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
-                                                     pw.port_index(), " of ", n.ports.size()));
+      invalid = absl::InvalidArgumentError(absl::StrCat(
+          "batch ", batch.seq(), " names port index ", pw.port_index(), " of ", n.ports.size()));
     }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
     if (m.port_index() >= n.ports.size()) {
-      ++rejected_batches_total_;
-      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
-                                                     " has a microburst on port index ",
-                                                     m.port_index(), " of ", n.ports.size()));
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
+                                                        " has a microburst on port index ",
+                                                        m.port_index(), " of ", n.ports.size()));
     }
+  }
+  if (!invalid.ok()) {
+    ++rejected_batches_total_;
+    if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
+    LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
+                              << "; batch dropped (counted in "
+                                 "fabricscope_aggregator_rejected_batches_total)";
+    return n.contiguous;
   }
   if (batch.seq() > n.contiguous + 1) lost_batches_total_ += batch.seq() - 1 - n.contiguous;
   n.contiguous = batch.seq();
@@ -165,8 +175,9 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                            "Port error counters by kind (the sysfs counter name).",
                            MetricType::Counter);
   auto saturated = MakeFamily("fabricscope_port_errors_saturated",
-                              "1 when an error counter is stuck at its maximum and no longer "
-                              "counts (IB PMA counters saturate).", MetricType::Gauge);
+                              "1 while an error counter is stuck at its maximum and no longer "
+                              "counts (IB PMA counters saturate); absent otherwise.",
+                              MetricType::Gauge);
   auto bursts = MakeFamily("fabricscope_microbursts_total",
                            "Microbursts: runs of samples at or above the enter threshold of line "
                            "rate, ended below the exit threshold.", MetricType::Counter);
@@ -184,7 +195,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                                  "Batches the agent dropped from its full uplink queue.",
                                  MetricType::Counter);
   auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
-                              "Mean cost of one read of a counter file (pread + parse).",
+                              "Mean cost of one read of one of the port's counter files (pread + "
+                              "parse).",
                               MetricType::Gauge);
   auto last_batch = MakeFamily("fabricscope_agent_last_batch_timestamp_seconds",
                                "Unix time of the end of the last window received from the agent.",
@@ -206,12 +218,19 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     AddValue(ring_drops, {{"node", node}}, static_cast<double>(n.agent.ring_drops_total()));
     AddValue(uplink_drops, {{"node", node}},
              static_cast<double>(n.agent.uplink_dropped_batches_total()));
+    // Read cost per port: the mean over its counter files (per-file figures stay in the batch).
+    std::vector<std::pair<double, int>> port_cost(n.ports.size(), {0.0, 0});
     for (const v1::CounterReadCost& c : n.agent.read_costs()) {
       if (c.port_index() >= n.ports.size()) continue;
-      const v1::PortInfo& pi = n.ports[c.port_index()].info;
+      port_cost[c.port_index()].first += c.mean_seconds();
+      ++port_cost[c.port_index()].second;
+    }
+    for (size_t i = 0; i < n.ports.size(); ++i) {
+      if (port_cost[i].second == 0) continue;
+      const v1::PortInfo& pi = n.ports[i].info;
       AddValue(read_cost, {{"node", node}, {"device", pi.device()},
-                           {"port", absl::StrCat(pi.port())}, {"counter", c.counter()}},
-               c.mean_seconds());
+                           {"port", absl::StrCat(pi.port())}},
+               port_cost[i].first / port_cost[i].second);
     }
     for (const PortSnapshot& ps : n.ports) {
       const std::string port = absl::StrCat(ps.info.port());
@@ -232,7 +251,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       AddValue(rx_pkts, labels(), static_cast<double>(w.receive().packets_total()));
       for (const v1::ErrorCounter& e : w.errors()) {
         AddValue(errors, labels({{"kind", e.kind()}}), static_cast<double>(e.total()));
-        AddValue(saturated, labels({{"kind", e.kind()}}), e.saturated() ? 1 : 0);
+        if (e.saturated()) AddValue(saturated, labels({{"kind", e.kind()}}), 1);
       }
       const std::pair<const char*, const v1::DirectionWindow*> dirs[] = {
           {"transmit", &w.transmit()}, {"receive", &w.receive()}};

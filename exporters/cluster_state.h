@@ -40,9 +40,10 @@ class ClusterState : public prometheus::Collectable {
   absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
 
   // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
-  // Returns the seq to ack: the highest contiguous one stored.
-  // Errors: FailedPrecondition when (node, instance_id) sent no Hello; InvalidArgument when a
-  // record names a port index outside the Hello's port list (the batch is rejected and counted).
+  // Returns the seq to ack: the highest contiguous one stored. A batch whose records name a
+  // port index outside the Hello's port list is dropped, counted in
+  // fabricscope_aggregator_rejected_batches_total, and acked (resending cannot fix it).
+  // Errors: FailedPrecondition when (node, instance_id) sent no Hello.
   absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
                                    const v1::Batch& batch);
 

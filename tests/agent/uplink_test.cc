@@ -166,11 +166,26 @@ TEST(TelemetryService, BatchBeforeHelloIsRefused) {
     *bad.mutable_batch() = TestBatch(1);
     bad.mutable_batch()->set_seq(1);
     bad.mutable_batch()->mutable_ports(0)->set_port_index(9);  // no such port
-    stream->Write(bad);
+    ASSERT_TRUE(stream->Write(bad));
+    // Dropped and counted, but acked, and the stream goes on: the next batch is stored.
+    v1::AgentMessage good;
+    *good.mutable_batch() = TestBatch(555);
+    good.mutable_batch()->set_seq(2);
+    ASSERT_TRUE(stream->Write(good));
     v1::AggregatorMessage in;
-    while (stream->Read(&in)) {
+    uint64_t acked = 0;
+    while (acked < 2 && stream->Read(&in)) acked = in.ack().seq();
+    EXPECT_EQ(acked, 2u);
+    EXPECT_EQ(ExportedTx(state), 555);
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+    v1::AgentMessage empty;  // a message with no kind on a new stream ends that stream
+    grpc::ClientContext ctx2;
+    auto s2 = stub->Stream(&ctx2);
+    s2->Write(empty);
+    while (s2->Read(&in)) {
     }
-    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s2->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
   EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_rejected_batches_total"), 2);
 }

@@ -126,15 +126,18 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   v1::Batch bad = Batch(1, 1);
   bad.mutable_ports(1)->set_port_index(2);
-  EXPECT_EQ(s.OnBatch("n1", 7, bad).status().code(), absl::StatusCode::kInvalidArgument);
-  v1::Batch bad_burst = Batch(1, 1);
+  EXPECT_EQ(*s.OnBatch("n1", 7, bad), 1u);  // dropped and counted, but acked
+  v1::Batch bad_burst = Batch(2, 1);
   bad_burst.mutable_microbursts(0)->set_port_index(1000);
-  EXPECT_EQ(s.OnBatch("n1", 7, bad_burst).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*s.OnBatch("n1", 7, bad_burst), 2u);
   EXPECT_EQ(Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")
                 ->metric[0].counter.value,
             3);
-  // Nothing of the rejected batches was applied.
+  // Nothing of the rejected batches was applied; the next good one is.
   EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 77)), 3u);
+  EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
+            77);
 }
 
 TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {

@@ -14,7 +14,7 @@ packages=(
   libabsl-dev libgoogle-glog-dev libsystemd-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
-  iproute2 prometheus curl procps
+  iproute2 prometheus curl procps jq
 )
 
 missing=()

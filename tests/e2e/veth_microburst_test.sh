@@ -2,50 +2,80 @@
 # Real traffic, end to end: two network namespaces joined by a veth pair, the sender's end shaped
 # with tc tbf to a known rate, fabricscope-agent watching that veth at 1 ms and at 100 us, and
 # one burst of a known size sent over a real TCP connection (tests/tools fabricscope-burst).
-# The agent must report exactly one transmit microburst whose bytes and duration match what the
-# shaper lets through, and nothing while the link is idle.
+# The agent must report the burst with the bytes and duration the shaper allows, and nothing
+# while the link is idle. The namespaces are deleted and every process started is stopped on
+# any exit.
 #
 # Usage: veth_microburst_test.sh AGENT_BINARY BURST_TOOL_BINARY
 # Needs root (namespaces, tc). Exits 77 (ctest SKIP_RETURN_CODE) when not root or when network
 # namespaces / veth / tbf are unavailable; 0 on success; 1 on failure, after printing the agent's
-# log, its JSON and metrics, the qdisc statistics and the traffic tool's output.
+# log, its JSON and metrics and the qdisc statistics (logs stay in the work directory).
 #
 # Knobs (environment):
-#   FABRICSCOPE_E2E_PERIODS   sampling periods to test (default "1ms 100us")
-#   FABRICSCOPE_E2E_ATTEMPTS  bursts tried per period before the case fails (default 3)
-#   FABRICSCOPE_E2E_KEEP      1 = keep the work directory (logs) even on success
+#   FABRICSCOPE_E2E_PERIODS         sampling periods to test (default "1ms 100us")
+#   FABRICSCOPE_E2E_STRICT_PERIODS  periods checked in strict mode (default "1ms"); the others
+#                                   are checked in coverage mode (see below)
+#   FABRICSCOPE_E2E_ATTEMPTS        bursts tried per period before the case fails (default 3)
+#   FABRICSCOPE_E2E_BYTES           burst payload in bytes (default 4194304)
+#   FABRICSCOPE_E2E_MTU             veth MTU for every case (default: 9000 at >= 1 ms, else 1500)
+#   FABRICSCOPE_E2E_COVERAGE_MIN    coverage mode: least share of the wire bytes that must lie
+#                                   in reported bursts (default 0.6)
+#   FABRICSCOPE_E2E_AGENT_FLAGS     extra agent flags, e.g. --burst-exit=0.5 (default none)
+#   FABRICSCOPE_E2E_KEEP            1 = keep the work directory (logs) even on success
 #
-# What is expected, and why (all figures are printed on every run):
-#   * The shaper (tbf rate 1gbit, burst 16kb) and the agent's --line-rate are the same 1 Gbit/s
-#     (125,000,000 B/s). tbf charges whole frames (Ethernet header included, no FCS/preamble),
-#     and the veth's tx_bytes counter, which the agent samples, counts the same frames. GSO is
-#     turned off on the veth (gso_max_segs 1) so every TCP segment is its own frame with its own
-#     headers; then the wire bytes of the data phase are
-#         wire = tcp_bytes_sent + data_segs_out x (14 Ethernet + 20 IPv4 + 20 TCP + 12 timestamps)
-#     with both counts taken from the sender's TCP_INFO (retransmissions included).
-#   * Expected duration = wire / rate. The burst's first and last samples are partial: each is
-#     either counted whole or dropped, depending on where the burst edge falls in the sample, so
-#     the agent may be off by up to one period at each end:
-#         bytes:    wire - 2 x period x rate - 2% x wire  <=  reported  <=  wire + 1%
-#         duration: |reported - wire/rate|  <=  2 x period + 10% x wire/rate
-#     The 2% / 10% terms are the host's share: on a busy VM the shaper's timer and the NET_TX
-#     softirq run late now and then, so the link idles for a moment and finishes later than
-#     wire/rate (the bytes are still all there, hence the tighter bytes bound).
-#   * A run where the link itself was not kept busy (the host starved the shaper for more than
-#     a sample: the burst then really is several bursts) fails that attempt; the case retries
-#     with a fresh burst, up to FABRICSCOPE_E2E_ATTEMPTS, and fails only if no attempt passes.
+# Expected figures (all printed on every run, measured next to expected):
+#   * The shaper (tbf rate 1gbit) and the agent's --line-rate are the same 1 Gbit/s
+#     (125,000,000 B/s). tbf charges whole frames (Ethernet header included, no FCS/preamble)
+#     and the veth's tx_bytes, which the agent samples, counts the same frames. GSO is off on
+#     the veth (gso_max_segs 1), so every TCP segment is one frame with its own headers, and the
+#     data phase puts on the wire
+#         wire = tcp_bytes_sent + data_segs_out x (14 Ethernet + 20 IPv4 + 20 TCP [+ 12 TS])
+#     with both counts from the sender's TCP_INFO (retransmissions included). Expected duration
+#     = wire / rate. The agent's transmit byte counter must grow by wire (+ <1% for the SYN,
+#     FIN and ACK frames).
+#   * Frames: at 1 ms the veth runs MTU 9000 (tbf burst 64kb): 14 frames per sample, and a sixth
+#     of the per-frame timer and softirq work of 1500-byte frames, which on a busy VM is what
+#     starves the shaper. At 100 us it runs MTU 1500 (tbf burst 16kb): 8 frames per sample.
+#   * Strict mode (1 ms): exactly one transmit microburst, and
+#         wire - 2 x period x rate - 2% x wire  <=  bytes  <=  wire + 1%
+#         |duration - wire/rate|  <=  2 x period + 10% x wire/rate
+#     The "2 x period" terms are the burst's edges: its first and last samples are partial and
+#     are counted whole or not at all depending on where the edge falls (on average the burst
+#     comes out ~0.8 sample short). The 2% / 10% terms are the host's share: on a busy VM the
+#     shaper or the sampler runs late now and then (a late tick makes one long sample).
+#     Measured on a 2-vCPU VM: bytes -0.2% to -3.6%, duration -0.3 to -1.2 ms of 33.8 ms.
+#   * Coverage mode (100 us): on a VM the tbf-shaped link is not smooth at 100 us. The shaper
+#     releases a frame every 12 us from a timer, and timer and softirq latency of a few tens of
+#     microseconds, followed by catch-up from the 16 KB bucket, leave single 100 us samples at
+#     0-60% of the rate several times per millisecond (an independent 100 us sampler of the same
+#     counter sees the same: a 35 ms transfer splits into 50-90 bursts at the 0.7 exit
+#     threshold, and even a UDP flood through tbf gives ~8% of samples below 0.7). The agent
+#     rightly reports many short bursts then, so the test checks that they account for the
+#     transfer instead: at least one transmit burst; all of them within the transfer; their
+#     bytes between COVERAGE_MIN x wire and wire + 1% (measured: 89-93%); first start to last
+#     end within 2 x period + 10% of wire/rate. On hardware with a smooth 100 us link, set
+#     FABRICSCOPE_E2E_STRICT_PERIODS="1ms 100us".
+#   * Both modes: the first burst starts within the duration tolerance of the first byte (a
+#     stalled sampler tick can open it a few ms early); no receive-direction burst (the ACKs
+#     are ~2% of the rate); fabricscope_microbursts_total{direction="transmit"} grows by exactly
+#     the number of bursts listed; and, before any traffic, >= 1 s of idle link gives no burst.
+#   * An attempt that fails is retried with a fresh burst, up to FABRICSCOPE_E2E_ATTEMPTS: a
+#     busy host can starve the shaper for long enough to split a burst even at 1 ms (measured:
+#     1 first attempt in 8 at load 2 on 2 vCPUs).
 set -uo pipefail
 
 AGENT=${1:-}
 BURST=${2:-}
 PERIODS=${FABRICSCOPE_E2E_PERIODS:-1ms 100us}
 ATTEMPTS=${FABRICSCOPE_E2E_ATTEMPTS:-3}
+STRICT_PERIODS=${FABRICSCOPE_E2E_STRICT_PERIODS:-1ms}
+COVERAGE_MIN=${FABRICSCOPE_E2E_COVERAGE_MIN:-0.6}
 KEEP=${FABRICSCOPE_E2E_KEEP:-0}
 
 RATE_SPEC=1gbit
 RATE_BPS=125000000    # bytes/s: 1 Gbit/s
-BURST_BYTES=4194304   # 4 MiB payload: ~4.39 MB on the wire, ~35 ms at 1 Gbit/s
-HDR_BYTES=66          # per data frame: Ethernet 14 + IPv4 20 + TCP 20 + timestamp option 12
+BURST_BYTES=${FABRICSCOPE_E2E_BYTES:-4194304}
+HDR_BYTES=54          # per data frame: Ethernet 14 + IPv4 20 + TCP 20 (+ 12 with timestamps)
 TX_ADDR=10.213.0.1    # private /30, only on the veth ends inside our namespaces: no route out
 RX_ADDR=10.213.0.2
 NODE=e2e-veth
@@ -98,7 +128,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'FAILED=1; log "interrupted"; exit 130' INT TERM
 
 in_tx() { ip netns exec "$NS_TX" "$@"; }
 in_rx() { ip netns exec "$NS_RX" "$@"; }
@@ -145,7 +175,7 @@ if grep -qw cubic /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/nul
   # default) paces itself near the bottleneck rate and lets the queue run dry between probes.
   CONGESTION=--congestion=cubic
 fi
-log "link: $NS_TX/$V_TX $TX_ADDR -> $NS_RX/$V_RX $RX_ADDR, tbf rate $RATE_SPEC burst 16kb" \
+log "link: $NS_TX/$V_TX $TX_ADDR -> $NS_RX/$V_RX $RX_ADDR, tbf rate $RATE_SPEC" \
   "($(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +194,7 @@ start_agent() {  # period, log file
   : >"$WORK/agent.yaml"  # hermetic: no /etc/fabricscope/agent.yaml
   ip netns exec "$NS_TX" "$AGENT" --config="$WORK/agent.yaml" --node="$NODE" \
     --interfaces="$V_TX" --line-rate="$V_TX=$RATE_SPEC" --sample-period="$1" \
-    --http-listen=127.0.0.1:0 --status=off >"$2" 2>&1 &
+    --http-listen=127.0.0.1:0 --status=off ${FABRICSCOPE_E2E_AGENT_FLAGS:-} >"$2" 2>&1 &
   AGENT_PID=$!
   PIDS+=("$AGENT_PID")
   PORT=
@@ -225,14 +255,17 @@ dump_case() {  # everything useful about a failed case
   ip -n "$NS_TX" -s link show dev "$V_TX"
 }
 
-# One burst through a running agent; prints the comparison; returns 0 when every check passes.
-run_burst() {  # period_seconds, attempt, label
-  local period_s=$1 attempt=$2 label=$3
-  local port=$((5200 + attempt)) rx_out="$WORK/$label.receiver.$attempt" tx_out="$WORK/$label.sender.$attempt"
-  local tx_before t0 t1 line ok=0
+# One burst through a running agent; prints measured vs expected; returns 0 when every check of
+# the mode passes. Modes: strict (exactly one burst matching the transfer) or coverage (see the
+# header: the bursts reported during the transfer account for it).
+run_burst() {  # period_seconds, attempt, label, mode
+  local period_s=$1 attempt=$2 label=$3 mode=$4
+  local port=$((5200 + attempt)) rx_out="$WORK/$label.receiver.$attempt"
+  local tx_out="$WORK/$label.sender.$attempt" tx_before bursts_before t0 t1 line
 
   tx_before=$(metric fabricscope_port_transmit_bytes_total "device=\"$V_TX\"")
-  in_rx "$BURST" receive --listen="$RX_ADDR:$port" --timeout=20 >"$rx_out" 2>&1 &
+  bursts_before=$(metric fabricscope_microbursts_total "device=\"$V_TX\",port=\"0\",direction=\"transmit\"")
+  in_rx "$BURST" receive --listen="$RX_ADDR:$port" --timeout=15 >"$rx_out" 2>&1 &
   local rx_pid=$!
   PIDS+=("$rx_pid")
   for _ in $(seq 100); do  # up to 5 s for the receiver to listen
@@ -243,7 +276,7 @@ run_burst() {  # period_seconds, attempt, label
   grep -q '^listening=' "$rx_out" || { log "receiver did not start:"; cat "$rx_out"; return 1; }
 
   t0=$(date +%s.%N)
-  in_tx "$BURST" send --connect="$RX_ADDR:$port" --bytes="$BURST_BYTES" --timeout=20 \
+  in_tx "$BURST" send --connect="$RX_ADDR:$port" --bytes="$BURST_BYTES" --timeout=10 \
     $CONGESTION >"$tx_out" 2>&1
   local send_rc=$?
   t1=$(date +%s.%N)
@@ -256,33 +289,36 @@ run_burst() {  # period_seconds, attempt, label
   fi
   line=$(grep '^sent_bytes=' "$tx_out")
 
-  # The burst is reported when it ends, with the window it ended in (1 s windows).
+  # A burst is reported when it ends, with the window it ended in (1 s windows).
   if ! wait_window_after "$(awk -v t="$t1" 'BEGIN { printf "%.6f", t + 0.2 }')"; then
     log "the agent published no window ending after the burst within 6 s"
     return 1
   fi
-  local json tx_after bursts_total
+  local json tx_after bursts_after sel
   json=$(http /api/microbursts) || { log "GET /api/microbursts failed"; return 1; }
   printf '%s\n' "$json" >"$WORK/$label.microbursts.$attempt.json"
   tx_after=$(metric fabricscope_port_transmit_bytes_total "device=\"$V_TX\"")
-  bursts_total=$(metric fabricscope_microbursts_total "device=\"$V_TX\",port=\"0\",direction=\"transmit\"")
+  bursts_after=$(metric fabricscope_microbursts_total "device=\"$V_TX\",port=\"0\",direction=\"transmit\"")
 
-  # Bursts of this attempt: those that start between just before the first byte and the end.
-  local sel
+  # This attempt's bursts: those starting between the launch of the sender and its end. For
+  # the transmit ones: count, sum of bytes and durations, first start, last end, highest peak,
+  # and the first one's figures.
   sel=$(printf '%s' "$json" | jq -r --arg dev "$V_TX" --argjson t0 "$t0" --argjson t1 "$t1" '
     [.microbursts[] | select(.device == $dev and .start_unix_seconds >= $t0 - 0.05
                              and .start_unix_seconds <= $t1 + 0.05)] as $b
-    | [($b | map(select(.direction == "transmit")) | length),
-       ($b | map(select(.direction == "receive")) | length),
-       ($b | map(select(.direction == "transmit")) | first // {}
-           | .bytes // 0, .duration_seconds // 0, .peak_utilization // 0,
-             .start_unix_seconds // 0)]
+    | ($b | map(select(.direction == "transmit")) | sort_by(.start_unix_seconds)) as $tx
+    | [($tx | length), ($b | map(select(.direction == "receive")) | length),
+       ($tx | map(.bytes) | add // 0), ($tx | map(.duration_seconds) | add // 0),
+       ($tx | first // {} | .start_unix_seconds // 0),
+       ($tx | last // {} | (.start_unix_seconds // 0) + (.duration_seconds // 0)),
+       ($tx | map(.peak_utilization) | max // 0)]
     | map(tostring) | join(" ")') || { log "bad JSON from the agent: $json"; return 1; }
 
-  awk -v sel="$sel" -v line="$line" -v t0="$t0" -v t1="$t1" -v rate="$RATE_BPS" \
-    -v hdr="$HDR_BYTES" -v period="$period_s" -v payload="$BURST_BYTES" \
-    -v txb="${tx_before:-0}" -v txa="${tx_after:-0}" -v total="${bursts_total:-0}" \
-    -v attempt="$attempt" -v label="$label" '
+  awk -v sel="$sel" -v line="$line" -v rate="$RATE_BPS" -v hdr="$HDR_BYTES" \
+    -v period="$period_s" -v payload="$BURST_BYTES" -v mode="$mode" \
+    -v txb="${tx_before:-0}" -v txa="${tx_after:-0}" \
+    -v nb0="${bursts_before:-0}" -v nb1="${bursts_after:-0}" \
+    -v attempt="$attempt" -v label="$label" -v cov_min="$COVERAGE_MIN" '
     function kv(k,   i, n, f, p) {
       n = split(line, f, " ")
       for (i = 1; i <= n; i++) { split(f[i], p, "="); if (p[1] == k) return p[2] }
@@ -292,38 +328,66 @@ run_burst() {  # period_seconds, attempt, label
       printf "  [%s] %s\n", ok ? "ok" : "FAIL", what
       if (!ok) failed = 1
     }
+    function within(v, lo, hi) { return v >= lo && v <= hi }
     BEGIN {
       split(sel, s, " ")
-      ntx = s[1]; nrx = s[2]; bytes = s[3]; dur = s[4]; peak = s[5]; start = s[6]
+      ntx = s[1]; nrx = s[2]; bytes = s[3]; dur = s[4]; start = s[5]; end = s[6]; peak = s[7]
       sent = kv("tcp_bytes_sent"); segs = kv("data_segs_out"); elapsed = kv("elapsed_seconds")
+      first_byte = kv("start_unix_seconds")
       if (sent == "" || sent == 0) sent = kv("sent_bytes")
-      wire = sent + segs * hdr
+      if (kv("timestamps") == 1) hdr += 12
+      wire = sent + segs * hdr          # frames of the data phase, as tbf and tx_bytes count them
       exp_dur = wire / rate
-      b_lo = wire - 2 * period * rate - 0.02 * wire
-      b_hi = wire * 1.01
+      edge = period * rate              # bytes of one whole sample at the shaped rate
       d_tol = 2 * period + 0.10 * exp_dur
-      printf "%s attempt %d: sent %d B payload in %d data segments (retransmitted %s B), " \
-             "sender elapsed %.2f ms\n", label, attempt, sent, segs, kv("tcp_bytes_retrans"), elapsed * 1e3
-      printf "  expected: %d B on the wire, %.3f ms at %.0f Mbit/s\n", wire, exp_dur * 1e3, rate * 8 / 1e6
-      if (ntx >= 1)
-        printf "  reported: %d B (%+.2f%%), %.3f ms (%+.3f ms), peak utilization %.2f, " \
-               "starts %.1f ms after the first byte\n", bytes, (bytes - wire) * 100 / wire,
-               dur * 1e3, (dur - exp_dur) * 1e3, peak, (start - t0) * 1e3
-      check(ntx == 1, sprintf("exactly one transmit microburst during the burst (got %d)", ntx))
-      check(nrx == 0, sprintf("no receive microburst during the burst (got %d)", nrx))
+      span = end - start
+      printf "%s attempt %d (%s): %d B payload in %d data segments, %s B retransmitted, " \
+             "sender busy %.2f ms\n", label, attempt, mode, sent, segs, kv("tcp_bytes_retrans"),
+             elapsed * 1e3
+      printf "  expected: %d B on the wire, %.3f ms at %.0f Mbit/s\n", wire, exp_dur * 1e3,
+             rate * 8 / 1e6
       if (ntx >= 1) {
-        check(bytes >= b_lo && bytes <= b_hi,
-              sprintf("bytes within [%d, %d] (wire - 2 samples - 2%%, wire + 1%%)", b_lo, b_hi))
-        check(dur >= exp_dur - d_tol && dur <= exp_dur + d_tol,
-              sprintf("duration within %.3f +- %.3f ms (2 samples + 10%%)", exp_dur * 1e3, d_tol * 1e3))
+        printf "  reported: %d burst(s), %d B (%+.2f%%), %.3f ms in bursts, span %.3f ms (%+.3f ms)," \
+               " first starts %+.3f ms from the first byte, peak utilization %.2f\n",
+               ntx, bytes, (bytes - wire) * 100 / wire, dur * 1e3, span * 1e3,
+               (span - exp_dur) * 1e3, (start - first_byte) * 1e3, peak
+      } else {
+        printf "  reported: no transmit burst\n"
       }
-      check(total >= attempt, sprintf("fabricscope_microbursts_total{direction=\"transmit\"} = %d >= %d",
-                                      total, attempt))
-      check(txa - txb >= payload, sprintf("fabricscope_port_transmit_bytes_total grew by %d >= %d",
-                                          txa - txb, payload))
+      if (mode == "strict") {
+        check(ntx == 1, sprintf("exactly one transmit microburst during the transfer (got %d)", ntx))
+        if (ntx == 1) {
+          check(within(bytes, wire - 2 * edge - 0.02 * wire, wire * 1.01),
+                sprintf("bytes within [%d, %d] (wire - 2 samples - 2%%, wire + 1%%)",
+                        wire - 2 * edge - 0.02 * wire, wire * 1.01))
+          check(within(dur, exp_dur - d_tol, exp_dur + d_tol),
+                sprintf("duration within %.3f +- %.3f ms (2 samples + 10%%)", exp_dur * 1e3,
+                        d_tol * 1e3))
+        }
+      } else {
+        check(ntx >= 1, sprintf("at least one transmit microburst during the transfer (got %d)", ntx))
+        if (ntx >= 1) {
+          check(within(bytes, cov_min * wire, wire * 1.01),
+                sprintf("bytes in bursts within [%d, %d] (%.0f%% of wire, wire + 1%%)",
+                        cov_min * wire, wire * 1.01, cov_min * 100))
+          check(within(span, exp_dur - d_tol, exp_dur + d_tol),
+                sprintf("first start to last end within %.3f +- %.3f ms (2 samples + 10%%)",
+                        exp_dur * 1e3, d_tol * 1e3))
+        }
+      }
+      if (ntx >= 1)
+        check(within(start - first_byte, -d_tol, d_tol),
+              sprintf("first burst starts %+.3f ms from the first byte, within +-%.3f ms",
+                      (start - first_byte) * 1e3, d_tol * 1e3))
+      check(nrx == 0, sprintf("no receive microburst during the transfer (got %d)", nrx))
+      check(nb1 - nb0 == ntx,
+            sprintf("fabricscope_microbursts_total{direction=\"transmit\"} grew by %d = bursts listed",
+                    nb1 - nb0))
+      check(within(txa - txb, wire, wire * 1.01),
+            sprintf("fabricscope_port_transmit_bytes_total grew by %d, within [wire, wire + 1%%]",
+                    txa - txb))
       exit failed
-    }' || ok=1
-  return "$ok"
+    }'
 }
 
 period_seconds() {
@@ -336,16 +400,27 @@ period_seconds() {
 }
 
 run_case() {  # period, e.g. 1ms
-  local period=$1 period_s agent_log="$WORK/agent.$1.log" attempt passed=0 rc
+  local period=$1 period_s agent_log="$WORK/agent.$1.log" attempt passed=0 rc mode=coverage
   period_s=$(period_seconds "$period") || { log "bad period $period"; return 1; }
-  log "=== sample period $period ==="
+  case " $STRICT_PERIODS " in *" $period "*) mode=strict ;; esac
+  # Frame size per case: at 1 ms and longer, jumbo frames (14 per sample at 1 Gbit/s) keep the
+  # per-frame timer and softirq work, and with it the host's noise, six times lower; at 100 us
+  # a sample needs standard frames to hold more than one or two of them.
+  local mtu=1500 tbf_burst=16kb
+  if awk -v p="$period_s" 'BEGIN { exit !(p >= 0.001) }'; then mtu=9000 tbf_burst=64kb; fi
+  mtu=${FABRICSCOPE_E2E_MTU:-$mtu}
+  ip -n "$NS_TX" link set dev "$V_TX" mtu "$mtu" && ip -n "$NS_RX" link set dev "$V_RX" mtu "$mtu" ||
+    { log "cannot set MTU $mtu on the veth pair"; return 1; }
+  in_tx tc qdisc replace dev "$V_TX" root tbf rate "$RATE_SPEC" burst "$tbf_burst" latency 100ms ||
+    { log "cannot reconfigure tbf"; return 1; }
+  log "=== sample period $period ($mode; MTU $mtu, tbf rate $RATE_SPEC burst $tbf_burst) ==="
   if ! start_agent "$period" "$agent_log"; then
     log "the agent did not print its HTTP port within 10 s"
     dump_case "$agent_log"
     return 1
   fi
 
-  # Idle: two windows (>= 1 s of samples) with no traffic must give no microburst.
+  # Idle: a published window ending >= 1 s after the start, with no traffic, holds no burst.
   local since
   since=$(date +%s.%N)
   if ! wait_window_after "$(awk -v t="$since" 'BEGIN { printf "%.6f", t + 1.0 }')"; then
@@ -366,7 +441,7 @@ run_case() {  # period, e.g. 1ms
   log "  [ok] idle link (>= 1 s, no traffic): no microburst reported"
 
   for attempt in $(seq "$ATTEMPTS"); do
-    if run_burst "$period_s" "$attempt" "$period"; then
+    if run_burst "$period_s" "$attempt" "$period" "$mode"; then
       passed=1
       break
     fi

@@ -45,8 +45,11 @@ constexpr char kUsage[] =
     "         answer, and prints\n"
     "           sent_bytes=N elapsed_seconds=S peer_received_bytes=N mss=M segs_out=K\n"
     "           data_segs_out=D retrans=R tcp_bytes_sent=B tcp_bytes_retrans=BR\n"
-    "           timestamps=0|1 congestion=NAME\n"
-    "         elapsed: first byte sent to answer received. From TCP_INFO: segs_out and\n"
+    "           timestamps=0|1 congestion=NAME busy_us=U rwnd_limited_us=U\n"
+    "           sndbuf_limited_us=U snd_cwnd=C pacing_rate=B/s start_unix_seconds=T\n"
+    "           end_unix_seconds=T\n"
+    "         elapsed: first byte sent to answer received (start/end_unix_seconds: the\n"
+    "         same instants in Unix time). From TCP_INFO: segs_out and\n"
     "         data_segs_out count every segment sent (SYN/ACK/FIN included in the first),\n"
     "         retransmissions included; tcp_bytes_sent is payload bytes sent, retransmissions\n"
     "         included. On the wire each data segment carries Ethernet+IP+TCP headers on top.\n"
@@ -63,7 +66,11 @@ constexpr char kUsage[] =
     "\n"
     "Exit codes: 0 success, 1 runtime failure (timeout, refused, short transfer), 2 usage.\n";
 
-constexpr size_t kBufferBytes = 256 * 1024;
+constexpr size_t kBufferBytes = 256 * 1024;  // receive buffer
+// The sender hands the kernel up to this much per send() call: one call for a whole burst of
+// up to 64 MiB, so that the socket is fed without returning to user space (where a busy host
+// could deschedule the sender between calls and leave the link idle).
+constexpr size_t kMaxSendChunk = 64 * 1024 * 1024;
 
 int Usage(const std::string& msg) {
   fprintf(stderr, "fabricscope-burst: %s\nRun with --help for usage.\n", msg.c_str());
@@ -87,6 +94,12 @@ std::string Seconds(double s) {
 int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t UnixNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
@@ -319,9 +332,10 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
   }
   Fd s(fd);
 
-  std::vector<char> buf(kBufferBytes);
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kMaxSendChunk, bytes)) + 1);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>('a' + i % 26);
   const int64_t start_ns = NowNs();
+  const int64_t start_unix_ns = UnixNowNs();
   uint64_t sent = 0;
   while (sent < bytes) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - sent));
@@ -376,12 +390,16 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
   printf(
       "sent_bytes=%llu elapsed_seconds=%.6f peer_received_bytes=%s mss=%llu segs_out=%llu "
       "data_segs_out=%llu retrans=%llu tcp_bytes_sent=%llu tcp_bytes_retrans=%llu "
-      "timestamps=%d congestion=%s\n",
+      "timestamps=%d congestion=%s busy_us=%llu rwnd_limited_us=%llu sndbuf_limited_us=%llu "
+      "snd_cwnd=%llu pacing_rate=%llu start_unix_seconds=%.6f end_unix_seconds=%.6f\n",
       static_cast<unsigned long long>(sent), static_cast<double>(end_ns - start_ns) / 1e9,
       answered ? std::to_string(peer).c_str() : "unknown", u(info.tcpi_snd_mss),
       u(info.tcpi_segs_out), u(info.tcpi_data_segs_out), u(info.tcpi_total_retrans),
       u(info.tcpi_bytes_sent), u(info.tcpi_bytes_retrans),
-      have_info && (info.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 1 : 0, cc);
+      have_info && (info.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 1 : 0, cc, u(info.tcpi_busy_time),
+      u(info.tcpi_rwnd_limited), u(info.tcpi_sndbuf_limited), u(info.tcpi_snd_cwnd),
+      u(info.tcpi_pacing_rate), static_cast<double>(start_unix_ns) / 1e9,
+      static_cast<double>(start_unix_ns + (end_ns - start_ns)) / 1e9);
   fflush(stdout);
   if (!answered)
     return Fail("the receiver did not confirm the transfer (answer: \"" + answer + "\")");

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +15,8 @@
 #include "agent/local_sink.h"
 #include "agent/uplink.h"
 #include "collectors/clock.h"
+#include "collectors/port_state.h"
+#include "collectors/procfs_tcp.h"
 #include "collectors/sysfs_collector.h"
 #include "collectors/sysfs_ports.h"
 #include "glog/logging.h"
@@ -58,12 +62,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.node.empty()) options.node = HostName();
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   AgentOptions& o = agent->options_;
-  const uint32_t error_divisor = static_cast<uint32_t>(
-      std::max<int64_t>(1, o.error_sample_period_ns / o.sample_period_ns));
 
-  auto rdma = collectors::DiscoverRdmaPorts(o.sysfs_root, error_divisor);
+  auto rdma = collectors::DiscoverRdmaPorts(o.sysfs_root);
   if (!rdma.ok()) return rdma.status();
-  auto net = collectors::DiscoverNetdevs(o.sysfs_root, error_divisor);
+  auto net = collectors::DiscoverNetdevs(o.sysfs_root);
   if (!net.ok()) return net.status();
   std::vector<std::string>& notes = agent->notes_;
   notes.insert(notes.end(), rdma->notes.begin(), rdma->notes.end());
@@ -126,37 +128,124 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     }
   }
 
-  std::vector<PortDescriptor> rdma_ports, net_ports;
-  for (PortDescriptor& p : chosen) (p.rdma ? rdma_ports : net_ports).push_back(std::move(p));
-  for (auto* group : {&rdma_ports, &net_ports}) {
-    if (group->empty()) continue;
-    auto c = collectors::SysfsCounterCollector::Open(std::move(*group), &notes);
-    if (!c.ok()) {
-      notes.push_back(std::string(c.status().message()));
-      continue;
+  agent->chosen_ = chosen;
+
+  // Fast group: byte and packet counters only. Slow group: the rest of the sysfs counters,
+  // hw_counters (at their lifespan), link state, TCP.
+  const int64_t slow_ns = o.slow_sample_period_ns;
+  std::vector<PortDescriptor> fast_ports, slow_ports;
+  for (const PortDescriptor& p : chosen) {
+    PortDescriptor f = p, sl = p;
+    f.counters.clear();
+    sl.counters.clear();
+    for (const collectors::CounterDescriptor& c : p.counters) {
+      const bool fast = c.role == collectors::CounterRole::kTransmitBytes ||
+                        c.role == collectors::CounterRole::kReceiveBytes ||
+                        c.role == collectors::CounterRole::kTransmitPackets ||
+                        c.role == collectors::CounterRole::kReceivePackets;
+      collectors::CounterDescriptor copy = c;
+      copy.tick_divisor = 1;
+      if (!fast && c.group == "hw_counters") {
+        const int64_t lifespan_ns =
+            static_cast<int64_t>(o.hw_lifespan_ms ? o.hw_lifespan_ms : p.hw_lifespan_ms) *
+            1'000'000;
+        copy.tick_divisor = static_cast<uint32_t>(
+            std::max<int64_t>(1, (lifespan_ns + slow_ns - 1) / slow_ns));
+      }
+      (fast ? f : sl).counters.push_back(std::move(copy));
     }
-    agent->collectors_.push_back(std::move(*c));
+    if (!f.counters.empty()) fast_ports.push_back(std::move(f));
+    if (!sl.counters.empty()) slow_ports.push_back(std::move(sl));
   }
-  if (agent->collectors_.empty()) {
+  SamplerGroup& fast = agent->groups_[0];
+  SamplerGroup& slow = agent->groups_[1];
+  fast.name = "fast";
+  fast.period_ns = o.sample_period_ns;
+  slow.name = "slow";
+  slow.period_ns = slow_ns;
+  // RDMA and netdev counters as two sources, each opened once.
+  for (bool rdma : {true, false}) {
+    std::vector<PortDescriptor> part;
+    for (const PortDescriptor& p : fast_ports) {
+      if (p.rdma == rdma) part.push_back(p);
+    }
+    if (part.empty()) continue;
+    auto c = collectors::SysfsCounterCollector::Open(std::move(part), &notes);
+    if (c.ok()) {
+      agent->Attach(fast, std::move(*c));
+    } else {
+      notes.push_back(std::string(c.status().message()));
+    }
+  }
+  if (!slow_ports.empty()) {
+    auto c = collectors::SysfsCounterCollector::Open(slow_ports, &notes);
+    if (c.ok()) {
+      agent->Attach(slow, std::move(*c));
+    } else {
+      notes.push_back(std::string(c.status().message()));
+    }
+  }
+  if (auto c = collectors::PortStateCollector::Open(o.sysfs_root, chosen); c.ok()) {
+    agent->Attach(slow, std::move(*c));
+  } else {
+    notes.push_back(std::string(c.status().message()));
+  }
+  if (o.tcp) {
+    if (auto c = collectors::ProcNetTcpCollector::Open(o.procfs_root); c.ok()) {
+      agent->Attach(slow, std::move(*c));
+    } else {
+      notes.push_back(absl::StrCat("TCP counters not read: ", c.status().message()));
+    }
+  }
+  if (fast.collectors.empty() && slow.collectors.empty()) {
     return absl::FailedPreconditionError("no counter file of the chosen ports could be opened");
   }
-  for (const auto& c : agent->collectors_) {
-    agent->ports_.insert(agent->ports_.end(), c->ports().begin(), c->ports().end());
-    agent->layout_.counters += c->counter_count();
+  agent->pipeline_ = std::make_unique<Pipeline>(
+      agent->ports_,
+      PipelineOptions{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds});
+  agent->pipeline_->SetGroups({fast.refs, slow.refs});
+  for (SamplerGroup* g : {&fast, &slow}) {
+    if (g->collectors.empty()) continue;
+    g->ring = std::make_unique<collectors::SpscSlotRing>(o.ring_slots, g->layout.slot_bytes());
+    std::vector<collectors::Collector*> raw;
+    for (const auto& c : g->collectors) raw.push_back(c.get());
+    g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, SamplerOptions{g->period_ns});
   }
-  agent->ring_ = std::make_unique<collectors::SpscSlotRing>(o.ring_slots,
-                                                            agent->layout_.slot_bytes());
-  PipelineOptions po;
-  po.window_ns = o.window_ns;
-  po.thresholds = o.thresholds;
-  po.port_thresholds = o.port_thresholds;
-  agent->pipeline_ = std::make_unique<Pipeline>(agent->ports_, po);
-  std::vector<collectors::Collector*> raw;
-  for (const auto& c : agent->collectors_) raw.push_back(c.get());
-  agent->sampler_ = std::make_unique<Sampler>(raw, *agent->ring_, agent->layout_,
-                                              SamplerOptions{o.sample_period_ns});
   agent->instance_id_ = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   return agent;
+}
+
+void Agent::Attach(SamplerGroup& group, std::unique_ptr<collectors::Collector> c) {
+  for (const PortDescriptor& p : c->ports()) {
+    size_t pi = 0;
+    for (; pi < ports_.size(); ++pi) {
+      const PortDescriptor& q = ports_[pi];
+      if (q.device == p.device && q.port == p.port && q.rdma == p.rdma &&
+          q.node_level == p.node_level) {
+        break;
+      }
+    }
+    if (pi == ports_.size()) {
+      // First time this port is seen: its metadata (line rate, link layer) comes from the
+      // discovery result when it has one.
+      PortDescriptor meta = p;
+      for (const PortDescriptor& ch : chosen_) {
+        if (ch.device == p.device && ch.port == p.port && ch.rdma == p.rdma) {
+          meta = ch;
+          break;
+        }
+      }
+      meta.counters.clear();
+      ports_.push_back(std::move(meta));
+    }
+    for (const collectors::CounterDescriptor& cd : p.counters) {
+      group.refs.push_back(Pipeline::CounterRef{
+          static_cast<uint32_t>(pi), static_cast<uint32_t>(ports_[pi].counters.size())});
+      ports_[pi].counters.push_back(cd);
+    }
+  }
+  group.layout.counters += c->counter_count();
+  group.collectors.push_back(std::move(c));
 }
 
 Agent::~Agent() { Stop(); }
@@ -178,6 +267,8 @@ v1::Hello Agent::MakeHello() const {
     pi->set_line_rate_bytes_per_second(p.line_rate_bytes_per_second);
     pi->set_line_rate_source(ToProto(p.line_rate_source));
     pi->set_rdma(p.rdma);
+    pi->set_node_level(p.node_level);
+    pi->set_netdev(p.netdev);
   }
   return h;
 }
@@ -199,9 +290,12 @@ absl::Status Agent::Start() {
     uo.max_queued_batches = options_.max_queued_batches;
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
   }
+  SetHwLifespan();
   started_ns_ = collectors::MonotonicNowNs();
   pipeline_thread_ = std::jthread([this](std::stop_token st) { PipelineLoop(st); });
-  sampler_->Start();
+  for (SamplerGroup& g : groups_) {
+    if (g.sampler) g.sampler->Start();
+  }
   return absl::OkStatus();
 }
 
@@ -212,41 +306,93 @@ void Agent::SubmitReady() {
   for (v1::Batch& b : ready) {
     b.set_unix_offset_ns(offset);
     v1::AgentStats* s = b.mutable_agent();
-    sampler_->IntervalHistogram(s->mutable_sample_interval_seconds());
-    s->set_ticks_total(sampler_->ticks());
-    s->set_overruns_total(sampler_->overruns());
-    s->set_ring_drops_total(ring_->dropped());
-    s->set_uplink_dropped_batches_total(sink_->dropped_batches());
-    size_t port_index = 0;
-    for (const auto& c : collectors_) {
+    const SamplerGroup& fast = groups_[0].sampler ? groups_[0] : groups_[1];
+    fast.sampler->IntervalHistogram(s->mutable_sample_interval_seconds());
+    s->set_ticks_total(fast.sampler->ticks());
+    uint64_t overruns = 0, drops = 0;
+    for (const SamplerGroup& g : groups_) {
+      if (!g.sampler) continue;
+      overruns += g.sampler->overruns();
+      drops += g.ring->dropped();
       size_t i = 0;
-      for (const PortDescriptor& p : c->ports()) {
-        for (const collectors::CounterDescriptor& cd : p.counters) {
-          const double ns = c->ReadCostNs(i++);
+      for (const auto& c : g.collectors) {
+        for (size_t k = 0; k < c->counter_count(); ++k, ++i) {
+          const double ns = c->ReadCostNs(k);
           if (ns <= 0) continue;
+          const Pipeline::CounterRef ref = g.refs[i];
           v1::CounterReadCost* rc = s->add_read_costs();
-          rc->set_port_index(static_cast<uint32_t>(port_index));
-          rc->set_counter(cd.name);
+          rc->set_port_index(ref.port);
+          rc->set_counter(ports_[ref.port].counters[ref.counter].name);
           rc->set_mean_seconds(ns / 1e9);
         }
-        ++port_index;
       }
+    }
+    s->set_overruns_total(overruns);
+    s->set_ring_drops_total(drops);
+    s->set_uplink_dropped_batches_total(sink_->dropped_batches());
+    // Effective resolution per counter group: the sampling period, or for cached sources the
+    // cache lifetime when that is longer.
+    std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective
+    for (size_t gi = 0; gi < 2; ++gi) {
+      const SamplerGroup& g = groups_[gi];
+      for (const Pipeline::CounterRef& ref : g.refs) {
+        const PortDescriptor& p = ports_[ref.port];
+        const collectors::CounterDescriptor& cd = p.counters[ref.counter];
+        const int64_t period = g.period_ns * cd.tick_divisor;
+        int64_t effective = period;
+        if (cd.group == "hw_counters") {
+          const int64_t life = static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
+                                                                         : p.hw_lifespan_ms) *
+                               1'000'000;
+          effective = std::max(effective, life);
+        }
+        const std::string key =
+            cd.role == collectors::CounterRole::kError ? cd.group + "_errors" : cd.group;
+        auto& e = res[key];
+        e.first = std::max(e.first, period);
+        e.second = std::max(e.second, effective);
+      }
+    }
+    for (const auto& [group, pe] : res) {
+      v1::GroupResolution* r = s->add_resolutions();
+      r->set_group(group);
+      r->set_sample_period_seconds(static_cast<double>(pe.first) / 1e9);
+      r->set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
     }
     sink_->Submit(std::move(b));
   }
   bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
 }
 
+bool Agent::DrainOnce() {
+  bool any = false;
+  // Oldest tick first across the two rings, so that window boundaries see ticks in time order
+  // (up to what the slower sampler has not pushed yet).
+  while (true) {
+    const void* slot[2] = {nullptr, nullptr};
+    for (size_t g = 0; g < 2; ++g) {
+      if (groups_[g].ring) slot[g] = groups_[g].ring->Peek();
+    }
+    size_t pick;
+    if (slot[0] && slot[1]) {
+      pick = TickLayout::header(slot[0])->t_ns <= TickLayout::header(slot[1])->t_ns ? 0 : 1;
+    } else if (slot[0] || slot[1]) {
+      pick = slot[0] ? 0 : 1;
+    } else {
+      return any;
+    }
+    const SamplerGroup& g = groups_[pick];
+    pipeline_->AddTick(pick, TickLayout::header(slot[pick])->t_ns, g.layout.values(slot[pick]),
+                       g.layout.status(slot[pick]));
+    g.ring->Pop();
+    any = true;
+  }
+}
+
 void Agent::PipelineLoop(std::stop_token stop) {
   pthread_setname_np(pthread_self(), "fs-pipeline");
   while (true) {
-    bool drained_any = false;
-    while (const void* slot = ring_->Peek()) {
-      pipeline_->AddTick(TickLayout::header(slot)->t_ns, layout_.values(slot),
-                         layout_.status(slot));
-      ring_->Pop();
-      drained_any = true;
-    }
+    const bool drained_any = DrainOnce();
     SubmitReady();
     bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
     if (stop.stop_requested()) break;
@@ -256,13 +402,50 @@ void Agent::PipelineLoop(std::stop_token stop) {
   }
 }
 
+void Agent::SetHwLifespan() {
+  if (options_.hw_lifespan_ms == 0) return;
+  for (const PortDescriptor& p : chosen_) {
+    if (!p.rdma || p.hw_lifespan_ms == 0) continue;
+    const std::string path =
+        absl::StrCat(options_.sysfs_root, "/class/infiniband/", p.device, "/ports/", p.port,
+                     "/hw_counters/lifespan");
+    auto old = collectors::ReadSmallFile(path, 64);
+    if (!old.ok()) continue;
+    std::ofstream out(path);
+    out << options_.hw_lifespan_ms << "\n";
+    out.flush();
+    if (!out) {
+      notes_.push_back(absl::StrCat(path, ": cannot write lifespan (not permitted here); "
+                                          "hw_counters stay at ", absl::StripAsciiWhitespace(*old),
+                                    " ms"));
+      continue;
+    }
+    saved_lifespans_.emplace_back(path, std::string(absl::StripAsciiWhitespace(*old)));
+    LOG(INFO) << path << ": lifespan " << absl::StripAsciiWhitespace(*old) << " -> "
+              << options_.hw_lifespan_ms << " ms (restored at exit)";
+  }
+}
+
+void Agent::RestoreHwLifespan() {
+  for (const auto& [path, old] : saved_lifespans_) {
+    std::ofstream out(path);
+    out << old << "\n";
+    if (!out) LOG(WARNING) << path << ": could not restore lifespan " << old;
+  }
+  saved_lifespans_.clear();
+}
+
 void Agent::Stop() {
-  if (!sampler_ || !pipeline_thread_.joinable()) return;
-  sampler_->Stop();
+  if (!pipeline_thread_.joinable()) return;
+  for (SamplerGroup& g : groups_) {
+    if (g.sampler) g.sampler->Stop();
+  }
   pipeline_thread_.request_stop();
-  pipeline_thread_.join();  // drains the ring once more before it exits
+  pipeline_thread_.join();  // drains the rings once more before it exits
+  DrainOnce();
   pipeline_->Flush(collectors::MonotonicNowNs());
   SubmitReady();
+  RestoreHwLifespan();
   if (sink_) sink_->Shutdown(2000);
   if (aggregator_) aggregator_->Stop();
 }
@@ -270,9 +453,16 @@ void Agent::Stop() {
 std::string Agent::StatusLine() const {
   const double secs =
       static_cast<double>(collectors::MonotonicNowNs() - started_ns_) / 1e9;
-  const uint64_t ticks = sampler_->ticks();
+  const Sampler& sampler = groups_[0].sampler ? *groups_[0].sampler : *groups_[1].sampler;
+  const uint64_t ticks = sampler.ticks();
   v1::Histogram h;
-  sampler_->IntervalHistogram(&h);
+  sampler.IntervalHistogram(&h);
+  uint64_t overruns = 0, drops = 0;
+  for (const SamplerGroup& g : groups_) {
+    if (!g.sampler) continue;
+    overruns += g.sampler->overruns();
+    drops += g.ring->dropped();
+  }
   // p99 as the upper bound of the bucket holding the 99th percentile.
   std::string p99 = "-";
   if (h.count() > 0) {
@@ -295,7 +485,7 @@ std::string Agent::StatusLine() const {
       "%d ports | %.1f samples/s (p99 interval %s) | %d microbursts | %d overruns | %d ring "
       "drops | %s, batch %d acked",
       ports_.size(), secs > 0 ? static_cast<double>(ticks) / secs : 0.0, p99,
-      bursts_seen_.load(), sampler_->overruns(), ring_->dropped(), uplink,
+      bursts_seen_.load(), overruns, drops, uplink,
       sink_ ? sink_->acked_seq() : 0);
 }
 

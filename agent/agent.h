@@ -45,19 +45,36 @@ class Agent {
   int http_port() const { return aggregator_ ? aggregator_->http_port() : 0; }
 
  private:
+  // One sampler thread with its collectors and ring. Group 0 is fast (byte and packet counters
+  // at --sample-period), group 1 slow (everything else at --slow-sample-period).
+  struct SamplerGroup {
+    std::string name;
+    int64_t period_ns = 0;
+    std::vector<std::unique_ptr<collectors::Collector>> collectors;
+    std::vector<Pipeline::CounterRef> refs;  // tick value i -> merged port/counter
+    TickLayout layout;
+    std::unique_ptr<collectors::SpscSlotRing> ring;
+    std::unique_ptr<Sampler> sampler;
+  };
+
   explicit Agent(AgentOptions options) : options_(std::move(options)) {}
   void PipelineLoop(std::stop_token stop);
+  bool DrainOnce();
   void SubmitReady();
   v1::Hello MakeHello() const;
+  // Adds the collector's ports and counters to ports_ (merging by port identity) and records
+  // where each of its values goes.
+  void Attach(SamplerGroup& group, std::unique_ptr<collectors::Collector> c);
+  void SetHwLifespan();
+  void RestoreHwLifespan();
 
   AgentOptions options_;
   std::vector<std::string> notes_;
-  std::vector<collectors::PortDescriptor> ports_;
-  std::vector<std::unique_ptr<collectors::Collector>> collectors_;
-  TickLayout layout_;
-  std::unique_ptr<collectors::SpscSlotRing> ring_;
-  std::unique_ptr<Sampler> sampler_;
+  std::vector<collectors::PortDescriptor> chosen_;  // discovery result, with line rates
+  std::vector<collectors::PortDescriptor> ports_;   // merged over all collectors
+  SamplerGroup groups_[2];
   std::unique_ptr<Pipeline> pipeline_;
+  std::vector<std::pair<std::string, std::string>> saved_lifespans_;  // path, old value
   std::unique_ptr<exporters::Aggregator> aggregator_;
   std::unique_ptr<BatchSink> sink_;
   std::jthread pipeline_thread_;

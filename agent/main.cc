@@ -30,10 +30,17 @@ ABSL_FLAG(std::string, procfs_root, "", "Where procfs is mounted. Default /proc.
 ABSL_FLAG(std::string, sample_period, "",
           "Time between counter samples, e.g. 100us, 500us, 1ms. Default 1ms.");
 ABSL_FLAG(std::string, window, "", "Summary window sent to the aggregator. Default 1s.");
-ABSL_FLAG(std::string, error_sample_period, "",
-          "Time between reads of error counters (they change rarely; on mlx5 every read is a "
-          "firmware command). Default 10ms; set it equal to --sample-period to read them "
-          "every tick.");
+ABSL_FLAG(std::string, slow_sample_period, "",
+          "Period of the second sampler thread, which reads error counters, hw_counters, ethtool "
+          "statistics, TCP counters and link state, so that slow or firmware-backed reads never "
+          "delay the fast byte counters. Default 10ms (the mlx5 hw_counters lifespan).");
+ABSL_FLAG(std::string, hw_lifespan, "",
+          "Opt-in: write this hw_counters/lifespan (e.g. 1ms; 0..10s, whole ms) on every RDMA "
+          "port at start and restore the old value at exit. Default: leave it alone.");
+ABSL_FLAG(std::string, tcp, "", "Read TCP counters from <procfs>/net/{snmp,netstat}: on, off. "
+          "Default on.");
+ABSL_FLAG(std::string, ethtool, "", "Read SIOCETHTOOL statistics of the watched interfaces: on, "
+          "off. Default on.");
 ABSL_FLAG(std::string, interfaces, "",
           "Comma-separated ports to watch: RDMA device (mlx5_0), device:port (mlx5_0:1) or "
           "interface (eth0). Default: every RDMA port and every non-virtual interface; lo only "
@@ -86,11 +93,29 @@ absl::Status ApplyFlags(AgentOptions* o) {
     if (!ns.ok()) return ns.status();
     o->window_ns = *ns;
   }
-  if (auto v = flag(FLAGS_error_sample_period); !v.empty()) {
-    auto ns = ParseDurationNs(v, "--error-sample-period", 10'000, 60'000'000'000);
+  if (auto v = flag(FLAGS_slow_sample_period); !v.empty()) {
+    auto ns = ParseDurationNs(v, "--slow-sample-period", 10'000, 60'000'000'000);
     if (!ns.ok()) return ns.status();
-    o->error_sample_period_ns = *ns;
+    o->slow_sample_period_ns = *ns;
   }
+  if (auto v = flag(FLAGS_hw_lifespan); !v.empty()) {
+    auto ns = ParseDurationNs(v, "--hw-lifespan", 1'000'000, 10'000'000'000);
+    if (!ns.ok()) return ns.status();
+    o->hw_lifespan_ms = static_cast<uint32_t>(*ns / 1'000'000);
+  }
+  auto onoff = [](const std::string& v, const char* name, bool* out) -> absl::Status {
+    if (v.empty()) return absl::OkStatus();
+    if (v == "on" || v == "true") {
+      *out = true;
+    } else if (v == "off" || v == "false") {
+      *out = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be on or off"));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = onoff(flag(FLAGS_tcp), "--tcp", &o->tcp); !s.ok()) return s;
+  if (auto s = onoff(flag(FLAGS_ethtool), "--ethtool", &o->ethtool); !s.ok()) return s;
   if (auto v = flag(FLAGS_interfaces); !v.empty()) {
     o->interfaces = absl::StrSplit(v, ',', absl::SkipWhitespace());
   }
@@ -179,6 +204,10 @@ int main(int argc, char** argv) {
   if (!agent.ok()) return Fail(std::string(agent.status().message()), 1);
   for (const std::string& note : (*agent)->notes()) LOG(WARNING) << note;
   for (const auto& p : (*agent)->ports()) {
+    if (p.node_level) {
+      LOG(INFO) << "watching " << p.device << " (node-wide, " << p.counters.size() << " counters)";
+      continue;
+    }
     LOG(INFO) << "watching " << (p.rdma ? p.Key() : p.device) << " ("
               << (p.rdma ? "RDMA" : "netdev") << ", " << p.counters.size() << " counters, line rate "
               << (p.line_rate_bytes_per_second

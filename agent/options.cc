@@ -97,8 +97,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         st = duration(&o->sample_period_ns, 10'000, 1'000'000'000);
       } else if (key == "window") {
         st = duration(&o->window_ns, 10'000'000, 3'600'000'000'000);
-      } else if (key == "error_sample_period") {
-        st = duration(&o->error_sample_period_ns, 10'000, 60'000'000'000);
+      } else if (key == "slow_sample_period") {
+        st = duration(&o->slow_sample_period_ns, 10'000, 60'000'000'000);
       } else if (key == "aggregator") {
         o->aggregator = v.as<std::string>();
       } else if (key == "http_listen") {
@@ -107,6 +107,12 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->ring_slots = v.as<size_t>();
       } else if (key == "max_queued_batches") {
         o->max_queued_batches = v.as<size_t>();
+      } else if (key == "hw_lifespan_ms") {
+        o->hw_lifespan_ms = v.as<uint32_t>();
+      } else if (key == "tcp") {
+        o->tcp = v.as<bool>();
+      } else if (key == "ethtool") {
+        o->ethtool = v.as<bool>();
       } else if (key == "interfaces") {
         o->interfaces = v.as<std::vector<std::string>>();
       } else if (key == "line_rates") {
@@ -157,6 +163,12 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   }
   if (o.window_ns < 10 * o.sample_period_ns) {
     return absl::InvalidArgumentError("window must be at least 10 sample periods");
+  }
+  if (o.slow_sample_period_ns < o.sample_period_ns) {
+    return absl::InvalidArgumentError("slow sample period must not be shorter than the sample period");
+  }
+  if (o.hw_lifespan_ms > 10000) {
+    return absl::InvalidArgumentError("hw_lifespan_ms must be 0..10000 (kernel limit)");
   }
   if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
   if (o.max_queued_batches < 1) {

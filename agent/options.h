@@ -20,8 +20,16 @@ struct AgentOptions {
   std::string procfs_root = "/proc";
   int64_t sample_period_ns = 1'000'000;        // 1 ms; 100 us supported
   int64_t window_ns = 1'000'000'000;           // summary window
-  int64_t error_sample_period_ns = 10'000'000; // error counters change rarely and cost a
-                                               // firmware command each on mlx5
+  // Second sampler thread for everything but byte/packet counters: error counters,
+  // hw_counters (cached by the driver for hw_counters/lifespan, 10 ms by default), ethtool
+  // statistics, TCP counters and link state. Slow or firmware-backed reads there never delay
+  // the fast tick.
+  int64_t slow_sample_period_ns = 10'000'000;
+  // Opt-in: write this hw_counters/lifespan (ms) on every RDMA port at start, restoring the old
+  // value at exit. 0 = leave it alone.
+  uint32_t hw_lifespan_ms = 0;
+  bool tcp = true;      // TCP counters from <procfs>/net/{snmp,netstat}
+  bool ethtool = true;  // SIOCETHTOOL statistics of the watched interfaces
   // Ports to watch: "mlx5_0" (every port of the device), "mlx5_0:1", "eth0". Empty = every
   // RDMA port and every non-virtual interface, plus lo only when nothing else exists.
   std::vector<std::string> interfaces;
@@ -45,8 +53,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
                                         int64_t min_ns, int64_t max_ns);
 
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
-//   node, sysfs_root, procfs_root, sample_period, window, error_sample_period, aggregator,
-//   http_listen, ring_slots, max_queued_batches: scalars;
+//   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
+//   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool: scalars;
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agent/derived.h"
+
 namespace fabricscope::agent {
 
 using collectors::CounterRole;
@@ -23,6 +25,8 @@ uint64_t PlausibleRaw(CounterRole role, uint64_t rate_bps, int64_t interval_ns, 
     case CounterRole::kReceivePackets:
       return static_cast<uint64_t>(bytes / 64.0) + 1;
     case CounterRole::kError:
+    case CounterRole::kOther:
+    case CounterRole::kState:
       return 0;
   }
   return 0;
@@ -50,7 +54,6 @@ void FillDirection(const Histogram& durations, const Histogram& util, uint64_t b
 Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOptions options)
     : ports_(std::move(ports)), options_(std::move(options)) {
   if (options_.window_ns <= 0) options_.window_ns = 1'000'000'000;
-  size_t next = 0;
   state_.reserve(ports_.size());
   for (const collectors::PortDescriptor& p : ports_) {
     MicroburstThresholds t = options_.thresholds;
@@ -61,21 +64,35 @@ Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOption
       t = it2->second;
     }
     PortState s(t);
-    s.first_counter = next;
     s.counters.resize(p.counters.size());
+    std::vector<CounterRef> refs;
     for (size_t k = 0; k < p.counters.size(); ++k) {
       const int idx = static_cast<int>(k);
+      refs.push_back(CounterRef{static_cast<uint32_t>(state_.size()), static_cast<uint32_t>(k)});
+      if (p.counters[k].role == CounterRole::kState) {
+        if (p.counters[k].name == "state") s.state_idx = idx;
+        if (p.counters[k].name == "phys_state") s.phys_idx = idx;
+        if (p.counters[k].name == "rate") s.rate_idx = idx;
+      }
       switch (p.counters[k].role) {
         case CounterRole::kTransmitBytes: s.tx_bytes = idx; break;
         case CounterRole::kReceiveBytes: s.rx_bytes = idx; break;
         case CounterRole::kTransmitPackets: s.tx_packets = idx; break;
         case CounterRole::kReceivePackets: s.rx_packets = idx; break;
-        case CounterRole::kError: break;
+        case CounterRole::kError:
+        case CounterRole::kOther:
+        case CounterRole::kState: break;
       }
     }
-    next += p.counters.size();
     state_.push_back(std::move(s));
+    if (groups_.empty()) groups_.emplace_back();
+    groups_[0].insert(groups_[0].end(), refs.begin(), refs.end());
   }
+  if (groups_.empty()) groups_.emplace_back();
+}
+
+void Pipeline::SetGroups(std::vector<std::vector<CounterRef>> groups) {
+  groups_ = std::move(groups);
 }
 
 void Pipeline::RecordBurst(size_t port_index, v1::Direction dir, DirectionState& d,
@@ -98,10 +115,21 @@ void Pipeline::FeedDirection(size_t port_index, v1::Direction dir, DirectionStat
   d.window_bytes += bytes;
   if (broken || interval_ns <= 0) {
     if (auto e = d.detector.Break()) RecordBurst(port_index, dir, d, *e);
+    d.carry_bytes = 0;
+    d.carry_ns = 0;
     return;
   }
   d.window_covered_ns += interval_ns;
   ++d.window_samples;
+  if (options_.nominal_period_ns > 0 && d.carry_ns + interval_ns < options_.nominal_period_ns / 2) {
+    d.carry_bytes += bytes;
+    d.carry_ns += interval_ns;
+    return;
+  }
+  bytes += d.carry_bytes;
+  interval_ns += d.carry_ns;
+  d.carry_bytes = 0;
+  d.carry_ns = 0;
   const uint64_t rate = ports_[port_index].line_rate_bytes_per_second;
   if (rate == 0) return;
   const double util = static_cast<double>(bytes) /
@@ -111,7 +139,8 @@ void Pipeline::FeedDirection(size_t port_index, v1::Direction dir, DirectionStat
   if (auto e = d.detector.Add(t_ns, interval_ns, util, bytes)) RecordBurst(port_index, dir, d, *e);
 }
 
-void Pipeline::AddTick(int64_t t_ns, const uint64_t* values, const ReadStatus* status) {
+void Pipeline::AddTick(size_t group, int64_t t_ns, const uint64_t* values,
+                       const ReadStatus* status) {
   const int64_t w = options_.window_ns;
   if (window_end_ns_ == 0) {
     window_start_ns_ = t_ns;
@@ -124,53 +153,74 @@ void Pipeline::AddTick(int64_t t_ns, const uint64_t* values, const ReadStatus* s
       window_end_ns_ = window_start_ns_ + w;
     }
   }
-  ++ticks_;
-  for (size_t pi = 0; pi < state_.size(); ++pi) {
-    PortState& ps = state_[pi];
-    const collectors::PortDescriptor& pd = ports_[pi];
-    for (size_t k = 0; k < ps.counters.size(); ++k) {
-      const size_t i = ps.first_counter + k;
-      if (status[i] == ReadStatus::kNotRead) continue;
-      if (status[i] != ReadStatus::kOk) {
-        ++ps.window_unavailable;
-        continue;  // keep the previous good read; the next delta spans the gap
-      }
-      CounterState& cs = ps.counters[k];
-      const collectors::CounterDescriptor& cd = pd.counters[k];
-      const uint64_t v = values[i];
-      if (!cs.have_prev) {
-        cs.have_prev = true;
-        cs.prev_raw = v;
-        cs.prev_t_ns = t_ns;
-        cs.total = v * cd.spec.scale;
-        cs.saturated = cd.spec.behavior == collectors::CounterBehavior::kSaturating &&
-                       v >= collectors::CounterMax(cd.spec.width_bits);
-        continue;
-      }
-      const int64_t interval = t_ns - cs.prev_t_ns;
-      const collectors::Delta delta = collectors::ComputeDelta(
-          cd.spec, cs.prev_raw, v,
-          PlausibleRaw(cd.role, pd.line_rate_bytes_per_second, interval, cd.spec.scale));
-      const uint64_t scaled = delta.raw * cd.spec.scale;
-      const bool reset = delta.kind == DeltaKind::kReset;
-      if (reset) ++ps.window_resets;
-      cs.total += scaled;
-      cs.window_delta += scaled;
-      cs.saturated = delta.kind == DeltaKind::kSaturated;
-      cs.prev_raw = v;
-      cs.prev_t_ns = t_ns;
-      switch (cd.role) {
-        case CounterRole::kTransmitBytes:
-          FeedDirection(pi, v1::DIRECTION_TRANSMIT, ps.tx, scaled, interval, t_ns, reset);
-          break;
-        case CounterRole::kReceiveBytes:
-          FeedDirection(pi, v1::DIRECTION_RECEIVE, ps.rx, scaled, interval, t_ns, reset);
-          break;
-        case CounterRole::kTransmitPackets: ps.tx.window_packets += scaled; break;
-        case CounterRole::kReceivePackets: ps.rx.window_packets += scaled; break;
-        case CounterRole::kError: break;
-      }
+  if (group == 0) ++ticks_;
+  if (group >= groups_.size()) return;
+  const std::vector<CounterRef>& layout = groups_[group];
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (status[i] == ReadStatus::kNotRead) continue;
+    if (status[i] != ReadStatus::kOk) {
+      ++state_[layout[i].port].window_unavailable;
+      continue;  // keep the previous good read; the next delta spans the gap
     }
+    UpdateCounter(layout[i].port, layout[i].counter, t_ns, values[i]);
+  }
+}
+
+void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
+  PortState& ps = state_[pi];
+  const collectors::PortDescriptor& pd = ports_[pi];
+  CounterState& cs = ps.counters[k];
+  const collectors::CounterDescriptor& cd = pd.counters[k];
+  if (cd.role == CounterRole::kState) {
+    if (cs.have_prev && v != cs.prev_raw) {
+      v1::LinkEvent* e = current_.add_link_events();
+      e->set_port_index(static_cast<uint32_t>(pi));
+      e->set_time_ns(t_ns);
+      e->set_what(cd.name);
+      e->set_old_value(cs.prev_raw);
+      e->set_new_value(v);
+      // IB PortState 4 = ACTIVE (IBTA vol. 1 14.2.5.6); netdev operstate up maps to 4 too.
+      if (static_cast<int>(k) == ps.state_idx && cs.prev_raw == 4) ++ps.link_flaps;
+      if (static_cast<int>(k) == ps.rate_idx) ++ps.rate_changes;
+    }
+    cs.have_prev = true;
+    cs.prev_raw = v;
+    cs.prev_t_ns = t_ns;
+    return;
+  }
+  if (!cs.have_prev) {
+    cs.have_prev = true;
+    cs.prev_raw = v;
+    cs.prev_t_ns = t_ns;
+    cs.total = v * cd.spec.scale;
+    cs.saturated = cd.spec.behavior == collectors::CounterBehavior::kSaturating &&
+                   v >= collectors::CounterMax(cd.spec.width_bits);
+    return;
+  }
+  const int64_t interval = t_ns - cs.prev_t_ns;
+  const collectors::Delta delta = collectors::ComputeDelta(
+      cd.spec, cs.prev_raw, v,
+      PlausibleRaw(cd.role, pd.line_rate_bytes_per_second, interval, cd.spec.scale));
+  const uint64_t scaled = delta.raw * cd.spec.scale;
+  const bool reset = delta.kind == DeltaKind::kReset;
+  if (reset) ++ps.window_resets;
+  cs.total += scaled;
+  cs.window_delta += scaled;
+  cs.saturated = delta.kind == DeltaKind::kSaturated;
+  cs.prev_raw = v;
+  cs.prev_t_ns = t_ns;
+  switch (cd.role) {
+    case CounterRole::kTransmitBytes:
+      FeedDirection(pi, v1::DIRECTION_TRANSMIT, ps.tx, scaled, interval, t_ns, reset);
+      break;
+    case CounterRole::kReceiveBytes:
+      FeedDirection(pi, v1::DIRECTION_RECEIVE, ps.rx, scaled, interval, t_ns, reset);
+      break;
+    case CounterRole::kTransmitPackets: ps.tx.window_packets += scaled; break;
+    case CounterRole::kReceivePackets: ps.rx.window_packets += scaled; break;
+    case CounterRole::kError:
+    case CounterRole::kOther:
+    case CounterRole::kState: break;
   }
 }
 
@@ -203,18 +253,42 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     };
     fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
     fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
+    std::vector<CounterWindow> windows;
     for (size_t k = 0; k < ps.counters.size(); ++k) {
       const collectors::CounterDescriptor& cd = ports_[pi].counters[k];
       CounterState& cs = ps.counters[k];
+      if (cs.have_prev && cd.role != CounterRole::kState) {
+        windows.push_back(CounterWindow{&cd.group, &cd.name, cs.total, cs.window_delta});
+      }
       if (cd.role == CounterRole::kError && cs.have_prev) {
         v1::ErrorCounter* e = pw->add_errors();
         e->set_kind(cd.name);
         e->set_total(cs.total);
         e->set_delta(cs.window_delta);
         e->set_saturated(cs.saturated);
+      } else if (cd.role == CounterRole::kOther && cs.have_prev) {
+        v1::CounterValue* c = pw->add_counters();
+        c->set_group(cd.group);
+        c->set_name(cd.name);
+        c->set_total(cs.total);
+        c->set_delta(cs.window_delta);
       }
       cs.window_delta = 0;
     }
+    if (ps.state_idx >= 0 || ps.rate_idx >= 0) {
+      v1::LinkState* l = pw->mutable_link();
+      auto level = [&](int idx) {
+        return idx >= 0 && ps.counters[idx].have_prev ? ps.counters[idx].prev_raw : 0;
+      };
+      l->set_state(static_cast<uint32_t>(level(ps.state_idx)));
+      l->set_phys_state(static_cast<uint32_t>(level(ps.phys_idx)));
+      l->set_rate_bytes_per_second(level(ps.rate_idx));
+      l->set_flaps_total(ps.link_flaps);
+      l->set_rate_changes_total(ps.rate_changes);
+    }
+    // ps.rx.window_packets was reset by fill() above: use what went into the batch.
+    ComputeDerived(windows, pw->receive().packets(),
+                   static_cast<double>(end_ns - window_start_ns_) / 1e9, pw->mutable_derived());
     ps.window_resets = 0;
     ps.window_unavailable = 0;
   }

@@ -32,18 +32,19 @@ Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
   if (cur >= prev) return {cur - prev, DeltaKind::kNormal};
   // Went backwards: a wrap at the declared width, a wrap at 32 bits of a counter declared wider,
   // or a reset.
-  auto plausible = [&](uint64_t unfolded) {
-    return max_plausible_raw == 0 || unfolded <= max_plausible_raw;
-  };
   if (spec.width_bits < 64) {
     const uint64_t unfolded = (max - prev) + cur + 1;
-    if (prev <= max && plausible(unfolded)) return {unfolded, DeltaKind::kWrapped};
+    // With a bound, the unfolded increment must fit in it. Without one, a wrap must start in
+    // the top quarter of the range: a counter at 1,000 that reads 3 was reset, not wrapped.
+    const bool plausible = max_plausible_raw != 0 ? unfolded <= max_plausible_raw
+                                                  : prev >= max - (max >> 2);
+    if (prev <= max && plausible) return {unfolded, DeltaKind::kWrapped};
     return {cur, DeltaKind::kReset};
   }
   constexpr uint64_t kMax32 = CounterMax(32);
   if (prev <= kMax32 && max_plausible_raw != 0) {
     const uint64_t unfolded = (kMax32 - prev) + cur + 1;
-    if (plausible(unfolded)) return {unfolded, DeltaKind::kWrapped};
+    if (unfolded <= max_plausible_raw) return {unfolded, DeltaKind::kWrapped};
   }
   if (max_plausible_raw == 0 && prev > cur && (prev - cur) > (max - (max >> 2))) {
     // A 64-bit counter within a quarter of 2^64 of its maximum wrapped.

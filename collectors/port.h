@@ -15,7 +15,9 @@ enum class LineRateSource : uint8_t { kUnknown, kSysfs, kConfig };
 // One counter file of one port.
 struct CounterDescriptor {
   std::string name;  // sysfs file name: port_xmit_data, rx_bytes, symbol_error, ...
-  std::string path;  // absolute path read with pread
+  std::string path;  // absolute path read with pread (empty for sources that are not files)
+  // Where the value comes from: "counters", "statistics", "hw_counters", "ethtool", "tcp".
+  std::string group;
   CounterSpec spec;
   CounterRole role = CounterRole::kError;
   // Read on every tick when 1; every Nth tick for slower groups (e.g. error counters that cost
@@ -32,6 +34,12 @@ struct PortDescriptor {
   uint64_t line_rate_bytes_per_second = 0;  // 0 = unknown
   LineRateSource line_rate_source = LineRateSource::kUnknown;
   bool is_virtual = false;  // a netdev under /sys/devices/virtual (lo, veth, bridge, ...)
+  // Node-wide counters that belong to no port (TCP): device names the source ("tcp").
+  bool node_level = false;
+  // RDMA ports: hw_counters/lifespan in ms (the driver refreshes hw_counters at most this
+  // often; kernel drivers/infiniband/core/sysfs.c); 0 when the port has none.
+  uint32_t hw_lifespan_ms = 0;
+  std::string netdev;  // RDMA port: its network interface (RoCE), if found
   std::vector<CounterDescriptor> counters;
 
   std::string Key() const { return device + ":" + std::to_string(port); }

@@ -166,7 +166,7 @@ constexpr CounterTemplate kNetdevCounters[] = {
 
 template <size_t N>
 std::vector<CounterDescriptor> BuildCounterSet(const CounterTemplate (&templates)[N],
-                                               const std::string& dir,
+                                               const std::string& dir, const char* group,
                                                uint32_t error_tick_divisor) {
   std::vector<CounterDescriptor> out;
   for (const CounterTemplate& t : templates) {
@@ -176,6 +176,7 @@ std::vector<CounterDescriptor> BuildCounterSet(const CounterTemplate (&templates
     CounterDescriptor d;
     d.name = t.name;
     d.path = path;
+    d.group = group;
     d.spec = CounterSpec{t.width, t.behavior, t.scale};
     d.role = t.role;
     d.tick_divisor = t.role == CounterRole::kError ? std::max<uint32_t>(1, error_tick_divisor) : 1;
@@ -217,12 +218,34 @@ void DropUnavailableCounters(PortDescriptor& port, std::vector<std::string>& not
 
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
                                               uint32_t error_tick_divisor) {
-  return BuildCounterSet(kRdmaCounters, counters_dir, error_tick_divisor);
+  return BuildCounterSet(kRdmaCounters, counters_dir, "counters", error_tick_divisor);
 }
 
 std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_dir,
                                                 uint32_t error_tick_divisor) {
-  return BuildCounterSet(kNetdevCounters, statistics_dir, error_tick_divisor);
+  return BuildCounterSet(kNetdevCounters, statistics_dir, "statistics", error_tick_divisor);
+}
+
+std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_dir,
+                                                uint32_t tick_divisor) {
+  std::vector<CounterDescriptor> out;
+  for (const std::string& name : SortedEntries(hw_counters_dir)) {
+    if (name == "lifespan") continue;
+    const std::string path = absl::StrCat(hw_counters_dir, "/", name);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) continue;
+    CounterDescriptor d;
+    d.name = name;
+    d.path = path;
+    d.group = "hw_counters";
+    d.role = CounterRole::kOther;
+    const bool wide = absl::StartsWith(name, "np_") || absl::StartsWith(name, "rp_") ||
+                      name == "rx_icrc_encapsulated";
+    d.spec = CounterSpec{static_cast<uint8_t>(wide ? 64 : 32), CounterBehavior::kWrapping, 1};
+    d.tick_divisor = std::max<uint32_t>(1, tick_divisor);
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
@@ -259,6 +282,13 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
         }
       }
       p.counters = RdmaCounterSet(dir + "/counters", error_tick_divisor);
+      if (auto life = ReadSmallFile(dir + "/hw_counters/lifespan", 64); life.ok()) {
+        uint32_t ms = 0;
+        if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*life), &ms)) p.hw_lifespan_ms = ms;
+      }
+      std::vector<CounterDescriptor> hw = RdmaHwCounterSet(dir + "/hw_counters", 1);
+      p.counters.insert(p.counters.end(), std::make_move_iterator(hw.begin()),
+                        std::make_move_iterator(hw.end()));
       DropUnavailableCounters(p, result.notes);
       if (p.counters.empty()) {
         result.notes.push_back(absl::StrCat(p.Key(), ": no readable counters, port skipped"));
@@ -314,6 +344,46 @@ absl::StatusOr<DiscoveryResult> DiscoverNetdevs(const std::string& sysfs_root,
     result.ports.push_back(std::move(p));
   }
   return result;
+}
+
+absl::StatusOr<std::string> FindRdmaNetdev(const std::string& sysfs_root, const std::string& device,
+                                           uint32_t port) {
+  const std::string dev_dir = absl::StrCat(sysfs_root, "/class/infiniband/", device);
+  const std::string ndevs_dir = absl::StrCat(dev_dir, "/ports/", port, "/gid_attrs/ndevs");
+  std::vector<std::pair<uint32_t, std::string>> gids;
+  for (const std::string& entry : SortedEntries(ndevs_dir)) {
+    uint32_t index = 0;
+    if (absl::SimpleAtoi(entry, &index)) gids.emplace_back(index, entry);
+  }
+  std::sort(gids.begin(), gids.end());
+  for (const auto& [index, entry] : gids) {
+    auto text = ReadSmallFile(absl::StrCat(ndevs_dir, "/", entry), 64);
+    if (!text.ok()) continue;
+    const absl::string_view name = absl::StripAsciiWhitespace(*text);
+    if (!name.empty()) return std::string(name);
+  }
+  const std::string net_dir = dev_dir + "/device/net";
+  std::vector<std::string> candidates;
+  for (const std::string& ifname : SortedEntries(net_dir)) {
+    const std::string dir = absl::StrCat(net_dir, "/", ifname);
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    if (auto type = ReadSmallFile(dir + "/type", 64);
+        type.ok() && absl::StripAsciiWhitespace(*type) == "32") {
+      continue;  // IPoIB (include/uapi/linux/if_arp.h ARPHRD_INFINIBAND)
+    }
+    if (auto dp = ReadSmallFile(dir + "/dev_port", 64); dp.ok()) {
+      uint32_t v = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*dp), &v) && v + 1 == port) return ifname;
+    }
+    candidates.push_back(ifname);
+  }
+  if (candidates.size() == 1) return candidates[0];
+  return absl::NotFoundError(absl::StrCat(
+      device, " port ", port, ": no netdev in ", ndevs_dir, " and ",
+      candidates.empty() ? "none" : absl::StrCat("no single one (", absl::StrJoin(candidates, ", "),
+                                                 ")"),
+      " under ", net_dir));
 }
 
 }  // namespace fabricscope::collectors

@@ -37,6 +37,13 @@ absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text);
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
                                               uint32_t error_tick_divisor);
 
+// Every file of an RDMA port's hw_counters/ directory except `lifespan`, as group "hw_counters",
+// role kOther. Widths (docs/rdma-counters.md, mlx5 drivers/infiniband/hw/mlx5/counters.c):
+// congestion counters (np_*, rp_*) and rx_icrc_encapsulated are 64-bit; the queue counters are
+// 32-bit in firmware and wrap.
+std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_dir,
+                                                uint32_t tick_divisor);
+
 // The standard counter set of a network interface (statistics/*, 64-bit in
 // include/uapi/linux/if_link.h rtnl_link_stats64; may wrap at 32 bits on old drivers).
 std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_dir,
@@ -61,5 +68,18 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
 // Errors: NotFound when sysfs_root itself does not exist.
 absl::StatusOr<DiscoveryResult> DiscoverNetdevs(const std::string& sysfs_root,
                                                 uint32_t error_tick_divisor = 1);
+
+// The network interface of an RDMA port (RoCE: where its ethtool stats live), per kernel
+// Documentation/ABI/stable/sysfs-class-infiniband and docs/rdma-counters.md "sysfs layout":
+// 1. <root>/class/infiniband/<dev>/ports/<port>/gid_attrs/ndevs/<i>, in ascending i: the first
+//    that reads non-empty (the kernel fails the read of a GID entry without a netdev).
+// 2. Else the directories <root>/class/infiniband/<dev>/device/net/<ifname> of the port's PCI
+//    function, IPoIB interfaces (type 32, ARPHRD_INFINIBAND) left out: the one whose dev_port
+//    + 1 == port, else the only one.
+// With RoCE LAG the GID entries name the bond (bond0), not a physical port.
+// Errors: NotFound when neither gives exactly one interface (InfiniBand link layer ports usually
+// have none; several netdevs without a dev_port match are ambiguous and also NotFound).
+absl::StatusOr<std::string> FindRdmaNetdev(const std::string& sysfs_root, const std::string& device,
+                                           uint32_t port);
 
 }  // namespace fabricscope::collectors

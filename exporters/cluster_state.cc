@@ -183,6 +183,83 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                            "rate, ended below the exit threshold.", MetricType::Counter);
   auto burst_dur = MakeFamily("fabricscope_microburst_duration_seconds",
                               "Duration of microbursts.", MetricType::Histogram);
+  auto hw = MakeFamily("fabricscope_port_hw_events_total",
+                       "RDMA driver hw_counters by name (mlx5: out_of_sequence, packet_seq_err, "
+                       "np_cnp_sent, ...).", MetricType::Counter);
+  auto eth = MakeFamily("fabricscope_port_ethtool_stat_total",
+                        "SIOCETHTOOL statistics by name (RoCE priority, pause, PHY counters).",
+                        MetricType::Counter);
+  auto tcp_events = MakeFamily("fabricscope_tcp_events_total",
+                               "TCP counters of /proc/net/snmp (Tcp:) and /proc/net/netstat "
+                               "(TcpExt:) by column name.", MetricType::Counter);
+  auto loss = MakeFamily("fabricscope_port_loss_ratio",
+                         "Packets lost over packets received in the last window (RDMA: "
+                         "out_of_sequence / port_rcv_packets; netdev: drops / received).",
+                         MetricType::Gauge);
+  auto retrans = MakeFamily("fabricscope_port_retransmits_total",
+                            "packet_seq_err + local_ack_timeout_err + duplicate_request + "
+                            "roce_adp_retrans.", MetricType::Counter);
+  auto retrans_rate = MakeFamily("fabricscope_port_retransmits_per_second",
+                                 "Retransmits per second over the last window.",
+                                 MetricType::Gauge);
+  auto oos = MakeFamily("fabricscope_port_out_of_sequence_packets_total",
+                        "Packets the responder received out of sequence (loss upstream).",
+                        MetricType::Counter);
+  auto cnp_sent = MakeFamily("fabricscope_port_cnp_sent_total",
+                             "Congestion notification packets sent (np_cnp_sent).",
+                             MetricType::Counter);
+  auto cnp_handled = MakeFamily("fabricscope_port_cnp_handled_total",
+                                "CNPs that throttled this sender (rp_cnp_handled).",
+                                MetricType::Counter);
+  auto cnp_sent_rate = MakeFamily("fabricscope_port_cnp_sent_per_second",
+                                  "CNPs sent per second over the last window.", MetricType::Gauge);
+  auto cnp_handled_rate = MakeFamily("fabricscope_port_cnp_handled_per_second",
+                                     "CNPs handled per second over the last window.",
+                                     MetricType::Gauge);
+  auto ecn = MakeFamily("fabricscope_port_ecn_marked_packets_total",
+                        "Received RoCE packets with ECN CE (np_ecn_marked_roce_packets).",
+                        MetricType::Counter);
+  auto ecn_ratio = MakeFamily("fabricscope_port_ecn_marked_ratio",
+                              "ECN-marked packets over packets received in the last window.",
+                              MetricType::Gauge);
+  auto pause = MakeFamily("fabricscope_port_pause_seconds_total",
+                          "Time paused by PFC per priority and direction "
+                          "({rx,tx}_prio<p>_pause_duration, us / 1e6).", MetricType::Counter);
+  auto pause_ratio = MakeFamily("fabricscope_port_pause_time_ratio",
+                                "Share of the last window paused by PFC, per priority.",
+                                MetricType::Gauge);
+  auto discards = MakeFamily("fabricscope_port_discards_total",
+                             "Packets discarded by the NIC, by reason (the source counter).",
+                             MetricType::Counter);
+  auto ber = MakeFamily("fabricscope_port_bit_error_ratio",
+                        "Raw (pre-FEC) bit error ratio over the last window: "
+                        "rx_corrected_bits_phy / rx_bits_phy.", MetricType::Gauge);
+  auto link_state = MakeFamily("fabricscope_port_link_state",
+                               "IB PortState (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE); netdevs: 4 up, "
+                               "1 down, 0 other.", MetricType::Gauge);
+  auto phys_state = MakeFamily("fabricscope_port_physical_state",
+                               "IB PortPhysicalState (5 LinkUp, 3 Disabled, 2 Polling, ...).",
+                               MetricType::Gauge);
+  auto cur_rate = MakeFamily("fabricscope_port_current_rate_bytes_per_second",
+                             "Rate the port reports now (changes are speed changes).",
+                             MetricType::Gauge);
+  auto flaps = MakeFamily("fabricscope_port_link_flaps_total",
+                          "Transitions of the port out of ACTIVE/up since agent start.",
+                          MetricType::Counter);
+  auto rate_changes = MakeFamily("fabricscope_port_rate_changes_total",
+                                 "Changes of the port's rate since agent start.",
+                                 MetricType::Counter);
+  auto tcp_retrans = MakeFamily("fabricscope_tcp_retransmitted_segments_total",
+                                "TCP segments retransmitted (Tcp: RetransSegs).",
+                                MetricType::Counter);
+  auto tcp_sent = MakeFamily("fabricscope_tcp_sent_segments_total",
+                             "TCP segments sent (Tcp: OutSegs).", MetricType::Counter);
+  auto tcp_ratio = MakeFamily("fabricscope_tcp_retransmitted_segments_ratio",
+                              "Retransmitted over sent TCP segments in the last window.",
+                              MetricType::Gauge);
+  auto resolution = MakeFamily("fabricscope_agent_group_resolution_seconds",
+                               "Effective time resolution of a counter group (sampling period, "
+                               "or the driver's cache lifetime when longer).", MetricType::Gauge);
   auto interval = MakeFamily("fabricscope_agent_sample_interval_seconds",
                              "Achieved time between sampler ticks.", MetricType::Histogram);
   auto overruns = MakeFamily("fabricscope_agent_sampler_overruns_total",
@@ -215,6 +292,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       AddHistogram(interval, {{"node", node}}, n.agent.sample_interval_seconds());
     }
     AddValue(overruns, {{"node", node}}, static_cast<double>(n.agent.overruns_total()));
+    for (const v1::GroupResolution& r : n.agent.resolutions()) {
+      AddValue(resolution, {{"node", node}, {"group", r.group()}},
+               r.effective_resolution_seconds());
+    }
     AddValue(ring_drops, {{"node", node}}, static_cast<double>(n.agent.ring_drops_total()));
     AddValue(uplink_drops, {{"node", node}},
              static_cast<double>(n.agent.uplink_dropped_batches_total()));
@@ -245,6 +326,66 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       }
       if (!ps.have) continue;
       const v1::PortWindow& w = ps.last;
+      const v1::DerivedSignals& d = w.derived();
+      if (ps.info.node_level()) {  // TCP: node labels only
+        for (const v1::CounterValue& c : w.counters()) {
+          AddValue(tcp_events, {{"node", node}, {"counter", c.name()}},
+                   static_cast<double>(c.total()));
+        }
+        if (d.has_tcp_retransmitted_segments_total()) {
+          AddValue(tcp_retrans, {{"node", node}},
+                   static_cast<double>(d.tcp_retransmitted_segments_total()));
+          AddValue(tcp_sent, {{"node", node}}, static_cast<double>(d.tcp_sent_segments_total()));
+          AddValue(tcp_ratio, {{"node", node}}, d.tcp_retransmitted_ratio());
+        }
+        continue;
+      }
+      for (const v1::CounterValue& c : w.counters()) {
+        if (c.group() == "hw_counters") {
+          AddValue(hw, labels({{"counter", c.name()}}), static_cast<double>(c.total()));
+        } else if (c.group() == "ethtool") {
+          AddValue(eth, labels({{"stat", c.name()}}), static_cast<double>(c.total()));
+        }
+      }
+      if (d.has_loss_ratio()) AddValue(loss, labels(), d.loss_ratio());
+      if (d.has_retransmits_total()) {
+        AddValue(retrans, labels(), static_cast<double>(d.retransmits_total()));
+        AddValue(retrans_rate, labels(), d.retransmits_per_second());
+      }
+      if (d.has_out_of_sequence_total()) {
+        AddValue(oos, labels(), static_cast<double>(d.out_of_sequence_total()));
+      }
+      if (d.has_cnp_sent_total()) {
+        AddValue(cnp_sent, labels(), static_cast<double>(d.cnp_sent_total()));
+        AddValue(cnp_sent_rate, labels(), d.cnp_sent_per_second());
+      }
+      if (d.has_cnp_handled_total()) {
+        AddValue(cnp_handled, labels(), static_cast<double>(d.cnp_handled_total()));
+        AddValue(cnp_handled_rate, labels(), d.cnp_handled_per_second());
+      }
+      if (d.has_ecn_marked_total()) {
+        AddValue(ecn, labels(), static_cast<double>(d.ecn_marked_total()));
+        AddValue(ecn_ratio, labels(), d.ecn_marked_ratio());
+      }
+      for (const v1::PriorityPause& p : d.pause()) {
+        auto l = labels({{"priority", absl::StrCat(p.priority())},
+                         {"direction", DirectionName(p.direction())}});
+        AddValue(pause, l, p.seconds_total());
+        AddValue(pause_ratio, l, p.time_ratio());
+      }
+      for (const v1::Discard& x : d.discards()) {
+        AddValue(discards, labels({{"reason", x.reason()}}), static_cast<double>(x.total()));
+      }
+      if (d.has_bit_error_ratio()) AddValue(ber, labels(), d.bit_error_ratio());
+      if (w.has_link()) {
+        AddValue(link_state, labels(), w.link().state());
+        if (ps.info.rdma()) AddValue(phys_state, labels(), w.link().phys_state());
+        if (w.link().rate_bytes_per_second() > 0) {
+          AddValue(cur_rate, labels(), static_cast<double>(w.link().rate_bytes_per_second()));
+        }
+        AddValue(flaps, labels(), static_cast<double>(w.link().flaps_total()));
+        AddValue(rate_changes, labels(), static_cast<double>(w.link().rate_changes_total()));
+      }
       AddValue(tx_bytes, labels(), static_cast<double>(w.transmit().bytes_total()));
       AddValue(rx_bytes, labels(), static_cast<double>(w.receive().bytes_total()));
       AddValue(tx_pkts, labels(), static_cast<double>(w.transmit().packets_total()));
@@ -295,7 +436,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   std::vector<MetricFamily> out;
   for (MetricFamily* f :
        {&tx_bytes, &rx_bytes, &tx_pkts, &rx_pkts, &line_rate, &util, &peak, &sample_util,
-        &errors, &saturated, &bursts, &burst_dur, &interval, &overruns, &ring_drops,
+        &errors, &saturated, &bursts, &burst_dur, &hw, &eth, &tcp_events, &loss, &retrans,
+        &retrans_rate, &oos, &cnp_sent, &cnp_handled, &cnp_sent_rate, &cnp_handled_rate, &ecn,
+        &ecn_ratio, &pause, &pause_ratio, &discards, &ber, &link_state, &phys_state, &cur_rate,
+        &flaps, &rate_changes, &tcp_retrans, &tcp_sent, &tcp_ratio, &resolution, &interval, &overruns, &ring_drops,
         &uplink_drops, &read_cost, &last_batch, &info, &self_batches, &self_dups, &self_lost,
         &self_rej, &self_gaps, &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));

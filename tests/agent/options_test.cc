@@ -38,7 +38,7 @@ node: gpu-17
 sysfs_root: /host/sys
 sample_period: 100us
 window: 2s
-error_sample_period: 5ms
+slow_sample_period: 5ms
 aggregator: agg.example:9471
 http_listen: 127.0.0.1:9999
 ring_slots: 1024
@@ -58,7 +58,7 @@ microburst:
   EXPECT_EQ(o.sysfs_root, "/host/sys");
   EXPECT_EQ(o.sample_period_ns, 100'000);
   EXPECT_EQ(o.window_ns, 2'000'000'000);
-  EXPECT_EQ(o.error_sample_period_ns, 5'000'000);
+  EXPECT_EQ(o.slow_sample_period_ns, 5'000'000);
   EXPECT_EQ(o.aggregator, "agg.example:9471");
   EXPECT_EQ(o.http_listen, "127.0.0.1:9999");
   EXPECT_EQ(o.ring_slots, 1024u);

@@ -58,6 +58,17 @@ TEST(ComputeDelta, ThirtyTwoBitDropTooLargeForAWrapIsAReset) {
   EXPECT_EQ(d.raw, 12u);
 }
 
+TEST(ComputeDelta, ThirtyTwoBitWithoutBoundWrapsOnlyFromTheTopQuarter) {
+  // mlx5 hw_counters queue counters are 32-bit in firmware and have no rate bound.
+  const CounterSpec spec{32, CounterBehavior::kWrapping, 1};
+  Delta d = ComputeDelta(spec, 4294967290u, 4, 0);
+  EXPECT_EQ(d.kind, DeltaKind::kWrapped);
+  EXPECT_EQ(d.raw, 10u);
+  d = ComputeDelta(spec, 1000, 3, 0);  // driver reloaded: counts restarted
+  EXPECT_EQ(d.kind, DeltaKind::kReset);
+  EXPECT_EQ(d.raw, 3u);
+}
+
 TEST(ComputeDelta, SixtyFourBitCounterThatWrapsAtThirtyTwoBits) {
   // Old drivers keep 32-bit statistics behind a 64-bit file.
   const CounterSpec spec{64, CounterBehavior::kWrapping, 1};

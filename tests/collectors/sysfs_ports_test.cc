@@ -73,7 +73,15 @@ TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {
   auto r = DiscoverRdmaPorts(kSysfs);
   ASSERT_TRUE(r.ok());
   const PortDescriptor& mlx5 = r->ports[3];
-  ASSERT_EQ(mlx5.counters.size(), 16u);
+  size_t standard = 0, hw = 0;
+  for (const CounterDescriptor& c : mlx5.counters) {
+    standard += c.group == "counters";
+    hw += c.group == "hw_counters";
+  }
+  EXPECT_EQ(standard, 16u);
+  EXPECT_EQ(hw, 24u);  // every hw_counters file but lifespan
+  EXPECT_EQ(mlx5.hw_lifespan_ms, 10u);
+  EXPECT_EQ(r->ports[0].hw_lifespan_ms, 0u);  // hfi1 has no hw_counters
   const CounterDescriptor& xmit = mlx5.counters[0];
   EXPECT_EQ(xmit.name, "port_xmit_data");
   EXPECT_EQ(xmit.spec.scale, 4u);  // 4-octet words
@@ -83,6 +91,11 @@ TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {
     if (c.name == "symbol_error") {
       EXPECT_EQ(c.spec.width_bits, 16);
       EXPECT_EQ(c.spec.behavior, CounterBehavior::kSaturating);
+    }
+    if (c.name == "out_of_sequence") {
+      EXPECT_EQ(c.group, "hw_counters");
+      EXPECT_EQ(c.role, CounterRole::kOther);
+      EXPECT_EQ(c.spec.width_bits, 32);  // mlx5 queue counter
     }
     if (c.name == "local_link_integrity_errors") {
       EXPECT_EQ(c.spec.width_bits, 4);
@@ -154,6 +167,58 @@ TEST(DiscoverNetdevs, SpeedDevPortAndVirtualLinks) {
   EXPECT_EQ(r->ports[1].line_rate_bytes_per_second, 0u);
   EXPECT_EQ(r->ports[1].line_rate_source, LineRateSource::kUnknown);
   EXPECT_EQ(r->ports[1].counters.size(), 8u);
+}
+
+TEST(FindRdmaNetdev, FirstReadableGidNdev) {
+  testing::FakeTree t;
+  const std::string port = "class/infiniband/mlx5_0/ports/1";
+  std::filesystem::create_directories(t.Path(port + "/gid_attrs/ndevs"));
+  // Index 10 sorts before 2 as text; the lowest readable index wins. An empty entry (a GID
+  // without a netdev) and a directory in place of a file are passed over.
+  t.Write(port + "/gid_attrs/ndevs/0", "");
+  std::filesystem::create_directories(t.Path(port + "/gid_attrs/ndevs/1"));
+  t.Write(port + "/gid_attrs/ndevs/2", "ens1f0np0\n");
+  t.Write(port + "/gid_attrs/ndevs/10", "ens1f0np0.100\n");
+  auto r = FindRdmaNetdev(t.root(), "mlx5_0", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "ens1f0np0");
+}
+
+TEST(FindRdmaNetdev, FallsBackToTheDevicesNetDirectory) {
+  testing::FakeTree t;
+  const std::string dev = "class/infiniband/mlx5_1";
+  t.Write(dev + "/ports/1/gid_attrs/ndevs/0", "");  // unreadable in the real kernel
+  t.Write(dev + "/device/net/ens2f1np1/dev_port", "0\n");
+  auto r = FindRdmaNetdev(t.root(), "mlx5_1", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "ens2f1np1");
+}
+
+TEST(FindRdmaNetdev, SeveralNetdevsArePickedByDevPort) {
+  testing::FakeTree t;
+  const std::string dev = "class/infiniband/mlx4_0";  // one PCI function, two ports
+  t.Write(dev + "/device/net/eth2/dev_port", "0\n");
+  t.Write(dev + "/device/net/eth3/dev_port", "1\n");
+  EXPECT_EQ(*FindRdmaNetdev(t.root(), "mlx4_0", 1), "eth2");
+  EXPECT_EQ(*FindRdmaNetdev(t.root(), "mlx4_0", 2), "eth3");
+  EXPECT_EQ(FindRdmaNetdev(t.root(), "mlx4_0", 3).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FindRdmaNetdev, InfinibandPortsHaveNone) {
+  testing::FakeTree t;
+  const std::string dev = "class/infiniband/mlx5_2";
+  t.Write(dev + "/ports/1/link_layer", "InfiniBand\n");
+  t.Write(dev + "/device/net/ib0/dev_port", "0\n");  // IPoIB: not the port's Ethernet netdev
+  t.Write(dev + "/device/net/ib0/type", "32\n");
+  auto r = FindRdmaNetdev(t.root(), "mlx5_2", 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_EQ(FindRdmaNetdev(t.root(), "nosuch_0", 1).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(FindRdmaNetdev, RealTreeIbPortsHaveNoNetdev) {
+  auto r = FindRdmaNetdev(kSysfs, "mlx5_0", 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
 }
 
 }  // namespace

@@ -381,8 +381,8 @@ absl::StatusOr<std::string> FindRdmaNetdev(const std::string& sysfs_root, const 
   if (candidates.size() == 1) return candidates[0];
   return absl::NotFoundError(absl::StrCat(
       device, " port ", port, ": no netdev in ", ndevs_dir, " and ",
-      candidates.empty() ? "none" : absl::StrCat("no single one (", absl::StrJoin(candidates, ", "),
-                                                 ")"),
+      candidates.empty() ? "none"
+                         : absl::StrCat("no single one (", absl::StrJoin(candidates, ", "), ")"),
       " under ", net_dir));
 }
 

@@ -212,8 +212,7 @@ TEST(FindRdmaNetdev, InfinibandPortsHaveNone) {
   t.Write(dev + "/device/net/ib0/type", "32\n");
   auto r = FindRdmaNetdev(t.root(), "mlx5_2", 1);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
-  EXPECT_EQ(FindRdmaNetdev(t.root(), "nosuch_0", 1).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(FindRdmaNetdev(t.root(), "nosuch_0", 1).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(FindRdmaNetdev, RealTreeIbPortsHaveNoNetdev) {

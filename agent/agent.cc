@@ -15,6 +15,7 @@
 #include "agent/local_sink.h"
 #include "agent/uplink.h"
 #include "collectors/clock.h"
+#include "collectors/ethtool.h"
 #include "collectors/port_state.h"
 #include "collectors/procfs_tcp.h"
 #include "collectors/sysfs_collector.h"
@@ -128,6 +129,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     }
   }
 
+  for (PortDescriptor& p : chosen) {
+    if (!p.rdma) continue;
+    if (auto nd = collectors::FindRdmaNetdev(o.sysfs_root, p.device, p.port); nd.ok()) {
+      p.netdev = *nd;
+    }
+  }
   agent->chosen_ = chosen;
 
   // Fast group: byte and packet counters only. Slow group: the rest of the sysfs counters,
@@ -189,6 +196,29 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     agent->Attach(slow, std::move(*c));
   } else {
     notes.push_back(std::string(c.status().message()));
+  }
+  if (o.ethtool) {
+    // The watched interfaces and the netdevs of RoCE ports: PFC, pause, PHY and discard stats.
+    std::vector<std::string> ifnames;
+    for (const PortDescriptor& p : chosen) {
+      const std::string& name = p.rdma ? p.netdev : p.device;
+      if (!name.empty() && std::find(ifnames.begin(), ifnames.end(), name) == ifnames.end()) {
+        ifnames.push_back(name);
+      }
+    }
+    if (!ifnames.empty()) {
+      std::vector<std::string> eth_notes;
+      auto c = collectors::EthtoolCollector::Open(ifnames, collectors::EthtoolSelection{}, 1,
+                                                  &eth_notes, o.sysfs_root);
+      if (c.ok()) {
+        agent->Attach(slow, std::move(*c));
+        notes.insert(notes.end(), eth_notes.begin(), eth_notes.end());
+      } else {
+        // Virtual and most non-RDMA NICs have none of the RoCE statistics: one quiet line.
+        LOG(INFO) << "no ethtool RoCE/PHY statistics on " << absl::StrJoin(ifnames, ", ") << ": "
+                  << c.status().message();
+      }
+    }
   }
   if (o.tcp) {
     if (auto c = collectors::ProcNetTcpCollector::Open(o.procfs_root); c.ok()) {

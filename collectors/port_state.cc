@@ -60,7 +60,7 @@ ReadStatus ParseRateText(absl::string_view text, uint64_t* bytes_per_second) {
     }
     end = i;
   }
-  if (t.substr(end, 8) != " Gb/sec") return ReadStatus::kError;
+  if (t.substr(end, 7) != " Gb/sec") return ReadStatus::kError;
   *bytes_per_second = milli * 125'000;  // Gb/s x 125,000,000
   return ReadStatus::kOk;
 }

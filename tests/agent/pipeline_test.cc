@@ -276,3 +276,88 @@ TEST(Pipeline, PerPortThresholdOverride) {
 
 }  // namespace
 }  // namespace fabricscope::agent
+
+namespace fabricscope::agent {
+namespace {
+
+// Two sampler groups feeding one port: bytes on the fast group, an hw counter and link state on
+// the slow one.
+TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
+  PortDescriptor p;
+  p.device = "mlx5_0";
+  p.port = 1;
+  p.rdma = true;
+  p.line_rate_bytes_per_second = 1'000'000'000;
+  auto add = [&](const char* name, const char* group, CounterRole role, CounterSpec spec) {
+    CounterDescriptor c;
+    c.name = name;
+    c.group = group;
+    c.role = role;
+    c.spec = spec;
+    p.counters.push_back(c);
+  };
+  add("port_rcv_packets", "counters", CounterRole::kReceivePackets, {64, CounterBehavior::kWrapping, 1});
+  add("out_of_sequence", "hw_counters", CounterRole::kOther, {32, CounterBehavior::kWrapping, 1});
+  add("state", "state", CounterRole::kState, {});
+  add("rate", "state", CounterRole::kState, {});
+  Pipeline pl({p}, {});
+  pl.SetGroups({{{0, 0}}, {{0, 1}, {0, 2}, {0, 3}}});
+  const ReadStatus ok[3] = {ReadStatus::kOk, ReadStatus::kOk, ReadStatus::kOk};
+  uint64_t fast[1] = {1000};
+  uint64_t slow[3] = {4294967290u, 4, 3'125'000'000};
+  pl.AddTick(0, 10 * kMs, fast, ok);
+  pl.AddTick(1, 10 * kMs, slow, ok);
+  fast[0] = 11000;                                 // 10,000 packets received
+  slow[0] = 5;                                     // wrapped: 11 more out of sequence
+  slow[1] = 1;                                     // link went DOWN
+  pl.AddTick(0, 20 * kMs, fast, ok);
+  pl.AddTick(1, 20 * kMs, slow, ok);
+  slow[1] = 4;                                     // and came back
+  slow[2] = 1'250'000'000;                         // at a lower rate
+  pl.AddTick(1, 30 * kMs, slow, ok);
+  pl.AddTick(0, kSec, fast, ok);
+  auto b = pl.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  const v1::PortWindow& w = b[0].ports(0);
+  EXPECT_EQ(w.receive().packets(), 10'000u);
+  ASSERT_EQ(w.counters_size(), 1);
+  EXPECT_EQ(w.counters(0).group(), "hw_counters");
+  EXPECT_EQ(w.counters(0).total(), uint64_t{4294967290} + 11);
+  EXPECT_EQ(w.counters(0).delta(), 11u);
+  EXPECT_EQ(w.derived().out_of_sequence_total(), uint64_t{4294967290} + 11);
+  EXPECT_DOUBLE_EQ(w.derived().loss_ratio(), 11.0 / 10'000);
+  EXPECT_EQ(w.link().state(), 4u);
+  EXPECT_EQ(w.link().rate_bytes_per_second(), 1'250'000'000u);
+  EXPECT_EQ(w.link().flaps_total(), 1u);
+  EXPECT_EQ(w.link().rate_changes_total(), 1u);
+  ASSERT_EQ(b[0].link_events_size(), 3);
+  EXPECT_EQ(b[0].link_events(0).what(), "state");
+  EXPECT_EQ(b[0].link_events(0).time_ns(), 20 * kMs);
+  EXPECT_EQ(b[0].link_events(0).old_value(), 4u);
+  EXPECT_EQ(b[0].link_events(0).new_value(), 1u);
+  EXPECT_EQ(b[0].link_events(2).what(), "rate");
+  EXPECT_EQ(b[0].link_events(2).new_value(), 1'250'000'000u);
+}
+
+TEST(PipelineGroups, ShortSampleAfterALateTickIsMergedForUtilization) {
+  PipelineOptions o;
+  o.nominal_period_ns = 100'000;  // 100 us
+  Driver d(1'000'000'000, o);
+  d.Tick(1'000'000, 0);
+  d.Tick(1'150'000, 150'000);  // late tick: 150 us at 100%
+  d.Tick(1'190'000, 174'000);  // short 40 us (24,000 B = 60%): held back
+  d.Tick(1'300'000, 280'000);  // merged: 130,000 B over 150 us = 86.7%
+  d.Tick(kSec, 280'000);
+  auto b = d.pipeline.TakeReady();
+  ASSERT_EQ(b.size(), 1u);
+  const auto& tx = b[0].ports(0).transmit();
+  EXPECT_EQ(tx.bytes(), 280'000u);  // nothing lost
+  EXPECT_EQ(tx.sample_utilization().count(), 2u);
+  EXPECT_DOUBLE_EQ(tx.peak_utilization(), 1.0);
+  // Without the merge, the 50 us sample would have been a separate 60% sample and a burst
+  // end; with it, 100% then 86.7% is one open burst.
+  EXPECT_EQ(b[0].microbursts_size(), 0);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

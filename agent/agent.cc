@@ -18,6 +18,7 @@
 #include "collectors/ethtool.h"
 #include "collectors/port_state.h"
 #include "collectors/procfs_tcp.h"
+#include "collectors/umad_perfquery.h"
 #include "collectors/sysfs_collector.h"
 #include "collectors/sysfs_ports.h"
 #include "glog/logging.h"
@@ -227,14 +228,40 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       notes.push_back(absl::StrCat("TCP counters not read: ", c.status().message()));
     }
   }
+  SamplerGroup& pma = agent->groups_[2];
+  pma.name = "pma";
+  pma.period_ns = o.pma_period_ns;
+  if (!o.pma_targets.empty()) {
+    std::vector<collectors::PmaTarget> targets;
+    for (const PmaTargetOption& t : o.pma_targets) {
+      collectors::PmaTarget pt;
+      pt.lid = t.lid;
+      pt.port_select = t.port;
+      // Distinct device names keep the PerfMgt view of a port apart from its sysfs view.
+      pt.device = t.lid == 0 ? absl::StrCat("pma:", o.pma_ca.empty() ? "local" : o.pma_ca)
+                             : absl::StrCat("lid", t.lid);
+      targets.push_back(pt);
+    }
+    auto q = collectors::UmadPerfQuery::Open(o.pma_ca, o.pma_port);
+    if (!q.ok()) {
+      notes.push_back(absl::StrCat("InfiniBand PerfMgt source unavailable: ", q.status().message()));
+    } else {
+      auto c = collectors::UmadPerfQueryCollector::Create(std::move(*q), targets, 1, &notes);
+      if (c.ok()) {
+        agent->Attach(pma, std::move(*c));
+      } else {
+        notes.push_back(absl::StrCat("InfiniBand PerfMgt: ", c.status().message()));
+      }
+    }
+  }
   if (fast.collectors.empty() && slow.collectors.empty()) {
     return absl::FailedPreconditionError("no counter file of the chosen ports could be opened");
   }
   agent->pipeline_ = std::make_unique<Pipeline>(
       agent->ports_,
       PipelineOptions{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds});
-  agent->pipeline_->SetGroups({fast.refs, slow.refs});
-  for (SamplerGroup* g : {&fast, &slow}) {
+  agent->pipeline_->SetGroups({fast.refs, slow.refs, pma.refs});
+  for (SamplerGroup* g : {&fast, &slow, &pma}) {
     if (g->collectors.empty()) continue;
     g->ring = std::make_unique<collectors::SpscSlotRing>(o.ring_slots, g->layout.slot_bytes());
     std::vector<collectors::Collector*> raw;
@@ -363,7 +390,7 @@ void Agent::SubmitReady() {
     // Effective resolution per counter group: the sampling period, or for cached sources the
     // cache lifetime when that is longer.
     std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective
-    for (size_t gi = 0; gi < 2; ++gi) {
+    for (size_t gi = 0; gi < kGroups; ++gi) {
       const SamplerGroup& g = groups_[gi];
       for (const Pipeline::CounterRef& ref : g.refs) {
         const PortDescriptor& p = ports_[ref.port];
@@ -396,24 +423,23 @@ void Agent::SubmitReady() {
 
 bool Agent::DrainOnce() {
   bool any = false;
-  // Oldest tick first across the two rings, so that window boundaries see ticks in time order
-  // (up to what the slower sampler has not pushed yet).
+  // Oldest tick first across the rings, so that window boundaries see ticks in time order (up
+  // to what a slower sampler has not pushed yet).
   while (true) {
-    const void* slot[2] = {nullptr, nullptr};
-    for (size_t g = 0; g < 2; ++g) {
-      if (groups_[g].ring) slot[g] = groups_[g].ring->Peek();
+    size_t pick = kGroups;
+    const void* picked = nullptr;
+    for (size_t g = 0; g < kGroups; ++g) {
+      if (!groups_[g].ring) continue;
+      const void* slot = groups_[g].ring->Peek();
+      if (slot && (!picked || TickLayout::header(slot)->t_ns < TickLayout::header(picked)->t_ns)) {
+        pick = g;
+        picked = slot;
+      }
     }
-    size_t pick;
-    if (slot[0] && slot[1]) {
-      pick = TickLayout::header(slot[0])->t_ns <= TickLayout::header(slot[1])->t_ns ? 0 : 1;
-    } else if (slot[0] || slot[1]) {
-      pick = slot[0] ? 0 : 1;
-    } else {
-      return any;
-    }
+    if (!picked) return any;
     const SamplerGroup& g = groups_[pick];
-    pipeline_->AddTick(pick, TickLayout::header(slot[pick])->t_ns, g.layout.values(slot[pick]),
-                       g.layout.status(slot[pick]));
+    pipeline_->AddTick(pick, TickLayout::header(picked)->t_ns, g.layout.values(picked),
+                       g.layout.status(picked));
     g.ring->Pop();
     any = true;
   }

@@ -46,7 +46,8 @@ class Agent {
 
  private:
   // One sampler thread with its collectors and ring. Group 0 is fast (byte and packet counters
-  // at --sample-period), group 1 slow (everything else at --slow-sample-period).
+  // at --sample-period), group 1 slow (everything else at --slow-sample-period), group 2 the
+  // blocking InfiniBand PerfMgt queries (--pma, at --pma-period).
   struct SamplerGroup {
     std::string name;
     int64_t period_ns = 0;
@@ -72,7 +73,8 @@ class Agent {
   std::vector<std::string> notes_;
   std::vector<collectors::PortDescriptor> chosen_;  // discovery result, with line rates
   std::vector<collectors::PortDescriptor> ports_;   // merged over all collectors
-  SamplerGroup groups_[2];
+  static constexpr size_t kGroups = 3;
+  SamplerGroup groups_[kGroups];
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<std::pair<std::string, std::string>> saved_lifespans_;  // path, old value
   std::unique_ptr<exporters::Aggregator> aggregator_;

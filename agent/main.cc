@@ -41,6 +41,15 @@ ABSL_FLAG(std::string, tcp, "", "Read TCP counters from <procfs>/net/{snmp,netst
           "Default on.");
 ABSL_FLAG(std::string, ethtool, "", "Read SIOCETHTOOL statistics of the watched interfaces: on, "
           "off. Default on.");
+ABSL_FLAG(std::string, pma, "",
+          "InfiniBand PerfMgt targets read with PortCounters/PortCountersExtended MADs through "
+          "libibumad, as a second source beside sysfs: \"local\" and/or LID:PORT entries (a "
+          "switch port: its LID and port number), comma-separated. Default: off.");
+ABSL_FLAG(std::string, pma_ca, "", "CA that sends the PerfMgt MADs. Default: the first IB CA.");
+ABSL_FLAG(std::string, pma_port, "", "Port of --pma-ca that sends the MADs. Default 1.");
+ABSL_FLAG(std::string, pma_period, "",
+          "Time between PerfMgt queries (each is a blocking round trip, on its own thread). "
+          "Default 1s.");
 ABSL_FLAG(std::string, interfaces, "",
           "Comma-separated ports to watch: RDMA device (mlx5_0), device:port (mlx5_0:1) or "
           "interface (eth0). Default: every RDMA port and every non-virtual interface; lo only "
@@ -116,6 +125,22 @@ absl::Status ApplyFlags(AgentOptions* o) {
   };
   if (auto s = onoff(flag(FLAGS_tcp), "--tcp", &o->tcp); !s.ok()) return s;
   if (auto s = onoff(flag(FLAGS_ethtool), "--ethtool", &o->ethtool); !s.ok()) return s;
+  if (auto v = flag(FLAGS_pma); !v.empty()) {
+    auto t = fabricscope::agent::ParsePmaTargets(v);
+    if (!t.ok()) return t.status();
+    o->pma_targets = *t;
+  }
+  if (auto v = flag(FLAGS_pma_ca); !v.empty()) o->pma_ca = v;
+  if (auto v = flag(FLAGS_pma_port); !v.empty()) {
+    if (!absl::SimpleAtoi(v, &o->pma_port) || o->pma_port < 1 || o->pma_port > 254) {
+      return absl::InvalidArgumentError("--pma-port must be 1..254");
+    }
+  }
+  if (auto v = flag(FLAGS_pma_period); !v.empty()) {
+    auto ns = ParseDurationNs(v, "--pma-period", 10'000'000, 3'600'000'000'000);
+    if (!ns.ok()) return ns.status();
+    o->pma_period_ns = *ns;
+  }
   if (auto v = flag(FLAGS_interfaces); !v.empty()) {
     o->interfaces = absl::StrSplit(v, ',', absl::SkipWhitespace());
   }

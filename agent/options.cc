@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -24,6 +26,27 @@ absl::StatusOr<std::map<std::string, uint64_t>> ParseLineRateList(const std::str
     auto rate = collectors::ParseBitRate(entry.substr(eq + 1));
     if (!rate.ok()) return rate.status();
     out[std::string(entry.substr(0, eq))] = *rate;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& text) {
+  std::vector<PmaTargetOption> out;
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    if (entry == "local") {
+      out.push_back(PmaTargetOption{});
+      continue;
+    }
+    const size_t colon = entry.find(':');
+    uint32_t lid = 0, port = 0;
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(entry.substr(0, colon), &lid) ||
+        !absl::SimpleAtoi(entry.substr(colon + 1), &port) || lid == 0 || lid >= 0xC000 ||
+        port > 254) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PerfMgt target \"", entry, "\" is not \"local\" or LID:PORT (unicast LID 1-49151, port 0-254)"));
+    }
+    out.push_back(PmaTargetOption{static_cast<uint16_t>(lid), static_cast<uint8_t>(port)});
   }
   return out;
 }
@@ -113,6 +136,17 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->tcp = v.as<bool>();
       } else if (key == "ethtool") {
         o->ethtool = v.as<bool>();
+      } else if (key == "pma") {
+        std::vector<std::string> items = v.as<std::vector<std::string>>();
+        auto t = ParsePmaTargets(absl::StrJoin(items, ","));
+        if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.status().message()));
+        o->pma_targets = *t;
+      } else if (key == "pma_ca") {
+        o->pma_ca = v.as<std::string>();
+      } else if (key == "pma_port") {
+        o->pma_port = v.as<int>();
+      } else if (key == "pma_period") {
+        st = duration(&o->pma_period_ns, 10'000'000, 3'600'000'000'000);
       } else if (key == "interfaces") {
         o->interfaces = v.as<std::vector<std::string>>();
       } else if (key == "line_rates") {

@@ -11,6 +11,17 @@
 
 namespace fabricscope::agent {
 
+// A PerfMgt target: lid 0 = the local port that sends the MADs; otherwise any port of the
+// subnet (e.g. a switch port: its LID and port number).
+struct PmaTargetOption {
+  uint16_t lid = 0;
+  uint8_t port = 0;
+};
+
+// Parses "local" or "LID:PORT" entries, comma-separated ("local,12:3,12:4").
+// Errors: InvalidArgument naming the entry.
+absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& text);
+
 // Everything the agent can be told. Defaults work on a plain Linux box (STYLE.md habit 6).
 // Parsed in one place (agent/main.cc from flags, LoadYamlConfig from the file) and passed to
 // the Agent's constructor; libraries never read flags.
@@ -30,6 +41,13 @@ struct AgentOptions {
   uint32_t hw_lifespan_ms = 0;
   bool tcp = true;      // TCP counters from <procfs>/net/{snmp,netstat}
   bool ethtool = true;  // SIOCETHTOOL statistics of the watched interfaces
+  // InfiniBand PerfMgt (PortCounters/PortCountersExtended MADs through libibumad) as a second
+  // source; empty = off. Sent from port pma_port of CA pma_ca (empty = the first IB CA) on a
+  // third sampler thread every pma_period, because each query is a blocking round trip.
+  std::vector<PmaTargetOption> pma_targets;
+  std::string pma_ca;
+  int pma_port = 1;
+  int64_t pma_period_ns = 1'000'000'000;
   // Ports to watch: "mlx5_0" (every port of the device), "mlx5_0:1", "eth0". Empty = every
   // RDMA port and every non-virtual interface, plus lo only when nothing else exists.
   std::vector<std::string> interfaces;
@@ -54,7 +72,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
-//   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool: scalars;
+//   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port,
+//   pma_period: scalars; pma: list of "local" / "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown

@@ -67,6 +67,41 @@ TEST(Agent, LoOnlyWhenNothingElseExists) {
   EXPECT_THAT((*a)->notes(), ::testing::Contains(HasSubstr("lo: line rate unknown")));
 }
 
+TEST(Agent, PerfMgtWithoutAnUmadDeviceIsANoteNotAFailure) {
+  if (std::filesystem::exists("/sys/class/infiniband_mad")) GTEST_SKIP() << "umad present";
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  AgentOptions o = TreeOptions(t);
+  o.pma_targets = {PmaTargetOption{}};
+  auto a = Agent::Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT((*a)->notes(),
+              ::testing::Contains(HasSubstr("PerfMgt source unavailable: no InfiniBand MAD device")));
+}
+
+TEST(Agent, SlowGroupAddsLinkStateHwCountersAndTcp) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  t.CopyTestdata("procfs-real/net", "net");
+  AgentOptions o = TreeOptions(t);
+  o.interfaces = {"mlx5_0"};
+  auto a = Agent::Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ((*a)->ports().size(), 2u);  // mlx5_0:1 and the node-wide tcp counters
+  const auto& mlx5 = (*a)->ports()[0];
+  size_t hw = 0, state = 0, counters = 0;
+  for (const auto& c : mlx5.counters) {
+    hw += c.group == "hw_counters";
+    state += c.group == "state";
+    counters += c.group == "counters";
+  }
+  EXPECT_EQ(counters, 16u);
+  EXPECT_EQ(hw, 24u);
+  EXPECT_EQ(state, 3u);
+  EXPECT_TRUE((*a)->ports()[1].node_level);
+  EXPECT_EQ((*a)->ports()[1].device, "tcp");
+}
+
 TEST(Agent, UnknownInterfaceIsAClearError) {
   FakeTree t;
   t.CopyTestdata("sysfs-real/class", "class");

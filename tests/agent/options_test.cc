@@ -22,6 +22,19 @@ TEST(ParseLineRateList, BadEntriesNameThemselves) {
   EXPECT_THAT(ParseLineRateList("eth0=fast").status().message(), HasSubstr("fast"));
 }
 
+TEST(ParsePmaTargets, LocalAndSwitchPorts) {
+  auto t = ParsePmaTargets("local, 12:3,49151:0");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[0].lid, 0);
+  EXPECT_EQ((*t)[1].lid, 12);
+  EXPECT_EQ((*t)[1].port, 3);
+  EXPECT_EQ((*t)[2].lid, 49151);
+  for (const char* bad : {"0:1", "49152:1", "12", "12:255", "x:1", "remote"}) {
+    EXPECT_THAT(ParsePmaTargets(bad).status().message(), HasSubstr("LID:PORT")) << bad;
+  }
+}
+
 TEST(ParseDurationNs, UnitsAndBounds) {
   EXPECT_EQ(*ParseDurationNs("100us", "p", 10'000, 1'000'000'000), 100'000);
   EXPECT_EQ(*ParseDurationNs("1ms", "p", 10'000, 1'000'000'000), 1'000'000);

@@ -18,9 +18,9 @@
 #include "collectors/ethtool.h"
 #include "collectors/port_state.h"
 #include "collectors/procfs_tcp.h"
-#include "collectors/umad_perfquery.h"
 #include "collectors/sysfs_collector.h"
 #include "collectors/sysfs_ports.h"
+#include "collectors/umad_perfquery.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -37,17 +37,23 @@ bool Matches(const PortDescriptor& p, const std::string& name) {
 
 v1::LinkLayer ToProto(collectors::LinkLayer l) {
   switch (l) {
-    case collectors::LinkLayer::kInfiniBand: return v1::LINK_LAYER_INFINIBAND;
-    case collectors::LinkLayer::kEthernet: return v1::LINK_LAYER_ETHERNET;
-    default: return v1::LINK_LAYER_UNSPECIFIED;
+    case collectors::LinkLayer::kInfiniBand:
+      return v1::LINK_LAYER_INFINIBAND;
+    case collectors::LinkLayer::kEthernet:
+      return v1::LINK_LAYER_ETHERNET;
+    default:
+      return v1::LINK_LAYER_UNSPECIFIED;
   }
 }
 
 v1::LineRateSource ToProto(collectors::LineRateSource s) {
   switch (s) {
-    case collectors::LineRateSource::kSysfs: return v1::LINE_RATE_SOURCE_SYSFS;
-    case collectors::LineRateSource::kConfig: return v1::LINE_RATE_SOURCE_CONFIG;
-    default: return v1::LINE_RATE_SOURCE_UNKNOWN;
+    case collectors::LineRateSource::kSysfs:
+      return v1::LINE_RATE_SOURCE_SYSFS;
+    case collectors::LineRateSource::kConfig:
+      return v1::LINE_RATE_SOURCE_CONFIG;
+    default:
+      return v1::LINE_RATE_SOURCE_UNKNOWN;
   }
 }
 
@@ -91,9 +97,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       if (!found) {
         std::vector<std::string> names;
         for (const PortDescriptor& p : all) names.push_back(p.rdma ? p.Key() : p.device);
-        return absl::InvalidArgumentError(absl::StrCat(
-            "no port matches \"", name, "\" under ", o.sysfs_root, "; found: ",
-            names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+        return absl::InvalidArgumentError(
+            absl::StrCat("no port matches \"", name, "\" under ", o.sysfs_root,
+                         "; found: ", names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
       }
     }
   } else {
@@ -119,14 +125,16 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
         used = true;
       }
     }
-    if (!used) notes.push_back(absl::StrCat("line rate for \"", name, "\" matches no watched port"));
+    if (!used)
+      notes.push_back(absl::StrCat("line rate for \"", name, "\" matches no watched port"));
   }
   for (const PortDescriptor& p : chosen) {
     if (p.line_rate_bytes_per_second == 0) {
       notes.push_back(absl::StrCat(
           p.rdma ? p.Key() : p.device,
           ": line rate unknown (the driver reports no speed); bytes and packets are counted, "
-          "utilization and microbursts are not. Set --line-rate=", p.device, "=<rate>"));
+          "utilization and microbursts are not. Set --line-rate=",
+          p.device, "=<rate>"));
     }
   }
 
@@ -157,8 +165,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
         const int64_t lifespan_ns =
             static_cast<int64_t>(o.hw_lifespan_ms ? o.hw_lifespan_ms : p.hw_lifespan_ms) *
             1'000'000;
-        copy.tick_divisor = static_cast<uint32_t>(
-            std::max<int64_t>(1, (lifespan_ns + slow_ns - 1) / slow_ns));
+        copy.tick_divisor =
+            static_cast<uint32_t>(std::max<int64_t>(1, (lifespan_ns + slow_ns - 1) / slow_ns));
       }
       (fast ? f : sl).counters.push_back(std::move(copy));
     }
@@ -244,7 +252,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     }
     auto q = collectors::UmadPerfQuery::Open(o.pma_ca, o.pma_port);
     if (!q.ok()) {
-      notes.push_back(absl::StrCat("InfiniBand PerfMgt source unavailable: ", q.status().message()));
+      notes.push_back(
+          absl::StrCat("InfiniBand PerfMgt source unavailable: ", q.status().message()));
     } else {
       auto c = collectors::UmadPerfQueryCollector::Create(std::move(*q), targets, 1, &notes);
       if (c.ok()) {
@@ -268,7 +277,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     for (const auto& c : g->collectors) raw.push_back(c.get());
     g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, SamplerOptions{g->period_ns});
   }
-  agent->instance_id_ = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  agent->instance_id_ =
+      std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   return agent;
 }
 
@@ -296,8 +306,8 @@ void Agent::Attach(SamplerGroup& group, std::unique_ptr<collectors::Collector> c
       ports_.push_back(std::move(meta));
     }
     for (const collectors::CounterDescriptor& cd : p.counters) {
-      group.refs.push_back(Pipeline::CounterRef{
-          static_cast<uint32_t>(pi), static_cast<uint32_t>(ports_[pi].counters.size())});
+      group.refs.push_back(Pipeline::CounterRef{static_cast<uint32_t>(pi),
+                                                static_cast<uint32_t>(ports_[pi].counters.size())});
       ports_[pi].counters.push_back(cd);
     }
   }
@@ -398,9 +408,10 @@ void Agent::SubmitReady() {
         const int64_t period = g.period_ns * cd.tick_divisor;
         int64_t effective = period;
         if (cd.group == "hw_counters") {
-          const int64_t life = static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
-                                                                         : p.hw_lifespan_ms) *
-                               1'000'000;
+          const int64_t life =
+              static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
+                                                           : p.hw_lifespan_ms) *
+              1'000'000;
           effective = std::max(effective, life);
         }
         const std::string key =
@@ -462,18 +473,18 @@ void Agent::SetHwLifespan() {
   if (options_.hw_lifespan_ms == 0) return;
   for (const PortDescriptor& p : chosen_) {
     if (!p.rdma || p.hw_lifespan_ms == 0) continue;
-    const std::string path =
-        absl::StrCat(options_.sysfs_root, "/class/infiniband/", p.device, "/ports/", p.port,
-                     "/hw_counters/lifespan");
+    const std::string path = absl::StrCat(options_.sysfs_root, "/class/infiniband/", p.device,
+                                          "/ports/", p.port, "/hw_counters/lifespan");
     auto old = collectors::ReadSmallFile(path, 64);
     if (!old.ok()) continue;
     std::ofstream out(path);
     out << options_.hw_lifespan_ms << "\n";
     out.flush();
     if (!out) {
-      notes_.push_back(absl::StrCat(path, ": cannot write lifespan (not permitted here); "
-                                          "hw_counters stay at ", absl::StripAsciiWhitespace(*old),
-                                    " ms"));
+      notes_.push_back(absl::StrCat(path,
+                                    ": cannot write lifespan (not permitted here); "
+                                    "hw_counters stay at ",
+                                    absl::StripAsciiWhitespace(*old), " ms"));
       continue;
     }
     saved_lifespans_.emplace_back(path, std::string(absl::StripAsciiWhitespace(*old)));
@@ -507,8 +518,7 @@ void Agent::Stop() {
 }
 
 std::string Agent::StatusLine() const {
-  const double secs =
-      static_cast<double>(collectors::MonotonicNowNs() - started_ns_) / 1e9;
+  const double secs = static_cast<double>(collectors::MonotonicNowNs() - started_ns_) / 1e9;
   const Sampler& sampler = groups_[0].sampler ? *groups_[0].sampler : *groups_[1].sampler;
   const uint64_t ticks = sampler.ticks();
   v1::Histogram h;
@@ -527,9 +537,8 @@ std::string Agent::StatusLine() const {
     for (int i = 0; i < h.bucket_counts_size(); ++i) {
       cum += h.bucket_counts(i);
       if (cum >= target) {
-        p99 = i < h.upper_bounds_size()
-                  ? absl::StrFormat("<=%.3gms", h.upper_bounds(i) * 1e3)
-                  : absl::StrFormat(">%.3gms", h.upper_bounds(i - 1) * 1e3);
+        p99 = i < h.upper_bounds_size() ? absl::StrFormat("<=%.3gms", h.upper_bounds(i) * 1e3)
+                                        : absl::StrFormat(">%.3gms", h.upper_bounds(i - 1) * 1e3);
         break;
       }
     }
@@ -540,9 +549,8 @@ std::string Agent::StatusLine() const {
   return absl::StrFormat(
       "%d ports | %.1f samples/s (p99 interval %s) | %d microbursts | %d overruns | %d ring "
       "drops | %s, batch %d acked",
-      ports_.size(), secs > 0 ? static_cast<double>(ticks) / secs : 0.0, p99,
-      bursts_seen_.load(), overruns, drops, uplink,
-      sink_ ? sink_->acked_seq() : 0);
+      ports_.size(), secs > 0 ? static_cast<double>(ticks) / secs : 0.0, p99, bursts_seen_.load(),
+      overruns, drops, uplink, sink_ ? sink_->acked_seq() : 0);
 }
 
 }  // namespace fabricscope::agent

@@ -16,8 +16,8 @@ class Histogram {
       : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
   void Observe(double v) {
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+    const size_t i =
+        static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
     ++counts_[i];
     sum_ += v;
     ++count_;
@@ -50,8 +50,8 @@ inline std::vector<double> MicroburstDurationBounds() {
 }
 inline std::vector<double> UtilizationBounds() { return {0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}; }
 inline std::vector<double> SampleIntervalBounds() {
-  return {50e-6, 75e-6, 100e-6, 125e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,
-          1.25e-3, 1.5e-3, 2e-3, 3e-3, 5e-3, 10e-3, 50e-3, 100e-3};
+  return {50e-6, 75e-6,   100e-6, 125e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6,
+          1e-3,  1.25e-3, 1.5e-3, 2e-3,   3e-3,   5e-3,   10e-3,  50e-3,  100e-3};
 }
 
 }  // namespace fabricscope::agent

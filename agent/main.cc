@@ -37,9 +37,11 @@ ABSL_FLAG(std::string, slow_sample_period, "",
 ABSL_FLAG(std::string, hw_lifespan, "",
           "Opt-in: write this hw_counters/lifespan (e.g. 1ms; 0..10s, whole ms) on every RDMA "
           "port at start and restore the old value at exit. Default: leave it alone.");
-ABSL_FLAG(std::string, tcp, "", "Read TCP counters from <procfs>/net/{snmp,netstat}: on, off. "
+ABSL_FLAG(std::string, tcp, "",
+          "Read TCP counters from <procfs>/net/{snmp,netstat}: on, off. "
           "Default on.");
-ABSL_FLAG(std::string, ethtool, "", "Read SIOCETHTOOL statistics of the watched interfaces: on, "
+ABSL_FLAG(std::string, ethtool, "",
+          "Read SIOCETHTOOL statistics of the watched interfaces: on, "
           "off. Default on.");
 ABSL_FLAG(std::string, pma, "",
           "InfiniBand PerfMgt targets read with PortCounters/PortCountersExtended MADs through "
@@ -170,12 +172,13 @@ absl::Status ApplyFlags(AgentOptions* o) {
     return absl::OkStatus();
   };
   if (auto s = count(flag(FLAGS_ring_slots), "--ring-slots", &o->ring_slots); !s.ok()) return s;
-  if (auto s = count(flag(FLAGS_max_queued_batches), "--max-queued-batches",
-                     &o->max_queued_batches);
+  if (auto s =
+          count(flag(FLAGS_max_queued_batches), "--max-queued-batches", &o->max_queued_batches);
       !s.ok())
     return s;
   if (!o->aggregator.empty()) {
-    if (auto hp = fabricscope::exporters::SplitHostPort(o->aggregator); !hp.ok()) return hp.status();
+    if (auto hp = fabricscope::exporters::SplitHostPort(o->aggregator); !hp.ok())
+      return hp.status();
   }
   if (auto hp = fabricscope::exporters::SplitHostPort(o->http_listen); !hp.ok()) return hp.status();
   return absl::OkStatus();
@@ -197,7 +200,8 @@ int main(int argc, char** argv) {
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   int nargs = static_cast<int>(args.size());
   std::vector<char*> rest = absl::ParseCommandLine(nargs, args.data());
-  if (rest.size() > 1) return Fail(absl::StrCat("unexpected argument \"", rest[1], "\"; see --help"));
+  if (rest.size() > 1)
+    return Fail(absl::StrCat("unexpected argument \"", rest[1], "\"; see --help"));
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
 
@@ -216,8 +220,7 @@ int main(int argc, char** argv) {
   if (status_mode != "auto" && status_mode != "on" && status_mode != "off") {
     return Fail("--status must be auto, on or off");
   }
-  const bool status_line =
-      status_mode == "on" || (status_mode == "auto" && isatty(STDERR_FILENO));
+  const bool status_line = status_mode == "on" || (status_mode == "auto" && isatty(STDERR_FILENO));
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -234,7 +237,8 @@ int main(int argc, char** argv) {
       continue;
     }
     LOG(INFO) << "watching " << (p.rdma ? p.Key() : p.device) << " ("
-              << (p.rdma ? "RDMA" : "netdev") << ", " << p.counters.size() << " counters, line rate "
+              << (p.rdma ? "RDMA" : "netdev") << ", " << p.counters.size()
+              << " counters, line rate "
               << (p.line_rate_bytes_per_second
                       ? absl::StrCat(static_cast<double>(p.line_rate_bytes_per_second) * 8 / 1e9,
                                      " Gb/s")

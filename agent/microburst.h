@@ -15,7 +15,7 @@ struct MicroburstEvent {
   int64_t start_ns = 0;     // CLOCK_MONOTONIC start of the first sample's interval
   int64_t duration_ns = 0;  // sum of the intervals of the samples in the burst
   double peak_utilization = 0;
-  uint64_t bytes = 0;       // bytes counted during the burst's samples
+  uint64_t bytes = 0;  // bytes counted during the burst's samples
   uint32_t samples = 0;
 };
 

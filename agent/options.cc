@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -43,8 +43,9 @@ absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& 
     if (colon == absl::string_view::npos || !absl::SimpleAtoi(entry.substr(0, colon), &lid) ||
         !absl::SimpleAtoi(entry.substr(colon + 1), &port) || lid == 0 || lid >= 0xC000 ||
         port > 254) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PerfMgt target \"", entry, "\" is not \"local\" or LID:PORT (unicast LID 1-49151, port 0-254)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("PerfMgt target \"", entry,
+                       "\" is not \"local\" or LID:PORT (unicast LID 1-49151, port 0-254)"));
     }
     out.push_back(PmaTargetOption{static_cast<uint16_t>(lid), static_cast<uint8_t>(port)});
   }
@@ -60,17 +61,16 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
   }
   const int64_t ns = absl::ToInt64Nanoseconds(d);
   if (ns < min_ns || ns > max_ns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", text, " is outside ", absl::FormatDuration(absl::Nanoseconds(min_ns)),
-                     " .. ", absl::FormatDuration(absl::Nanoseconds(max_ns))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", text, " is outside ", absl::FormatDuration(absl::Nanoseconds(min_ns)), " .. ",
+        absl::FormatDuration(absl::Nanoseconds(max_ns))));
   }
   return ns;
 }
 
 namespace {
 
-absl::StatusOr<MicroburstThresholds> ParseThresholds(const YAML::Node& n,
-                                                     MicroburstThresholds base,
+absl::StatusOr<MicroburstThresholds> ParseThresholds(const YAML::Node& n, MicroburstThresholds base,
                                                      const std::string& where) {
   if (!n.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
   for (const auto& kv : n) {
@@ -139,7 +139,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
       } else if (key == "pma") {
         std::vector<std::string> items = v.as<std::vector<std::string>>();
         auto t = ParsePmaTargets(absl::StrJoin(items, ","));
-        if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.status().message()));
+        if (!t.ok())
+          return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.status().message()));
         o->pma_targets = *t;
       } else if (key == "pma_ca") {
         o->pma_ca = v.as<std::string>();
@@ -153,7 +154,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         if (!v.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
         for (const auto& r : v) {
           auto rate = collectors::ParseBitRate(r.second.as<std::string>());
-          if (!rate.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", rate.status().message()));
+          if (!rate.ok())
+            return absl::InvalidArgumentError(absl::StrCat(where, ": ", rate.status().message()));
           o->line_rates[r.first.as<std::string>()] = *rate;
         }
       } else if (key == "microburst") {
@@ -182,9 +184,9 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
 absl::Status ValidateOptions(const AgentOptions& o) {
   auto check = [](const MicroburstThresholds& t, const std::string& where) -> absl::Status {
     if (!(t.enter > 0 && t.enter <= 10 && t.exit > 0 && t.exit <= t.enter)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": microburst thresholds need 0 < exit <= enter <= 10 (got enter ", t.enter,
-          ", exit ", t.exit, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": microburst thresholds need 0 < exit <= enter <= 10 (got enter ",
+                       t.enter, ", exit ", t.exit, ")"));
     }
     return absl::OkStatus();
   };
@@ -199,7 +201,8 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError("window must be at least 10 sample periods");
   }
   if (o.slow_sample_period_ns < o.sample_period_ns) {
-    return absl::InvalidArgumentError("slow sample period must not be shorter than the sample period");
+    return absl::InvalidArgumentError(
+        "slow sample period must not be shorter than the sample period");
   }
   if (o.hw_lifespan_ms > 10000) {
     return absl::InvalidArgumentError("hw_lifespan_ms must be 0..10000 (kernel limit)");

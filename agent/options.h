@@ -26,11 +26,11 @@ absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& 
 // Parsed in one place (agent/main.cc from flags, LoadYamlConfig from the file) and passed to
 // the Agent's constructor; libraries never read flags.
 struct AgentOptions {
-  std::string node;                     // default: the host name
+  std::string node;  // default: the host name
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
-  int64_t sample_period_ns = 1'000'000;        // 1 ms; 100 us supported
-  int64_t window_ns = 1'000'000'000;           // summary window
+  int64_t sample_period_ns = 1'000'000;  // 1 ms; 100 us supported
+  int64_t window_ns = 1'000'000'000;     // summary window
   // Second sampler thread for everything but byte/packet counters: error counters,
   // hw_counters (cached by the driver for hw_counters/lifespan, 10 ms by default), ethtool
   // statistics, TCP counters and link state. Slow or firmware-backed reads there never delay

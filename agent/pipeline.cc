@@ -33,9 +33,9 @@ uint64_t PlausibleRaw(CounterRole role, uint64_t rate_bps, int64_t interval_ns, 
 }
 
 void FillDirection(const Histogram& durations, const Histogram& util, uint64_t bytes,
-                   uint64_t packets, uint64_t bytes_total, uint64_t packets_total,
-                   double mean, double peak, uint32_t bursts, uint64_t bursts_total,
-                   uint32_t samples, v1::DirectionWindow* out) {
+                   uint64_t packets, uint64_t bytes_total, uint64_t packets_total, double mean,
+                   double peak, uint32_t bursts, uint64_t bursts_total, uint32_t samples,
+                   v1::DirectionWindow* out) {
   out->set_bytes(bytes);
   out->set_packets(packets);
   out->set_bytes_total(bytes_total);
@@ -75,13 +75,22 @@ Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOption
         if (p.counters[k].name == "rate") s.rate_idx = idx;
       }
       switch (p.counters[k].role) {
-        case CounterRole::kTransmitBytes: s.tx_bytes = idx; break;
-        case CounterRole::kReceiveBytes: s.rx_bytes = idx; break;
-        case CounterRole::kTransmitPackets: s.tx_packets = idx; break;
-        case CounterRole::kReceivePackets: s.rx_packets = idx; break;
+        case CounterRole::kTransmitBytes:
+          s.tx_bytes = idx;
+          break;
+        case CounterRole::kReceiveBytes:
+          s.rx_bytes = idx;
+          break;
+        case CounterRole::kTransmitPackets:
+          s.tx_packets = idx;
+          break;
+        case CounterRole::kReceivePackets:
+          s.rx_packets = idx;
+          break;
         case CounterRole::kError:
         case CounterRole::kOther:
-        case CounterRole::kState: break;
+        case CounterRole::kState:
+          break;
       }
     }
     state_.push_back(std::move(s));
@@ -216,11 +225,16 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
     case CounterRole::kReceiveBytes:
       FeedDirection(pi, v1::DIRECTION_RECEIVE, ps.rx, scaled, interval, t_ns, reset);
       break;
-    case CounterRole::kTransmitPackets: ps.tx.window_packets += scaled; break;
-    case CounterRole::kReceivePackets: ps.rx.window_packets += scaled; break;
+    case CounterRole::kTransmitPackets:
+      ps.tx.window_packets += scaled;
+      break;
+    case CounterRole::kReceivePackets:
+      ps.rx.window_packets += scaled;
+      break;
     case CounterRole::kError:
     case CounterRole::kOther:
-    case CounterRole::kState: break;
+    case CounterRole::kState:
+      break;
   }
 }
 

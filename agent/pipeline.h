@@ -21,7 +21,7 @@ struct PipelineOptions {
   // it is merged into the next sample before utilization and microbursts are computed. Bytes
   // and window totals are never affected. 0 = no merging.
   int64_t nominal_period_ns = 0;
-  MicroburstThresholds thresholds;    // default for every port
+  MicroburstThresholds thresholds;  // default for every port
   // Per-port override, keyed by PortDescriptor::Key() ("mlx5_0:1") or by device name alone.
   std::map<std::string, MicroburstThresholds> port_thresholds;
 };
@@ -79,7 +79,8 @@ class Pipeline {
   };
   struct DirectionState {
     explicit DirectionState(MicroburstThresholds t)
-        : detector(t), burst_durations(MicroburstDurationBounds()),
+        : detector(t),
+          burst_durations(MicroburstDurationBounds()),
           sample_util(UtilizationBounds()) {}
     MicroburstDetector detector;
     Histogram burst_durations;

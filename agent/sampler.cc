@@ -97,8 +97,8 @@ void Sampler::Run(std::stop_token stop) {
     if (last_t != 0) {
       const int64_t interval = now - last_t;
       const double s = static_cast<double>(interval) / 1e9;
-      const size_t b = static_cast<size_t>(
-          std::lower_bound(bounds_.begin(), bounds_.end(), s) - bounds_.begin());
+      const size_t b = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), s) -
+                                           bounds_.begin());
       interval_counts_[b].fetch_add(1, std::memory_order_relaxed);
       interval_sum_ns_.fetch_add(static_cast<uint64_t>(interval), std::memory_order_relaxed);
     }

@@ -19,7 +19,8 @@ struct TickLayout {
   size_t counters = 0;
 
   size_t slot_bytes() const {
-    return sizeof(TickHeader) + counters * sizeof(uint64_t) + counters * sizeof(collectors::ReadStatus);
+    return sizeof(TickHeader) + counters * sizeof(uint64_t) +
+           counters * sizeof(collectors::ReadStatus);
   }
   static TickHeader* header(void* slot) { return static_cast<TickHeader*>(slot); }
   static const TickHeader* header(const void* slot) { return static_cast<const TickHeader*>(slot); }

@@ -104,8 +104,8 @@ void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
   auto stream = stub.Stream(&ctx);
   if (!stream->Write(hello_msg)) {
     grpc::Status st = stream->Finish();
-    LOG(WARNING) << "aggregator " << options_.target << " refused the stream: "
-                 << st.error_message();
+    LOG(WARNING) << "aggregator " << options_.target
+                 << " refused the stream: " << st.error_message();
     absl::MutexLock lock(&mu_);
     active_ctx_ = nullptr;
     return;
@@ -149,8 +149,8 @@ void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
     active_ctx_ = nullptr;
   }
   if (!stop.stop_requested()) {
-    LOG(WARNING) << "stream to aggregator " << options_.target << " ended: "
-                 << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
+    LOG(WARNING) << "stream to aggregator " << options_.target
+                 << " ended: " << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
   }
 }
 

@@ -16,9 +16,9 @@
 namespace fabricscope::agent {
 
 struct UplinkOptions {
-  std::string target;                // aggregator HOST:PORT
-  size_t max_queued_batches = 900;   // 15 min of 1 s windows; the oldest is dropped when full
-  int initial_backoff_ms = 100;      // reconnect backoff: exponential with full jitter
+  std::string target;               // aggregator HOST:PORT
+  size_t max_queued_batches = 900;  // 15 min of 1 s windows; the oldest is dropped when full
+  int initial_backoff_ms = 100;     // reconnect backoff: exponential with full jitter
   int max_backoff_ms = 5000;
 };
 

@@ -36,8 +36,8 @@ Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
     const uint64_t unfolded = (max - prev) + cur + 1;
     // With a bound, the unfolded increment must fit in it. Without one, a wrap must start in
     // the top quarter of the range: a counter at 1,000 that reads 3 was reset, not wrapped.
-    const bool plausible = max_plausible_raw != 0 ? unfolded <= max_plausible_raw
-                                                  : prev >= max - (max >> 2);
+    const bool plausible =
+        max_plausible_raw != 0 ? unfolded <= max_plausible_raw : prev >= max - (max >> 2);
     if (prev <= max && plausible) return {unfolded, DeltaKind::kWrapped};
     return {cur, DeltaKind::kReset};
   }

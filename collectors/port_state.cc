@@ -1,8 +1,9 @@
 #include "collectors/port_state.h"
 
 #include <fcntl.h>
-#include <cerrno>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "collectors/clock.h"
@@ -157,10 +158,18 @@ void PortStateCollector::Sample(uint64_t /*tick*/, uint64_t* values, ReadStatus*
     }
     const absl::string_view text(buf, static_cast<size_t>(n));
     switch (slots_[i].kind) {
-      case Kind::kState: status[i] = ParseStateText(text, &values[i]); break;
-      case Kind::kRate: status[i] = ParseRateText(text, &values[i]); break;
-      case Kind::kOperstate: status[i] = ParseOperstateText(text, &values[i]); break;
-      case Kind::kSpeed: status[i] = ParseSpeedText(text, &values[i]); break;
+      case Kind::kState:
+        status[i] = ParseStateText(text, &values[i]);
+        break;
+      case Kind::kRate:
+        status[i] = ParseRateText(text, &values[i]);
+        break;
+      case Kind::kOperstate:
+        status[i] = ParseOperstateText(text, &values[i]);
+        break;
+      case Kind::kSpeed:
+        status[i] = ParseSpeedText(text, &values[i]);
+        break;
     }
   }
   cost_ns_.fetch_add(static_cast<uint64_t>(MonotonicNowNs() - t0), std::memory_order_relaxed);

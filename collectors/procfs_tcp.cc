@@ -36,7 +36,7 @@ bool FindTableLines(absl::string_view text, absl::string_view table, absl::strin
 }
 
 struct Wanted {
-  const char* file;   // under <procfs>/net/
+  const char* file;  // under <procfs>/net/
   const char* table;
   const char* column;
 };
@@ -71,8 +71,8 @@ absl::StatusOr<std::map<std::string, uint64_t>> ParseProcNetTable(absl::string_v
   std::vector<absl::string_view> names = absl::StrSplit(header, ' ', absl::SkipEmpty());
   std::vector<absl::string_view> vals = absl::StrSplit(values, ' ', absl::SkipEmpty());
   if (names.size() != vals.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", table, ":\" has ", names.size(),
-                                                   " names but ", vals.size(), " values"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", table, ":\" has ", names.size(), " names but ", vals.size(), " values"));
   }
   std::map<std::string, uint64_t> out;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -172,7 +172,8 @@ void ProcNetTcpCollector::Sample(uint64_t tick, uint64_t* values, ReadStatus* st
   for (size_t f = 0; f < files_.size(); ++f) {
     size_t len = 0;
     while (len < buf_size_) {
-      const ssize_t n = pread(files_[f].fd, buf_.get() + len, buf_size_ - len, static_cast<off_t>(len));
+      const ssize_t n =
+          pread(files_[f].fd, buf_.get() + len, buf_size_ - len, static_cast<off_t>(len));
       if (n <= 0) break;
       len += static_cast<size_t>(n);
     }

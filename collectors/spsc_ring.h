@@ -36,7 +36,9 @@ class SpscSlotRing {
     return SlotAt(head);
   }
   // Producer: publishes the slot returned by the last successful BeginWrite.
-  void CommitWrite() { head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  void CommitWrite() {
+    head_.store(head_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 
   // Consumer: the oldest published slot, or nullptr when empty.
   const void* Peek() const {

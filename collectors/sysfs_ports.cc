@@ -72,21 +72,20 @@ absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text) {
 absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t num_end = 0;
-  while (num_end < t.size() &&
-         (std::isdigit(static_cast<unsigned char>(t[num_end])) || t[num_end] == '.' ||
-          t[num_end] == 'e' || t[num_end] == '+')) {
+  while (num_end < t.size() && (std::isdigit(static_cast<unsigned char>(t[num_end])) ||
+                                t[num_end] == '.' || t[num_end] == 'e' || t[num_end] == '+')) {
     // 'e' only as an exponent: "1e9"; stop if what follows is not a digit or sign.
     if (t[num_end] == 'e' &&
-        (num_end + 1 >= t.size() || !(std::isdigit(static_cast<unsigned char>(t[num_end + 1])) ||
-                                      t[num_end + 1] == '+'))) {
+        (num_end + 1 >= t.size() ||
+         !(std::isdigit(static_cast<unsigned char>(t[num_end + 1])) || t[num_end + 1] == '+'))) {
       break;
     }
     ++num_end;
   }
   double value = 0;
   if (num_end == 0 || !absl::SimpleAtod(t.substr(0, num_end), &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad line rate \"", text,
-                                                   "\": want e.g. 100gbit, 25G, 400Mbit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad line rate \"", text, "\": want e.g. 100gbit, 25G, 400Mbit"));
   }
   absl::string_view unit = absl::string_view(t).substr(num_end);
   absl::ConsumeSuffix(&unit, "/s");
@@ -103,8 +102,8 @@ absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text) {
   } else if (unit == "t" || unit == "tbit" || unit == "tb") {
     mult = 1e12;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("bad line rate unit in \"", text,
-                                                   "\": use bit, kbit, mbit, gbit or tbit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad line rate unit in \"", text, "\": use bit, kbit, mbit, gbit or tbit"));
   }
   const double bytes = value * mult / 8.0;
   if (!(bytes >= 1.0) || bytes > 1e15) {
@@ -208,9 +207,9 @@ void DropUnavailableCounters(PortDescriptor& port, std::vector<std::string>& not
     return false;
   });
   if (!na.empty()) {
-    notes.push_back(absl::StrCat(port.Key(), ": ", na.size(),
-                                 " counters read N/A (driver has no PMA) and are not sampled: ",
-                                 absl::StrJoin(na, ", ")));
+    notes.push_back(absl::StrCat(
+        port.Key(), ": ", na.size(),
+        " counters read N/A (driver has no PMA) and are not sampled: ", absl::StrJoin(na, ", ")));
   }
 }
 

@@ -20,13 +20,15 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   if (hello.node().empty()) return absl::InvalidArgumentError("Hello without a node name");
   absl::MutexLock lock(&mu_);
   NodeState& n = nodes_[hello.node()];
-  const bool same_instance = n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
+  const bool same_instance =
+      n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
   if (!same_instance) {
     n = NodeState();
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
   }
   n.hello = hello;
-  for (int i = 0; i < hello.ports_size(); ++i) n.ports[static_cast<size_t>(i)].info = hello.ports(i);
+  for (int i = 0; i < hello.ports_size(); ++i)
+    n.ports[static_cast<size_t>(i)].info = hello.ports(i);
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
   // aggregator (or this one) or dropped from the agent's full queue, which the agent counts
   // itself (fabricscope_agent_uplink_dropped_batches_total). Either way, nothing to wait for.
@@ -53,8 +55,8 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   absl::Status invalid;
   for (const v1::PortWindow& pw : batch.ports()) {
     if (pw.port_index() >= n.ports.size()) {
-      invalid = absl::InvalidArgumentError(absl::StrCat(
-          "batch ", batch.seq(), " names port index ", pw.port_index(), " of ", n.ports.size()));
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
+                                                        pw.port_index(), " of ", n.ports.size()));
     }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
@@ -135,8 +137,8 @@ void AddHistogram(MetricFamily& f, std::vector<ClientMetric::Label> labels,
     cumulative += h.bucket_counts(i);
     ClientMetric::Bucket b;
     b.cumulative_count = cumulative;
-    b.upper_bound = i < h.upper_bounds_size() ? h.upper_bounds(i)
-                                              : std::numeric_limits<double>::infinity();
+    b.upper_bound =
+        i < h.upper_bounds_size() ? h.upper_bounds(i) : std::numeric_limits<double>::infinity();
     m.histogram.bucket.push_back(b);
   }
   m.histogram.sample_count = h.count();
@@ -153,124 +155,132 @@ const char* DirectionName(v1::Direction d) {
 std::vector<MetricFamily> ClusterState::Collect() const {
   auto tx_bytes = MakeFamily("fabricscope_port_transmit_bytes_total",
                              "Bytes transmitted by the port (hardware counter, 4-octet words x 4 "
-                             "for RDMA ports).", MetricType::Counter);
+                             "for RDMA ports).",
+                             MetricType::Counter);
   auto rx_bytes = MakeFamily("fabricscope_port_receive_bytes_total",
                              "Bytes received by the port (hardware counter).", MetricType::Counter);
   auto tx_pkts = MakeFamily("fabricscope_port_transmit_packets_total",
                             "Packets transmitted by the port.", MetricType::Counter);
   auto rx_pkts = MakeFamily("fabricscope_port_receive_packets_total",
                             "Packets received by the port.", MetricType::Counter);
-  auto line_rate = MakeFamily("fabricscope_port_line_rate_bytes_per_second",
-                              "Line rate of the port (sysfs rate/speed, or configured).",
-                              MetricType::Gauge);
+  auto line_rate =
+      MakeFamily("fabricscope_port_line_rate_bytes_per_second",
+                 "Line rate of the port (sysfs rate/speed, or configured).", MetricType::Gauge);
   auto util = MakeFamily("fabricscope_port_utilization_ratio",
                          "Mean utilization of line rate over the last window.", MetricType::Gauge);
   auto peak = MakeFamily("fabricscope_port_peak_utilization_ratio",
                          "Highest single-sample (sub-ms) utilization in the last window.",
                          MetricType::Gauge);
-  auto sample_util = MakeFamily("fabricscope_port_sample_utilization_ratio",
-                                "Distribution of per-sample (sub-ms) utilization since agent start.",
-                                MetricType::Histogram);
-  auto errors = MakeFamily("fabricscope_port_errors_total",
-                           "Port error counters by kind (the sysfs counter name).",
-                           MetricType::Counter);
+  auto sample_util = MakeFamily(
+      "fabricscope_port_sample_utilization_ratio",
+      "Distribution of per-sample (sub-ms) utilization since agent start.", MetricType::Histogram);
+  auto errors =
+      MakeFamily("fabricscope_port_errors_total",
+                 "Port error counters by kind (the sysfs counter name).", MetricType::Counter);
   auto saturated = MakeFamily("fabricscope_port_errors_saturated",
                               "1 while an error counter is stuck at its maximum and no longer "
                               "counts (IB PMA counters saturate); absent otherwise.",
                               MetricType::Gauge);
   auto bursts = MakeFamily("fabricscope_microbursts_total",
                            "Microbursts: runs of samples at or above the enter threshold of line "
-                           "rate, ended below the exit threshold.", MetricType::Counter);
-  auto burst_dur = MakeFamily("fabricscope_microburst_duration_seconds",
-                              "Duration of microbursts.", MetricType::Histogram);
+                           "rate, ended below the exit threshold.",
+                           MetricType::Counter);
+  auto burst_dur = MakeFamily("fabricscope_microburst_duration_seconds", "Duration of microbursts.",
+                              MetricType::Histogram);
   auto hw = MakeFamily("fabricscope_port_hw_events_total",
                        "RDMA driver hw_counters by name (mlx5: out_of_sequence, packet_seq_err, "
-                       "np_cnp_sent, ...).", MetricType::Counter);
+                       "np_cnp_sent, ...).",
+                       MetricType::Counter);
   auto eth = MakeFamily("fabricscope_port_ethtool_stat_total",
                         "SIOCETHTOOL statistics by name (RoCE priority, pause, PHY counters).",
                         MetricType::Counter);
   auto tcp_events = MakeFamily("fabricscope_tcp_events_total",
                                "TCP counters of /proc/net/snmp (Tcp:) and /proc/net/netstat "
-                               "(TcpExt:) by column name.", MetricType::Counter);
+                               "(TcpExt:) by column name.",
+                               MetricType::Counter);
   auto loss = MakeFamily("fabricscope_port_loss_ratio",
                          "Packets lost over packets received in the last window (RDMA: "
                          "out_of_sequence / port_rcv_packets; netdev: drops / received).",
                          MetricType::Gauge);
   auto retrans = MakeFamily("fabricscope_port_retransmits_total",
                             "packet_seq_err + local_ack_timeout_err + duplicate_request + "
-                            "roce_adp_retrans.", MetricType::Counter);
+                            "roce_adp_retrans.",
+                            MetricType::Counter);
   auto retrans_rate = MakeFamily("fabricscope_port_retransmits_per_second",
-                                 "Retransmits per second over the last window.",
-                                 MetricType::Gauge);
+                                 "Retransmits per second over the last window.", MetricType::Gauge);
   auto oos = MakeFamily("fabricscope_port_out_of_sequence_packets_total",
                         "Packets the responder received out of sequence (loss upstream).",
                         MetricType::Counter);
-  auto cnp_sent = MakeFamily("fabricscope_port_cnp_sent_total",
-                             "Congestion notification packets sent (np_cnp_sent).",
-                             MetricType::Counter);
-  auto cnp_handled = MakeFamily("fabricscope_port_cnp_handled_total",
-                                "CNPs that throttled this sender (rp_cnp_handled).",
-                                MetricType::Counter);
+  auto cnp_sent =
+      MakeFamily("fabricscope_port_cnp_sent_total",
+                 "Congestion notification packets sent (np_cnp_sent).", MetricType::Counter);
+  auto cnp_handled =
+      MakeFamily("fabricscope_port_cnp_handled_total",
+                 "CNPs that throttled this sender (rp_cnp_handled).", MetricType::Counter);
   auto cnp_sent_rate = MakeFamily("fabricscope_port_cnp_sent_per_second",
                                   "CNPs sent per second over the last window.", MetricType::Gauge);
-  auto cnp_handled_rate = MakeFamily("fabricscope_port_cnp_handled_per_second",
-                                     "CNPs handled per second over the last window.",
-                                     MetricType::Gauge);
+  auto cnp_handled_rate =
+      MakeFamily("fabricscope_port_cnp_handled_per_second",
+                 "CNPs handled per second over the last window.", MetricType::Gauge);
   auto ecn = MakeFamily("fabricscope_port_ecn_marked_packets_total",
                         "Received RoCE packets with ECN CE (np_ecn_marked_roce_packets).",
                         MetricType::Counter);
-  auto ecn_ratio = MakeFamily("fabricscope_port_ecn_marked_ratio",
-                              "ECN-marked packets over packets received in the last window.",
-                              MetricType::Gauge);
+  auto ecn_ratio =
+      MakeFamily("fabricscope_port_ecn_marked_ratio",
+                 "ECN-marked packets over packets received in the last window.", MetricType::Gauge);
   auto pause = MakeFamily("fabricscope_port_pause_seconds_total",
                           "Time paused by PFC per priority and direction "
-                          "({rx,tx}_prio<p>_pause_duration, us / 1e6).", MetricType::Counter);
-  auto pause_ratio = MakeFamily("fabricscope_port_pause_time_ratio",
-                                "Share of the last window paused by PFC, per priority.",
-                                MetricType::Gauge);
+                          "({rx,tx}_prio<p>_pause_duration, us / 1e6).",
+                          MetricType::Counter);
+  auto pause_ratio =
+      MakeFamily("fabricscope_port_pause_time_ratio",
+                 "Share of the last window paused by PFC, per priority.", MetricType::Gauge);
   auto discards = MakeFamily("fabricscope_port_discards_total",
                              "Packets discarded by the NIC, by reason (the source counter).",
                              MetricType::Counter);
   auto ber = MakeFamily("fabricscope_port_bit_error_ratio",
                         "Raw (pre-FEC) bit error ratio over the last window: "
-                        "rx_corrected_bits_phy / rx_bits_phy.", MetricType::Gauge);
+                        "rx_corrected_bits_phy / rx_bits_phy.",
+                        MetricType::Gauge);
   auto link_state = MakeFamily("fabricscope_port_link_state",
                                "IB PortState (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE); netdevs: 4 up, "
-                               "1 down, 0 other.", MetricType::Gauge);
-  auto phys_state = MakeFamily("fabricscope_port_physical_state",
-                               "IB PortPhysicalState (5 LinkUp, 3 Disabled, 2 Polling, ...).",
+                               "1 down, 0 other.",
                                MetricType::Gauge);
-  auto cur_rate = MakeFamily("fabricscope_port_current_rate_bytes_per_second",
-                             "Rate the port reports now (changes are speed changes).",
-                             MetricType::Gauge);
+  auto phys_state =
+      MakeFamily("fabricscope_port_physical_state",
+                 "IB PortPhysicalState (5 LinkUp, 3 Disabled, 2 Polling, ...).", MetricType::Gauge);
+  auto cur_rate =
+      MakeFamily("fabricscope_port_current_rate_bytes_per_second",
+                 "Rate the port reports now (changes are speed changes).", MetricType::Gauge);
   auto flaps = MakeFamily("fabricscope_port_link_flaps_total",
                           "Transitions of the port out of ACTIVE/up since agent start.",
                           MetricType::Counter);
-  auto rate_changes = MakeFamily("fabricscope_port_rate_changes_total",
-                                 "Changes of the port's rate since agent start.",
-                                 MetricType::Counter);
-  auto tcp_retrans = MakeFamily("fabricscope_tcp_retransmitted_segments_total",
-                                "TCP segments retransmitted (Tcp: RetransSegs).",
-                                MetricType::Counter);
+  auto rate_changes =
+      MakeFamily("fabricscope_port_rate_changes_total",
+                 "Changes of the port's rate since agent start.", MetricType::Counter);
+  auto tcp_retrans =
+      MakeFamily("fabricscope_tcp_retransmitted_segments_total",
+                 "TCP segments retransmitted (Tcp: RetransSegs).", MetricType::Counter);
   auto tcp_sent = MakeFamily("fabricscope_tcp_sent_segments_total",
                              "TCP segments sent (Tcp: OutSegs).", MetricType::Counter);
-  auto tcp_ratio = MakeFamily("fabricscope_tcp_retransmitted_segments_ratio",
-                              "Retransmitted over sent TCP segments in the last window.",
-                              MetricType::Gauge);
+  auto tcp_ratio =
+      MakeFamily("fabricscope_tcp_retransmitted_segments_ratio",
+                 "Retransmitted over sent TCP segments in the last window.", MetricType::Gauge);
   auto resolution = MakeFamily("fabricscope_agent_group_resolution_seconds",
                                "Effective time resolution of a counter group (sampling period, "
-                               "or the driver's cache lifetime when longer).", MetricType::Gauge);
+                               "or the driver's cache lifetime when longer).",
+                               MetricType::Gauge);
   auto interval = MakeFamily("fabricscope_agent_sample_interval_seconds",
                              "Achieved time between sampler ticks.", MetricType::Histogram);
-  auto overruns = MakeFamily("fabricscope_agent_sampler_overruns_total",
-                             "Sampler ticks that started more than one period late.",
-                             MetricType::Counter);
-  auto ring_drops = MakeFamily("fabricscope_agent_ring_dropped_samples_total",
-                               "Samples dropped because the agent pipeline fell behind.",
-                               MetricType::Counter);
-  auto uplink_drops = MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
-                                 "Batches the agent dropped from its full uplink queue.",
-                                 MetricType::Counter);
+  auto overruns =
+      MakeFamily("fabricscope_agent_sampler_overruns_total",
+                 "Sampler ticks that started more than one period late.", MetricType::Counter);
+  auto ring_drops =
+      MakeFamily("fabricscope_agent_ring_dropped_samples_total",
+                 "Samples dropped because the agent pipeline fell behind.", MetricType::Counter);
+  auto uplink_drops =
+      MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
+                 "Batches the agent dropped from its full uplink queue.", MetricType::Counter);
   auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
                               "Mean cost of one read of one of the port's counter files (pread + "
                               "parse).",
@@ -278,13 +288,14 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto last_batch = MakeFamily("fabricscope_agent_last_batch_timestamp_seconds",
                                "Unix time of the end of the last window received from the agent.",
                                MetricType::Gauge);
-  auto info = MakeFamily("fabricscope_agent_info", "Agent identity; value is always 1.",
-                         MetricType::Gauge);
+  auto info =
+      MakeFamily("fabricscope_agent_info", "Agent identity; value is always 1.", MetricType::Gauge);
 
   absl::MutexLock lock(&mu_);
   for (const auto& [node, n] : nodes_) {
-    AddValue(info, {{"node", node}, {"version", n.hello.agent_version()},
-                    {"boot_id", n.hello.boot_id()}}, 1);
+    AddValue(info,
+             {{"node", node}, {"version", n.hello.agent_version()}, {"boot_id", n.hello.boot_id()}},
+             1);
     if (n.last_batch_unix_ns != 0) {
       AddValue(last_batch, {{"node", node}}, static_cast<double>(n.last_batch_unix_ns) / 1e9);
     }
@@ -309,15 +320,15 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     for (size_t i = 0; i < n.ports.size(); ++i) {
       if (port_cost[i].second == 0) continue;
       const v1::PortInfo& pi = n.ports[i].info;
-      AddValue(read_cost, {{"node", node}, {"device", pi.device()},
-                           {"port", absl::StrCat(pi.port())}},
+      AddValue(read_cost,
+               {{"node", node}, {"device", pi.device()}, {"port", absl::StrCat(pi.port())}},
                port_cost[i].first / port_cost[i].second);
     }
     for (const PortSnapshot& ps : n.ports) {
       const std::string port = absl::StrCat(ps.info.port());
       auto labels = [&](std::vector<ClientMetric::Label> extra = {}) {
-        std::vector<ClientMetric::Label> l = {{"node", node}, {"device", ps.info.device()},
-                                              {"port", port}};
+        std::vector<ClientMetric::Label> l = {
+            {"node", node}, {"device", ps.info.device()}, {"port", port}};
         l.insert(l.end(), extra.begin(), extra.end());
         return l;
       };
@@ -403,8 +414,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
           AddHistogram(sample_util, labels({{"direction", dname}}), d->sample_utilization());
           AddValue(bursts, labels({{"direction", dname}}),
                    static_cast<double>(d->microbursts_total()));
-          AddHistogram(burst_dur, labels({{"direction", dname}}),
-                       d->microburst_duration_seconds());
+          AddHistogram(burst_dur, labels({{"direction", dname}}), d->microburst_duration_seconds());
         }
       }
     }
@@ -422,26 +432,69 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                               MetricType::Counter);
   AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
   auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
-                             "Malformed batches or batches without a Hello.",
-                             MetricType::Counter);
+                             "Malformed batches or batches without a Hello.", MetricType::Counter);
   AddValue(self_rej, {}, static_cast<double>(rejected_batches_total_));
   auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
                               "Batches whose window does not start where the node's previous one "
-                              "ended.", MetricType::Counter);
+                              "ended.",
+                              MetricType::Counter);
   AddValue(self_gaps, {}, static_cast<double>(window_gaps_total_));
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* f :
-       {&tx_bytes, &rx_bytes, &tx_pkts, &rx_pkts, &line_rate, &util, &peak, &sample_util,
-        &errors, &saturated, &bursts, &burst_dur, &hw, &eth, &tcp_events, &loss, &retrans,
-        &retrans_rate, &oos, &cnp_sent, &cnp_handled, &cnp_sent_rate, &cnp_handled_rate, &ecn,
-        &ecn_ratio, &pause, &pause_ratio, &discards, &ber, &link_state, &phys_state, &cur_rate,
-        &flaps, &rate_changes, &tcp_retrans, &tcp_sent, &tcp_ratio, &resolution, &interval, &overruns, &ring_drops,
-        &uplink_drops, &read_cost, &last_batch, &info, &self_batches, &self_dups, &self_lost,
-        &self_rej, &self_gaps, &self_nodes}) {
+  for (MetricFamily* f : {&tx_bytes,
+                          &rx_bytes,
+                          &tx_pkts,
+                          &rx_pkts,
+                          &line_rate,
+                          &util,
+                          &peak,
+                          &sample_util,
+                          &errors,
+                          &saturated,
+                          &bursts,
+                          &burst_dur,
+                          &hw,
+                          &eth,
+                          &tcp_events,
+                          &loss,
+                          &retrans,
+                          &retrans_rate,
+                          &oos,
+                          &cnp_sent,
+                          &cnp_handled,
+                          &cnp_sent_rate,
+                          &cnp_handled_rate,
+                          &ecn,
+                          &ecn_ratio,
+                          &pause,
+                          &pause_ratio,
+                          &discards,
+                          &ber,
+                          &link_state,
+                          &phys_state,
+                          &cur_rate,
+                          &flaps,
+                          &rate_changes,
+                          &tcp_retrans,
+                          &tcp_sent,
+                          &tcp_ratio,
+                          &resolution,
+                          &interval,
+                          &overruns,
+                          &ring_drops,
+                          &uplink_drops,
+                          &read_cost,
+                          &last_batch,
+                          &info,
+                          &self_batches,
+                          &self_dups,
+                          &self_lost,
+                          &self_rej,
+                          &self_gaps,
+                          &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;
@@ -449,8 +502,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
 
 std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) const {
   google::protobuf::Struct root;
-  google::protobuf::ListValue* list =
-      (*root.mutable_fields())["microbursts"].mutable_list_value();
+  google::protobuf::ListValue* list = (*root.mutable_fields())["microbursts"].mutable_list_value();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [node, n] : nodes_) {

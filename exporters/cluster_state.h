@@ -4,11 +4,11 @@
 #include <deque>
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/collectable.h"

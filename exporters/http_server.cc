@@ -86,8 +86,8 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   }
   if (bound <= 0) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", listen,
-                                               " (address in use or not local?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", listen, " (address in use or not local?)"));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // listen_after_bind() sets is_running() once its accept loop starts; Stop() before that would

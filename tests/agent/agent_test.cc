@@ -1,8 +1,8 @@
 #include "agent/agent.h"
 
-#include <httplib.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <fstream>
 #include <regex>
@@ -14,8 +14,8 @@
 namespace fabricscope::agent {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeTree;
+using ::testing::HasSubstr;
 using testing::WaitFor;
 
 // Value of the first sample line of /metrics matching `selector` (a metric name with labels),
@@ -51,8 +51,8 @@ TEST(Agent, DefaultSelectionIsRdmaPortsAndPhysicalInterfaces) {
   ASSERT_TRUE(a.ok()) << a.status();
   std::vector<std::string> names;
   for (const auto& p : (*a)->ports()) names.push_back(p.Key());
-  EXPECT_THAT(names, ::testing::ElementsAre("hfi1_0:1", "mlx4_0:1", "mlx4_0:2", "mlx5_0:1",
-                                            "eth1:0"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("hfi1_0:1", "mlx4_0:1", "mlx4_0:2", "mlx5_0:1", "eth1:0"));
 }
 
 TEST(Agent, LoOnlyWhenNothingElseExists) {
@@ -75,8 +75,9 @@ TEST(Agent, PerfMgtWithoutAnUmadDeviceIsANoteNotAFailure) {
   o.pma_targets = {PmaTargetOption{}};
   auto a = Agent::Create(o);
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_THAT((*a)->notes(),
-              ::testing::Contains(HasSubstr("PerfMgt source unavailable: no InfiniBand MAD device")));
+  EXPECT_THAT(
+      (*a)->notes(),
+      ::testing::Contains(HasSubstr("PerfMgt source unavailable: no InfiniBand MAD device")));
 }
 
 TEST(Agent, SlowGroupAddsLinkStateHwCountersAndTcp) {
@@ -156,8 +157,9 @@ TEST(Agent, StandaloneServesHardwareTotalsOnMetrics) {
     body = r ? r->body : "";
     return Scrape(body, sel) == 4 * (raw + 250'000);
   })) << body;
-  EXPECT_EQ(Scrape(body, "fabricscope_port_line_rate_bytes_per_second{node=\"test-node\","
-                         "device=\"mlx5_0\",port=\"1\"}"),
+  EXPECT_EQ(Scrape(body,
+                   "fabricscope_port_line_rate_bytes_per_second{node=\"test-node\","
+                   "device=\"mlx5_0\",port=\"1\"}"),
             3.125e9);
   EXPECT_GT(Scrape(body, "fabricscope_agent_sample_interval_seconds_count{node=\"test-node\"}"), 0);
   EXPECT_THAT(body, HasSubstr("fabricscope_port_errors_total{node=\"test-node\",device=\"mlx5_0\","

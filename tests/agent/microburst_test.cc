@@ -12,7 +12,7 @@ constexpr int64_t kMs = 1'000'000;
 // Feeds utilizations as consecutive 1 ms samples (sample k ends at (k+1) ms, bytes = 1000 x
 // utilization) and returns the bursts that ended.
 std::vector<MicroburstEvent> Feed(MicroburstDetector& d, const std::vector<double>& utils,
-                                 int64_t first_end_ns = kMs) {
+                                  int64_t first_end_ns = kMs) {
   std::vector<MicroburstEvent> out;
   int64_t t = first_end_ns;
   for (double u : utils) {

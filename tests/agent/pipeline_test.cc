@@ -70,7 +70,8 @@ TEST(Pipeline, RdmaBytesAreFourTimesTheDataWordsOfTheRealTree) {
   for (const auto& port : r->ports) n += port.counters.size();
   std::vector<uint64_t> values;
   for (const auto& port : r->ports) {
-    for (const auto& c : port.counters) values.push_back(FixtureValue(c.path.substr(c.path.find("class/"))));
+    for (const auto& c : port.counters)
+      values.push_back(FixtureValue(c.path.substr(c.path.find("class/"))));
   }
   std::vector<ReadStatus> status(n, ReadStatus::kOk);
   p.AddTick(100 * kMs, values.data(), status.data());
@@ -296,7 +297,8 @@ TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
     c.spec = spec;
     p.counters.push_back(c);
   };
-  add("port_rcv_packets", "counters", CounterRole::kReceivePackets, {64, CounterBehavior::kWrapping, 1});
+  add("port_rcv_packets", "counters", CounterRole::kReceivePackets,
+      {64, CounterBehavior::kWrapping, 1});
   add("out_of_sequence", "hw_counters", CounterRole::kOther, {32, CounterBehavior::kWrapping, 1});
   add("state", "state", CounterRole::kState, {});
   add("rate", "state", CounterRole::kState, {});
@@ -307,13 +309,13 @@ TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
   uint64_t slow[3] = {4294967290u, 4, 3'125'000'000};
   pl.AddTick(0, 10 * kMs, fast, ok);
   pl.AddTick(1, 10 * kMs, slow, ok);
-  fast[0] = 11000;                                 // 10,000 packets received
-  slow[0] = 5;                                     // wrapped: 11 more out of sequence
-  slow[1] = 1;                                     // link went DOWN
+  fast[0] = 11000;  // 10,000 packets received
+  slow[0] = 5;      // wrapped: 11 more out of sequence
+  slow[1] = 1;      // link went DOWN
   pl.AddTick(0, 20 * kMs, fast, ok);
   pl.AddTick(1, 20 * kMs, slow, ok);
-  slow[1] = 4;                                     // and came back
-  slow[2] = 1'250'000'000;                         // at a lower rate
+  slow[1] = 4;              // and came back
+  slow[2] = 1'250'000'000;  // at a lower rate
   pl.AddTick(1, 30 * kMs, slow, ok);
   pl.AddTick(0, kSec, fast, ok);
   auto b = pl.TakeReady();

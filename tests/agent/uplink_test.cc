@@ -73,9 +73,9 @@ TEST(GrpcUplink, QueuesWhileTheAggregatorIsAwayAndResendsAfterItsRestart) {
     ASSERT_TRUE(p.ok());
     port = *p;
   }  // the aggregator is gone before the agent starts
-  GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", port), .initial_backoff_ms = 20,
-                     .max_backoff_ms = 100},
-                    TestHello());
+  GrpcUplink uplink(
+      {.target = absl::StrCat("127.0.0.1:", port), .initial_backoff_ms = 20, .max_backoff_ms = 100},
+      TestHello());
   uplink.Submit(TestBatch(100));
   uplink.Submit(TestBatch(200));
   EXPECT_EQ(uplink.acked_seq(), 0u);
@@ -100,7 +100,9 @@ TEST(GrpcUplink, QueuesWhileTheAggregatorIsAwayAndResendsAfterItsRestart) {
 }
 
 TEST(GrpcUplink, FullQueueDropsOldestAndCountsThem) {
-  GrpcUplink uplink({.target = "127.0.0.1:1", .max_queued_batches = 2, .initial_backoff_ms = 20,
+  GrpcUplink uplink({.target = "127.0.0.1:1",
+                     .max_queued_batches = 2,
+                     .initial_backoff_ms = 20,
                      .max_backoff_ms = 50},
                     TestHello());
   // Nothing listens on port 1: everything queues.
@@ -115,8 +117,10 @@ TEST(GrpcUplink, FullQueueDropsOldestAndCountsThem) {
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok());
   server.Stop(0);
-  GrpcUplink late({.target = absl::StrCat("127.0.0.1:", *port), .max_queued_batches = 2,
-                   .initial_backoff_ms = 20, .max_backoff_ms = 50},
+  GrpcUplink late({.target = absl::StrCat("127.0.0.1:", *port),
+                   .max_queued_batches = 2,
+                   .initial_backoff_ms = 20,
+                   .max_backoff_ms = 50},
                   TestHello(7));
   for (uint64_t i = 1; i <= 5; ++i) late.Submit(TestBatch(i * 10));
   exporters::TelemetryServer server2(state);
@@ -142,8 +146,8 @@ TEST(TelemetryService, BatchBeforeHelloIsRefused) {
   exporters::TelemetryServer server(state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok());
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials());
   auto stub = v1::Telemetry::NewStub(channel);
   {
     grpc::ClientContext ctx;

@@ -64,7 +64,8 @@ TEST(ProcNetTcpCollector, SamplesTheRealFilesAndFollowsChanges) {
   (*c)->Sample(0, v.data(), s.data());
   auto value = [&](const std::string& name) -> int64_t {
     for (size_t i = 0; i < p.counters.size(); ++i) {
-      if (p.counters[i].name == name) return s[i] == ReadStatus::kOk ? static_cast<int64_t>(v[i]) : -2;
+      if (p.counters[i].name == name)
+        return s[i] == ReadStatus::kOk ? static_cast<int64_t>(v[i]) : -2;
     }
     return -1;
   };

@@ -14,7 +14,8 @@ namespace fabricscope::testing {
 class FakeTree {
  public:
   FakeTree() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "fabricscope-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "fabricscope-test-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) std::abort();
     root_ = tmpl;
   }

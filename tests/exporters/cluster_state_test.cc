@@ -8,8 +8,8 @@
 namespace fabricscope::exporters {
 namespace {
 
-using ::testing::HasSubstr;
 using prometheus::MetricFamily;
+using ::testing::HasSubstr;
 
 v1::Hello Hello(const std::string& node, uint64_t instance, uint64_t resume = 1) {
   v1::Hello h;
@@ -130,9 +130,9 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   v1::Batch bad_burst = Batch(2, 1);
   bad_burst.mutable_microbursts(0)->set_port_index(1000);
   EXPECT_EQ(*s.OnBatch("n1", 7, bad_burst), 2u);
-  EXPECT_EQ(Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")
-                ->metric[0].counter.value,
-            3);
+  EXPECT_EQ(
+      Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")->metric[0].counter.value,
+      3);
   // Nothing of the rejected batches was applied; the next good one is.
   EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 77)), 3u);

@@ -1,8 +1,8 @@
 #include "exporters/http_server.h"
 
-#include <httplib.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "exporters/cluster_state.h"
 #include "prometheus/counter.h"
@@ -30,7 +30,12 @@ TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
   h.add_ports()->set_device("eth0");
   ASSERT_TRUE(state.OnHello(h).ok());
   prometheus::Registry registry;
-  prometheus::BuildCounter().Name("extra_things_total").Help("x").Register(registry).Add({}).Increment(3);
+  prometheus::BuildCounter()
+      .Name("extra_things_total")
+      .Help("x")
+      .Register(registry)
+      .Add({})
+      .Increment(3);
   HttpServer server({&state, &registry}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/sysfs_ports.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"
 
@@ -101,6 +102,22 @@ TEST(Agent, SlowGroupAddsLinkStateHwCountersAndTcp) {
   EXPECT_EQ(state, 3u);
   EXPECT_TRUE((*a)->ports()[1].node_level);
   EXPECT_EQ((*a)->ports()[1].device, "tcp");
+}
+
+TEST(Agent, HwLifespanIsLoweredWhileRunningAndRestoredAtStop) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  const std::string life = "class/infiniband/mlx5_0/ports/1/hw_counters/lifespan";
+  AgentOptions o = TreeOptions(t);
+  o.interfaces = {"mlx5_0"};
+  o.hw_lifespan_ms = 1;
+  auto a = Agent::Create(o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE((*a)->Start().ok());
+  auto read = [&] { return *collectors::ReadSmallFile(t.Path(life)); };
+  EXPECT_EQ(read(), "1\n");
+  (*a)->Stop();
+  EXPECT_EQ(read(), "10\n");  // the fixture's value
 }
 
 TEST(Agent, UnknownInterfaceIsAClearError) {

@@ -88,6 +88,14 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
   if (batch.has_agent()) n.agent = batch.agent();
+  if (batch.has_capture()) {
+    n.capture = batch.capture();
+    for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
+      n.loss_events.push_back(e);
+      while (n.loss_events.size() > options_.recent_bursts_per_node) n.loss_events.pop_front();
+    }
+    n.capture.clear_loss_events();
+  }
   n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
   // Consecutive windows of one agent share their boundary; anything else is time no batch
   // covers (a stalled sampler, or batches lost before they reached this aggregator).
@@ -266,6 +274,33 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto tcp_ratio =
       MakeFamily("fabricscope_tcp_retransmitted_segments_ratio",
                  "Retransmitted over sent TCP segments in the last window.", MetricType::Gauge);
+  auto flow_retrans = MakeFamily("fabricscope_flow_retransmits_total",
+                                 "Retransmissions seen in captured packets, by kind (RoCE "
+                                 "go_back_n, ack_timeout; TCP retransmission, "
+                                 "fast_retransmission, spurious_retransmission).",
+                                 MetricType::Counter);
+  auto flow_naks = MakeFamily("fabricscope_flow_naks_total",
+                              "RoCE NAKs seen in captured packets, by kind (sequence_error, rnr, "
+                              "other).", MetricType::Counter);
+  auto flow_cnps = MakeFamily("fabricscope_flow_cnps_total",
+                              "RoCEv2 CNPs (opcode 0x81) seen in captured packets.",
+                              MetricType::Counter);
+  auto flow_loss = MakeFamily("fabricscope_flow_lost_packets_total",
+                              "Packets inferred lost from captured traffic, by kind (psn_gap, "
+                              "out_of_order).", MetricType::Counter);
+  auto flow_ce = MakeFamily("fabricscope_flow_ecn_ce_packets_total",
+                            "Captured RoCE packets with ECN CE.", MetricType::Counter);
+  auto cap_frames = MakeFamily("fabricscope_capture_packets_total",
+                               "Frames the capture delivered.", MetricType::Counter);
+  auto cap_drops = MakeFamily("fabricscope_capture_dropped_packets_total",
+                              "Frames the capture lost (pcap_stats: kernel ring full, or the "
+                              "interface).", MetricType::Counter);
+  auto cap_bad = MakeFamily("fabricscope_capture_malformed_packets_total",
+                            "Truncated or malformed frames skipped by the parser.",
+                            MetricType::Counter);
+  auto peer_bytes = MakeFamily("fabricscope_peer_bytes",
+                               "Bytes between the top peer pairs in the last window (captured "
+                               "traffic).", MetricType::Gauge);
   auto resolution = MakeFamily("fabricscope_agent_group_resolution_seconds",
                                "Effective time resolution of a counter group (sampling period, "
                                "or the driver's cache lifetime when longer).",
@@ -303,6 +338,42 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       AddHistogram(interval, {{"node", node}}, n.agent.sample_interval_seconds());
     }
     AddValue(overruns, {{"node", node}}, static_cast<double>(n.agent.overruns_total()));
+    if (!n.capture.interface().empty()) {
+      const v1::CaptureWindow& c = n.capture;
+      const std::vector<ClientMetric::Label> cl = {{"node", node}, {"interface", c.interface()}};
+      auto with = [&](const char* k, const std::string& v) {
+        auto l = cl;
+        l.push_back({k, v});
+        return l;
+      };
+      AddValue(cap_frames, cl, static_cast<double>(c.frames_total()));
+      AddValue(cap_drops, with("where", "kernel"), static_cast<double>(c.kernel_dropped_total()));
+      AddValue(cap_drops, with("where", "interface"),
+               static_cast<double>(c.interface_dropped_total()));
+      AddValue(cap_bad, cl, static_cast<double>(c.malformed_total()));
+      AddValue(flow_cnps, cl, static_cast<double>(c.cnps_total()));
+      AddValue(flow_ce, cl, static_cast<double>(c.ecn_ce_packets_total()));
+      for (const auto& [kind, v] : c.events_total()) {
+        const double value = static_cast<double>(v);
+        if (kind == "nak_sequence_error") {
+          AddValue(flow_naks, with("kind", "sequence_error"), value);
+        } else if (kind == "rnr_nak") {
+          AddValue(flow_naks, with("kind", "rnr"), value);
+        } else if (kind == "nak_other") {
+          AddValue(flow_naks, with("kind", "other"), value);
+        } else if (kind == "psn_gap" || kind == "out_of_order") {
+          AddValue(flow_loss, with("kind", kind), value);
+        } else {
+          AddValue(flow_retrans, with("kind", kind), value);
+        }
+      }
+      for (const v1::PeerBytes& pb : c.top_peers()) {
+        auto l = cl;
+        l.push_back({"src", pb.src()});
+        l.push_back({"dst", pb.dst()});
+        AddValue(peer_bytes, l, static_cast<double>(pb.bytes()));
+      }
+    }
     for (const v1::GroupResolution& r : n.agent.resolutions()) {
       AddValue(resolution, {{"node", node}, {"group", r.group()}},
                r.effective_resolution_seconds());
@@ -497,6 +568,36 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
+  return out;
+}
+
+std::string ClusterState::RecentLossEventsJson(absl::string_view node_filter) const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["loss_events"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (!node_filter.empty() && node != node_filter) continue;
+      for (const v1::PacketLossEvent& e : n.loss_events) {
+        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+        f["node"].set_string_value(node);
+        f["src"].set_string_value(e.src());
+        f["dst"].set_string_value(e.dst());
+        f["proto"].set_string_value(e.proto() == 6 ? "tcp" : "rocev2");
+        f["sport"].set_number_value(e.sport());
+        f["dport"].set_number_value(e.dport());
+        f["qp"].set_number_value(e.qp());
+        f["kind"].set_string_value(e.kind());
+        f["time_unix_seconds"].set_number_value(static_cast<double>(e.time_unix_ns()) / 1e9);
+        f["first"].set_number_value(e.first());
+        f["last"].set_number_value(e.last());
+      }
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
   return out;
 }
 

@@ -55,6 +55,10 @@ class ClusterState : public prometheus::Collectable {
 
   size_t node_count() const;
 
+  // JSON: {"loss_events":[{node, src, dst, proto, sport, dport, qp, kind, time_unix_seconds,
+  // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
+  std::string RecentLossEventsJson(absl::string_view node_filter) const;
+
  private:
   struct Burst {
     uint32_t port_index;
@@ -76,6 +80,8 @@ class ClusterState : public prometheus::Collectable {
     v1::AgentStats agent;
     int64_t last_batch_unix_ns = 0;
     int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
+    v1::CaptureWindow capture;       // the latest, when the agent captures packets
+    std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
   };
 

@@ -68,12 +68,18 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     res.set_content(state_ ? state_->RecentMicroburstsJson(node) : "{}", "application/json");
   });
+  server_->Get("/api/loss_events", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
+    res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
+  });
   server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(
         "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
         "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>"
         "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
         "?node=NAME to filter)</li>"
+        "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
+        "retransmission events from captures (JSON; ?node=NAME)</li>"
         "<li><a href=\"/healthz\">/healthz</a></li></ul>",
         "text/html");
   });

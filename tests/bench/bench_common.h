@@ -87,6 +87,22 @@ inline std::string FsType(const std::string& path) {
   }
 }
 
+// Makes every directory under `root` (and root) writable by its owner, so that a copy of the
+// read-only tests/testdata can be changed and removed without root.
+inline void MakeTreeWritable(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::permissions(root, fs::perms::owner_all, fs::perm_options::add, ec);
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_symlink(ec)) continue;
+    fs::permissions(it->path(), fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::add, ec);
+    if (it->is_directory(ec)) {
+      fs::permissions(it->path(), fs::perms::owner_exec, fs::perm_options::add, ec);
+    }
+  }
+}
+
 // A temporary directory under `base`, removed with everything in it on destruction.
 class TempDir {
  public:
@@ -96,6 +112,7 @@ class TempDir {
   }
   ~TempDir() {
     if (root_.empty()) return;
+    MakeTreeWritable(root_);  // copies of the read-only tests/testdata: removable without root
     std::error_code ec;
     std::filesystem::remove_all(root_, ec);
   }
@@ -277,6 +294,14 @@ class RecordingReporter : public benchmark::ConsoleReporter {
     std::vector<double> v;
     for (const Sample& s : it->second) v.push_back(cpu ? s.cpu_ns : s.real_ns);
     return Median(v);
+  }
+  // Fastest repetition (real or CPU time per iteration, ns): the least disturbed by other load.
+  double MinNs(const std::string& name, bool cpu = false) const {
+    auto it = samples_.find(name);
+    if (it == samples_.end() || it->second.empty()) return 0;
+    double m = cpu ? it->second[0].cpu_ns : it->second[0].real_ns;
+    for (const Sample& s : it->second) m = std::min(m, cpu ? s.cpu_ns : s.real_ns);
+    return m;
   }
   double MedianCounter(const std::string& name, const std::string& counter) const {
     auto it = samples_.find(name);

@@ -15,6 +15,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
   iproute2 prometheus curl procps jq
+  # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive
+  # answers no to non-root capture); clang and its libFuzzer runtime for tests/fuzz/run.sh
+  tshark clang libclang-rt-14-dev
 )
 
 missing=()

@@ -376,10 +376,10 @@ void Agent::SubmitReady() {
     const SamplerGroup& fast = groups_[0].sampler ? groups_[0] : groups_[1];
     fast.sampler->IntervalHistogram(s->mutable_sample_interval_seconds());
     s->set_ticks_total(fast.sampler->ticks());
-    uint64_t overruns = 0, drops = 0;
+    uint64_t drops = 0;
     for (const SamplerGroup& g : groups_) {
       if (!g.sampler) continue;
-      overruns += g.sampler->overruns();
+      (*s->mutable_overruns_by_sampler())[g.name] = g.sampler->overruns();
       drops += g.ring->dropped();
       size_t i = 0;
       for (const auto& c : g.collectors) {
@@ -394,7 +394,7 @@ void Agent::SubmitReady() {
         }
       }
     }
-    s->set_overruns_total(overruns);
+    s->set_overruns_total(fast.sampler->overruns());
     s->set_ring_drops_total(drops);
     s->set_uplink_dropped_batches_total(sink_->dropped_batches());
     // Effective resolution per counter group: the sampling period, or for cached sources the

@@ -49,9 +49,14 @@ inline std::vector<double> MicroburstDurationBounds() {
   return {100e-6, 250e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3, 1.0};
 }
 inline std::vector<double> UtilizationBounds() { return {0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}; }
-inline std::vector<double> SampleIntervalBounds() {
-  return {50e-6, 75e-6,   100e-6, 125e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6,
-          1e-3,  1.25e-3, 1.5e-3, 2e-3,   3e-3,   5e-3,   10e-3,  50e-3,  100e-3};
+// Bounds relative to the sampler's period, so that "p99 within 1.2x of nominal" can be read off
+// the histogram at any period.
+inline std::vector<double> SampleIntervalBounds(int64_t period_ns) {
+  std::vector<double> out;
+  for (double f : {0.5, 0.9, 0.98, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 50.0}) {
+    out.push_back(f * static_cast<double>(period_ns) / 1e9);
+  }
+  return out;
 }
 
 }  // namespace fabricscope::agent

@@ -18,7 +18,7 @@ Sampler::Sampler(std::vector<collectors::Collector*> collectors, collectors::Sps
       ring_(ring),
       layout_(layout),
       options_(options),
-      bounds_(SampleIntervalBounds()),
+      bounds_(SampleIntervalBounds(options.period_ns > 0 ? options.period_ns : 1'000'000)),
       interval_counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   size_t off = 0;
   for (collectors::Collector* c : collectors_) {

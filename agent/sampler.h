@@ -40,7 +40,7 @@ class Sampler {
   uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
   uint64_t overruns() const { return overruns_.load(std::memory_order_relaxed); }
   // Cumulative histogram of achieved intervals between consecutive ticks (seconds), with
-  // SampleIntervalBounds().
+  // SampleIntervalBounds(period).
   void IntervalHistogram(v1::Histogram* out) const;
   // CPU time consumed by the sampler thread so far, in ns (its CPU-time clock; the value at
   // exit once stopped). Control thread only (not concurrently with Start/Stop).

@@ -32,7 +32,7 @@ inline std::vector<char*> NormalizeFlagDashes(int argc, char** argv,
 inline void ConfigureFlagUsage(const char* version) {
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "/main.cc");
+    return absl::EndsWith(file, "main.cc");
   };
   config.contains_help_flags = config.contains_helpshort_flags;
   config.version_string = [version] { return std::string(version) + "\n"; };

@@ -309,7 +309,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                              "Achieved time between sampler ticks.", MetricType::Histogram);
   auto overruns =
       MakeFamily("fabricscope_agent_sampler_overruns_total",
-                 "Sampler ticks that started more than one period late.", MetricType::Counter);
+                 "Sampler ticks that started more than one period late, by sampler "
+                             "thread (fast: byte counters; slow; pma).", MetricType::Counter);
   auto ring_drops =
       MakeFamily("fabricscope_agent_ring_dropped_samples_total",
                  "Samples dropped because the agent pipeline fell behind.", MetricType::Counter);
@@ -337,7 +338,13 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     if (n.agent.has_sample_interval_seconds()) {
       AddHistogram(interval, {{"node", node}}, n.agent.sample_interval_seconds());
     }
-    AddValue(overruns, {{"node", node}}, static_cast<double>(n.agent.overruns_total()));
+    if (n.agent.overruns_by_sampler().empty()) {
+      AddValue(overruns, {{"node", node}, {"sampler", "fast"}},
+               static_cast<double>(n.agent.overruns_total()));
+    }
+    for (const auto& [sampler, v] : n.agent.overruns_by_sampler()) {
+      AddValue(overruns, {{"node", node}, {"sampler", sampler}}, static_cast<double>(v));
+    }
     if (!n.capture.interface().empty()) {
       const v1::CaptureWindow& c = n.capture;
       const std::vector<ClientMetric::Label> cl = {{"node", node}, {"interface", c.interface()}};

@@ -18,6 +18,8 @@ packages=(
   # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive
   # answers no to non-root capture); clang and its libFuzzer runtime for tests/fuzz/run.sh
   tshark clang libclang-rt-14-dev
+  # tests: node_exporter as the reference parser of the same sysfs/procfs trees; setpriv
+  prometheus-node-exporter util-linux
 )
 
 missing=()

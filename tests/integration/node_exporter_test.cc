@@ -1,0 +1,712 @@
+// Correctness against a peer: prometheus-node-exporter (Debian package, 1.5 in Debian 12) reads
+// the same sysfs and procfs trees as the agent. Both run as processes on the real fixture trees
+// of tests/testdata and on a generated tree with tricky values; every counter both export must
+// be equal, after the renames and unit conversions of the table below. node_exporter is the
+// reference for parsing.
+//
+// node_exporter is started with only the collectors that read these trees:
+//   --collector.disable-defaults --collector.infiniband --collector.netstat --collector.netdev
+//   --no-collector.netdev.netlink   (with netlink, netdev reads the host's interfaces, not
+//                                     <procfs>/net/dev)
+//   --path.sysfs=<tree>/sys --path.procfs=<tree>/proc
+// It reads <procfs>/net/{dev,snmp,netstat} (a copy of /proc/<pid>/net is what the fixture is),
+// and so does the agent (--procfs-root=<tree>/proc).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/common/fake_tree.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/wait.h"
+#include "tests/integration/exposition.h"
+
+namespace fabricscope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------------------------------------
+// The mapping table.
+
+enum class Scope {
+  kRdmaPort,  // per <sysfs>/class/infiniband/<dev>/ports/<n>; source = file under the port dir
+  kNetdev,    // per <sysfs>/class/net/<if> with statistics/; source = file under the if dir
+  kTcp,       // node-wide; source = "<table>:<column>" of <procfs>/net/snmp or netstat
+};
+
+struct FsSeries {
+  std::string metric;
+  std::string label;  // extra label name ("kind", "counter", "reason"), or "" for none
+  std::string value;
+};
+
+struct Pair {
+  Scope scope;
+  // What the row is about: it applies to a port (or node) where this file / column exists, and
+  // then both sides must have it.
+  std::string source;
+  std::string node_exporter;
+  // The fabricscope series; several are summed (/proc/net/dev folds some counters together).
+  std::vector<FsSeries> fabricscope;
+  // hw_counters: node_exporter reads them only in newer versions (not 1.5). When node_exporter
+  // exports no hw_counters metric at all, the row is compared with the file's value instead.
+  bool hw = false;
+};
+
+std::vector<Pair> MappingTable() {
+  const Scope P = Scope::kRdmaPort, N = Scope::kNetdev, T = Scope::kTcp;
+  auto fsm = [](std::string metric) { return std::vector<FsSeries>{{std::move(metric), "", ""}}; };
+  auto err = [](std::string kind) {
+    return std::vector<FsSeries>{{"fabricscope_port_errors_total", "kind", std::move(kind)}};
+  };
+  auto hwc = [](std::string counter) {
+    return std::vector<FsSeries>{{"fabricscope_port_hw_events_total", "counter", std::move(counter)}};
+  };
+  auto tcp = [](std::string column) {
+    return std::vector<FsSeries>{{"fabricscope_tcp_events_total", "counter", std::move(column)}};
+  };
+  std::vector<Pair> t = {
+      // IB PortCounters / PortCountersExtended. Data: both export bytes (4 x the 4-octet words).
+      {P, "counters/port_xmit_data", "node_infiniband_port_data_transmitted_bytes_total",
+       fsm("fabricscope_port_transmit_bytes_total")},
+      {P, "counters/port_rcv_data", "node_infiniband_port_data_received_bytes_total",
+       fsm("fabricscope_port_receive_bytes_total")},
+      {P, "counters/port_xmit_packets", "node_infiniband_port_packets_transmitted_total",
+       fsm("fabricscope_port_transmit_packets_total")},
+      {P, "counters/port_rcv_packets", "node_infiniband_port_packets_received_total",
+       fsm("fabricscope_port_receive_packets_total")},
+      {P, "counters/symbol_error", "node_infiniband_symbol_error_total", err("symbol_error")},
+      {P, "counters/link_error_recovery", "node_infiniband_link_error_recovery_total",
+       err("link_error_recovery")},
+      {P, "counters/link_downed", "node_infiniband_link_downed_total", err("link_downed")},
+      {P, "counters/port_rcv_errors", "node_infiniband_port_errors_received_total",
+       err("port_rcv_errors")},
+      {P, "counters/port_rcv_remote_physical_errors",
+       "node_infiniband_port_receive_remote_physical_errors_total",
+       err("port_rcv_remote_physical_errors")},
+      {P, "counters/port_rcv_switch_relay_errors",
+       "node_infiniband_port_receive_switch_relay_errors_total",
+       err("port_rcv_switch_relay_errors")},
+      {P, "counters/port_xmit_discards", "node_infiniband_port_discards_transmitted_total",
+       err("port_xmit_discards")},
+      {P, "counters/port_xmit_constraint_errors",
+       "node_infiniband_port_constraint_errors_transmitted_total",
+       err("port_xmit_constraint_errors")},
+      {P, "counters/port_rcv_constraint_errors",
+       "node_infiniband_port_constraint_errors_received_total",
+       err("port_rcv_constraint_errors")},
+      {P, "counters/local_link_integrity_errors",
+       "node_infiniband_local_link_integrity_errors_total", err("local_link_integrity_errors")},
+      {P, "counters/excessive_buffer_overrun_errors",
+       "node_infiniband_excessive_buffer_overrun_errors_total",
+       err("excessive_buffer_overrun_errors")},
+      {P, "counters/VL15_dropped", "node_infiniband_vl15_dropped_total", err("VL15_dropped")},
+      // Port attributes (gauges): IB PortState and PortPhysicalState numbers, rate in bytes/s.
+      {P, "state", "node_infiniband_state_id", fsm("fabricscope_port_link_state")},
+      {P, "phys_state", "node_infiniband_physical_state_id", fsm("fabricscope_port_physical_state")},
+      {P, "rate", "node_infiniband_rate_bytes_per_second",
+       fsm("fabricscope_port_line_rate_bytes_per_second")},
+      {P, "rate", "node_infiniband_rate_bytes_per_second",
+       fsm("fabricscope_port_current_rate_bytes_per_second")},
+      // hw_counters (mlx5). node_exporter names from its infiniband collector (newer than 1.5).
+      {P, "hw_counters/duplicate_request", "node_infiniband_duplicate_requests_packets_total",
+       hwc("duplicate_request"), true},
+      {P, "hw_counters/implied_nak_seq_err", "node_infiniband_implied_nak_seq_errors_total",
+       hwc("implied_nak_seq_err"), true},
+      {P, "hw_counters/local_ack_timeout_err", "node_infiniband_local_ack_timeout_errors_total",
+       hwc("local_ack_timeout_err"), true},
+      {P, "hw_counters/np_cnp_sent", "node_infiniband_np_cnp_packets_sent_total",
+       hwc("np_cnp_sent"), true},
+      {P, "hw_counters/np_cnp_sent", "node_infiniband_np_cnp_packets_sent_total",
+       fsm("fabricscope_port_cnp_sent_total"), true},
+      {P, "hw_counters/np_ecn_marked_roce_packets",
+       "node_infiniband_np_ecn_marked_roce_packets_received_total",
+       hwc("np_ecn_marked_roce_packets"), true},
+      {P, "hw_counters/np_ecn_marked_roce_packets",
+       "node_infiniband_np_ecn_marked_roce_packets_received_total",
+       fsm("fabricscope_port_ecn_marked_packets_total"), true},
+      {P, "hw_counters/out_of_buffer", "node_infiniband_out_of_buffer_drops_total",
+       hwc("out_of_buffer"), true},
+      {P, "hw_counters/out_of_buffer", "node_infiniband_out_of_buffer_drops_total",
+       {{"fabricscope_port_discards_total", "reason", "out_of_buffer"}}, true},
+      {P, "hw_counters/out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
+       hwc("out_of_sequence"), true},
+      {P, "hw_counters/out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
+       fsm("fabricscope_port_out_of_sequence_packets_total"), true},
+      {P, "hw_counters/packet_seq_err", "node_infiniband_packet_sequence_errors_total",
+       hwc("packet_seq_err"), true},
+      {P, "hw_counters/req_cqe_error", "node_infiniband_req_cqes_errors_total",
+       hwc("req_cqe_error"), true},
+      {P, "hw_counters/req_cqe_flush_error", "node_infiniband_req_cqes_flush_errors_total",
+       hwc("req_cqe_flush_error"), true},
+      {P, "hw_counters/req_remote_access_errors", "node_infiniband_req_remote_access_errors_total",
+       hwc("req_remote_access_errors"), true},
+      {P, "hw_counters/req_remote_invalid_request",
+       "node_infiniband_req_remote_invalid_request_errors_total",
+       hwc("req_remote_invalid_request"), true},
+      {P, "hw_counters/resp_cqe_error", "node_infiniband_resp_cqes_errors_total",
+       hwc("resp_cqe_error"), true},
+      {P, "hw_counters/resp_cqe_flush_error", "node_infiniband_resp_cqes_flush_errors_total",
+       hwc("resp_cqe_flush_error"), true},
+      {P, "hw_counters/resp_local_length_error", "node_infiniband_resp_local_length_errors_total",
+       hwc("resp_local_length_error"), true},
+      {P, "hw_counters/resp_remote_access_errors",
+       "node_infiniband_resp_remote_access_errors_total", hwc("resp_remote_access_errors"), true},
+      {P, "hw_counters/rnr_nak_retry_err", "node_infiniband_rnr_nak_retry_packets_received_total",
+       hwc("rnr_nak_retry_err"), true},
+      {P, "hw_counters/roce_adp_retrans", "node_infiniband_roce_adp_retransmits_total",
+       hwc("roce_adp_retrans"), true},
+      {P, "hw_counters/roce_adp_retrans_to", "node_infiniband_roce_adp_retransmits_timeout_total",
+       hwc("roce_adp_retrans_to"), true},
+      {P, "hw_counters/roce_slow_restart", "node_infiniband_roce_slow_restart_used_total",
+       hwc("roce_slow_restart"), true},
+      {P, "hw_counters/roce_slow_restart_cnps", "node_infiniband_roce_slow_restart_cnps_total",
+       hwc("roce_slow_restart_cnps"), true},
+      {P, "hw_counters/roce_slow_restart_trans", "node_infiniband_roce_slow_restart_total",
+       hwc("roce_slow_restart_trans"), true},
+      {P, "hw_counters/rp_cnp_handled", "node_infiniband_rp_cnp_packets_handled_total",
+       hwc("rp_cnp_handled"), true},
+      {P, "hw_counters/rp_cnp_handled", "node_infiniband_rp_cnp_packets_handled_total",
+       fsm("fabricscope_port_cnp_handled_total"), true},
+      {P, "hw_counters/rp_cnp_ignored", "node_infiniband_rp_cnp_ignored_packets_received_total",
+       hwc("rp_cnp_ignored"), true},
+      {P, "hw_counters/rx_atomic_requests", "node_infiniband_rx_atomic_requests_total",
+       hwc("rx_atomic_requests"), true},
+      {P, "hw_counters/rx_dct_connect", "node_infiniband_rx_dct_connect_requests_total",
+       hwc("rx_dct_connect"), true},
+      {P, "hw_counters/rx_read_requests", "node_infiniband_rx_read_requests_total",
+       hwc("rx_read_requests"), true},
+      {P, "hw_counters/rx_write_requests", "node_infiniband_rx_write_requests_total",
+       hwc("rx_write_requests"), true},
+      {P, "hw_counters/rx_icrc_encapsulated", "node_infiniband_rx_icrc_encapsulated_errors_total",
+       hwc("rx_icrc_encapsulated"), true},
+      // Netdevs: node_exporter reads <procfs>/net/dev, the agent <sysfs>/class/net/IF/statistics.
+      // The kernel's /proc/net/dev (net/core/net-procfs.c dev_seq_printf_stats) prints
+      // drop = rx_dropped + rx_missed_errors, frame = rx_length + rx_over + rx_crc +
+      // rx_frame errors, carrier = tx_carrier + tx_aborted + tx_window + tx_heartbeat errors.
+      // The agent reads rx_crc_errors and tx_carrier_errors alone; the generated tree keeps the
+      // other terms at 0, so frame and carrier are compared with them.
+      {N, "statistics/rx_bytes", "node_network_receive_bytes_total",
+       fsm("fabricscope_port_receive_bytes_total")},
+      {N, "statistics/tx_bytes", "node_network_transmit_bytes_total",
+       fsm("fabricscope_port_transmit_bytes_total")},
+      {N, "statistics/rx_packets", "node_network_receive_packets_total",
+       fsm("fabricscope_port_receive_packets_total")},
+      {N, "statistics/tx_packets", "node_network_transmit_packets_total",
+       fsm("fabricscope_port_transmit_packets_total")},
+      {N, "statistics/rx_errors", "node_network_receive_errs_total", err("rx_errors")},
+      {N, "statistics/tx_errors", "node_network_transmit_errs_total", err("tx_errors")},
+      {N, "statistics/rx_dropped", "node_network_receive_drop_total",
+       {{"fabricscope_port_errors_total", "kind", "rx_dropped"},
+        {"fabricscope_port_errors_total", "kind", "rx_missed_errors"}}},
+      {N, "statistics/tx_dropped", "node_network_transmit_drop_total", err("tx_dropped")},
+      {N, "statistics/rx_fifo_errors", "node_network_receive_fifo_total", err("rx_fifo_errors")},
+      {N, "statistics/tx_fifo_errors", "node_network_transmit_fifo_total", err("tx_fifo_errors")},
+      {N, "statistics/rx_crc_errors", "node_network_receive_frame_total", err("rx_crc_errors")},
+      {N, "statistics/tx_carrier_errors", "node_network_transmit_carrier_total",
+       err("tx_carrier_errors")},
+      // TCP (node-wide). node_exporter's default --collector.netstat.fields covers the Tcp
+      // columns and TcpExt TCPSynRetrans/TCPTimeouts; the test widens it to the other TcpExt
+      // columns the agent reads.
+      {T, "Tcp:InSegs", "node_netstat_Tcp_InSegs", tcp("InSegs")},
+      {T, "Tcp:OutSegs", "node_netstat_Tcp_OutSegs", tcp("OutSegs")},
+      {T, "Tcp:OutSegs", "node_netstat_Tcp_OutSegs", fsm("fabricscope_tcp_sent_segments_total")},
+      {T, "Tcp:RetransSegs", "node_netstat_Tcp_RetransSegs", tcp("RetransSegs")},
+      {T, "Tcp:RetransSegs", "node_netstat_Tcp_RetransSegs",
+       fsm("fabricscope_tcp_retransmitted_segments_total")},
+      {T, "Tcp:InErrs", "node_netstat_Tcp_InErrs", tcp("InErrs")},
+      {T, "Tcp:OutRsts", "node_netstat_Tcp_OutRsts", tcp("OutRsts")},
+      {T, "TcpExt:TCPSynRetrans", "node_netstat_TcpExt_TCPSynRetrans", tcp("TCPSynRetrans")},
+      {T, "TcpExt:TCPTimeouts", "node_netstat_TcpExt_TCPTimeouts", tcp("TCPTimeouts")},
+      {T, "TcpExt:TCPLostRetransmit", "node_netstat_TcpExt_TCPLostRetransmit",
+       tcp("TCPLostRetransmit")},
+      {T, "TcpExt:TCPFastRetrans", "node_netstat_TcpExt_TCPFastRetrans", tcp("TCPFastRetrans")},
+      {T, "TcpExt:TCPSlowStartRetrans", "node_netstat_TcpExt_TCPSlowStartRetrans",
+       tcp("TCPSlowStartRetrans")},
+      {T, "TcpExt:TCPLossProbes", "node_netstat_TcpExt_TCPLossProbes", tcp("TCPLossProbes")},
+      {T, "TcpExt:TCPSpuriousRTOs", "node_netstat_TcpExt_TCPSpuriousRTOs", tcp("TCPSpuriousRTOs")},
+      {T, "TcpExt:TCPRetransFail", "node_netstat_TcpExt_TCPRetransFail", tcp("TCPRetransFail")},
+  };
+  return t;
+}
+
+// node_exporter series in the compared families that fabricscope does not export, and why.
+// Anything node_exporter exports in these families that is neither mapped nor listed here fails
+// the test, so a new node_exporter (or a new fixture) cannot silently shrink the comparison.
+const std::vector<std::pair<std::regex, std::string>>& NotExported() {
+  static const auto* list = new std::vector<std::pair<std::regex, std::string>>{
+      {std::regex("node_infiniband_port_transmit_wait_total"),
+       "counters/port_xmit_wait (PortXmitWait, 32-bit) is not read by the agent"},
+      {std::regex("node_infiniband_(unicast|multicast)_packets_(received|transmitted)_total"),
+       "counters/{unicast,multicast}_{rcv,xmit}_packets are not read by the agent"},
+      {std::regex("node_infiniband_legacy_.*"), "counters_ext/ (kernels before 4.5)"},
+      {std::regex("node_infiniband_port_discards_received_total"), "not a sysfs counter file"},
+      {std::regex("node_infiniband_info"), "device identity, not a counter"},
+      {std::regex("node_infiniband_lifespan_seconds"), "hw_counters/lifespan is a setting"},
+      {std::regex("node_network_(receive|transmit)_compressed_total"),
+       "statistics/{rx,tx}_compressed are not read by the agent"},
+      {std::regex("node_network_receive_multicast_total"), "statistics/multicast is not read"},
+      {std::regex("node_network_transmit_colls_total"), "statistics/collisions is not read"},
+      {std::regex("node_netstat_Tcp_(ActiveOpens|PassiveOpens|CurrEstab)"),
+       "connection counts, not loss signals; not read by the agent"},
+      {std::regex("node_netstat_TcpExt_(Listen.*|Syncookies.*)"),
+       "listen-queue and syncookie counters are not read by the agent"},
+  };
+  return *list;
+}
+
+bool InComparedFamilies(const std::string& name) {
+  return name.rfind("node_infiniband_", 0) == 0 || name.rfind("node_network_", 0) == 0 ||
+         name.rfind("node_netstat_Tcp_", 0) == 0 || name.rfind("node_netstat_TcpExt_", 0) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trees.
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Columns of one header-line/value-line table of /proc/net/snmp or netstat.
+std::map<std::string, std::string> ProcTable(const std::string& text, const std::string& table) {
+  std::vector<std::vector<std::string>> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::ConsumePrefix(&line, table + ":")) {
+      lines.push_back(absl::StrSplit(line, ' ', absl::SkipEmpty()));
+    }
+  }
+  std::map<std::string, std::string> out;
+  if (lines.size() >= 2) {
+    for (size_t i = 0; i < lines[0].size() && i < lines[1].size(); ++i) {
+      out[lines[0][i]] = lines[1][i];
+    }
+  }
+  return out;
+}
+
+struct PortRef {
+  Scope scope;
+  std::string dir;  // absolute
+  std::map<std::string, std::string> ne_labels, fs_labels;
+};
+
+std::vector<PortRef> PortsOf(const std::string& sysfs) {
+  std::vector<PortRef> out;
+  std::error_code ec;
+  const fs::path ib = fs::path(sysfs) / "class/infiniband";
+  for (const auto& dev : fs::directory_iterator(ib, ec)) {
+    for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec)) {
+      const std::string d = dev.path().filename(), p = port.path().filename();
+      out.push_back({Scope::kRdmaPort, port.path(), {{"device", d}, {"port", p}},
+                     {{"device", d}, {"port", p}}});
+    }
+  }
+  for (const auto& net : fs::directory_iterator(fs::path(sysfs) / "class/net", ec)) {
+    if (!fs::is_directory(net.path() / "statistics")) continue;
+    const std::string name = net.path().filename();
+    std::string dev_port(absl::StripAsciiWhitespace(ReadFile(net.path() / "dev_port")));
+    if (dev_port.empty()) dev_port = "0";
+    out.push_back({Scope::kNetdev, net.path(), {{"device", name}},
+                   {{"device", name}, {"port", dev_port}}});
+  }
+  return out;
+}
+
+// Netdevs node_exporter sees in <procfs>/net/dev that have no statistics/ in the sysfs tree
+// (the fixture's eth0): the agent cannot export them, so they are not compared.
+std::set<std::string> NetdevsWithoutStatistics(const std::string& sysfs,
+                                               const std::string& procfs) {
+  std::set<std::string> out;
+  for (absl::string_view line : absl::StrSplit(ReadFile(procfs + "/net/dev"), '\n')) {
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos || line.find('|') != absl::string_view::npos) continue;
+    const std::string name(absl::StripAsciiWhitespace(line.substr(0, colon)));
+    if (!fs::is_directory(sysfs + "/class/net/" + name + "/statistics")) out.insert(name);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// node_exporter.
+
+std::string NodeExporterBinary() {
+  const char* env = std::getenv("FABRICSCOPE_NODE_EXPORTER");
+  return FindProgram({env ? env : "", "prometheus-node-exporter", "node_exporter"});
+}
+
+// node_exporter 1.5's default --collector.netstat.fields, plus the TcpExt columns the agent
+// reads that the default leaves out.
+constexpr char kNetstatFields[] =
+    "^(.*_(InErrors|InErrs)|Ip_Forwarding|Ip(6|Ext)_(InOctets|OutOctets)|Icmp6?_(InMsgs|OutMsgs)|"
+    "TcpExt_(Listen.*|Syncookies.*|TCPSynRetrans|TCPTimeouts)|"
+    "Tcp_(ActiveOpens|InSegs|OutSegs|OutRsts|PassiveOpens|RetransSegs|CurrEstab)|"
+    "Udp6?_(InDatagrams|OutDatagrams|NoPorts|RcvbufErrors|SndbufErrors)|"
+    "TcpExt_(TCPLostRetransmit|TCPFastRetrans|TCPSlowStartRetrans|TCPLossProbes|"
+    "TCPSpuriousRTOs|TCPRetransFail))$";
+
+class NodeExporter {
+ public:
+  NodeExporter(const std::string& binary, const std::string& sysfs, const std::string& procfs)
+      : proc_({binary, "--collector.disable-defaults", "--collector.infiniband",
+               "--collector.netstat", "--collector.netdev", "--no-collector.netdev.netlink",
+               std::string("--collector.netstat.fields=") + kNetstatFields,
+               "--path.sysfs=" + sysfs, "--path.procfs=" + procfs,
+               "--web.listen-address=127.0.0.1:0"}) {}
+  bool Start() {
+    if (!proc_.Start()) return false;
+    // It logs the address it bound, with the port the kernel picked.
+    auto m = proc_.WaitForLine(
+        std::regex("msg=\"Listening on\" address=127\\.0\\.0\\.1:(\\d+)"), 20s);
+    if (!m) return false;
+    port_ = std::stoi((*m)[1]);
+    return true;
+  }
+  std::string Metrics() { return HttpGet(port_, "/metrics"); }
+  std::string Output() {
+    proc_.Drain();
+    return proc_.Output();
+  }
+
+ private:
+  Subprocess proc_;
+  int port_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The comparison.
+
+std::string Fmt(std::optional<double> v) {
+  if (!v) return "(missing)";
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.17g", *v);
+  return buf;
+}
+
+struct Comparison {
+  size_t compared = 0;
+  std::vector<std::string> diffs;      // one line per failed pair
+  std::vector<std::string> unmapped;   // node_exporter series the table does not account for
+};
+
+Comparison Compare(const std::string& sysfs, const std::string& procfs,
+                   const std::vector<Sample>& ne, const std::vector<Sample>& fsx) {
+  Comparison c;
+  const std::vector<Pair> table = MappingTable();
+  bool ne_has_hw = false;
+  for (const Pair& p : table) {
+    if (p.hw && !Select(ne, p.node_exporter).empty()) ne_has_hw = true;
+  }
+  std::set<std::string> used;  // node_exporter series the table compared
+  auto compare = [&](const Pair& p, const std::map<std::string, std::string>& ne_labels,
+                     std::map<std::string, std::string> fs_labels, std::optional<double> file,
+                     const std::string& where) {
+    ++c.compared;
+    std::optional<double> want;
+    std::string ref;
+    if (p.hw && !ne_has_hw) {
+      want = file;
+      ref = "file (node_exporter without hw_counters)";
+    } else {
+      want = Value(ne, p.node_exporter, ne_labels);
+      ref = SeriesString(p.node_exporter, ne_labels);
+      used.insert(ref);
+    }
+    std::optional<double> got = 0.0;
+    std::vector<std::string> names;
+    for (const FsSeries& s : p.fabricscope) {
+      std::map<std::string, std::string> l = fs_labels;
+      if (!s.label.empty()) l[s.label] = s.value;
+      names.push_back(SeriesString(s.metric, l));
+      auto v = Value(fsx, s.metric, l);
+      if (!v) {
+        got.reset();
+        break;
+      }
+      *got += *v;
+    }
+    if (want && got && *want == *got) return;
+    c.diffs.push_back(absl::StrCat(where, ": ", ref, " = ", Fmt(want), "  vs  ",
+                                   absl::StrJoin(names, " + "), " = ", Fmt(got)));
+  };
+
+  for (const PortRef& port : PortsOf(sysfs)) {
+    for (const Pair& p : table) {
+      if (p.scope != port.scope) continue;
+      const std::string file = port.dir + "/" + p.source;
+      if (!fs::exists(file)) continue;
+      std::optional<double> file_value;
+      uint64_t raw = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &raw)) {
+        file_value = static_cast<double>(raw);
+      }
+      compare(p, port.ne_labels, port.fs_labels, file_value,
+              fs::relative(file, sysfs).string());
+    }
+  }
+  const std::string snmp = ReadFile(procfs + "/net/snmp");
+  const std::string netstat = ReadFile(procfs + "/net/netstat");
+  for (const Pair& p : table) {
+    if (p.scope != Scope::kTcp) continue;
+    const std::vector<std::string> tc = absl::StrSplit(p.source, ':');
+    const auto cols = ProcTable(tc[0] == "Tcp" ? snmp : netstat, tc[0]);
+    if (!cols.count(tc[1])) continue;
+    compare(p, {}, {}, std::nullopt, "net/" + std::string(tc[0] == "Tcp" ? "snmp " : "netstat ") +
+                                         p.source);
+  }
+
+  // Every node_exporter series of the compared families is accounted for.
+  const std::set<std::string> no_stats = NetdevsWithoutStatistics(sysfs, procfs);
+  for (const Sample& s : ne) {
+    if (!InComparedFamilies(s.name)) continue;
+    const std::string key = SeriesString(s.name, s.labels);
+    if (used.count(key)) continue;
+    bool listed = false;
+    for (const auto& [re, why] : NotExported()) {
+      if (std::regex_match(s.name, re)) listed = true;
+    }
+    if (s.name.rfind("node_network_", 0) == 0 && s.labels.count("device") &&
+        no_stats.count(s.labels.at("device"))) {
+      listed = true;  // the interface has no sysfs statistics/: nothing for the agent to read
+    }
+    if (!listed) c.unmapped.push_back(key);
+  }
+  return c;
+}
+
+// Runs both exporters on <root>/sys and <root>/proc and compares them.
+void CompareOnTree(const FakeTree& tree, size_t min_pairs) {
+  const std::string ne_bin = NodeExporterBinary();
+  ASSERT_FALSE(ne_bin.empty())
+      << "prometheus-node-exporter not found: install it with deploy/install-deps.sh (or set "
+         "FABRICSCOPE_NODE_EXPORTER to a node_exporter binary)";
+  const std::string sysfs = tree.Path("sys"), procfs = tree.Path("proc");
+  tree.Write("empty.yaml", "");
+
+  NodeExporter ne(ne_bin, sysfs, procfs);
+  ASSERT_TRUE(ne.Start()) << ne.Output();
+  StandaloneAgent agent(tree.Path("empty.yaml"), sysfs, procfs);
+  ASSERT_TRUE(agent.Start()) << agent.Output();
+
+  // The agent's first window carries every counter (the tree does not change).
+  std::vector<Sample> fsx;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        fsx = agent.Samples();
+        return !Select(fsx, "fabricscope_port_transmit_bytes_total").empty() &&
+               !Select(fsx, "fabricscope_tcp_events_total").empty();
+      },
+      20s))
+      << agent.Output();
+  fsx = agent.Samples();  // a whole later window, to be sure nothing moves
+  const std::string ne_body = ne.Metrics();
+  const std::vector<Sample> nes = ParseExposition(ne_body);
+  ASSERT_FALSE(nes.empty()) << ne.Output();
+  for (const char* collector : {"infiniband", "netstat", "netdev"}) {
+    EXPECT_EQ(Value(nes, "node_scrape_collector_success", {{"collector", collector}}), 1.0)
+        << collector << "\n" << ne.Output();
+  }
+
+  const Comparison c = Compare(sysfs, procfs, nes, fsx);
+  EXPECT_GE(c.compared, min_pairs);
+  EXPECT_TRUE(c.diffs.empty()) << c.diffs.size() << " of " << c.compared
+                               << " pairs differ (node_exporter is the reference):\n  "
+                               << absl::StrJoin(c.diffs, "\n  ");
+  EXPECT_TRUE(c.unmapped.empty())
+      << "node_exporter exports series the mapping table neither compares nor lists as not "
+         "exported by fabricscope (add them to MappingTable() or NotExported()):\n  "
+      << absl::StrJoin(c.unmapped, "\n  ");
+  std::cout << "compared " << c.compared << " node_exporter/fabricscope pairs\n";
+  EXPECT_EQ(agent.proc().Stop(SIGTERM), 0) << agent.Output();
+}
+
+TEST(NodeExporterPeer, RealTreesMatch) {
+  FakeTree tree;
+  tree.CopyTestdata("sysfs-real/class", "sys/class");
+  tree.CopyTestdata("procfs-real/net", "proc/net");
+  // 4 ports x (16 counters + 4 gauges) + mlx5_0's 24 hw_counters files (26 rows) + 15 TCP rows.
+  CompareOnTree(tree, 4 * 20 + 26 + 15);
+}
+
+// The values of WriteTrickyTree that probe the exposition's number formatting.
+struct BigValues {
+  // Every one above 2^53 (not all integers are doubles there) but below 10^16, so 16
+  // significant digits print each double exactly.
+  std::string xmit_words = "2251799813685249";    // x4 = 9007199254740996 bytes
+  std::string rx_bytes = "9007199254740993";      // 2^53 + 1: rounds to 2^53
+  std::string tx_bytes = "9999999999999998";
+  std::string out_segs = "9999999999999999";      // rounds to 10^16
+  std::string out_rsts = "4294967296123";
+};
+
+// Values of 10^16 and above, up to 2^64 - 1: doubles there need 17 significant digits.
+BigValues SeventeenDigitValues() {
+  return {"3086419725308642",       // x4 = 12345678901234568 bytes
+          "12345678901234567890",   // > 2^63
+          "18446744073709551615",   // 2^64 - 1
+          "12345678901234567", "18446744073709551615"};
+}
+
+// One mlx5-like RoCE port and its netdev, with values chosen to break sloppy parsing or
+// formatting: 64-bit data counters above 2^32 and above 2^53, 4-, 8- and 16-bit error counters
+// at their maxima, 32-bit hw counters at 2^32-1 and 64-bit ones far above, netdev and TCP
+// counters above 2^53, and the TcpExt columns in a different order than the kernel's.
+void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
+  const std::string dev = "sys/class/infiniband/mlx5_3/";
+  const std::string port = dev + "ports/1/";
+  t.Write(dev + "board_id", "MT_0000000223\n");
+  t.Write(dev + "fw_ver", "28.39.1002\n");
+  t.Write(dev + "hca_type", "MT4129\n");
+  t.Write(port + "link_layer", "Ethernet\n");
+  t.Write(port + "rate", "200 Gb/sec (4X HDR)\n");
+  t.Write(port + "state", "4: ACTIVE\n");
+  t.Write(port + "phys_state", "5: LinkUp\n");
+  const std::vector<std::pair<std::string, std::string>> counters = {
+      {"port_xmit_data", big.xmit_words},
+      {"port_rcv_data", "4294967297"},         // 2^32 + 1
+      {"port_xmit_packets", "1099511627783"},  // 2^40 + 7
+      {"port_rcv_packets", "4294967296"},
+      {"symbol_error", "65535"},  // 16-bit, saturated
+      {"port_rcv_errors", "65534"},
+      {"port_xmit_discards", "65535"},
+      {"port_rcv_remote_physical_errors", "1"},
+      {"port_rcv_switch_relay_errors", "2"},
+      {"VL15_dropped", "65535"},
+      {"link_downed", "255"},  // 8-bit, saturated
+      {"link_error_recovery", "254"},
+      {"port_xmit_constraint_errors", "3"},
+      {"port_rcv_constraint_errors", "255"},
+      {"local_link_integrity_errors", "15"},  // 4-bit, saturated
+      {"excessive_buffer_overrun_errors", "14"},
+      {"port_xmit_wait", "4294967295"},  // 32-bit, saturated (node_exporter only)
+      {"unicast_xmit_packets", "1099511627783"},
+  };
+  for (const auto& [name, value] : counters) t.Write(port + "counters/" + name, value + "\n");
+  const std::vector<std::pair<std::string, std::string>> hw = {
+      {"lifespan", "10"},
+      {"out_of_sequence", "4294967295"},  // 32-bit maximum
+      {"packet_seq_err", "4294967294"},
+      {"duplicate_request", "123456789"},
+      {"local_ack_timeout_err", "4000000000"},
+      {"implied_nak_seq_err", "0"},
+      {"rnr_nak_retry_err", "2147483648"},
+      {"out_of_buffer", "77"},
+      {"np_cnp_sent", "1125899906842624"},                 // 2^50, 64-bit
+      {"np_ecn_marked_roce_packets", "9007199254740991"},  // 2^53 - 1
+      {"rp_cnp_handled", "98765432109876"},
+      {"rp_cnp_ignored", "0"},
+      {"rx_icrc_encapsulated", "8589934592"},  // 2^33
+      {"roce_adp_retrans", "3000000000"},
+      {"roce_adp_retrans_to", "17"},
+      {"roce_slow_restart", "1"},
+      {"roce_slow_restart_cnps", "2"},
+      {"roce_slow_restart_trans", "3"},
+      {"rx_read_requests", "4294967295"},
+      {"rx_write_requests", "1"},
+      {"rx_atomic_requests", "0"},
+      {"rx_dct_connect", "0"},
+      {"req_cqe_error", "5"},
+      {"req_cqe_flush_error", "6"},
+      {"req_remote_access_errors", "7"},
+      {"req_remote_invalid_request", "8"},
+      {"resp_cqe_error", "9"},
+      {"resp_cqe_flush_error", "10"},
+      {"resp_local_length_error", "11"},
+      {"resp_remote_access_errors", "12"},
+  };
+  for (const auto& [name, value] : hw) t.Write(port + "hw_counters/" + name, value + "\n");
+
+  // The port's netdev, and /proc/net/dev with the same numbers folded as the kernel does.
+  const std::string net = "sys/class/net/ens1f0np0/";
+  t.Write(net + "type", "1\n");
+  t.Write(net + "dev_port", "0\n");
+  t.Write(net + "speed", "200000\n");
+  t.Write(net + "operstate", "up\n");
+  const std::vector<std::pair<std::string, std::string>> stats = {
+      {"rx_bytes", big.rx_bytes},
+      {"tx_bytes", big.tx_bytes},
+      {"rx_packets", "4294967301"},
+      {"tx_packets", "1"},
+      {"rx_errors", "7"},
+      {"tx_errors", "8"},
+      {"rx_dropped", "9"},
+      {"rx_missed_errors", "10"},
+      {"tx_dropped", "11"},
+      {"rx_fifo_errors", "12"},
+      {"tx_fifo_errors", "13"},
+      {"tx_carrier_errors", "14"},
+      {"rx_crc_errors", "15"},
+      {"multicast", "16"},
+      {"collisions", "0"},
+      {"rx_length_errors", "0"},
+      {"rx_over_errors", "0"},
+      {"rx_frame_errors", "0"},
+      {"tx_aborted_errors", "0"},
+      {"tx_window_errors", "0"},
+      {"tx_heartbeat_errors", "0"},
+      {"rx_compressed", "0"},
+      {"tx_compressed", "0"},
+  };
+  for (const auto& [name, value] : stats) t.Write(net + "statistics/" + name, value + "\n");
+  t.Write("proc/net/dev",
+          "Inter-|   Receive                                                |  Transmit\n"
+          " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets "
+          "errs drop fifo colls carrier compressed\n"
+          "    lo:       0       0    0    0    0     0          0         0        0       0 "
+          "   0    0    0     0       0          0\n"
+          "ens1f0np0: " + big.rx_bytes + " 4294967301    7   19   12    15          0        16 " +
+              big.tx_bytes + "       1    8   11   13     0      14          0\n");
+  t.Write("proc/net/snmp",
+          "Ip: Forwarding DefaultTTL\n"
+          "Ip: 1 64\n"
+          "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails "
+          "EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n"
+          // InSegs 2^53 + 1 (not a double), RetransSegs 2^32.
+          "Tcp: 1 200 120000 -1 5 6 7 8 9 9007199254740993 " + big.out_segs + " 4294967296 65536 " +
+              big.out_rsts + " 0\n"
+          "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors "
+          "InCsumErrors IgnoredMulti\n"
+          "Udp: 1 2 3 4 5 6 7 8\n");
+  t.Write("proc/net/netstat",
+          "TcpExt: TCPTimeouts SyncookiesSent TCPLostRetransmit TCPSynRetrans TCPFastRetrans "
+          "ListenDrops TCPSlowStartRetrans TCPLossProbes TCPSpuriousRTOs TCPRetransFail "
+          "ListenOverflows DelayedACKs\n"
+          "TcpExt: 4294967295 1 4294967296 3 1099511627776 2 5 6 7 8 9 10\n"
+          "IpExt: InNoRoutes InOctets OutOctets\n"
+          "IpExt: 0 1 2\n");
+}
+
+TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {
+  FakeTree tree;
+  WriteTrickyTree(tree);
+  // 1 port: 16 counters + 4 gauges + 29 hw_counters files (34 rows); 1 netdev: 12 rows; 15 TCP.
+  CompareOnTree(tree, 16 + 4 + 34 + 12 + 15);
+}
+
+// The same with counters of 10^16 and more (10 PB: 2.3 days of a 400 Gb/s port at line rate;
+// netdev and TCP counters up to 2^64 - 1). DISABLED: fabricscope's /metrics prints them with 16
+// significant digits, node_exporter with the shortest text that parses back to the same double:
+// fabricscope_port_transmit_bytes_total reads 12345678901234570 where the counter (and
+// node_exporter) say 12345678901234568. prometheus-cpp 1.0.1 (Debian 12) as built by Debian
+// formats values with snprintf("%.*g", max_digits10 - 1), which exporters/http_server.cc uses
+// through prometheus::TextSerializer. Enable once the exposition prints round-trip values (e.g.
+// std::to_chars).
+TEST(NodeExporterPeer, DISABLED_SeventeenDigitValuesMatch) {
+  FakeTree tree;
+  WriteTrickyTree(tree, SeventeenDigitValues());
+  CompareOnTree(tree, 16 + 4 + 34 + 12 + 15);
+}
+
+}  // namespace
+}  // namespace fabricscope::testing

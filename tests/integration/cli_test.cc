@@ -22,7 +22,8 @@ struct Result {
 Result RunCommand(std::vector<std::string> argv) {
   Subprocess p(std::move(argv));
   if (!p.Start()) return {-1, "spawn failed"};
-  p.WaitForLine(std::regex("$^"), 5s);  // read until EOF (or 5 s)
+  // Read until EOF (or 5 s): a pattern no line matches ("$^" matches an empty line).
+  p.WaitForLine(std::regex("[^\\s\\S]"), 5s);
   const int status = p.Wait();
   return {status, p.Output()};
 }

@@ -357,6 +357,18 @@ absl::Status Agent::Start() {
     uo.max_queued_batches = options_.max_queued_batches;
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
   }
+  if (!options_.capture_interface.empty()) {
+    collectors::pcap::LiveCaptureOptions co;
+    co.interface = options_.capture_interface;
+    co.filter = options_.capture_filter;
+    co.snaplen = options_.capture_snaplen;
+    auto c = CaptureRunner::Start(co);
+    if (!c.ok()) {
+      if (aggregator_) aggregator_->Stop();
+      return c.status();
+    }
+    capture_ = std::move(*c);
+  }
   SetHwLifespan();
   started_ns_ = collectors::MonotonicNowNs();
   pipeline_thread_ = std::jthread([this](std::stop_token st) { PipelineLoop(st); });
@@ -427,6 +439,7 @@ void Agent::SubmitReady() {
       r->set_sample_period_seconds(static_cast<double>(pe.first) / 1e9);
       r->set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
     }
+    if (capture_ && &b == &ready.back()) *b.mutable_capture() = capture_->TakeWindow();
     sink_->Submit(std::move(b));
   }
   bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
@@ -507,6 +520,7 @@ void Agent::Stop() {
   for (SamplerGroup& g : groups_) {
     if (g.sampler) g.sampler->Stop();
   }
+  if (capture_) capture_->Stop();
   pipeline_thread_.request_stop();
   pipeline_thread_.join();  // drains the rings once more before it exits
   DrainOnce();

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/batch_sink.h"
+#include "agent/capture_runner.h"
 #include "agent/options.h"
 #include "agent/pipeline.h"
 #include "agent/sampler.h"
@@ -79,6 +80,7 @@ class Agent {
   std::vector<std::pair<std::string, std::string>> saved_lifespans_;  // path, old value
   std::unique_ptr<exporters::Aggregator> aggregator_;
   std::unique_ptr<BatchSink> sink_;
+  std::unique_ptr<CaptureRunner> capture_;
   std::jthread pipeline_thread_;
   uint64_t instance_id_ = 0;
   int64_t started_ns_ = 0;

@@ -52,6 +52,13 @@ ABSL_FLAG(std::string, pma_port, "", "Port of --pma-ca that sends the MADs. Defa
 ABSL_FLAG(std::string, pma_period, "",
           "Time between PerfMgt queries (each is a blocking round trip, on its own thread). "
           "Default 1s.");
+ABSL_FLAG(std::string, capture, "",
+          "Capture packets on this interface (libpcap; needs CAP_NET_RAW) and analyze RoCEv2 "
+          "and TCP flows for loss, retransmissions, NAKs, CNPs and ECN marks. Default: off.");
+ABSL_FLAG(std::string, capture_filter, "",
+          "BPF filter of the capture (pcap-filter(7)). Default \"udp dst port 4791 or tcp\".");
+ABSL_FLAG(std::string, capture_snaplen, "",
+          "Bytes captured per packet: headers only. Default 160.");
 ABSL_FLAG(std::string, interfaces, "",
           "Comma-separated ports to watch: RDMA device (mlx5_0), device:port (mlx5_0:1) or "
           "interface (eth0). Default: every RDMA port and every non-virtual interface; lo only "
@@ -142,6 +149,13 @@ absl::Status ApplyFlags(AgentOptions* o) {
     auto ns = ParseDurationNs(v, "--pma-period", 10'000'000, 3'600'000'000'000);
     if (!ns.ok()) return ns.status();
     o->pma_period_ns = *ns;
+  }
+  if (auto v = flag(FLAGS_capture); !v.empty()) o->capture_interface = v;
+  if (auto v = flag(FLAGS_capture_filter); !v.empty()) o->capture_filter = v;
+  if (auto v = flag(FLAGS_capture_snaplen); !v.empty()) {
+    if (!absl::SimpleAtoi(v, &o->capture_snaplen)) {
+      return absl::InvalidArgumentError("--capture-snaplen must be a number of bytes");
+    }
   }
   if (auto v = flag(FLAGS_interfaces); !v.empty()) {
     o->interfaces = absl::StrSplit(v, ',', absl::SkipWhitespace());

@@ -148,6 +148,12 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->pma_port = v.as<int>();
       } else if (key == "pma_period") {
         st = duration(&o->pma_period_ns, 10'000'000, 3'600'000'000'000);
+      } else if (key == "capture") {
+        o->capture_interface = v.as<std::string>();
+      } else if (key == "capture_filter") {
+        o->capture_filter = v.as<std::string>();
+      } else if (key == "capture_snaplen") {
+        o->capture_snaplen = v.as<int>();
       } else if (key == "interfaces") {
         o->interfaces = v.as<std::vector<std::string>>();
       } else if (key == "line_rates") {
@@ -206,6 +212,9 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   }
   if (o.hw_lifespan_ms > 10000) {
     return absl::InvalidArgumentError("hw_lifespan_ms must be 0..10000 (kernel limit)");
+  }
+  if (o.capture_snaplen < 64 || o.capture_snaplen > 65535) {
+    return absl::InvalidArgumentError("capture snaplen must be 64..65535 bytes");
   }
   if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
   if (o.max_queued_batches < 1) {

@@ -48,6 +48,11 @@ struct AgentOptions {
   std::string pma_ca;
   int pma_port = 1;
   int64_t pma_period_ns = 1'000'000'000;
+  // Packet capture (libpcap) on this interface, analyzed for RoCEv2 and TCP loss and
+  // retransmissions; empty = off. Needs CAP_NET_RAW.
+  std::string capture_interface;
+  std::string capture_filter = "udp dst port 4791 or tcp";
+  int capture_snaplen = 160;
   // Ports to watch: "mlx5_0" (every port of the device), "mlx5_0:1", "eth0". Empty = every
   // RDMA port and every non-virtual interface, plus lo only when nothing else exists.
   std::vector<std::string> interfaces;
@@ -73,7 +78,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
 //   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port,
-//   pma_period: scalars; pma: list of "local" / "LID:PORT";
+//   pma_period, capture, capture_filter, capture_snaplen: scalars; pma: list of "local" /
+//   "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown

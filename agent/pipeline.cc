@@ -250,6 +250,7 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     pw->set_counter_resets(ps.window_resets);
     pw->set_unavailable_reads(ps.window_unavailable);
     auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
+    auto known = [&](int idx) { return idx >= 0 && ps.counters[idx].have_prev; };
     auto fill = [&](DirectionState& d, int bytes_idx, int packets_idx, v1::DirectionWindow* out) {
       const double mean =
           rate > 0 && d.window_covered_ns > 0
@@ -267,6 +268,10 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     };
     fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
     fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
+    pw->mutable_transmit()->set_has_bytes(known(ps.tx_bytes));
+    pw->mutable_transmit()->set_has_packets(known(ps.tx_packets));
+    pw->mutable_receive()->set_has_bytes(known(ps.rx_bytes));
+    pw->mutable_receive()->set_has_packets(known(ps.rx_packets));
     std::vector<CounterWindow> windows;
     for (size_t k = 0; k < ps.counters.size(); ++k) {
       const collectors::CounterDescriptor& cd = ports_[pi].counters[k];

@@ -42,7 +42,10 @@ Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
     return {cur, DeltaKind::kReset};
   }
   constexpr uint64_t kMax32 = CounterMax(32);
-  if (prev <= kMax32 && max_plausible_raw != 0) {
+  // Only while the bound is well below 2^32 can a 32-bit wrap be told from a reset: after a
+  // long gap on a fast link (400 Gb/s moves 2^32 bytes in 86 ms) both look the same, and a
+  // phantom 4 GiB is worse than a missed wrap.
+  if (prev <= kMax32 && max_plausible_raw != 0 && max_plausible_raw < (uint64_t{1} << 31)) {
     const uint64_t unfolded = (kMax32 - prev) + cur + 1;
     if (unfolded <= max_plausible_raw) return {unfolded, DeltaKind::kWrapped};
   }

@@ -72,9 +72,10 @@ struct Delta {
 //   (2^width - prev + cur) is at most max_plausible_raw; otherwise it is a reset and the
 //   increment is cur (the counter restarted from 0). A 64-bit counter that is really 32 bits
 //   wide (older drivers, IB PortCounters without the extended set) is unfolded at 2^32 under the
-//   same plausibility rule. max_plausible_raw = 0 means "no bound known": a counter narrower than
-//   64 bits then wraps only from the top quarter of its range (else it was reset), and a 64-bit
-//   decrease is a reset unless it starts in the top quarter of 2^64.
+//   same plausibility rule, and only while max_plausible_raw < 2^31 (otherwise a reset and a
+//   32-bit wrap are indistinguishable, and it is a reset). max_plausible_raw = 0 means "no bound
+//   known": a counter narrower than 64 bits then wraps only from the top quarter of its range (else
+//   it was reset), and a 64-bit decrease is a reset unless it starts in the top quarter of 2^64.
 // - Saturating counters: cur == max reports kSaturated with the increment up to the maximum,
 //   never a wrapped or huge delta; cur < prev is a reset (counters cleared, e.g. perfquery -x).
 // Pure function; safe on any thread.

@@ -281,36 +281,40 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                                  MetricType::Counter);
   auto flow_naks = MakeFamily("fabricscope_flow_naks_total",
                               "RoCE NAKs seen in captured packets, by kind (sequence_error, rnr, "
-                              "other).", MetricType::Counter);
-  auto flow_cnps = MakeFamily("fabricscope_flow_cnps_total",
-                              "RoCEv2 CNPs (opcode 0x81) seen in captured packets.",
+                              "other).",
                               MetricType::Counter);
+  auto flow_cnps =
+      MakeFamily("fabricscope_flow_cnps_total",
+                 "RoCEv2 CNPs (opcode 0x81) seen in captured packets.", MetricType::Counter);
   auto flow_loss = MakeFamily("fabricscope_flow_lost_packets_total",
                               "Packets inferred lost from captured traffic, by kind (psn_gap, "
-                              "out_of_order).", MetricType::Counter);
+                              "out_of_order).",
+                              MetricType::Counter);
   auto flow_ce = MakeFamily("fabricscope_flow_ecn_ce_packets_total",
                             "Captured RoCE packets with ECN CE.", MetricType::Counter);
-  auto cap_frames = MakeFamily("fabricscope_capture_packets_total",
-                               "Frames the capture delivered.", MetricType::Counter);
+  auto cap_frames = MakeFamily("fabricscope_capture_packets_total", "Frames the capture delivered.",
+                               MetricType::Counter);
   auto cap_drops = MakeFamily("fabricscope_capture_dropped_packets_total",
                               "Frames the capture lost (pcap_stats: kernel ring full, or the "
-                              "interface).", MetricType::Counter);
-  auto cap_bad = MakeFamily("fabricscope_capture_malformed_packets_total",
-                            "Truncated or malformed frames skipped by the parser.",
-                            MetricType::Counter);
+                              "interface).",
+                              MetricType::Counter);
+  auto cap_bad =
+      MakeFamily("fabricscope_capture_malformed_packets_total",
+                 "Truncated or malformed frames skipped by the parser.", MetricType::Counter);
   auto peer_bytes = MakeFamily("fabricscope_peer_bytes",
                                "Bytes between the top peer pairs in the last window (captured "
-                               "traffic).", MetricType::Gauge);
+                               "traffic).",
+                               MetricType::Gauge);
   auto resolution = MakeFamily("fabricscope_agent_group_resolution_seconds",
                                "Effective time resolution of a counter group (sampling period, "
                                "or the driver's cache lifetime when longer).",
                                MetricType::Gauge);
   auto interval = MakeFamily("fabricscope_agent_sample_interval_seconds",
                              "Achieved time between sampler ticks.", MetricType::Histogram);
-  auto overruns =
-      MakeFamily("fabricscope_agent_sampler_overruns_total",
-                 "Sampler ticks that started more than one period late, by sampler "
-                             "thread (fast: byte counters; slow; pma).", MetricType::Counter);
+  auto overruns = MakeFamily("fabricscope_agent_sampler_overruns_total",
+                             "Sampler ticks that started more than one period late, by sampler "
+                             "thread (fast: byte counters; slow; pma).",
+                             MetricType::Counter);
   auto ring_drops =
       MakeFamily("fabricscope_agent_ring_dropped_samples_total",
                  "Samples dropped because the agent pipeline fell behind.", MetricType::Counter);
@@ -475,10 +479,19 @@ std::vector<MetricFamily> ClusterState::Collect() const {
         AddValue(flaps, labels(), static_cast<double>(w.link().flaps_total()));
         AddValue(rate_changes, labels(), static_cast<double>(w.link().rate_changes_total()));
       }
-      AddValue(tx_bytes, labels(), static_cast<double>(w.transmit().bytes_total()));
-      AddValue(rx_bytes, labels(), static_cast<double>(w.receive().bytes_total()));
-      AddValue(tx_pkts, labels(), static_cast<double>(w.transmit().packets_total()));
-      AddValue(rx_pkts, labels(), static_cast<double>(w.receive().packets_total()));
+      // A counter the port does not have (or could never read) is absent, not 0.
+      if (w.transmit().has_bytes()) {
+        AddValue(tx_bytes, labels(), static_cast<double>(w.transmit().bytes_total()));
+      }
+      if (w.receive().has_bytes()) {
+        AddValue(rx_bytes, labels(), static_cast<double>(w.receive().bytes_total()));
+      }
+      if (w.transmit().has_packets()) {
+        AddValue(tx_pkts, labels(), static_cast<double>(w.transmit().packets_total()));
+      }
+      if (w.receive().has_packets()) {
+        AddValue(rx_pkts, labels(), static_cast<double>(w.receive().packets_total()));
+      }
       for (const v1::ErrorCounter& e : w.errors()) {
         AddValue(errors, labels({{"kind", e.kind()}}), static_cast<double>(e.total()));
         if (e.saturated()) AddValue(saturated, labels({{"kind", e.kind()}}), 1);
@@ -559,6 +572,15 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &tcp_retrans,
                           &tcp_sent,
                           &tcp_ratio,
+                          &flow_retrans,
+                          &flow_naks,
+                          &flow_cnps,
+                          &flow_loss,
+                          &flow_ce,
+                          &cap_frames,
+                          &cap_drops,
+                          &cap_bad,
+                          &peer_bytes,
                           &resolution,
                           &interval,
                           &overruns,

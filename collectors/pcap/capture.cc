@@ -13,11 +13,14 @@ namespace {
 absl::Status LiveError(const std::string& iface, int rc, pcap_t* p) {
   const std::string text = absl::StrCat("capture on ", iface, ": ", pcap_geterr(p));
   switch (rc) {
-    case PCAP_ERROR_NO_SUCH_DEVICE: return absl::NotFoundError(text);
+    case PCAP_ERROR_NO_SUCH_DEVICE:
+      return absl::NotFoundError(text);
     case PCAP_ERROR_PERM_DENIED:
       return absl::PermissionDeniedError(absl::StrCat(text, " (needs CAP_NET_RAW)"));
-    case PCAP_ERROR_IFACE_NOT_UP: return absl::FailedPreconditionError(text);
-    default: return absl::UnavailableError(text);
+    case PCAP_ERROR_IFACE_NOT_UP:
+      return absl::FailedPreconditionError(text);
+    default:
+      return absl::UnavailableError(text);
   }
 }
 
@@ -92,15 +95,24 @@ void PacketSource::OnPacket(u_char* user, const pcap_pkthdr* h, const u_char* by
   PacketSource* self = reinterpret_cast<PacketSource*>(user);
   ++self->counters_.frames;
   const int64_t ts = static_cast<int64_t>(h->ts.tv_sec) * 1'000'000'000 +
-                   static_cast<int64_t>(h->ts.tv_usec) * self->subsecond_ns_;
-  const ParseResult r =
-      ParseFrame(self->linktype_, bytes, h->caplen, h->len, ts, &self->scratch_);
+                     static_cast<int64_t>(h->ts.tv_usec) * self->subsecond_ns_;
+  const ParseResult r = ParseFrame(self->linktype_, bytes, h->caplen, h->len, ts, &self->scratch_);
   switch (r) {
-    case ParseResult::kOk: ++self->counters_.parsed; break;
-    case ParseResult::kNotIp: ++self->counters_.not_ip; break;
-    case ParseResult::kTruncated: ++self->counters_.truncated; break;
-    case ParseResult::kMalformed: ++self->counters_.malformed; break;
-    case ParseResult::kUnsupported: ++self->counters_.unsupported; break;
+    case ParseResult::kOk:
+      ++self->counters_.parsed;
+      break;
+    case ParseResult::kNotIp:
+      ++self->counters_.not_ip;
+      break;
+    case ParseResult::kTruncated:
+      ++self->counters_.truncated;
+      break;
+    case ParseResult::kMalformed:
+      ++self->counters_.malformed;
+      break;
+    case ParseResult::kUnsupported:
+      ++self->counters_.unsupported;
+      break;
   }
   (*self->fn_)(r, self->scratch_);
 }
@@ -115,10 +127,21 @@ absl::StatusOr<int> PacketSource::Dispatch(int max_packets, const Callback& fn) 
   }
   if (n == PCAP_ERROR_BREAK) return -1;
   if (n == 0 && !live_) return -1;  // end of file
+  // PCAP_ERROR_BREAK can also come as 0 after pcap_breakloop on a non-blocking handle.
   return n;
 }
 
 void PacketSource::Break() { pcap_breakloop(pcap_); }
+
+absl::StatusOr<int> PacketSource::NonBlockingFd() {
+  char err[PCAP_ERRBUF_SIZE] = {};
+  if (pcap_setnonblock(pcap_, 1, err) != 0) {
+    return absl::UnavailableError(absl::StrCat(name_, ": ", err));
+  }
+  const int fd = pcap_get_selectable_fd(pcap_);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(name_, ": no selectable descriptor"));
+  return fd;
+}
 
 CaptureCounters PacketSource::counters() {
   if (live_) {

@@ -30,8 +30,8 @@ struct LiveCaptureOptions {
 
 // Counts of what a source has seen, cumulative.
 struct CaptureCounters {
-  uint64_t frames = 0;     // handed to the parser
-  uint64_t parsed = 0;     // ParseResult::kOk
+  uint64_t frames = 0;  // handed to the parser
+  uint64_t parsed = 0;  // ParseResult::kOk
   uint64_t not_ip = 0;
   uint64_t truncated = 0;
   uint64_t malformed = 0;
@@ -66,6 +66,11 @@ class PacketSource {
   // Errors: Unavailable when libpcap fails (e.g. the interface went away).
   absl::StatusOr<int> Dispatch(int max_packets, const Callback& fn);
   void Break();
+
+  // Live only: makes Dispatch return at once with what is ready, and gives the fd to poll(2)
+  // for readiness (pcap_get_selectable_fd), so that the owner waits without holding locks.
+  // Errors: Unavailable from libpcap.
+  absl::StatusOr<int> NonBlockingFd();
 
   // Counters, with the kernel drop figures refreshed from pcap_stats for a live capture.
   CaptureCounters counters();

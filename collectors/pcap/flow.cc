@@ -16,16 +16,26 @@ std::string FormatAddress(const IpAddress& a) {
 
 const char* LossKindName(LossKind k) {
   switch (k) {
-    case LossKind::kRocePsnGap: return "psn_gap";
-    case LossKind::kRoceRetransmission: return "go_back_n";
-    case LossKind::kRoceNakSequence: return "nak_sequence_error";
-    case LossKind::kRoceRnrNak: return "rnr_nak";
-    case LossKind::kRoceNakOther: return "nak_other";
-    case LossKind::kRoceAckTimeout: return "ack_timeout";
-    case LossKind::kTcpRetransmission: return "retransmission";
-    case LossKind::kTcpFastRetransmission: return "fast_retransmission";
-    case LossKind::kTcpSpuriousRetransmission: return "spurious_retransmission";
-    case LossKind::kTcpOutOfOrder: return "out_of_order";
+    case LossKind::kRocePsnGap:
+      return "psn_gap";
+    case LossKind::kRoceRetransmission:
+      return "go_back_n";
+    case LossKind::kRoceNakSequence:
+      return "nak_sequence_error";
+    case LossKind::kRoceRnrNak:
+      return "rnr_nak";
+    case LossKind::kRoceNakOther:
+      return "nak_other";
+    case LossKind::kRoceAckTimeout:
+      return "ack_timeout";
+    case LossKind::kTcpRetransmission:
+      return "retransmission";
+    case LossKind::kTcpFastRetransmission:
+      return "fast_retransmission";
+    case LossKind::kTcpSpuriousRetransmission:
+      return "spurious_retransmission";
+    case LossKind::kTcpOutOfOrder:
+      return "out_of_order";
   }
   return "unknown";
 }

@@ -24,14 +24,31 @@ uint32_t ExtensionBytes(uint8_t opcode) {
   }
   if (transport == 0x40) n += 4 + 8;  // RD: RDETH + DETH
   switch (op) {
-    case 0x03: case 0x05: case 0x09: return n + 4;                 // ImmDt
-    case 0x06: case 0x0A: case 0x0C: return n + 16;                // RETH
-    case 0x0B: return n + 20;                                      // RETH + ImmDt
-    case 0x0D: case 0x0F: case 0x10: case 0x11: return n + 4;      // AETH
-    case 0x12: return n + 4 + 8;                                   // AETH + AtomicAckETH
-    case 0x13: case 0x14: return n + 28;                           // AtomicETH
-    case 0x16: case 0x17: return n + 4;                            // IETH
-    default: return n;
+    case 0x03:
+    case 0x05:
+    case 0x09:
+      return n + 4;  // ImmDt
+    case 0x06:
+    case 0x0A:
+    case 0x0C:
+      return n + 16;  // RETH
+    case 0x0B:
+      return n + 20;  // RETH + ImmDt
+    case 0x0D:
+    case 0x0F:
+    case 0x10:
+    case 0x11:
+      return n + 4;  // AETH
+    case 0x12:
+      return n + 4 + 8;  // AETH + AtomicAckETH
+    case 0x13:
+    case 0x14:
+      return n + 28;  // AtomicETH
+    case 0x16:
+    case 0x17:
+      return n + 4;  // IETH
+    default:
+      return n;
   }
 }
 
@@ -171,8 +188,9 @@ ParseResult ParseFrame(int linktype, const uint8_t* data, uint32_t caplen, uint3
       if (caplen < 14) return ParseResult::kTruncated;
       ethertype = Be16(data + 12);
       off = 14;
-      for (int tags = 0; tags < 2 && (ethertype == 0x8100 || ethertype == 0x88A8 ||
-                                      ethertype == 0x9100); ++tags) {
+      for (int tags = 0;
+           tags < 2 && (ethertype == 0x8100 || ethertype == 0x88A8 || ethertype == 0x9100);
+           ++tags) {
         if (caplen < off + 4) return ParseResult::kTruncated;
         ethertype = Be16(data + off + 2);
         off += 4;

@@ -7,11 +7,11 @@
 namespace fabricscope::collectors::pcap {
 
 // libpcap link-layer types this parser understands (pcap-linktype(7) / tcpdump.org LINKTYPE_*).
-inline constexpr int kLinkEthernet = 1;       // DLT_EN10MB
-inline constexpr int kLinkRaw = 101;          // LINKTYPE_RAW: starts at the IP header
-inline constexpr int kLinkRawAlt = 12;        // DLT_RAW on Linux/BSD
-inline constexpr int kLinkLinuxSll = 113;     // "any" device, cooked v1
-inline constexpr int kLinkLinuxSll2 = 276;    // cooked v2
+inline constexpr int kLinkEthernet = 1;     // DLT_EN10MB
+inline constexpr int kLinkRaw = 101;        // LINKTYPE_RAW: starts at the IP header
+inline constexpr int kLinkRawAlt = 12;      // DLT_RAW on Linux/BSD
+inline constexpr int kLinkLinuxSll = 113;   // "any" device, cooked v1
+inline constexpr int kLinkLinuxSll2 = 276;  // cooked v2
 
 // UDP destination port of RoCEv2 (IBTA vol. 1 annex A17.2.2; kernel rxe_hdr.h ROCE_V2_UDP_DPORT).
 inline constexpr uint16_t kRoceV2Port = 4791;

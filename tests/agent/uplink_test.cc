@@ -30,6 +30,7 @@ v1::Batch TestBatch(uint64_t tx_total) {
   v1::PortWindow* w = b.add_ports();
   w->set_port_index(0);
   w->mutable_transmit()->set_bytes_total(tx_total);
+  w->mutable_transmit()->set_has_bytes(true);
   return b;
 }
 

@@ -125,6 +125,8 @@ v1::Batch MakeBatch(size_t node, uint64_t seq, int microbursts) {
       d->set_bytes(31'000'000'000 + seed % 1'000'000);
       d->set_packets(7'500'000 + seed % 1000);
       d->set_bytes_total(2'880'761'508'848 + seq * 31'000'000'000);
+      d->set_has_bytes(true);
+      d->set_has_packets(true);
       d->set_packets_total(10'907'922'116 + seq * 7'500'000);
       d->set_mean_utilization(0.62 + static_cast<double>(seed % 100) / 1000);
       d->set_peak_utilization(0.97);

@@ -100,7 +100,7 @@ class Subprocess {
   }
 
   // Drains whatever output is ready without blocking.
-  void Drain() { WaitForLine(std::regex("$^"), std::chrono::milliseconds(1)); }
+  void Drain() { WaitForLine(std::regex("(?!)"), std::chrono::milliseconds(1)); }
 
  private:
   std::vector<std::string> argv_;

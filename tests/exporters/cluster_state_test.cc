@@ -36,6 +36,7 @@ v1::Batch Batch(uint64_t seq, uint64_t tx_total) {
     w->set_port_index(i);
     w->set_utilization_valid(i == 0);
     w->mutable_transmit()->set_bytes_total(tx_total + i);
+    w->mutable_transmit()->set_has_bytes(true);
     w->mutable_transmit()->set_mean_utilization(0.25);
     w->mutable_transmit()->set_peak_utilization(0.97);
     w->mutable_transmit()->set_microbursts_total(seq);

@@ -1,0 +1,142 @@
+#include "collectors/pcap/analysis.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace fabricscope::collectors::pcap {
+
+CaptureAnalysis::CaptureAnalysis(Options options) : options_(options) {}
+
+void CaptureAnalysis::Add(ParseResult r, const ParsedPacket& p) {
+  if (r != ParseResult::kOk) return;
+  if (p.roce) {
+    roce_.Add(p);
+  } else if (p.l4_proto == 6) {
+    tcp_.Add(p);
+  } else {
+    return;
+  }
+  FlowKey k;
+  k.src = p.src;
+  k.dst = p.dst;
+  k.proto = p.roce ? 17 : 6;
+  if (p.roce) {
+    k.qp = p.bth_dest_qp;
+  } else {
+    k.sport = p.sport;
+    k.dport = p.dport;
+  }
+  // Bounded like the analyzers: a window never holds more than 65536 distinct flows.
+  if (window_flows_.size() < 65536 || window_flows_.count(k)) {
+    Bytes& b = window_flows_[k];
+    ++b.packets;
+    b.bytes += p.wire_len;
+  }
+  if (window_peers_.size() < 65536 || window_peers_.count({p.src, p.dst})) {
+    window_peers_[{p.src, p.dst}] += p.wire_len;
+  }
+  window_bytes_ += p.wire_len;
+  ++window_packets_;
+}
+
+void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCounters& c,
+                                 v1::CaptureWindow* out) {
+  out->set_interface(interface);
+  out->set_frames_total(c.frames);
+  out->set_kernel_dropped_total(c.kernel_dropped);
+  out->set_interface_dropped_total(c.interface_dropped);
+  out->set_malformed_total(c.truncated + c.malformed);
+  out->set_untracked_flows_total(roce_.untracked_packets() + tcp_.totals().untracked_frames);
+  const RoceFlowStats& rt = roce_.totals();
+  const TcpFlowStats& tt = tcp_.totals().all;
+  auto& ev = *out->mutable_events_total();
+  ev["psn_gap"] = rt.psn_gap_packets;
+  ev["go_back_n"] = rt.retransmitted_packets;
+  ev["ack_timeout"] = rt.ack_timeouts;
+  ev["nak_sequence_error"] = rt.naks_sequence_error;
+  ev["rnr_nak"] = rt.rnr_naks;
+  ev["nak_other"] = rt.naks_other;
+  // tshark also flags fast and spurious retransmissions as retransmissions: count each frame
+  // once, under its most specific kind.
+  ev["retransmission"] =
+      tt.retransmissions -
+      std::min(tt.retransmissions, tt.fast_retransmissions + tt.spurious_retransmissions);
+  ev["fast_retransmission"] = tt.fast_retransmissions;
+  ev["spurious_retransmission"] = tt.spurious_retransmissions;
+  ev["out_of_order"] = tt.out_of_order;
+  out->set_cnps_total(rt.cnps);
+  out->set_ecn_ce_packets_total(rt.ecn_ce_packets);
+  out->set_duplicate_acks_total(tt.duplicate_acks);
+  out->set_window_bytes(window_bytes_);
+  out->set_window_packets(window_packets_);
+
+  // Top flows of this window by bytes, with their cumulative loss figures.
+  std::vector<std::pair<FlowKey, Bytes>> flows(window_flows_.begin(), window_flows_.end());
+  const size_t k = std::min(options_.top_k, flows.size());
+  std::partial_sort(flows.begin(), flows.begin() + static_cast<long>(k), flows.end(),
+                    [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  const std::map<FlowKey, TcpFlowStats> tcp_flows =
+      k > 0 ? tcp_.flows() : std::map<FlowKey, TcpFlowStats>();
+  for (size_t i = 0; i < k; ++i) {
+    const FlowKey& key = flows[i].first;
+    v1::FlowWindow* f = out->add_top_flows();
+    f->set_src(FormatAddress(key.src));
+    f->set_dst(FormatAddress(key.dst));
+    f->set_proto(key.proto);
+    f->set_sport(key.sport);
+    f->set_dport(key.dport);
+    f->set_qp(key.qp);
+    f->set_packets(flows[i].second.packets);
+    f->set_bytes(flows[i].second.bytes);
+    if (key.proto == 17) {
+      if (auto it = roce_.flows().find(key); it != roce_.flows().end()) {
+        f->set_retransmissions(it->second.retransmitted_packets);
+        f->set_losses(it->second.psn_gap_packets);
+      }
+    } else if (auto it = tcp_flows.find(key); it != tcp_flows.end()) {
+      f->set_retransmissions(it->second.retransmissions);
+      f->set_losses(it->second.out_of_order);
+    }
+  }
+  std::vector<std::pair<std::pair<IpAddress, IpAddress>, uint64_t>> peers(window_peers_.begin(),
+                                                                          window_peers_.end());
+  const size_t kp = std::min(options_.top_k, peers.size());
+  std::partial_sort(peers.begin(), peers.begin() + static_cast<long>(kp), peers.end(),
+                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < kp; ++i) {
+    v1::PeerBytes* pb = out->add_top_peers();
+    pb->set_src(FormatAddress(peers[i].first.first));
+    pb->set_dst(FormatAddress(peers[i].first.second));
+    pb->set_bytes(peers[i].second);
+  }
+  // Loss events: RoCE then TCP, bounded per window.
+  size_t kept = 0;
+  for (std::vector<LossEvent> events : {roce_.TakeEvents(), tcp_.TakeEvents()}) {
+    for (const LossEvent& e : events) {
+      if (kept >= options_.max_events_per_window) {
+        ++events_dropped_;
+        continue;
+      }
+      ++kept;
+      v1::PacketLossEvent* pe = out->add_loss_events();
+      pe->set_src(FormatAddress(e.flow.src));
+      pe->set_dst(FormatAddress(e.flow.dst));
+      pe->set_proto(e.flow.proto);
+      pe->set_sport(e.flow.sport);
+      pe->set_dport(e.flow.dport);
+      pe->set_qp(e.flow.qp);
+      pe->set_kind(LossKindName(e.kind));
+      pe->set_time_unix_ns(e.ts_ns);
+      pe->set_first(e.first);
+      pe->set_last(e.last);
+    }
+  }
+  out->set_loss_events_dropped_total(events_dropped_ + roce_.dropped_events() +
+                                     tcp_.totals().events_dropped);
+  window_flows_.clear();
+  window_peers_.clear();
+  window_bytes_ = 0;
+  window_packets_ = 0;
+}
+
+}  // namespace fabricscope::collectors::pcap

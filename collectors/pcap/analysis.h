@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "collectors/pcap/capture.h"
+#include "collectors/pcap/flow.h"
+#include "collectors/pcap/roce_analyzer.h"
+#include "collectors/pcap/tcp_analyzer.h"
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::collectors::pcap {
+
+// Runs the RoCEv2 and TCP analyzers over a stream of parsed frames and summarizes them per
+// window for the agent's Batch (top-K flows and peer pairs by bytes, loss events, cumulative
+// counts). Used by the agent's live capture and by the fabricscope-pcap CLI on files.
+// Not thread-safe: one owner thread (the capture thread, or the caller of FillWindow under the
+// owner's lock).
+class CaptureAnalysis {
+ public:
+  struct Options {
+    size_t top_k = 16;                   // flows and peer pairs per window
+    size_t max_events_per_window = 256;  // loss events per window; more are counted
+  };
+  CaptureAnalysis() : CaptureAnalysis(Options()) {}
+  explicit CaptureAnalysis(Options options);
+
+  void Add(ParseResult r, const ParsedPacket& p);
+  // Ends open retransmission episodes (end of a file).
+  void Flush() { roce_.Flush(); }
+
+  // Fills *out with the cumulative counts, this window's top flows/peers and loss events, and
+  // starts a new window.
+  void FillWindow(const std::string& interface, const CaptureCounters& counters,
+                  v1::CaptureWindow* out);
+
+  const RoceAnalyzer& roce() const { return roce_; }
+  const TcpAnalyzer& tcp() const { return tcp_; }
+
+ private:
+  struct Bytes {
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+  };
+  Options options_;
+  RoceAnalyzer roce_;
+  TcpAnalyzer tcp_;
+  std::map<FlowKey, Bytes> window_flows_;
+  std::map<std::pair<IpAddress, IpAddress>, uint64_t> window_peers_;
+  uint64_t window_bytes_ = 0;
+  uint64_t window_packets_ = 0;
+  uint64_t events_dropped_ = 0;
+};
+
+}  // namespace fabricscope::collectors::pcap

@@ -531,6 +531,15 @@ void Agent::Stop() {
   if (aggregator_) aggregator_->Stop();
 }
 
+size_t Agent::Maintain() {
+  size_t n = 0;
+  for (SamplerGroup& g : groups_) {
+    for (auto& c : g.collectors) n += c->ReopenReplaced();
+  }
+  if (n > 0) LOG(INFO) << "reopened " << n << " counter files of a re-plugged device";
+  return n;
+}
+
 std::string Agent::StatusLine() const {
   const double secs = static_cast<double>(collectors::MonotonicNowNs() - started_ns_) / 1e9;
   const Sampler& sampler = groups_[0].sampler ? *groups_[0].sampler : *groups_[1].sampler;

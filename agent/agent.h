@@ -37,6 +37,10 @@ class Agent {
   // Stops sampling, flushes the last partial window, delivers what it can within 2 s, stops.
   void Stop();
 
+  // Control thread, about once a second: reopens counter files of devices that were unplugged
+  // and came back (collectors::Collector::ReopenReplaced). Returns how many were reopened.
+  size_t Maintain();
+
   // One line for an interactive terminal: ports, achieved tick rate, bursts, health.
   std::string StatusLine() const;
   // Things to tell the user once at start-up (ports skipped, unknown line rates, N/A counters).

@@ -274,6 +274,7 @@ int main(int argc, char** argv) {
   while (true) {
     sig = sigtimedwait(&signals, nullptr, &one_second);
     if (sig == SIGINT || sig == SIGTERM) break;
+    (*agent)->Maintain();
     if (status_line) fprintf(stderr, "\r\033[K%s", (*agent)->StatusLine().c_str());
   }
   if (status_line) fprintf(stderr, "\n");

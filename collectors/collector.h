@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectors/counter.h"
@@ -34,6 +35,17 @@ class Collector {
   // Mean wall time of one read of counter i (pread + parse) in ns, measured on a subset of
   // ticks; 0 until measured.
   virtual double ReadCostNs(size_t i) const = 0;
+
+  // Control thread, about once a second: reopens files whose path now names another inode (a
+  // hot-unplugged device that came back has new sysfs nodes; the old descriptors would read the
+  // removed ones forever). The new file takes the old descriptor's number (dup2), so Sample()
+  // on the sampler thread needs no lock: a read sees either file. Returns how many were
+  // reopened. Sources without files return 0.
+  virtual size_t ReopenReplaced() { return 0; }
 };
+
+// Reopens `path` onto descriptor `fd` if the path now names a different file than fd. Returns
+// true when it did. A missing path leaves fd alone (the device is still away). Control thread.
+bool ReopenIfReplaced(int fd, const std::string& path);
 
 }  // namespace fabricscope::collectors

@@ -176,6 +176,16 @@ void PortStateCollector::Sample(uint64_t /*tick*/, uint64_t* values, ReadStatus*
   cost_reads_.fetch_add(1, std::memory_order_relaxed);
 }
 
+size_t PortStateCollector::ReopenReplaced() {
+  size_t n = 0, i = 0;
+  for (const PortDescriptor& p : ports_) {
+    for (const CounterDescriptor& c : p.counters) {
+      if (ReopenIfReplaced(slots_[i++].fd, c.path)) ++n;
+    }
+  }
+  return n;
+}
+
 double PortStateCollector::ReadCostNs(size_t /*i*/) const {
   const uint64_t reads = cost_reads_.load(std::memory_order_relaxed);
   if (reads == 0 || slots_.empty()) return 0;

@@ -45,6 +45,7 @@ class PortStateCollector final : public Collector {
   size_t counter_count() const override { return slots_.size(); }
   void Sample(uint64_t tick, uint64_t* values, ReadStatus* status) override;
   double ReadCostNs(size_t i) const override;
+  size_t ReopenReplaced() override;
 
  private:
   enum class Kind : uint8_t { kState, kRate, kOperstate, kSpeed };

@@ -1,6 +1,7 @@
 #include "collectors/sysfs_collector.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +77,29 @@ void SysfsCounterCollector::Sample(uint64_t tick, uint64_t* values, ReadStatus* 
       cost_reads_[i].fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+
+bool ReopenIfReplaced(int fd, const std::string& path) {
+  struct stat now, held;
+  if (stat(path.c_str(), &now) != 0) return false;  // still gone
+  if (fstat(fd, &held) == 0 && held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+    return false;
+  }
+  const int fresh = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fresh < 0) return false;
+  const bool ok = dup2(fresh, fd) == fd;
+  close(fresh);
+  return ok;
+}
+
+size_t SysfsCounterCollector::ReopenReplaced() {
+  size_t n = 0, i = 0;
+  for (const PortDescriptor& p : ports_) {
+    for (const CounterDescriptor& c : p.counters) {
+      if (ReopenIfReplaced(fds_[i++].fd, c.path)) ++n;
+    }
+  }
+  return n;
 }
 
 double SysfsCounterCollector::ReadCostNs(size_t i) const {

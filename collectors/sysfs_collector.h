@@ -32,6 +32,7 @@ class SysfsCounterCollector final : public Collector {
   size_t counter_count() const override { return fds_.size(); }
   void Sample(uint64_t tick, uint64_t* values, ReadStatus* status) override;
   double ReadCostNs(size_t i) const override;
+  size_t ReopenReplaced() override;
 
   // Ticks on which read costs are measured: every kCostTickStride-th.
   static constexpr uint64_t kCostTickStride = 64;

@@ -126,3 +126,30 @@ TEST(SysfsCollector, NothingOpenableIsAnError) {
 
 }  // namespace
 }  // namespace fabricscope::collectors
+
+namespace fabricscope::collectors {
+namespace {
+
+TEST_F(SysfsCollectorTest, ReplugIsReopenedOntoTheSameDescriptor) {
+  auto c = OpenRdma();
+  std::vector<uint64_t> values(c->counter_count());
+  std::vector<ReadStatus> status(c->counter_count());
+  EXPECT_EQ(c->ReopenReplaced(), 0u);  // nothing changed
+  const std::string dir = "class/infiniband/hfi1_0/ports/1/counters/";
+  const std::string path = tree_.Path(dir + "port_xmit_data");
+  // Unplug: the file goes; the old descriptor keeps the old inode, and nothing is reopened.
+  std::filesystem::remove(path);
+  EXPECT_EQ(c->ReopenReplaced(), 0u);
+  c->Sample(1, values.data(), status.data());
+  EXPECT_EQ(values[0], 273558326543u);  // the removed inode's content
+  // Re-plug: a new file (new inode) with a restarted counter.
+  tree_.Write(dir + "port_xmit_data", "17\n");
+  EXPECT_EQ(c->ReopenReplaced(), 1u);
+  c->Sample(2, values.data(), status.data());
+  EXPECT_EQ(status[0], ReadStatus::kOk);
+  EXPECT_EQ(values[0], 17u);
+  EXPECT_EQ(c->ReopenReplaced(), 0u);
+}
+
+}  // namespace
+}  // namespace fabricscope::collectors

@@ -271,12 +271,10 @@ TEST(AgentFaults, DeviceVanishesAndComesBackWithRestartedCounters) {
 }
 
 // 4b. The same with the device directory removed and created again, as the kernel does: the
-// re-plugged device's files are new inodes (new kernfs nodes). DISABLED: the agent opens each
-// counter file once (collectors/sysfs_collector.cc, port_state.cc) and never reopens it, so it
-// keeps reading the removed inodes: on this tree it still sees the old values forever, on real
-// sysfs every read fails with ENODEV forever; it never sees the re-plugged device. Enable once
-// the collectors reopen a file whose read fails or whose path now names another inode.
-TEST(AgentFaults, DISABLED_DeviceDirectoryRemovedAndRecreated) {
+// re-plugged device's files are new inodes (new kernfs nodes). The agent checks once a second
+// whether a counter file's path names another inode than the descriptor it reads, and reopens
+// it (Agent::Maintain); the re-plugged counters start low, a reset the totals continue across.
+TEST(AgentFaults, DeviceDirectoryRemovedAndRecreated) {
   FakeTree t;
   WritePort(t, "mlx5_0", {});
   auto a = StartAgent(t);

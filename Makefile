@@ -33,7 +33,7 @@ test: build
 # Unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
 	@cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFABRICSCOPE_SANITIZE=ON \
-	  -DFABRICSCOPE_WERROR=$(WERROR) >/dev/null
+	  -DFABRICSCOPE_BUILD_BENCH=OFF -DFABRICSCOPE_WERROR=$(WERROR) >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) --timeout 300 -LE e2e

@@ -125,8 +125,8 @@ inline void Record(const timespec* req, int64_t enter, int64_t wake) {
   if (log == nullptr) return;
   const size_t n = log->n.load(std::memory_order_relaxed);
   if (n >= log->cap) return;
-  log->wakes[n] = Wake{static_cast<int64_t>(req->tv_sec) * 1'000'000'000 + req->tv_nsec, enter,
-                       wake, preads};
+  log->wakes[n] =
+      Wake{static_cast<int64_t>(req->tv_sec) * 1'000'000'000 + req->tv_nsec, enter, wake, preads};
   log->n.store(n + 1, std::memory_order_release);
 }
 
@@ -214,8 +214,8 @@ struct Recorded {
   std::vector<rec::Wake> wakes;
   int64_t cpu_ns = -1;
   int64_t wall_ns = 0;
-  int64_t period = 0;         // median deadline step
-  double preads_median = 0;   // per tick
+  int64_t period = 0;        // median deadline step
+  double preads_median = 0;  // per tick
 };
 
 int64_t TaskCpuNs(pid_t tid) {
@@ -258,11 +258,11 @@ struct ThreadResult {
   size_t runs = 0;
   size_t ticks = 0;
   int64_t period = 0;
-  Dist interval;          // wake-to-wake, within each run
-  Dist late;              // wake - deadline
-  Dist work;              // wake to the next sleep: the tick's reads and ring push
-  uint64_t overruns = 0;  // as the sampler counts them: wake - deadline > period
-  uint64_t over_1_2 = 0;  // intervals > 1.2 x period
+  Dist interval;                           // wake-to-wake, within each run
+  Dist late;                               // wake - deadline
+  Dist work;                               // wake to the next sleep: the tick's reads and ring push
+  uint64_t overruns = 0;                   // as the sampler counts them: wake - deadline > period
+  uint64_t over_1_2 = 0;                   // intervals > 1.2 x period
   std::map<uint32_t, size_t> preads_hist;  // preads per tick -> ticks
   double cpu_pct = -1;
   bool empty() const { return runs == 0; }
@@ -313,12 +313,12 @@ void PrintThread(const char* label, const ThreadResult& t) {
       "  %-24s ticks=%zu period=%s us | interval p50=%s p99=%s p99.9=%s max=%s us | "
       "p99/nominal=%.3f | overruns=%llu, intervals >1.2x=%llu | late p50=%s p99=%s max=%s us | "
       "tick work p50=%s p99=%s max=%s us | cpu=%.1f%% of a core\n",
-      label, t.ticks, Us(t.period).c_str(), Us(t.interval.p50).c_str(),
-      Us(t.interval.p99).c_str(), Us(t.interval.p999).c_str(), Us(t.interval.max).c_str(),
+      label, t.ticks, Us(t.period).c_str(), Us(t.interval.p50).c_str(), Us(t.interval.p99).c_str(),
+      Us(t.interval.p999).c_str(), Us(t.interval.max).c_str(),
       P99Ratio(t, static_cast<double>(t.period)), static_cast<unsigned long long>(t.overruns),
-      static_cast<unsigned long long>(t.over_1_2), Us(t.late.p50).c_str(),
-      Us(t.late.p99).c_str(), Us(t.late.max).c_str(), Us(t.work.p50).c_str(),
-      Us(t.work.p99).c_str(), Us(t.work.max).c_str(), t.cpu_pct);
+      static_cast<unsigned long long>(t.over_1_2), Us(t.late.p50).c_str(), Us(t.late.p99).c_str(),
+      Us(t.late.max).c_str(), Us(t.work.p50).c_str(), Us(t.work.p99).c_str(),
+      Us(t.work.max).c_str(), t.cpu_pct);
 }
 
 std::string PreadsSummary(const ThreadResult& t) {
@@ -449,7 +449,9 @@ void BaselineLoop(double seconds, const std::atomic<bool>* stop, int64_t* cpu_ou
   *cpu_out = static_cast<int64_t>(c.tv_sec) * 1'000'000'000 + c.tv_nsec;
 }
 
-size_t Capacity(double seconds) { return static_cast<size_t>(seconds * 1e9 / kPeriodNs * 1.2) + 1000; }
+size_t Capacity(double seconds) {
+  return static_cast<size_t>(seconds * 1e9 / kPeriodNs * 1.2) + 1000;
+}
 
 // The baseline alone: nothing else of this process runs.
 bool RunBaseline(double seconds, Recorded* out) {
@@ -650,8 +652,7 @@ int main(int argc, char** argv) {
           nice = 10;
           item.resize(item.size() - 5);
         }
-        auto ns = fabricscope::agent::ParseDurationNs(item, "--configs", 1'000'000,
-                                                      60'000'000'000);
+        auto ns = fabricscope::agent::ParseDurationNs(item, "--configs", 1'000'000, 60'000'000'000);
         if (!ns.ok()) {
           std::fprintf(stderr, "%s\n", ns.status().ToString().c_str());
           return 2;
@@ -659,8 +660,7 @@ int main(int argc, char** argv) {
         slow_periods.emplace_back(*ns, nice);
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--seconds=5] [--rounds=1] [--configs=10ms,1ms,1ms+nice]\n",
+      std::fprintf(stderr, "usage: %s [--seconds=5] [--rounds=1] [--configs=10ms,1ms,1ms+nice]\n",
                    argv[0]);
       return 2;
     }
@@ -688,21 +688,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<BenchNetns> ns = BenchNetns::Create(netdevs, &why);
-  std::printf("node: %d RoCE ports mlx5_0..mlx5_%d (copies of the mlx5_0 fixture: 16 counters/ + "
-              "24 hw_counters/, lifespan 10 ms) + netdevs fsb0..fsb%d (13 statistics/ each), "
-              "sysfs at %s (fs=%s), procfs net/snmp+netstat at %s\n",
-              kPorts, kPorts - 1, kPorts - 1, node.sysfs_root.c_str(),
-              FsType(node.sysfs_root).c_str(), node.procfs_root.c_str());
+  std::printf(
+      "node: %d RoCE ports mlx5_0..mlx5_%d (copies of the mlx5_0 fixture: 16 counters/ + "
+      "24 hw_counters/, lifespan 10 ms) + netdevs fsb0..fsb%d (13 statistics/ each), "
+      "sysfs at %s (fs=%s), procfs net/snmp+netstat at %s\n",
+      kPorts, kPorts - 1, kPorts - 1, node.sysfs_root.c_str(), FsType(node.sysfs_root).c_str(),
+      node.procfs_root.c_str());
   if (ns) {
-    std::printf("ethtool: fsb0..fsb%d are veth pairs in network namespace %s (the agent is "
-                "created there; removed at exit)\n",
-                kPorts - 1, ns->name().c_str());
+    std::printf(
+        "ethtool: fsb0..fsb%d are veth pairs in network namespace %s (the agent is "
+        "created there; removed at exit)\n",
+        kPorts - 1, ns->name().c_str());
   } else {
     std::printf("ethtool: SKIPPED (%s)\n", why.c_str());
   }
-  std::printf("%.1f s per run, %d round(s) of: baseline alone, then the agent at each slow "
-              "period (with a baseline loop running alongside); fast period 1 ms\n",
-              seconds, rounds);
+  std::printf(
+      "%.1f s per run, %d round(s) of: baseline alone, then the agent at each slow "
+      "period (with a baseline loop running alongside); fast period 1 ms\n",
+      seconds, rounds);
   std::fflush(stdout);
 
   std::vector<Recorded> baselines;
@@ -734,8 +737,9 @@ int main(int argc, char** argv) {
   const ThreadResult base = Digest(bp);
   for (Config& c : configs) DigestConfig(c);
 
-  std::printf("\n=== sampler threads at 1 ms (exact, from the interposed clock_nanosleep; all "
-              "rounds) ===\n");
+  std::printf(
+      "\n=== sampler threads at 1 ms (exact, from the interposed clock_nanosleep; all "
+      "rounds) ===\n");
   PrintThread("baseline loop, alone", base);
   for (const Config& c : configs) {
     const AgentRun* first = nullptr;
@@ -747,20 +751,21 @@ int main(int argc, char** argv) {
       std::printf(" failed, see above\n");
       continue;
     }
-    std::printf(" %zu ports, %zu fast counters (byte/packet), %zu slow-group counters "
-                "(%zu ethtool)%s\n",
-                first->ports, first->fast_counters, first->slow_counters, first->ethtool_counters,
-                first->ethtool_counters == 0 && ns
-                    ? "; no ethtool stat: the agent selects only mlx5 RoCE/PHY names "
-                      "(IsDefaultRoceStat) and veth has none"
-                    : "");
+    std::printf(
+        " %zu ports, %zu fast counters (byte/packet), %zu slow-group counters "
+        "(%zu ethtool)%s\n",
+        first->ports, first->fast_counters, first->slow_counters, first->ethtool_counters,
+        first->ethtool_counters == 0 && ns
+            ? "; no ethtool stat: the agent selects only mlx5 RoCE/PHY names "
+              "(IsDefaultRoceStat) and veth has none"
+            : "");
     PrintThread("fast sampler", c.fast);
-    std::printf("  %-24s preads per tick: %s (expected %zu)%s\n", "",
-                PreadsSummary(c.fast).c_str(), first->fast_counters,
-                c.fast.preads_hist.size() == 1 &&
-                        c.fast.preads_hist.begin()->first == first->fast_counters
-                    ? ""
-                    : "  <- WARNING: the fast thread read other files than expected");
+    std::printf(
+        "  %-24s preads per tick: %s (expected %zu)%s\n", "", PreadsSummary(c.fast).c_str(),
+        first->fast_counters,
+        c.fast.preads_hist.size() == 1 && c.fast.preads_hist.begin()->first == first->fast_counters
+            ? ""
+            : "  <- WARNING: the fast thread read other files than expected");
     PrintThread("slow sampler", c.slow);
     std::printf("  %-24s preads per tick: %s\n", "", PreadsSummary(c.slow).c_str());
     PrintThread("baseline loop alongside", c.base);
@@ -795,25 +800,26 @@ int main(int argc, char** argv) {
             ++nn;
           }
         }
-        std::printf("  agent /metrics: read_cost per file (mean over ports): RDMA %s us (%d "
-                    "ports), netdevs %s us (%d)\n",
-                    Us(nr ? rdma / nr * 1e9 : 0).c_str(), nr, Us(nn ? net / nn * 1e9 : 0).c_str(),
-                    nn);
+        std::printf(
+            "  agent /metrics: read_cost per file (mean over ports): RDMA %s us (%d "
+            "ports), netdevs %s us (%d)\n",
+            Us(nr ? rdma / nr * 1e9 : 0).c_str(), nr, Us(nn ? net / nn * 1e9 : 0).c_str(), nn);
       }
     }
   }
 
-  std::printf("\n=== summary: 1 ms tick, p99 interval; target fast p99 <= 1.2 x nominal "
-              "(1200 us) ===\n");
+  std::printf(
+      "\n=== summary: 1 ms tick, p99 interval; target fast p99 <= 1.2 x nominal "
+      "(1200 us) ===\n");
   std::printf("%-42s %9s %9s %9s %9s %8s %8s %9s %9s\n", "thread", "p50 us", "p99 us", "max us",
               "overruns", ">1.2x", "p99/nom", "p99/base", "p99/base");
-  std::printf("%-42s %9s %9s %9s %9s %8s %8s %9s %9s\n", "", "", "", "", "", "", "",
-              "alone", "alongside");
+  std::printf("%-42s %9s %9s %9s %9s %8s %8s %9s %9s\n", "", "", "", "", "", "", "", "alone",
+              "alongside");
   auto row = [&](const std::string& label, const ThreadResult& t, const ThreadResult* along) {
     if (t.empty()) return;
     std::printf("%-42s %9s %9s %9s %9llu %8llu %8.3f %9.3f %9s\n", label.c_str(),
-                Us(t.interval.p50).c_str(), Us(t.interval.p99).c_str(),
-                Us(t.interval.max).c_str(), static_cast<unsigned long long>(t.overruns),
+                Us(t.interval.p50).c_str(), Us(t.interval.p99).c_str(), Us(t.interval.max).c_str(),
+                static_cast<unsigned long long>(t.overruns),
                 static_cast<unsigned long long>(t.over_1_2),
                 P99Ratio(t, static_cast<double>(t.period)),
                 P99Ratio(t, static_cast<double>(base.interval.p99)),
@@ -835,8 +841,7 @@ int main(int argc, char** argv) {
                 Us(c.slow.interval.p99).c_str(), Us(c.slow.interval.max).c_str(),
                 static_cast<unsigned long long>(c.slow.overruns),
                 static_cast<unsigned long long>(c.slow.over_1_2),
-                P99Ratio(c.slow, static_cast<double>(c.slow.period)),
-                Us(c.slow.period).c_str());
+                P99Ratio(c.slow, static_cast<double>(c.slow.period)), Us(c.slow.period).c_str());
   }
   // Each configuration against the first (the defaults): does the slow group's load reach the
   // fast tick?
@@ -849,22 +854,23 @@ int main(int argc, char** argv) {
                             : Ratio(static_cast<double>(c.fast.interval.p99),
                                     static_cast<double>(c.base.interval.p99));
     };
-    std::printf("%s vs %s: fast p99 x%.3f, fast p99/baseline-alongside %.3f vs %.3f, fast tick "
-                "work p99 x%.3f, fast overruns %llu vs %llu; slow thread busy %.1f%% vs %.1f%% "
-                "of a core\n",
-                b.label.c_str(), a.label.c_str(),
-                Ratio(static_cast<double>(b.fast.interval.p99),
-                      static_cast<double>(a.fast.interval.p99)),
-                along(b), along(a),
-                Ratio(static_cast<double>(b.fast.work.p99), static_cast<double>(a.fast.work.p99)),
-                static_cast<unsigned long long>(b.fast.overruns),
-                static_cast<unsigned long long>(a.fast.overruns), b.slow.cpu_pct, a.slow.cpu_pct);
+    std::printf(
+        "%s vs %s: fast p99 x%.3f, fast p99/baseline-alongside %.3f vs %.3f, fast tick "
+        "work p99 x%.3f, fast overruns %llu vs %llu; slow thread busy %.1f%% vs %.1f%% "
+        "of a core\n",
+        b.label.c_str(), a.label.c_str(),
+        Ratio(static_cast<double>(b.fast.interval.p99), static_cast<double>(a.fast.interval.p99)),
+        along(b), along(a),
+        Ratio(static_cast<double>(b.fast.work.p99), static_cast<double>(a.fast.work.p99)),
+        static_cast<unsigned long long>(b.fast.overruns),
+        static_cast<unsigned long long>(a.fast.overruns), b.slow.cpu_pct, a.slow.cpu_pct);
   }
-  std::printf("overruns = ticks that woke more than one period after their deadline (the "
-              "sampler's own rule); >1.2x = intervals longer than 1.2 periods; base alone = the "
-              "bare loop with nothing else running, alongside = the same loop running during "
-              "that agent run (same machine load). The agent's /metrics histogram cannot resolve "
-              "1.2 ms (buckets 1, 1.25, 1.5 ms) and its overrun counter adds both groups.\n");
+  std::printf(
+      "overruns = ticks that woke more than one period after their deadline (the "
+      "sampler's own rule); >1.2x = intervals longer than 1.2 periods; base alone = the "
+      "bare loop with nothing else running, alongside = the same loop running during "
+      "that agent run (same machine load). The agent's /metrics histogram cannot resolve "
+      "1.2 ms (buckets 1, 1.25, 1.5 ms) and its overrun counter adds both groups.\n");
   std::fflush(stdout);
   return 0;
 }

@@ -199,8 +199,8 @@ inline bool BuildFakeNode(const std::string& base, const std::vector<std::string
   std::filesystem::create_directories(proc + "/net", ec);
   for (const char* f : {"snmp", "netstat"}) {
     std::filesystem::copy_file(std::string(FABRICSCOPE_TESTDATA) + "/procfs-real/net/" + f,
-                               proc + "/net/" + f, std::filesystem::copy_options::overwrite_existing,
-                               ec);
+                               proc + "/net/" + f,
+                               std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) {
       *why = std::string("cannot copy procfs-real/net/") + f + ": " + ec.message();
       return false;
@@ -222,11 +222,10 @@ inline std::string FakeTreeBase() {
   return tmpdir && *tmpdir ? tmpdir : "/tmp";
 }
 
-
 // A network namespace "fsbench-<pid>" with veth pairs (<name>, <name>p), all up, removed with
-// everything in it on destruction and on SIGINT/SIGTERM/SIGHUP (cleanup_detail). Namespaces left by an earlier
-// run that was killed (their pid gone) are removed first. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)
-// and ip(8).
+// everything in it on destruction and on SIGINT/SIGTERM/SIGHUP (cleanup_detail). Namespaces left by
+// an earlier run that was killed (their pid gone) are removed first. Needs root (CAP_SYS_ADMIN,
+// CAP_NET_ADMIN) and ip(8).
 class BenchNetns {
  public:
   static std::unique_ptr<BenchNetns> Create(const std::vector<std::string>& ifnames,

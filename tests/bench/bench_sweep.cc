@@ -286,14 +286,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fake mlx5 port: %s\n", why.c_str());
     return 1;
   }
-  std::printf("port: copy of tests/testdata mlx5_0 port 1 at %s (fs=%s): %zu counter files "
-              "(16 counters/ + 24 hw_counters/), one SysfsCounterCollector, all due every tick\n",
-              setup.port_dir.c_str(), FsType(setup.port_dir).c_str(), setup.paths.size());
+  std::printf(
+      "port: copy of tests/testdata mlx5_0 port 1 at %s (fs=%s): %zu counter files "
+      "(16 counters/ + 24 hw_counters/), one SysfsCounterCollector, all due every tick\n",
+      setup.port_dir.c_str(), FsType(setup.port_dir).c_str(), setup.paths.size());
   BuildEthtool(&setup);
   if (setup.eth) {
-    std::printf("ethtool: veth %s in network namespace %s, EthtoolSelection{.all=true}: %zu "
-                "stats (driver n_stats %u), one ETHTOOL_GSTATS per sweep\n",
-                kVeth, setup.ns->name().c_str(), setup.eth->counter_count(), setup.n_stats);
+    std::printf(
+        "ethtool: veth %s in network namespace %s, EthtoolSelection{.all=true}: %zu "
+        "stats (driver n_stats %u), one ETHTOOL_GSTATS per sweep\n",
+        kVeth, setup.ns->name().c_str(), setup.eth->counter_count(), setup.n_stats);
   } else {
     std::printf("ethtool: SKIPPED (%s); the sweep is the 40 counter files only\n",
                 setup.eth_skip.c_str());
@@ -312,11 +314,12 @@ int main(int argc, char** argv) {
   RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
-  std::printf("\n=== one-port sweep summary (ns per sweep; median of %zu repetitions, and the "
-              "fastest repetition) ===\n",
-              reporter.repetitions("collector/sweep"));
-  std::printf("%-34s %10s %10s %8s %8s | %10s %10s %8s\n", "part", "bare", "collector",
-              "ratio", "ratio", "bare", "collector", "ratio");
+  std::printf(
+      "\n=== one-port sweep summary (ns per sweep; median of %zu repetitions, and the "
+      "fastest repetition) ===\n",
+      reporter.repetitions("collector/sweep"));
+  std::printf("%-34s %10s %10s %8s %8s | %10s %10s %8s\n", "part", "bare", "collector", "ratio",
+              "ratio", "bare", "collector", "ratio");
   std::printf("%-34s %10s %10s %8s %8s | %10s %10s %8s\n", "", "median", "median", "(real)",
               "(cpu)", "fastest", "fastest", "(real)");
   struct Row {
@@ -351,19 +354,20 @@ int main(int argc, char** argv) {
   if (reporter.has("collector/sweep")) {
     const double ns = reporter.MedianNs("collector/sweep");
     const double worst = std::max({sweep_ratio, sweep_ratio_cpu, sweep_ratio_min});
-    std::printf("full sweep: collector/bare = %.3f (median real), %.3f (median cpu), %.3f "
-                "(fastest repetitions); target <= 1.3: %s. One sweep = %.1f us (median), i.e. "
-                "%.1f%% of a 1 ms period, %.1f%% of the 10 ms slow period\n",
-                sweep_ratio, sweep_ratio_cpu, sweep_ratio_min,
-                worst <= 1.3 ? "met by all three" : "NOT met by all three", ns / 1e3, ns / 1e4,
-                ns / 1e5);
+    std::printf(
+        "full sweep: collector/bare = %.3f (median real), %.3f (median cpu), %.3f "
+        "(fastest repetitions); target <= 1.3: %s. One sweep = %.1f us (median), i.e. "
+        "%.1f%% of a 1 ms period, %.1f%% of the 10 ms slow period\n",
+        sweep_ratio, sweep_ratio_cpu, sweep_ratio_min,
+        worst <= 1.3 ? "met by all three" : "NOT met by all three", ns / 1e3, ns / 1e4, ns / 1e5);
   }
-  std::printf("bare = pread(fd, buf, 63, 0) + strtoull over the same 40 open files%s; collector = "
-              "SysfsCounterCollector::Sample%s. Fake files on %s; a real mlx5 reads counters/ with "
-              "a firmware command per file and refreshes hw_counters at most every lifespan ms, "
-              "so absolute figures there are larger, the per-read overhead the same.\n",
-              setup.eth ? " + one raw SIOCETHTOOL ETHTOOL_GSTATS" : "",
-              setup.eth ? " + EthtoolCollector::Sample" : "", FsType(setup.port_dir).c_str());
+  std::printf(
+      "bare = pread(fd, buf, 63, 0) + strtoull over the same 40 open files%s; collector = "
+      "SysfsCounterCollector::Sample%s. Fake files on %s; a real mlx5 reads counters/ with "
+      "a firmware command per file and refreshes hw_counters at most every lifespan ms, "
+      "so absolute figures there are larger, the per-read overhead the same.\n",
+      setup.eth ? " + one raw SIOCETHTOOL ETHTOOL_GSTATS" : "",
+      setup.eth ? " + EthtoolCollector::Sample" : "", FsType(setup.port_dir).c_str());
   std::fflush(stdout);
   benchmark::Shutdown();
   g = nullptr;

@@ -1,8 +1,8 @@
 // Agent and aggregator as separate processes over loopback gRPC, on a fake sysfs tree built
 // from the real fixtures: values, then an aggregator crash and restart.
-#include <httplib.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <regex>
 #include <sstream>
@@ -69,8 +69,8 @@ TEST(AgentAggregator, ValuesSurviveAnAggregatorCrashAndRestart) {
 
   Subprocess agent({FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("agent.yaml"),
                     "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(),
-                    "--interfaces=mlx5_0", "--window=200ms", "--sample-period=1ms",
-                    "--status=off", absl::StrCat("--aggregator=127.0.0.1:", grpc_port)});
+                    "--interfaces=mlx5_0", "--window=200ms", "--sample-period=1ms", "--status=off",
+                    absl::StrCat("--aggregator=127.0.0.1:", grpc_port)});
   ASSERT_TRUE(agent.Start());
   ASSERT_TRUE(agent.WaitForLine(std::regex("streaming to"), 10s)) << agent.Output();
 
@@ -78,15 +78,16 @@ TEST(AgentAggregator, ValuesSurviveAnAggregatorCrashAndRestart) {
   std::string body;
   ASSERT_TRUE(WaitFor([&] { return Scrape(body = agg->Metrics(), kTx) == 4.0 * kRawXmitWords; }))
       << body << agent.Output();
-  EXPECT_EQ(Scrape(body, "fabricscope_port_line_rate_bytes_per_second{node=\"it-node\","
-                         "device=\"mlx5_0\",port=\"1\"}"),
+  EXPECT_EQ(Scrape(body,
+                   "fabricscope_port_line_rate_bytes_per_second{node=\"it-node\","
+                   "device=\"mlx5_0\",port=\"1\"}"),
             3.125e9);
 
   // 2. Traffic moves the counter.
   tree.Write(kXmitFile, absl::StrCat(kRawXmitWords + 1000, "\n"));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Scrape(body = agg->Metrics(), kTx) == 4.0 * (kRawXmitWords + 1000); }))
-      << body;
+  ASSERT_TRUE(WaitFor([&] {
+    return Scrape(body = agg->Metrics(), kTx) == 4.0 * (kRawXmitWords + 1000);
+  })) << body;
 
   // 3. The aggregator dies; traffic goes on while it is away for about five windows.
   agg->proc.Stop(SIGKILL);
@@ -103,7 +104,8 @@ TEST(AgentAggregator, ValuesSurviveAnAggregatorCrashAndRestart) {
     body = agg->Metrics();
     return Scrape(body, kTx) == 4.0 * (kRawXmitWords + 5000) &&
            Scrape(body, "fabricscope_aggregator_batches_total") >= 4;
-  })) << body << agent.Output();
+  })) << body
+      << agent.Output();
   EXPECT_GE(Scrape(body, "fabricscope_aggregator_batches_total"), 4) << body;
   EXPECT_EQ(Scrape(body, "fabricscope_aggregator_window_gaps_total"), 0) << body;
   EXPECT_EQ(Scrape(body, "fabricscope_aggregator_lost_batches_total"), 0) << body;
@@ -123,18 +125,18 @@ TEST(AgentAggregator, TwoAgentsAreTwoNodes) {
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (const char* node : {"node-a", "node-b"}) {
     agents.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
-        FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("empty.yaml"),
-        "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(), "--window=100ms",
-        "--status=off", std::string("--node=") + node,
-        absl::StrCat("--aggregator=127.0.0.1:", agg.grpc_port)}));
+        FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("empty.yaml"), "--sysfs-root=" + tree.root(),
+        "--procfs-root=" + tree.root(), "--window=100ms", "--status=off",
+        std::string("--node=") + node, absl::StrCat("--aggregator=127.0.0.1:", agg.grpc_port)}));
     ASSERT_TRUE(agents.back()->Start());
   }
   std::string body;
   ASSERT_TRUE(WaitFor([&] {
     body = agg.Metrics();
     return Scrape(body, "fabricscope_aggregator_nodes") == 2 &&
-           Scrape(body, "fabricscope_port_receive_bytes_total{node=\"node-b\",device=\"hfi1_0\","
-                        "port=\"1\"}") == 4.0 * 345091702026;
+           Scrape(body,
+                  "fabricscope_port_receive_bytes_total{node=\"node-b\",device=\"hfi1_0\","
+                  "port=\"1\"}") == 4.0 * 345091702026;
   })) << body;
   // The exposition parses and passes Prometheus's own lint (naming, units, _total).
   tree.Write("metrics.txt", body);

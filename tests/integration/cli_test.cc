@@ -30,9 +30,26 @@ Result RunCommand(std::vector<std::string> argv) {
 
 TEST(AgentCli, HelpDocumentsEveryOption) {
   Result r = RunCommand({FABRICSCOPE_AGENT_BIN, "--help"});
-  for (const char* flag : {"sysfs_root", "sample_period", "aggregator", "http_listen",
-                           "interfaces", "line_rate", "burst_enter", "burst_exit", "window",
-                           "config", "slow_sample_period", "hw_lifespan", "tcp", "ethtool", "pma", "pma_ca", "pma_port", "pma_period", "max_queued_batches", "status"}) {
+  for (const char* flag : {"sysfs_root",
+                           "sample_period",
+                           "aggregator",
+                           "http_listen",
+                           "interfaces",
+                           "line_rate",
+                           "burst_enter",
+                           "burst_exit",
+                           "window",
+                           "config",
+                           "slow_sample_period",
+                           "hw_lifespan",
+                           "tcp",
+                           "ethtool",
+                           "pma",
+                           "pma_ca",
+                           "pma_port",
+                           "pma_period",
+                           "max_queued_batches",
+                           "status"}) {
     EXPECT_THAT(r.output, HasSubstr(flag));
   }
   EXPECT_THAT(r.output, HasSubstr("standalone"));

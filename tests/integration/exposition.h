@@ -84,7 +84,8 @@ inline std::vector<Sample> ParseExposition(const std::string& body,
     while (ok && i < line.size() && line[i] == ' ') ++i;
     if (ok) {
       const size_t end = line.find(' ', i);
-      const std::string text = line.substr(i, end == std::string::npos ? std::string::npos : end - i);
+      const std::string text =
+          line.substr(i, end == std::string::npos ? std::string::npos : end - i);
       char* stop = nullptr;
       s.value = std::strtod(text.c_str(), &stop);
       ok = !text.empty() && stop != nullptr && *stop == '\0';
@@ -175,7 +176,8 @@ class StandaloneAgent {
   // Starts the agent and waits for its "serving" line.
   bool Start(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     if (!proc_.Start()) return false;
-    auto m = proc_.WaitForLine(std::regex("serving http://127\\.0\\.0\\.1:(\\d+)/metrics"), timeout);
+    auto m =
+        proc_.WaitForLine(std::regex("serving http://127\\.0\\.0\\.1:(\\d+)/metrics"), timeout);
     if (!m) return false;
     port_ = std::stoi((*m)[1]);
     return true;
@@ -196,9 +198,9 @@ class StandaloneAgent {
                                        std::vector<std::string> prefix, std::string binary) {
     std::vector<std::string> argv = std::move(prefix);
     for (std::string a : {binary, "--config=" + config, "--sysfs-root=" + sysfs_root,
-                          "--procfs-root=" + procfs_root,
-                          std::string("--http-listen=127.0.0.1:0"), std::string("--status=off"),
-                          std::string("--window=100ms"), std::string("--ethtool=off")}) {
+                          "--procfs-root=" + procfs_root, std::string("--http-listen=127.0.0.1:0"),
+                          std::string("--status=off"), std::string("--window=100ms"),
+                          std::string("--ethtool=off")}) {
       argv.push_back(std::move(a));
     }
     for (std::string& a : extra) argv.push_back(std::move(a));

@@ -72,8 +72,7 @@ std::unique_ptr<StandaloneAgent> StartAgent(const FakeTree& t, std::vector<std::
   t.Write("empty.yaml", "");
   extra.push_back("--tcp=off");
   return std::make_unique<StandaloneAgent>(t.Path("empty.yaml"), t.Path("sys"), t.Path("proc"),
-                                           std::move(extra), std::move(prefix),
-                                           std::move(binary));
+                                           std::move(extra), std::move(prefix), std::move(binary));
 }
 
 // Waits until `metric{labels}` reads `want` (nullopt: until the series is absent).
@@ -93,9 +92,9 @@ std::unique_ptr<StandaloneAgent> StartAgent(const FakeTree& t, std::vector<std::
     snprintf(buf, sizeof(buf), "%.17g", *v);
     return std::string(buf);
   };
-  return ::testing::AssertionFailure()
-         << SeriesString(metric, labels) << ": want " << fmt(want) << ", last seen " << fmt(got)
-         << "\n--- agent output ---\n" << a.Output();
+  return ::testing::AssertionFailure() << SeriesString(metric, labels) << ": want " << fmt(want)
+                                       << ", last seen " << fmt(got) << "\n--- agent output ---\n"
+                                       << a.Output();
 }
 
 // Waits until `n` more windows reached /metrics; calls `each` on every scrape meanwhile.
@@ -193,12 +192,11 @@ TEST(AgentFaults, NoPmaPortsAreLeftOutWithOneNote) {
   t.Write(iw + "state", "4: ACTIVE\n");
   t.Write(iw + "phys_state", "5: LinkUp\n");
   for (const char* c :
-       {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
-        "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
-        "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
-        "port_xmit_constraint_errors", "port_rcv_constraint_errors",
-        "local_link_integrity_errors", "excessive_buffer_overrun_errors", "VL15_dropped",
-        "port_xmit_wait"}) {
+       {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets", "symbol_error",
+        "link_error_recovery", "link_downed", "port_rcv_errors", "port_rcv_remote_physical_errors",
+        "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
+        "port_rcv_constraint_errors", "local_link_integrity_errors",
+        "excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_wait"}) {
     t.Write(iw + "counters/" + c, "N/A (no PMA)\n");
   }
   // A port where only some counters are missing keeps the others.
@@ -207,8 +205,8 @@ TEST(AgentFaults, NoPmaPortsAreLeftOutWithOneNote) {
 
   auto a = StartAgent(t);
   ASSERT_TRUE(a->Start()) << a->Output();
-  ASSERT_TRUE(WaitForValue(*a, "fabricscope_port_transmit_bytes_total", PortLabels("mlx5_0"),
-                           4000));
+  ASSERT_TRUE(
+      WaitForValue(*a, "fabricscope_port_transmit_bytes_total", PortLabels("mlx5_0"), 4000));
   ASSERT_TRUE(WaitForValue(*a, "fabricscope_port_errors_total",
                            PortLabels("mlx5_1", {{"kind", "port_rcv_errors"}}), 3));
   ASSERT_TRUE(WaitWindows(*a, 3));
@@ -220,9 +218,9 @@ TEST(AgentFaults, NoPmaPortsAreLeftOutWithOneNote) {
     }
   }
   EXPECT_THAT(garbage, ::testing::IsEmpty()) << "series of a port whose counters read N/A";
-  EXPECT_EQ(Value(s, "fabricscope_port_errors_total",
-                  PortLabels("mlx5_1", {{"kind", "symbol_error"}})),
-            std::nullopt);
+  EXPECT_EQ(
+      Value(s, "fabricscope_port_errors_total", PortLabels("mlx5_1", {{"kind", "symbol_error"}})),
+      std::nullopt);
   EXPECT_EQ(Value(s, "fabricscope_port_transmit_bytes_total", PortLabels("mlx5_1")), 4000);
   const std::string out = a->Output();
   EXPECT_EQ(CountLines(out, std::regex("i40iw0:1: .*N/A")), 1) << out;
@@ -307,8 +305,8 @@ TEST(AgentFaults, ResetAfterAnOutageOnAFastLinkIsNotA32BitWrap) {
   ASSERT_TRUE(a->Start()) << a->Output();
   const Labels port = PortLabels("mlx5_0");
   ASSERT_TRUE(WaitForValue(*a, "fabricscope_port_transmit_bytes_total", port, 4000));
-  for (const char* c : {"port_xmit_data", "port_rcv_data", "port_xmit_packets",
-                        "port_rcv_packets"}) {
+  for (const char* c :
+       {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets"}) {
     t.Write(PortDir("mlx5_0") + "counters/" + c, "");
   }
   ASSERT_TRUE(WaitWindows(*a, 4)) << a->Output();  // the outage: at least 0.3 s

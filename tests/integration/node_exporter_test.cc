@@ -69,7 +69,8 @@ std::vector<Pair> MappingTable() {
     return std::vector<FsSeries>{{"fabricscope_port_errors_total", "kind", std::move(kind)}};
   };
   auto hwc = [](std::string counter) {
-    return std::vector<FsSeries>{{"fabricscope_port_hw_events_total", "counter", std::move(counter)}};
+    return std::vector<FsSeries>{
+        {"fabricscope_port_hw_events_total", "counter", std::move(counter)}};
   };
   auto tcp = [](std::string column) {
     return std::vector<FsSeries>{{"fabricscope_tcp_events_total", "counter", std::move(column)}};
@@ -102,8 +103,7 @@ std::vector<Pair> MappingTable() {
        "node_infiniband_port_constraint_errors_transmitted_total",
        err("port_xmit_constraint_errors")},
       {P, "counters/port_rcv_constraint_errors",
-       "node_infiniband_port_constraint_errors_received_total",
-       err("port_rcv_constraint_errors")},
+       "node_infiniband_port_constraint_errors_received_total", err("port_rcv_constraint_errors")},
       {P, "counters/local_link_integrity_errors",
        "node_infiniband_local_link_integrity_errors_total", err("local_link_integrity_errors")},
       {P, "counters/excessive_buffer_overrun_errors",
@@ -112,7 +112,8 @@ std::vector<Pair> MappingTable() {
       {P, "counters/VL15_dropped", "node_infiniband_vl15_dropped_total", err("VL15_dropped")},
       // Port attributes (gauges): IB PortState and PortPhysicalState numbers, rate in bytes/s.
       {P, "state", "node_infiniband_state_id", fsm("fabricscope_port_link_state")},
-      {P, "phys_state", "node_infiniband_physical_state_id", fsm("fabricscope_port_physical_state")},
+      {P, "phys_state", "node_infiniband_physical_state_id",
+       fsm("fabricscope_port_physical_state")},
       {P, "rate", "node_infiniband_rate_bytes_per_second",
        fsm("fabricscope_port_line_rate_bytes_per_second")},
       {P, "rate", "node_infiniband_rate_bytes_per_second",
@@ -136,8 +137,11 @@ std::vector<Pair> MappingTable() {
        fsm("fabricscope_port_ecn_marked_packets_total"), true},
       {P, "hw_counters/out_of_buffer", "node_infiniband_out_of_buffer_drops_total",
        hwc("out_of_buffer"), true},
-      {P, "hw_counters/out_of_buffer", "node_infiniband_out_of_buffer_drops_total",
-       {{"fabricscope_port_discards_total", "reason", "out_of_buffer"}}, true},
+      {P,
+       "hw_counters/out_of_buffer",
+       "node_infiniband_out_of_buffer_drops_total",
+       {{"fabricscope_port_discards_total", "reason", "out_of_buffer"}},
+       true},
       {P, "hw_counters/out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
        hwc("out_of_sequence"), true},
       {P, "hw_counters/out_of_sequence", "node_infiniband_out_of_sequence_packets_received_total",
@@ -151,8 +155,8 @@ std::vector<Pair> MappingTable() {
       {P, "hw_counters/req_remote_access_errors", "node_infiniband_req_remote_access_errors_total",
        hwc("req_remote_access_errors"), true},
       {P, "hw_counters/req_remote_invalid_request",
-       "node_infiniband_req_remote_invalid_request_errors_total",
-       hwc("req_remote_invalid_request"), true},
+       "node_infiniband_req_remote_invalid_request_errors_total", hwc("req_remote_invalid_request"),
+       true},
       {P, "hw_counters/resp_cqe_error", "node_infiniband_resp_cqes_errors_total",
        hwc("resp_cqe_error"), true},
       {P, "hw_counters/resp_cqe_flush_error", "node_infiniband_resp_cqes_flush_errors_total",
@@ -205,7 +209,9 @@ std::vector<Pair> MappingTable() {
        fsm("fabricscope_port_transmit_packets_total")},
       {N, "statistics/rx_errors", "node_network_receive_errs_total", err("rx_errors")},
       {N, "statistics/tx_errors", "node_network_transmit_errs_total", err("tx_errors")},
-      {N, "statistics/rx_dropped", "node_network_receive_drop_total",
+      {N,
+       "statistics/rx_dropped",
+       "node_network_receive_drop_total",
        {{"fabricscope_port_errors_total", "kind", "rx_dropped"},
         {"fabricscope_port_errors_total", "kind", "rx_missed_errors"}}},
       {N, "statistics/tx_dropped", "node_network_transmit_drop_total", err("tx_dropped")},
@@ -309,7 +315,9 @@ std::vector<PortRef> PortsOf(const std::string& sysfs) {
   for (const auto& dev : fs::directory_iterator(ib, ec)) {
     for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec)) {
       const std::string d = dev.path().filename(), p = port.path().filename();
-      out.push_back({Scope::kRdmaPort, port.path(), {{"device", d}, {"port", p}},
+      out.push_back({Scope::kRdmaPort,
+                     port.path(),
+                     {{"device", d}, {"port", p}},
                      {{"device", d}, {"port", p}}});
     }
   }
@@ -318,8 +326,8 @@ std::vector<PortRef> PortsOf(const std::string& sysfs) {
     const std::string name = net.path().filename();
     std::string dev_port(absl::StripAsciiWhitespace(ReadFile(net.path() / "dev_port")));
     if (dev_port.empty()) dev_port = "0";
-    out.push_back({Scope::kNetdev, net.path(), {{"device", name}},
-                   {{"device", name}, {"port", dev_port}}});
+    out.push_back(
+        {Scope::kNetdev, net.path(), {{"device", name}}, {{"device", name}, {"port", dev_port}}});
   }
   return out;
 }
@@ -361,14 +369,13 @@ class NodeExporter {
   NodeExporter(const std::string& binary, const std::string& sysfs, const std::string& procfs)
       : proc_({binary, "--collector.disable-defaults", "--collector.infiniband",
                "--collector.netstat", "--collector.netdev", "--no-collector.netdev.netlink",
-               std::string("--collector.netstat.fields=") + kNetstatFields,
-               "--path.sysfs=" + sysfs, "--path.procfs=" + procfs,
-               "--web.listen-address=127.0.0.1:0"}) {}
+               std::string("--collector.netstat.fields=") + kNetstatFields, "--path.sysfs=" + sysfs,
+               "--path.procfs=" + procfs, "--web.listen-address=127.0.0.1:0"}) {}
   bool Start() {
     if (!proc_.Start()) return false;
     // It logs the address it bound, with the port the kernel picked.
-    auto m = proc_.WaitForLine(
-        std::regex("msg=\"Listening on\" address=127\\.0\\.0\\.1:(\\d+)"), 20s);
+    auto m =
+        proc_.WaitForLine(std::regex("msg=\"Listening on\" address=127\\.0\\.0\\.1:(\\d+)"), 20s);
     if (!m) return false;
     port_ = std::stoi((*m)[1]);
     return true;
@@ -396,8 +403,8 @@ std::string Fmt(std::optional<double> v) {
 
 struct Comparison {
   size_t compared = 0;
-  std::vector<std::string> diffs;      // one line per failed pair
-  std::vector<std::string> unmapped;   // node_exporter series the table does not account for
+  std::vector<std::string> diffs;     // one line per failed pair
+  std::vector<std::string> unmapped;  // node_exporter series the table does not account for
 };
 
 Comparison Compare(const std::string& sysfs, const std::string& procfs,
@@ -451,8 +458,7 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &raw)) {
         file_value = static_cast<double>(raw);
       }
-      compare(p, port.ne_labels, port.fs_labels, file_value,
-              fs::relative(file, sysfs).string());
+      compare(p, port.ne_labels, port.fs_labels, file_value, fs::relative(file, sysfs).string());
     }
   }
   const std::string snmp = ReadFile(procfs + "/net/snmp");
@@ -462,8 +468,8 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
     const std::vector<std::string> tc = absl::StrSplit(p.source, ':');
     const auto cols = ProcTable(tc[0] == "Tcp" ? snmp : netstat, tc[0]);
     if (!cols.count(tc[1])) continue;
-    compare(p, {}, {}, std::nullopt, "net/" + std::string(tc[0] == "Tcp" ? "snmp " : "netstat ") +
-                                         p.source);
+    compare(p, {}, {}, std::nullopt,
+            "net/" + std::string(tc[0] == "Tcp" ? "snmp " : "netstat ") + p.source);
   }
 
   // Every node_exporter series of the compared families is accounted for.
@@ -515,7 +521,8 @@ void CompareOnTree(const FakeTree& tree, size_t min_pairs) {
   ASSERT_FALSE(nes.empty()) << ne.Output();
   for (const char* collector : {"infiniband", "netstat", "netdev"}) {
     EXPECT_EQ(Value(nes, "node_scrape_collector_success", {{"collector", collector}}), 1.0)
-        << collector << "\n" << ne.Output();
+        << collector << "\n"
+        << ne.Output();
   }
 
   const Comparison c = Compare(sysfs, procfs, nes, fsx);
@@ -543,18 +550,18 @@ TEST(NodeExporterPeer, RealTreesMatch) {
 struct BigValues {
   // Every one above 2^53 (not all integers are doubles there) but below 10^16, so 16
   // significant digits print each double exactly.
-  std::string xmit_words = "2251799813685249";    // x4 = 9007199254740996 bytes
-  std::string rx_bytes = "9007199254740993";      // 2^53 + 1: rounds to 2^53
+  std::string xmit_words = "2251799813685249";  // x4 = 9007199254740996 bytes
+  std::string rx_bytes = "9007199254740993";    // 2^53 + 1: rounds to 2^53
   std::string tx_bytes = "9999999999999998";
-  std::string out_segs = "9999999999999999";      // rounds to 10^16
+  std::string out_segs = "9999999999999999";  // rounds to 10^16
   std::string out_rsts = "4294967296123";
 };
 
 // Values of 10^16 and above, up to 2^64 - 1: doubles there need 17 significant digits.
 BigValues SeventeenDigitValues() {
-  return {"3086419725308642",       // x4 = 12345678901234568 bytes
-          "12345678901234567890",   // > 2^63
-          "18446744073709551615",   // 2^64 - 1
+  return {"3086419725308642",      // x4 = 12345678901234568 bytes
+          "12345678901234567890",  // > 2^63
+          "18446744073709551615",  // 2^64 - 1
           "12345678901234567", "18446744073709551615"};
 }
 
@@ -634,29 +641,14 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
   t.Write(net + "speed", "200000\n");
   t.Write(net + "operstate", "up\n");
   const std::vector<std::pair<std::string, std::string>> stats = {
-      {"rx_bytes", big.rx_bytes},
-      {"tx_bytes", big.tx_bytes},
-      {"rx_packets", "4294967301"},
-      {"tx_packets", "1"},
-      {"rx_errors", "7"},
-      {"tx_errors", "8"},
-      {"rx_dropped", "9"},
-      {"rx_missed_errors", "10"},
-      {"tx_dropped", "11"},
-      {"rx_fifo_errors", "12"},
-      {"tx_fifo_errors", "13"},
-      {"tx_carrier_errors", "14"},
-      {"rx_crc_errors", "15"},
-      {"multicast", "16"},
-      {"collisions", "0"},
-      {"rx_length_errors", "0"},
-      {"rx_over_errors", "0"},
-      {"rx_frame_errors", "0"},
-      {"tx_aborted_errors", "0"},
-      {"tx_window_errors", "0"},
-      {"tx_heartbeat_errors", "0"},
-      {"rx_compressed", "0"},
-      {"tx_compressed", "0"},
+      {"rx_bytes", big.rx_bytes}, {"tx_bytes", big.tx_bytes}, {"rx_packets", "4294967301"},
+      {"tx_packets", "1"},        {"rx_errors", "7"},         {"tx_errors", "8"},
+      {"rx_dropped", "9"},        {"rx_missed_errors", "10"}, {"tx_dropped", "11"},
+      {"rx_fifo_errors", "12"},   {"tx_fifo_errors", "13"},   {"tx_carrier_errors", "14"},
+      {"rx_crc_errors", "15"},    {"multicast", "16"},        {"collisions", "0"},
+      {"rx_length_errors", "0"},  {"rx_over_errors", "0"},    {"rx_frame_errors", "0"},
+      {"tx_aborted_errors", "0"}, {"tx_window_errors", "0"},  {"tx_heartbeat_errors", "0"},
+      {"rx_compressed", "0"},     {"tx_compressed", "0"},
   };
   for (const auto& [name, value] : stats) t.Write(net + "statistics/" + name, value + "\n");
   t.Write("proc/net/dev",
@@ -665,7 +657,8 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
           "errs drop fifo colls carrier compressed\n"
           "    lo:       0       0    0    0    0     0          0         0        0       0 "
           "   0    0    0     0       0          0\n"
-          "ens1f0np0: " + big.rx_bytes + " 4294967301    7   19   12    15          0        16 " +
+          "ens1f0np0: " +
+              big.rx_bytes + " 4294967301    7   19   12    15          0        16 " +
               big.tx_bytes + "       1    8   11   13     0      14          0\n");
   t.Write("proc/net/snmp",
           "Ip: Forwarding DefaultTTL\n"
@@ -673,11 +666,12 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
           "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails "
           "EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n"
           // InSegs 2^53 + 1 (not a double), RetransSegs 2^32.
-          "Tcp: 1 200 120000 -1 5 6 7 8 9 9007199254740993 " + big.out_segs + " 4294967296 65536 " +
-              big.out_rsts + " 0\n"
-          "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors "
-          "InCsumErrors IgnoredMulti\n"
-          "Udp: 1 2 3 4 5 6 7 8\n");
+          "Tcp: 1 200 120000 -1 5 6 7 8 9 9007199254740993 " +
+              big.out_segs + " 4294967296 65536 " + big.out_rsts +
+              " 0\n"
+              "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors "
+              "InCsumErrors IgnoredMulti\n"
+              "Udp: 1 2 3 4 5 6 7 8\n");
   t.Write("proc/net/netstat",
           "TcpExt: TCPTimeouts SyncookiesSent TCPLostRetransmit TCPSynRetrans TCPFastRetrans "
           "ListenDrops TCPSlowStartRetrans TCPLossProbes TCPSpuriousRTOs TCPRetransFail "

@@ -11,10 +11,11 @@ bool SeqGt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; }
 bool SeqLe(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
 
 constexpr const char* kFlagNames[TcpAnalyzer::kFlagCount] = {
-    "retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
-    "duplicate_ack",  "zero_window",         "keep_alive",              "keep_alive_ack",
-    "window_update",  "lost_segment",        "ack_lost_segment",        "zero_window_probe",
-    "zero_window_probe_ack", "reused_ports"};
+    "retransmission", "fast_retransmission", "spurious_retransmission",
+    "out_of_order",   "duplicate_ack",       "zero_window",
+    "keep_alive",     "keep_alive_ack",      "window_update",
+    "lost_segment",   "zero_window_probe",   "zero_window_probe_ack",
+    "reused_ports"};
 
 void Count(uint32_t flags, const ParsedPacket& p, TcpFlowStats* s) {
   ++s->packets;
@@ -114,33 +115,24 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
     ++totals_.connections;
     flags |= kPortsReused;
   }
+  // The initial sequence numbers, when no SYN showed them: one before the first sequence number
+  // seen, or one before the first acknowledgement number of the other direction.
   if (!c.dir[d].base_set) {
     c.dir[d].base_set = true;
     c.dir[d].base_seq = syn ? seq : seq - 1;
   }
-
-  // iRTT: from the client's (last) SYN to the first frame with ACK that is not a SYN-ACK,
-  // normally the client's ACK of the SYN-ACK.
-  if (syn && !has_ack) {
-    c.syn_seen = true;
-    c.syn_ns = now;
-  } else if (!syn && has_ack && c.syn_seen && c.irtt_ns == 0) {
-    c.irtt_ns = now - c.syn_ns;
+  if (has_ack && !c.dir[1 - d].base_set) {
+    c.dir[1 - d].base_set = true;
+    c.dir[1 - d].base_seq = ack - 1;
   }
 
   Direction& f = c.dir[d];
   Direction& r = c.dir[1 - d];
-  if (syn) {
-    f.syn_seen = true;
-    f.syn_window_scale = p.tcp_window_scale;
-  }
-  // Window scaling (RFC 7323 2.2) is in effect once both SYNs carried the option; a SYN's own
-  // window is never scaled.
-  int64_t window = p.tcp_window;
-  if (!syn && f.syn_seen && r.syn_seen && f.syn_window_scale >= 0 && r.syn_window_scale >= 0) {
-    window <<= std::min<int>(f.syn_window_scale, 14);
-  }
+  // Windows are compared as sent, unscaled (as tshark does: a window-scale factor that applies
+  // from the handshake on does not turn an unchanged window into an update).
+  const uint16_t window = p.tcp_window;
 
+  // The rules of the User's Guide 7.5, in the order of the class comment.
   bool probe = false;
   if (len == 1 && seq == f.nextseq && r.window == 0) {
     flags |= kZeroWindowProbe;
@@ -148,7 +140,7 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
   }
   bool keep_alive = false;
   if (!probe) {
-    if (p.tcp_window == 0 && !syn_fin_rst) flags |= kZeroWindow;
+    if (window == 0 && !syn_fin_rst) flags |= kZeroWindow;
     if (f.nextseq != 0 && SeqGt(seq, f.nextseq) && !rst) flags |= kPreviousSegmentNotCaptured;
     if (len <= 1 && !syn_fin_rst && seq == f.nextseq - 1) {
       flags |= kKeepAlive;
@@ -165,17 +157,15 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
       ++f.dupacks;
       flags |= kDuplicateAck;
     }
-    if (has_ack && r.maxseqtobeacked != 0 && SeqGt(ack, r.maxseqtobeacked)) {
-      flags |= kAckedUnseenSegment;
-      r.maxseqtobeacked = r.nextseq;
-    }
   }
 
   const uint32_t nxt = seq + len + (syn || fin ? 1 : 0);
   if (!keep_alive && (len > 0 || syn || fin)) {
     // Below nextseq; except a segment of more than one byte that starts one byte early, which
-    // is what follows a zero-window probe whose byte the receiver dropped.
-    const bool below = f.nextseq != 0 && SeqGt(f.nextseq, seq) && !(len > 1 && seq == f.nextseq - 1);
+    // is what follows a zero-window probe whose byte the receiver dropped (User's Guide,
+    // "TCP ZeroWindowProbe").
+    const bool below =
+        f.nextseq != 0 && SeqGt(f.nextseq, seq) && !(len > 1 && seq == f.nextseq - 1);
     const int64_t ooo_threshold = c.irtt_ns > 0 ? c.irtt_ns : options_.default_ooo_threshold_ns;
     LossKind kind = LossKind::kTcpRetransmission;
     bool event = true;
@@ -183,8 +173,8 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
         now - r.lastack_ns < options_.fast_retransmission_window_ns) {
       flags |= kFastRetransmission | kRetransmission;
       kind = LossKind::kTcpFastRetransmission;
-    } else if (len > 0 && r.lastack != 0 && SeqLe(nxt, r.lastack)) {
-      // Spurious: the reverse direction acknowledged all of it already. Applies whatever
+    } else if (len > 0 && r.lastack != 0 && SeqLe(seq + len, r.lastack)) {
+      // Spurious: the reverse direction acknowledged all of its bytes already. Applies whatever
       // nextseq says (tshark flags such a segment even when it is the first one seen).
       flags |= kSpuriousRetransmission | kRetransmission;
       kind = LossKind::kTcpSpuriousRetransmission;
@@ -203,12 +193,20 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
     }
   }
 
-  if (!probe) {
+  if (!probe) {  // a probe's byte may be dropped: it does not advance nextseq
     if (f.nextseq == 0 || SeqGt(nxt, f.nextseq)) {
       f.nextseq = nxt;
       f.nextseq_ns = now;
     }
-    if (f.maxseqtobeacked == 0 || seq == f.maxseqtobeacked) f.maxseqtobeacked = f.nextseq;
+  }
+  // iRTT: from the client's (last) SYN to the first frame with ACK that is not a SYN-ACK,
+  // normally the client's ACK of the SYN-ACK. It applies from the next frame on (the frame
+  // that gives it was analyzed with the threshold of before, as in tshark).
+  if (syn && !has_ack) {
+    c.syn_seen = true;
+    c.syn_ns = now;
+  } else if (!syn && has_ack && c.syn_seen && c.irtt_ns == 0) {
+    c.irtt_ns = now - c.syn_ns;
   }
   if (ack != f.lastack) f.dupacks = 0;
   f.lastack = ack;

@@ -13,8 +13,10 @@
 namespace fabricscope::collectors::pcap {
 
 struct TcpAnalyzerOptions {
-  // TCP connections tracked at once (both directions of one connection are one entry). Frames
-  // of further connections are counted in TcpAnalyzerTotals::untracked_frames and not analyzed.
+  // TCP connections tracked (both directions of one connection are one entry, about 370 bytes
+  // with the hash table's share: 24 MiB at the default). Frames of further connections are
+  // counted in TcpAnalyzerTotals::untracked_frames and not analyzed. Like tshark, a connection
+  // is kept for the analyzer's lifetime (a closed one may still see retransmissions).
   size_t max_flows = 65536;
   // LossEvents kept until TakeEvents(); further ones are counted in events_dropped.
   size_t max_events = 65536;
@@ -35,70 +37,92 @@ struct TcpAnalyzerTotals {
 };
 
 // TCP analysis per connection, following the rules of the Wireshark User's Guide, section 7.5
-// "TCP Analysis" (wsug_html_chunked/ChAdvTCPAnalysis.html, Wireshark 4.0), so that each count
-// equals the number of frames `tshark` marks with the tcp.analysis.<name> field of the same
-// name. Frames must be given in capture order, as Wireshark analyzes them. Terms, per direction:
+// "TCP Analysis" (wsug_html_chunked/ChAdvTCPAnalysis.html of Wireshark 4.0), so that each
+// count equals the number of frames `tshark` marks with the tcp.analysis.<name> field of the
+// same name. Implemented from the guide's text; where the guide is silent or differs from what
+// tshark 4.0.17 does, the behaviour was determined by feeding tshark crafted captures and
+// comparing frame by frame (tests/pcap/tcp_analyzer_test.cc keeps those sequences and checks
+// them against tshark again). Frames must be given in capture order, as Wireshark analyzes
+// them. The state, per direction:
 //
-//   next expected sequence number (nextseq): the highest seq + len (+1 for SYN or FIN) seen
-//     in this direction; a zero-window probe does not advance it.
-//   next expected acknowledgement number (maxseqtobeacked): the end of the contiguous data seen
-//     in this direction; the ACKed-unseen rule compares the reverse direction's ACKs with it.
-//   last-seen acknowledgement number (lastack) and its time: updated by every frame.
-//   initial RTT (iRTT): from the client's (last) SYN to its ACK of the SYN-ACK.
+//   nextseq   "next expected sequence number": the highest seq + len (+1 for SYN or FIN) seen
+//             in this direction, and the time it last advanced. A zero-window probe does not
+//             advance it (the guide says it does; tshark 4.0 does not).
+//   lastack   "last-seen acknowledgment number", with its time: set by every frame.
+//   window    the last window field, compared unscaled (as tshark does: with window scaling,
+//             RFC 7323, a SYN's window and the same number after it are different windows, yet
+//             the same field value is "unchanged" to tshark).
+//   dupacks   duplicate ACKs since the ACK number last changed.
+//   base      the initial sequence number: the SYN's, else one less than the first sequence
+//             number seen, or than the first ACK number the other direction sent.
+// and per connection the initial RTT (iRTT): from the client's last SYN to the first frame,
+// in either direction, that has ACK set and is not a SYN-ACK (the client's handshake ACK); it
+// applies from the frame after that one (0, two frames at the same time, counts as unknown).
 //
 // As in Wireshark, the analysis works on the raw 32-bit sequence numbers, compared modulo 2^32
-// (RFC 9293 3.4), and a value of 0 means "not set yet" for nextseq, maxseqtobeacked and lastack:
-// a segment that ends exactly at 2^32 leaves nextseq unset, like in tshark.
+// (RFC 9293 3.4), and nextseq or lastack 0 means "not set yet": a segment that ends exactly at
+// 2^32 leaves nextseq unset, like in tshark.
 //
-// The rules, in the order they are applied (User's Guide 7.5; the precedence and the points
-// the guide leaves open were determined by comparing with tshark 4.0 frame by frame, see
-// tests/pcap/tcp_analyzer_test.cc):
-//   ZeroWindowProbe   len == 1, seq == nextseq, and the reverse direction's last window was 0.
-//                     Skips the rules below except ZeroWindow.
-//   ZeroWindow        window == 0 and none of SYN, FIN, RST.
-//   Previous segment not captured  seq > nextseq (nextseq set), not RST.
-//   Keep-Alive        len <= 1, seq == nextseq - 1, none of SYN, FIN, RST.
-//   Window Update     len == 0, window != 0 and != this direction's last window,
-//                     seq == nextseq, ack == lastack, none of SYN, FIN, RST.
-//   Keep-Alive ACK    len == 0, window != 0 and unchanged, seq == nextseq, ack == lastack,
-//                     reverse direction's last frame a Keep-Alive, none of SYN, FIN, RST.
-//   ZeroWindowProbeAck  as Keep-Alive ACK but window == 0 and the reverse frame a probe.
-//   Dup ACK           len == 0, window != 0 and unchanged, seq == nextseq, ack == lastack,
-//                     nextseq and lastack set, none of SYN, FIN, RST (not a Keep-Alive ACK or
-//                     probe ACK). The direction's dup-ACK count grows; it restarts at 0 when
-//                     the ACK number changes.
-//   ACKed unseen segment  ACK set and ack > reverse direction's maxseqtobeacked (set).
-//   Retransmissions   not a Keep-Alive, len > 0 or SYN or FIN, and nextseq > seq. Then the
-//                     first that applies:
-//     Fast Retransmission  reverse dup-ACK count >= 2 ("more than two duplicate ACKs": the
-//                          original ACK and two duplicates), seq == reverse lastack, and that
-//                          ACK seen less than 20 ms ago. tshark also sets
-//                          tcp.analysis.retransmission on these frames: so does this class.
-//     Spurious Retransmission  len > 0, reverse lastack set, seq + len <= reverse lastack
-//                          (already acknowledged). Also sets kRetransmission, like tshark.
-//     Out-Of-Order         less than the threshold (iRTT, else 3 ms) since nextseq last
-//                          advanced, and seq + len != nextseq.
-//     Retransmission       otherwise.
-//   Port numbers reused  a SYN without ACK whose seq is not the client's initial sequence
-//                     number of the connection already tracked: the state starts afresh.
+// The rules, in the order they apply to a frame (len: TCP payload bytes):
+//   ZeroWindowProbe     len == 1, seq == nextseq, the other direction's last window 0. A probe
+//                       skips the rules up to the retransmission ones (no ZeroWindow on it).
+//   ZeroWindow          window == 0, none of SYN, FIN, RST.
+//   Previous segment not captured  nextseq set, seq > nextseq, not RST.
+//   Keep-Alive          len <= 1, seq == nextseq - 1, none of SYN, FIN, RST.
+//   Window Update       len == 0, window != 0 and not the last window, seq == nextseq,
+//                       ack == lastack, none of SYN, FIN, RST.
+//   Keep-Alive ACK      len == 0, window != 0 and unchanged, seq == nextseq, ack == lastack,
+//                       the other direction's last frame a Keep-Alive, none of SYN, FIN, RST.
+//   ZeroWindowProbeAck  the same with window 0 and the other direction's last frame a probe.
+//   Dup ACK             len == 0, window != 0 and unchanged, seq == nextseq, ack == lastack,
+//                       none of SYN, FIN, RST, and not one of the two above; dupacks grows.
+//                       (The guide also asks for nextseq and lastack to be non-zero; tshark
+//                       4.0 does not.)
+//   Retransmissions     not a Keep-Alive, len > 0 or SYN or FIN; "below" means nextseq set
+//                       and seq < nextseq, except a segment of more than one byte starting at
+//                       nextseq - 1 (the guide's note on a probe byte the receiver dropped,
+//                       which tshark applies to any such segment). The first that applies:
+//     Fast Retransmission  below, the other direction's dupacks >= 2 ("more than two duplicate
+//                          ACKs" counts the original ACK), seq == its lastack, seen less than
+//                          20 ms ago. tshark sets tcp.analysis.retransmission on these frames
+//                          too, and so does this class (both counters count them).
+//     Spurious Retransmission  len > 0, the other direction's lastack set, seq + len <= it:
+//                          all its bytes acknowledged already (a FIN's own sequence number not
+//                          counted). Applies whether or not the segment is below (as in
+//                          tshark); also sets kRetransmission.
+//     Out-Of-Order         below, less than the iRTT (3 ms when unknown) since nextseq last
+//                          advanced, and seq + len (+1 for SYN/FIN) != nextseq. Not a
+//                          retransmission.
+//     Retransmission       below.
+//   Port numbers reused  a SYN whose seq is not the base of its direction: the connection's
+//                       state starts afresh (its flows' counters go on).
+//
+// Not implemented: "ACKed unseen segment" and "Window Full". Known differences with tshark 4.0,
+// all in captures that lack frames or break TCP (tests/pcap/tcp_analyzer_test.cc generates
+// conversations without them): once a frame acknowledges data tshark has not seen contiguously
+// from the other side (frames the capture missed, or a zero-window probe's byte), tshark takes
+// that side's later retransmissions at the acknowledged sequence number for fast
+// retransmissions even without duplicate ACKs (no documented rule; here they stay
+// retransmissions); a SYN with the connection's own initial sequence number after its side sent
+// other segments changes tshark's state in undocumented ways; a SYN-ACK from a side not seen
+// before on an existing conversation is "reused ports" to tshark, not here.
 class TcpAnalyzer {
  public:
   // Analysis flags of one frame (Add's result), each the tshark field tcp.analysis.<name>.
-  static constexpr uint32_t kRetransmission = 1u << 0;          // retransmission
-  static constexpr uint32_t kFastRetransmission = 1u << 1;      // fast_retransmission
-  static constexpr uint32_t kSpuriousRetransmission = 1u << 2;  // spurious_retransmission
-  static constexpr uint32_t kOutOfOrder = 1u << 3;              // out_of_order
-  static constexpr uint32_t kDuplicateAck = 1u << 4;            // duplicate_ack
-  static constexpr uint32_t kZeroWindow = 1u << 5;              // zero_window
-  static constexpr uint32_t kKeepAlive = 1u << 6;               // keep_alive
-  static constexpr uint32_t kKeepAliveAck = 1u << 7;            // keep_alive_ack
-  static constexpr uint32_t kWindowUpdate = 1u << 8;            // window_update
+  static constexpr uint32_t kRetransmission = 1u << 0;              // retransmission
+  static constexpr uint32_t kFastRetransmission = 1u << 1;          // fast_retransmission
+  static constexpr uint32_t kSpuriousRetransmission = 1u << 2;      // spurious_retransmission
+  static constexpr uint32_t kOutOfOrder = 1u << 3;                  // out_of_order
+  static constexpr uint32_t kDuplicateAck = 1u << 4;                // duplicate_ack
+  static constexpr uint32_t kZeroWindow = 1u << 5;                  // zero_window
+  static constexpr uint32_t kKeepAlive = 1u << 6;                   // keep_alive
+  static constexpr uint32_t kKeepAliveAck = 1u << 7;                // keep_alive_ack
+  static constexpr uint32_t kWindowUpdate = 1u << 8;                // window_update
   static constexpr uint32_t kPreviousSegmentNotCaptured = 1u << 9;  // lost_segment
-  static constexpr uint32_t kAckedUnseenSegment = 1u << 10;         // ack_lost_segment
-  static constexpr uint32_t kZeroWindowProbe = 1u << 11;            // zero_window_probe
-  static constexpr uint32_t kZeroWindowProbeAck = 1u << 12;         // zero_window_probe_ack
-  static constexpr uint32_t kPortsReused = 1u << 13;                // reused_ports
-  static constexpr int kFlagCount = 14;
+  static constexpr uint32_t kZeroWindowProbe = 1u << 10;            // zero_window_probe
+  static constexpr uint32_t kZeroWindowProbeAck = 1u << 11;         // zero_window_probe_ack
+  static constexpr uint32_t kPortsReused = 1u << 12;                // reused_ports
+  static constexpr int kFlagCount = 13;
 
   // The tshark field name after "tcp.analysis." of flag bit i (0 <= i < kFlagCount).
   static const char* FlagName(int i);
@@ -120,19 +144,16 @@ class TcpAnalyzer {
   struct Direction {
     uint32_t nextseq = 0;  // 0 = not set (as in Wireshark)
     int64_t nextseq_ns = 0;
-    uint32_t maxseqtobeacked = 0;
     uint32_t lastack = 0;
     int64_t lastack_ns = 0;
-    int64_t window = -1;  // scaled when scaling is in effect; -1 = no frame yet
+    int32_t window = -1;  // the last window field, unscaled; -1 = no frame yet
     uint32_t dupacks = 0;
     uint32_t last_flags = 0;  // analysis flags of this direction's last frame
-    int8_t syn_window_scale = -1;
-    bool syn_seen = false;  // SYN sent in this direction (window scale known)
     bool base_set = false;
     uint32_t base_seq = 0;  // initial sequence number: the SYN's, or the first seq - 1
   };
   struct Connection {
-    FlowKey key;           // direction 0: key.src -> key.dst
+    FlowKey key;  // direction 0: key.src -> key.dst
     Direction dir[2];
     TcpFlowStats stats[2];
     bool syn_seen = false;  // a SYN without ACK seen

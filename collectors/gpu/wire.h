@@ -1,0 +1,231 @@
+#pragma once
+
+// The local hand-off format from producers inside training processes (the NCCL profiler plugin,
+// collectors/nccl, and the CUPTI injection library, collectors/cupti) to the agent's GPU ingest
+// endpoint (agent/gpu_ingest.h).
+//
+// Transport: one unix-domain SOCK_SEQPACKET connection per producer process to
+// kDefaultSocketPath (the producer's environment variable kSocketPathEnv overrides it). Message
+// boundaries are kept by the socket, so each datagram (at most kMaxDatagramBytes) is exactly:
+//
+//   DatagramHeader | RecordHeader + payload | RecordHeader + payload | ...   (record_count records)
+//
+// All integers are in host byte order (producer and agent share the host). Times are
+// CLOCK_MONOTONIC nanoseconds (DESIGN.md "Time"); 0 means "unknown". Strings are fixed-size,
+// NUL-padded char arrays, truncated by the producer; a reader never trusts them to be terminated.
+//
+// Producers send with MSG_DONTWAIT: when the agent is absent or slow, a datagram is dropped and
+// its records are added to DatagramHeader::dropped_records_total, which is cumulative per process
+// and source, so the agent learns about drops with the next datagram that does get through.
+//
+// This header has no dependencies beyond the C++ standard library so that the producer
+// libraries, which are loaded into training processes, link nothing else. The validating decoder
+// used by the agent is in collectors/gpu/wire_decode.h.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace fabricscope::collectors::gpu {
+
+inline constexpr uint32_t kWireMagic = 0x50475346;  // "FSGP" read as little-endian bytes
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr size_t kMaxDatagramBytes = 64 * 1024;
+inline constexpr char kDefaultSocketPath[] = "/run/fabricscope/gpu.sock";
+inline constexpr char kSocketPathEnv[] = "FABRICSCOPE_GPU_SOCKET";
+
+enum class Source : uint16_t { kNcclProfiler = 1, kCupti = 2 };
+
+enum class RecordType : uint16_t {
+  kComm = 1,        // CommRecord: a communicator this process joined (sent at init and reconnect)
+  kCollective = 2,  // CollectiveRecord: one collective or point-to-point operation on one rank
+  kProxyOp = 3,     // ProxyOpRecord: one proxy operation (network transfers to/from one peer)
+  kKernel = 4,      // KernelRecord: one GPU kernel or memcpy from CUPTI activity
+};
+
+struct DatagramHeader {
+  uint32_t magic;         // kWireMagic
+  uint16_t version;       // kWireVersion
+  uint16_t source;        // Source
+  int32_t pid;            // the producer's getpid(); the agent trusts SO_PEERCRED over this
+  uint32_t record_count;  // records that follow
+  uint64_t sequence;      // datagrams attempted by this producer, starting at 1 (gaps = drops)
+  uint64_t dropped_records_total;  // records this producer dropped so far (full pool, EAGAIN)
+  int64_t send_ns;                 // CLOCK_MONOTONIC when the datagram was written
+};
+static_assert(sizeof(DatagramHeader) == 40);
+
+struct RecordHeader {
+  uint16_t type;      // RecordType; unknown types are skipped by size
+  uint16_t size;      // payload bytes that follow this header
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(RecordHeader) == 8);
+
+struct CommRecord {
+  uint64_t comm_hash;   // NCCL's communicator hash: equal on all ranks of the communicator
+  int32_t rank;         // this process's rank in the communicator
+  int32_t nranks;       // communicator size
+  int32_t nnodes;       // nodes the communicator spans
+  int32_t cuda_device;  // the CUDA device ordinal of this rank, -1 when unknown
+  char name[48];        // the communicator name from the user's config, may be empty
+};
+static_assert(sizeof(CommRecord) == 72);
+
+enum class OpKind : uint8_t { kCollective = 0, kP2p = 1 };
+
+// Where CollectiveRecord::start_ns/end_ns come from (nccl-profiler-abi.md section 6.4).
+enum class TimingSource : uint8_t {
+  kEnqueueOnly = 0,    // no completion signal: start/end are the CPU enqueue interval
+  kKernelChannel = 1,  // earliest KernelCh start .. latest KernelCh stop, GPU clock fitted to CPU
+  kProxyOp = 2,        // earliest ProxyOp start .. latest ProxyOp stop (network completion)
+};
+
+struct CollectiveRecord {
+  uint64_t comm_hash;
+  uint64_t seq;    // Coll: NCCL's seqNumber (per communicator and function); P2p: plugin's
+                   // own counter per communicator and function
+  uint64_t count;  // NCCL's task count (AllGather/Broadcast: bytes, datatype "ncclInt8")
+  uint64_t bytes;  // message bytes per rank: count x sizeof(datatype) (ABI doc section 7)
+  int64_t enqueue_start_ns;  // CPU: Coll/P2p start event
+  int64_t enqueue_end_ns;    // CPU: Coll/P2p stop event (enqueued, not completed)
+  int64_t start_ns;          // start of the work per timing_source; 0 when unknown
+  int64_t end_ns;            // completion per timing_source; 0 when unknown
+  uint64_t proxy_bytes;      // bytes moved by its proxy ops (sum of proxy-step sizes)
+  int32_t rank;
+  int32_t nranks;
+  int32_t root;           // root rank for Broadcast/Reduce, else -1
+  int32_t peer;           // P2p: remote rank, else -1
+  uint32_t proxy_ops;     // proxy ops seen for it
+  uint8_t kind;           // OpKind
+  uint8_t timing_source;  // TimingSource
+  uint8_t nchannels;
+  uint8_t graph_captured;  // 1 when launched from a captured CUDA graph
+  char func[16];           // "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+                           // "Send", "Recv"
+  char datatype[16];       // "ncclFloat32", ...
+  char algo[16];           // "RING", "TREE", ... (empty for P2p)
+  char proto[8];           // "LL", "LL128", "SIMPLE" (empty for P2p)
+};
+static_assert(sizeof(CollectiveRecord) == 152);
+
+struct ProxyOpRecord {
+  uint64_t comm_hash;
+  uint64_t op_seq;   // seq of the parent CollectiveRecord (same comm and func), UINT64_MAX
+                     // when unknown
+  int64_t start_ns;  // CPU CLOCK_MONOTONIC
+  int64_t end_ns;
+  uint64_t bytes;      // sum of its proxy steps' transfer sizes
+  int32_t rank;        // this rank
+  int32_t peer;        // the remote rank it exchanged data with
+  int32_t steps;       // network transfers completed
+  int32_t chunk_size;  // bytes per step as announced by NCCL
+  int32_t pid;         // process that created the op (differs from the sender under PXN)
+  uint8_t channel;
+  uint8_t is_send;  // 1 = network send path, 0 = receive
+  uint8_t kind;     // OpKind of the parent
+  uint8_t reserved;
+  char func[16];  // function of the parent operation
+};
+static_assert(sizeof(ProxyOpRecord) == 80);
+
+enum class ActivityKind : uint8_t { kKernel = 1, kMemcpy = 2 };
+
+struct KernelRecord {
+  int64_t start_ns;  // CLOCK_MONOTONIC (CUPTI timestamps aligned by callback)
+  int64_t end_ns;
+  uint64_t correlation_id;  // CUPTI correlation id (joins the launching API call)
+  uint64_t graph_id;        // CUDA graph id, 0 when not launched from a graph
+  uint64_t bytes;           // memcpy bytes, 0 for kernels
+  uint32_t device;          // CUDA device ordinal
+  uint32_t context;         // CUDA context id
+  uint32_t stream;          // CUDA stream id
+  uint8_t kind;             // ActivityKind
+  uint8_t is_nccl;          // 1 for NCCL's kernels (name starts with "ncclDevKernel"/"ncclKernel")
+  uint8_t memcpy_kind;      // CUpti_ActivityMemcpyKind for memcpy, else 0
+  uint8_t reserved;
+  char name[160];  // demangled kernel name, truncated
+};
+static_assert(sizeof(KernelRecord) == 216);
+
+template <typename T>
+struct RecordTypeOf;
+template <>
+struct RecordTypeOf<CommRecord> {
+  static constexpr RecordType kValue = RecordType::kComm;
+};
+template <>
+struct RecordTypeOf<CollectiveRecord> {
+  static constexpr RecordType kValue = RecordType::kCollective;
+};
+template <>
+struct RecordTypeOf<ProxyOpRecord> {
+  static constexpr RecordType kValue = RecordType::kProxyOp;
+};
+template <>
+struct RecordTypeOf<KernelRecord> {
+  static constexpr RecordType kValue = RecordType::kKernel;
+};
+
+// Copies a C string into a fixed char array, truncating and NUL-padding. nullptr -> "".
+template <size_t N>
+inline void CopyFixed(char (&dst)[N], const char* src) {
+  std::memset(dst, 0, N);
+  if (src == nullptr) return;
+  for (size_t i = 0; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
+}
+
+// Builds one datagram in a caller-owned buffer. No allocation, no system calls: usable on a
+// producer's flush thread. Not thread-safe; one writer per buffer.
+class DatagramWriter {
+ public:
+  // buffer must stay valid while the writer is used; capacity at most kMaxDatagramBytes.
+  DatagramWriter(void* buffer, size_t capacity, Source source, int32_t pid)
+      : buf_(static_cast<unsigned char*>(buffer)), capacity_(capacity), source_(source), pid_(pid) {
+    Reset();
+  }
+
+  // Starts a new, empty datagram.
+  void Reset() {
+    used_ = sizeof(DatagramHeader);
+    count_ = 0;
+  }
+
+  // Appends one record; returns false (and appends nothing) when it does not fit.
+  template <typename T>
+  bool Append(const T& record) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const size_t need = sizeof(RecordHeader) + sizeof(T);
+    if (used_ + need > capacity_) return false;
+    RecordHeader rh{static_cast<uint16_t>(RecordTypeOf<T>::kValue),
+                    static_cast<uint16_t>(sizeof(T)), 0};
+    std::memcpy(buf_ + used_, &rh, sizeof(rh));
+    std::memcpy(buf_ + used_ + sizeof(rh), &record, sizeof(T));
+    used_ += need;
+    ++count_;
+    return true;
+  }
+
+  // Writes the header; returns the datagram's size in bytes. The buffer then holds the datagram.
+  size_t Finish(uint64_t sequence, uint64_t dropped_records_total, int64_t send_ns) {
+    DatagramHeader h{kWireMagic, kWireVersion, static_cast<uint16_t>(source_), pid_,
+                     count_,     sequence,     dropped_records_total,          send_ns};
+    std::memcpy(buf_, &h, sizeof(h));
+    return used_;
+  }
+
+  uint32_t record_count() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return used_; }
+
+ private:
+  unsigned char* buf_;
+  size_t capacity_;
+  Source source_;
+  int32_t pid_;
+  size_t used_ = 0;
+  uint32_t count_ = 0;
+};
+
+}  // namespace fabricscope::collectors::gpu

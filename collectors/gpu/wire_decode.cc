@@ -1,0 +1,140 @@
+#include "collectors/gpu/wire_decode.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope::collectors::gpu {
+namespace {
+
+// Copies a payload of at least sizeof(T) bytes into a zeroed T (extra bytes are a newer
+// producer's additions and are ignored) and terminates its char arrays.
+template <typename T>
+T Load(const uint8_t* payload) {
+  T value;
+  std::memcpy(&value, payload, sizeof(T));
+  return value;
+}
+
+template <size_t N>
+void Terminate(char (&s)[N]) {
+  s[N - 1] = '\0';
+}
+
+}  // namespace
+
+absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& visitor,
+                            DecodeResult* result) {
+  DecodeResult local;
+  DecodeResult& out = result != nullptr ? *result : local;
+  out = DecodeResult{};
+  if (datagram.size() < sizeof(DatagramHeader)) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU datagram of ", datagram.size(),
+                                                   " bytes is shorter than its 40-byte header"));
+  }
+  DatagramHeader header;
+  std::memcpy(&header, datagram.data(), sizeof(header));
+  if (header.magic != kWireMagic) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU datagram has magic 0x",
+                                                   absl::Hex(header.magic), ", expected 0x",
+                                                   absl::Hex(kWireMagic)));
+  }
+  if (header.version != kWireVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GPU datagram version ", header.version,
+                     " is not supported (this agent reads version ", kWireVersion, ")"));
+  }
+
+  // First pass: validate the framing completely, so a bad datagram delivers nothing.
+  size_t offset = sizeof(DatagramHeader);
+  uint32_t seen = 0;
+  while (offset < datagram.size()) {
+    if (datagram.size() - offset < sizeof(RecordHeader)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPU datagram: truncated record header at byte ", offset));
+    }
+    RecordHeader rh;
+    std::memcpy(&rh, datagram.data() + offset, sizeof(rh));
+    offset += sizeof(rh);
+    if (datagram.size() - offset < rh.size) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU datagram: record ", seen, " claims ",
+                                                     rh.size, " bytes, only ",
+                                                     datagram.size() - offset, " remain"));
+    }
+    size_t need = 0;
+    switch (static_cast<RecordType>(rh.type)) {
+      case RecordType::kComm:
+        need = sizeof(CommRecord);
+        break;
+      case RecordType::kCollective:
+        need = sizeof(CollectiveRecord);
+        break;
+      case RecordType::kProxyOp:
+        need = sizeof(ProxyOpRecord);
+        break;
+      case RecordType::kKernel:
+        need = sizeof(KernelRecord);
+        break;
+      default:
+        break;
+    }
+    if (rh.size < need) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU datagram: record ", seen, " of type ",
+                                                     rh.type, " has ", rh.size, " bytes, expected ",
+                                                     need));
+    }
+    offset += rh.size;
+    ++seen;
+  }
+  if (seen != header.record_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPU datagram: header says ", header.record_count, " records, found ", seen));
+  }
+
+  // Second pass: deliver.
+  out.header = header;
+  offset = sizeof(DatagramHeader);
+  while (offset < datagram.size()) {
+    RecordHeader rh;
+    std::memcpy(&rh, datagram.data() + offset, sizeof(rh));
+    const uint8_t* payload = datagram.data() + offset + sizeof(rh);
+    offset += sizeof(rh) + rh.size;
+    switch (static_cast<RecordType>(rh.type)) {
+      case RecordType::kComm: {
+        CommRecord r = Load<CommRecord>(payload);
+        Terminate(r.name);
+        visitor.OnComm(r);
+        break;
+      }
+      case RecordType::kCollective: {
+        CollectiveRecord r = Load<CollectiveRecord>(payload);
+        Terminate(r.func);
+        Terminate(r.datatype);
+        Terminate(r.algo);
+        Terminate(r.proto);
+        visitor.OnCollective(r);
+        break;
+      }
+      case RecordType::kProxyOp: {
+        ProxyOpRecord r = Load<ProxyOpRecord>(payload);
+        Terminate(r.func);
+        visitor.OnProxyOp(r);
+        break;
+      }
+      case RecordType::kKernel: {
+        KernelRecord r = Load<KernelRecord>(payload);
+        Terminate(r.name);
+        visitor.OnKernel(r);
+        break;
+      }
+      default:
+        ++out.unknown_records;
+        continue;
+    }
+    ++out.records;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope::collectors::gpu

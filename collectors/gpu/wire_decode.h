@@ -1,0 +1,50 @@
+#pragma once
+
+// Validating decoder for the GPU hand-off datagrams of collectors/gpu/wire.h, used by the agent's
+// ingest endpoint on bytes that come from other processes: nothing in a datagram is trusted.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "collectors/gpu/wire.h"
+
+namespace fabricscope::collectors::gpu {
+
+// Receives the records of one datagram, in order. Called on the decoding thread only.
+class RecordVisitor {
+ public:
+  virtual ~RecordVisitor() = default;
+  virtual void OnComm(const CommRecord& record) = 0;
+  virtual void OnCollective(const CollectiveRecord& record) = 0;
+  virtual void OnProxyOp(const ProxyOpRecord& record) = 0;
+  virtual void OnKernel(const KernelRecord& record) = 0;
+};
+
+struct DecodeResult {
+  DatagramHeader header{};
+  uint32_t records = 0;          // records delivered to the visitor
+  uint32_t unknown_records = 0;  // records of a type this version does not know, skipped
+};
+
+// Decodes one datagram and hands each record to `visitor` (records are copied to aligned
+// storage first; the fixed strings are forced to be NUL-terminated).
+// Errors (nothing is delivered for a datagram that fails validation, so a malformed datagram
+// counts as one drop): InvalidArgument for a datagram shorter than its header, a wrong magic, a
+// record header or payload past the end, a known record type with a payload shorter than its
+// struct, trailing bytes, or a record count that disagrees with the records present;
+// FailedPrecondition for an unsupported version.
+absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& visitor,
+                            DecodeResult* result);
+
+// A fixed char array as a string, stopping at the first NUL or at N.
+template <size_t N>
+std::string FixedString(const char (&s)[N]) {
+  size_t n = 0;
+  while (n < N && s[n] != '\0') ++n;
+  return std::string(s, n);
+}
+
+}  // namespace fabricscope::collectors::gpu

@@ -53,6 +53,17 @@ struct AgentOptions {
   std::string capture_interface;
   std::string capture_filter = "udp dst port 4791 or tcp";
   int capture_snaplen = 160;
+  // GPU timelines (agent/gpu_ingest.h): the unix socket where the NCCL profiler plugin and the
+  // CUPTI library connect; empty = off. Mode 0666 by default (training processes run as any
+  // user); gpu_allowed_uids (SO_PEERCRED) restricts who may connect.
+  std::string gpu_socket = "/run/fabricscope/gpu.sock";
+  uint32_t gpu_socket_mode = 0666;
+  std::vector<uint32_t> gpu_allowed_uids;
+  size_t gpu_max_connections = 256;
+  size_t gpu_queue_slots = 16384;                // records between ingest and pipeline threads
+  size_t gpu_max_collectives_per_batch = 4096;   // the rest count in totals only
+  size_t gpu_max_kernel_spans_per_batch = 1024;  // the rest summarized per (device, name)
+  size_t gpu_rank_pairs_top_k = 20;  // standalone: fabricscope_rank_pair_bytes_total series
   // Ports to watch: "mlx5_0" (every port of the device), "mlx5_0:1", "eth0". Empty = every
   // RDMA port and every non-virtual interface, plus lo only when nothing else exists.
   std::vector<std::string> interfaces;
@@ -78,13 +89,20 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
 //   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port,
-//   pma_period, capture, capture_filter, capture_snaplen: scalars; pma: list of "local" /
+//   pma_period, capture, capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal
+//   string "0660"), gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,
+//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k: scalars; pma: list of "local" /
 //   "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
 // keys or bad values (with the key named).
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);
+
+// Parses a file mode in octal ("0660", "666"); at most 0777. Errors: InvalidArgument.
+absl::StatusOr<uint32_t> ParseFileMode(const std::string& text);
+// Parses comma-separated numeric uids ("0,1000"). Errors: InvalidArgument naming the entry.
+absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text);
 
 // Checks cross-field rules (exit <= enter, thresholds in (0, 10], window >= 10 x period...).
 absl::Status ValidateOptions(const AgentOptions& options);

@@ -45,6 +45,10 @@ class ProducerChannel {
   // closed and re-established by a later Send().
   bool Send(const void* data, size_t size);
 
+  // Connects when not connected (same throttle as Send()); returns connected(). Lets a producer
+  // send what the agent must know first (CommRecord) on a fresh connection before other data.
+  bool Connect() { return fd_ >= 0 || TryConnect(); }
+
   // Whether a connection is currently open (it may still turn out dead on the next Send()).
   bool connected() const { return fd_ >= 0; }
 

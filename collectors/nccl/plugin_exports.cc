@@ -1,0 +1,25 @@
+// The two symbols libnccl-profiler-fabricscope.so exports (ABI doc section 1): data objects, not
+// functions, with C linkage and default visibility; everything else in the library is hidden.
+// NCCL 2.28-2.30 pick ncclProfiler_v5, NCCL 2.27 ncclProfiler_v4.
+
+#include "collectors/nccl/profiler.h"
+#include "collectors/nccl/profiler_abi.h"
+
+namespace nccl = fabricscope::collectors::nccl;
+
+extern "C" {
+
+__attribute__((visibility("default"))) extern const nccl::ProfilerV5 ncclProfiler_v5;
+__attribute__((visibility("default"))) extern const nccl::ProfilerV4 ncclProfiler_v4;
+
+const nccl::ProfilerV5 ncclProfiler_v5 = {
+    "fabricscope",          nccl::Init,     nccl::StartEvent, nccl::StopEvent,
+    nccl::RecordEventState, nccl::Finalize,
+};
+
+const nccl::ProfilerV4 ncclProfiler_v4 = {
+    "fabricscope",   nccl::InitV4,           nccl::StartEventV4,
+    nccl::StopEvent, nccl::RecordEventState, nccl::Finalize,
+};
+
+}  // extern "C"

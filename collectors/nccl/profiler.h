@@ -1,0 +1,100 @@
+#pragma once
+
+// The NCCL profiler plugin's core: the functions of the ncclProfiler_v5 / _v4 tables
+// (collectors/nccl/plugin_exports.cc exports them as libnccl-profiler-fabricscope.so).
+//
+// What it records (ABI facts: ../shared/docs/nccl-profiler-abi.md, referenced as "ABI §N"):
+// - one CollectiveRecord per Coll or P2p event: identity (comm hash, func, seq), sizes, algorithm,
+//   protocol, channels, enqueue interval (CPU start/stop of the event), and the work interval
+//   from the kernel-channel timers (GPU %globaltimer fitted to CLOCK_MONOTONIC), else from the
+//   ProxyOp start/stop times, else the enqueue interval; timing_source says which (ABI §6.4);
+// - one ProxyOpRecord per ProxyOp: peer, direction, channel, steps and bytes (sum of ProxyStep
+//   transSize at states 9/11, so bytes need the ProxyStep bit), times, creating pid (PXN);
+// - one CommRecord per communicator init, re-sent after every reconnect to the agent.
+//
+// Threads: the table functions are called by NCCL from any thread, concurrently (ABI §6.1).
+// startEvent/stopEvent/recordEventState never lock, allocate, block or make system calls
+// (clock_gettime is a vDSO call): events live in fixed pools allocated at the first init, handles
+// are (magic, kind, generation, index) words that are validated before use, so stale, repeated,
+// foreign (PXN) or NULL handles are ignored. A flush thread (started at the first init, joined at
+// the last finalize) closes completed records, batches them into datagrams (collectors/gpu/wire.h)
+// and sends them with ProducerChannel; a full pool or queue, or a failed send, drops records and
+// counts them in DatagramHeader::dropped_records_total. Only init returns an error.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collectors/nccl/profiler_abi.h"
+
+namespace fabricscope::collectors::nccl {
+
+// Default activation mask: Coll | ProxyOp | ProxyStep | KernelCh = 2|8|16|64 = 90. ProxyStep is
+// on because the bytes per proxy op (and so the rank-pair traffic) come only from its states;
+// its cost is one start, three state records and one stop per network transfer on the proxy
+// thread (README "NCCL profiler plugin" has the measured figure). Mask 74 drops it.
+inline constexpr int kDefaultEventMask =
+    kEventColl | kEventProxyOp | kEventProxyStep | kEventKernelCh;
+
+// Environment variables (read at the first init).
+inline constexpr char kEventMaskEnv[] = "FABRICSCOPE_NCCL_EVENT_MASK";  // decimal or 0x hex
+inline constexpr char kMaskFileEnv[] = "FABRICSCOPE_NCCL_MASK_FILE";
+inline constexpr char kDefaultMaskFile[] = "/run/fabricscope/nccl-mask";
+inline constexpr char kPoolEnv[] = "FABRICSCOPE_NCCL_POOL_EVENTS";  // collectives in flight
+
+struct PluginOptions {
+  int event_mask = kDefaultEventMask;
+  std::string socket_path;  // ResolveSocketPath()
+  std::string mask_file = kDefaultMaskFile;
+  uint32_t pool_ops = 4096;             // Coll/P2p in flight (enqueued, not yet completed)
+  uint32_t pool_proxy_ops = 4 * 4096;   // ProxyOps in flight
+  uint32_t pool_kernel_ch = 4096;       // KernelCh events in flight
+  int64_t flush_period_ns = 5'000'000;  // flush thread cycle
+  // A stopped Coll/P2p without live children is closed once all its expected KernelCh events
+  // (nChannels, when the KernelCh bit was set at its start) have stopped, or after these
+  // quiet times since its last activity when they have not.
+  int64_t linger_ns = 100'000'000;          // KernelCh not expected
+  int64_t kernel_wait_ns = 10'000'000'000;  // KernelCh expected but missing
+  int64_t mask_check_period_ns = 1'000'000'000;
+  int64_t offset_window_ns = 10'000'000'000;  // GPU->CPU offset: min over the last 1-2 windows
+
+  // Defaults overridden by the environment: FABRICSCOPE_NCCL_EVENT_MASK,
+  // FABRICSCOPE_NCCL_MASK_FILE, FABRICSCOPE_NCCL_POOL_EVENTS (scales all three pools),
+  // FABRICSCOPE_GPU_SOCKET (wire.h).
+  static PluginOptions FromEnvironment();
+};
+
+// Counters of the live plugin (all zero when no communicator is initialized).
+struct PluginStats {
+  uint64_t records_emitted = 0;  // Collective + ProxyOp records closed and handed to a datagram
+  uint64_t records_sent = 0;     // of those, in datagrams the kernel accepted
+  uint64_t dropped = 0;          // records dropped (full pool/queue, failed send)
+  uint64_t datagrams_sent = 0;
+  uint64_t connects = 0;
+  size_t pool_bytes = 0;  // memory of pools, queues and buffers allocated at the first init
+  int contexts = 0;
+};
+
+// The table functions, v5 shapes (ABI §3). Exposed for the benchmark, which links the core
+// statically and calls them through a function table like NCCL does.
+NcclResult Init(void** context, uint64_t comm_hash, int* activation_mask, const char* comm_name,
+                int n_nodes, int nranks, int rank, NcclDebugLogger logfn);
+NcclResult StartEvent(void* context, void** event_handle, EventDescrV5* descr);
+NcclResult StopEvent(void* event_handle);
+NcclResult RecordEventState(void* event_handle, EventState state, EventStateArgs* args);
+NcclResult Finalize(void* context);
+// v4 adapters (ABI §3-4).
+NcclResult InitV4(void** context, int* activation_mask, const char* comm_name, uint64_t comm_hash,
+                  int n_nodes, int nranks, int rank, NcclDebugLogger logfn);
+NcclResult StartEventV4(void* context, void** event_handle, EventDescrV4* descr);
+
+// Sets the options the next first init uses instead of FromEnvironment() (tests, benchmark).
+// Call only while no communicator is initialized.
+void SetOptionsForTesting(const PluginOptions& options);
+PluginStats CurrentStats();
+
+// Bytes per element of an NCCL datatype name as the profiler reports it ("ncclFloat32", ...;
+// "Unknown" is what NCCL 2.28.9 reports for ncclUint8, ABI §4); 0 when unknown.
+size_t DatatypeSize(const char* datatype);
+
+}  // namespace fabricscope::collectors::nccl

@@ -147,7 +147,9 @@ struct ContextSlot {
   // GPU->CPU offset estimate: min of (CPU arrival - GPU timer) over this and the last window.
   std::atomic<int64_t> offset_current{kNone64};
   std::atomic<int64_t> offset_previous{kNone64};
-  bool comm_sent = false;  // flush thread only
+  // Set by init (and for live contexts at every reconnect), cleared once its CommRecord was
+  // sent; a finalized context's slot is not reused before that.
+  std::atomic<bool> unsent{false};
 };
 
 struct alignas(64) OpSlot {
@@ -272,7 +274,9 @@ class Plugin {
                         int nranks, int rank) {
     for (uint32_t i = 0; i < kMaxContexts; ++i) {
       ContextSlot& c = contexts_[i];
-      if (c.live.load(std::memory_order_relaxed)) continue;
+      if (c.live.load(std::memory_order_relaxed) || c.unsent.load(std::memory_order_acquire)) {
+        continue;
+      }
       c.comm_hash = comm_hash;
       c.rank = rank;
       c.nranks = nranks;
@@ -285,7 +289,7 @@ class Plugin {
       const uint32_t gen = (c.gen.load(std::memory_order_relaxed) + 1) & 0xFFFFFF;
       c.gen.store(gen, std::memory_order_relaxed);
       c.live.store(true, std::memory_order_release);
-      new_contexts_.store(true, std::memory_order_release);
+      c.unsent.store(true, std::memory_order_release);
       *context = reinterpret_cast<void*>(
           static_cast<uintptr_t>(kContextMagic | static_cast<uint64_t>(pid_ & 0xFFFF) << 40 |
                                  static_cast<uint64_t>(gen) << 16 | i));
@@ -750,15 +754,15 @@ class Plugin {
   // CommRecords go first on every connection, in their own datagrams, and are not counted as
   // drops (they describe state, not events): they are retried until a send succeeds.
   void SendComms() {
-    const bool fresh = new_contexts_.exchange(false, std::memory_order_acq_rel);
     if (!channel_.Connect()) return;
     if (channel_.connects() != comm_epoch_) {
       comm_epoch_ = channel_.connects();
-      for (uint32_t i = 0; i < kMaxContexts; ++i) contexts_[i].comm_sent = false;
-    } else if (!fresh && !comms_unsent_) {
-      return;
+      for (uint32_t i = 0; i < kMaxContexts; ++i) {
+        if (contexts_[i].live.load(std::memory_order_acquire)) {
+          contexts_[i].unsent.store(true, std::memory_order_relaxed);
+        }
+      }
     }
-    comms_unsent_ = false;
     gpu::DatagramWriter w(comm_buffer_, sizeof(comm_buffer_), gpu::Source::kNcclProfiler, pid_);
     uint32_t in_datagram[kCommsPerDatagram];
     auto send = [&] {
@@ -766,15 +770,15 @@ class Plugin {
       const size_t size =
           w.Finish(++sequence_, dropped_.load(std::memory_order_relaxed), MonotonicNowNs());
       if (channel_.Send(comm_buffer_, size)) {
-        for (uint32_t k = 0; k < w.record_count(); ++k) contexts_[in_datagram[k]].comm_sent = true;
-      } else {
-        comms_unsent_ = true;
+        for (uint32_t k = 0; k < w.record_count(); ++k) {
+          contexts_[in_datagram[k]].unsent.store(false, std::memory_order_release);
+        }
       }
       w.Reset();
     };
     for (uint32_t i = 0; i < kMaxContexts; ++i) {
       ContextSlot& c = contexts_[i];
-      if (!c.live.load(std::memory_order_acquire) || c.comm_sent) continue;
+      if (!c.unsent.load(std::memory_order_acquire)) continue;
       CommRecord r{};
       r.comm_hash = c.comm_hash;
       r.rank = c.rank;
@@ -844,10 +848,8 @@ class Plugin {
   gpu::ProducerChannel channel_;
   uint64_t sequence_ = 0;
   uint64_t comm_epoch_ = 0;
-  bool comms_unsent_ = false;
   std::atomic<int> desired_mask_;
 
-  std::atomic<bool> new_contexts_{false};
   std::atomic<bool> finalized_contexts_{false};
   alignas(64) std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> emitted_{0};

@@ -1,0 +1,537 @@
+// ABI tests of libnccl-profiler-fabricscope.so: the built library is dlopen()ed and driven by
+// FakeNccl (tests/common/nccl_harness.h) exactly as NCCL 2.28 would; a GpuReceiver stands in
+// for the agent. Every record that arrives is checked field by field against what the harness
+// issued, and received + dropped must equal issued exactly.
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "collectors/gpu/wire.h"
+#include "collectors/gpu/wire_decode.h"
+#include "gtest/gtest.h"
+#include "tests/common/gpu_receiver.h"
+#include "tests/common/nccl_harness.h"
+#include "tests/common/wait.h"
+
+namespace fabricscope::testing {
+namespace {
+
+namespace gpu = ::fabricscope::collectors::gpu;
+using Spec = FakeNccl::CollSpec;
+using Timers = FakeNccl::TimerKind;
+
+constexpr char kPlugin[] = FABRICSCOPE_NCCL_PLUGIN;
+constexpr int kDefaultMask = 2 | 8 | 16 | 64;
+
+// Operation i of a communicator of `nranks`: a mix of every kind NCCL emits, with the ABI
+// doc's quirks (AllGather/Broadcast in bytes with "ncclInt8", ReduceScatter per-rank count) and
+// the timer faults of section 6.9 on some of them.
+Spec MakeSpec(int i, int rank, int nranks) {
+  static const char* kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
+  Spec s;
+  s.func = kFuncs[i % 4];
+  s.count = 1024 + 64 * static_cast<size_t>(i % 17);
+  s.datatype =
+      (i % 4 == 1 || i % 4 == 3) ? "ncclInt8" : (i % 3 == 0 ? "ncclBfloat16" : "ncclFloat32");
+  s.root = i % 4 == 3 ? 1 : 0;
+  s.algo = i % 5 == 0 ? "TREE" : "RING";
+  s.proto = i % 2 == 0 ? "SIMPLE" : "LL128";
+  s.graph_captured = i % 9 == 4;
+  const int next = (rank + 1) % nranks;
+  const int prev = (rank + nranks - 1) % nranks;
+  for (uint8_t ch = 0; ch < 2; ++ch) {
+    FakeNccl::ProxyWork send;
+    send.peer = next;
+    send.is_send = true;
+    send.channel = ch;
+    send.step_bytes = {65536, 65536, 65536, static_cast<size_t>(1000 + i % 100)};
+    FakeNccl::ProxyWork recv = send;
+    recv.peer = prev;
+    recv.is_send = false;
+    recv.step_bytes = {65536, static_cast<size_t>(4096 + i % 50)};
+    s.proxy.push_back(send);
+    s.proxy.push_back(recv);
+    FakeNccl::KernelWork k;
+    k.channel = ch;
+    k.before_coll_stop = ch == 0;
+    if (i % 7 == 3 && ch == 1) k.timers = Timers::kZeroStart;
+    if (i % 11 == 5) k.timers = ch == 0 ? Timers::kZeroStart : Timers::kEndBeforeStart;
+    s.kernels.push_back(k);
+  }
+  if (i % 13 == 6) {
+    FakeNccl::ProxyWork pxn;
+    pxn.peer = next;
+    pxn.channel = 3;
+    pxn.pxn = true;
+    pxn.step_bytes = {8192, 8192};
+    s.proxy.push_back(pxn);
+  }
+  return s;
+}
+
+Spec MakeP2p(bool send, int peer) {
+  Spec s;
+  s.p2p = true;
+  s.func = send ? "Send" : "Recv";
+  s.datatype = "ncclFloat16";
+  s.count = 4096;
+  s.peer = peer;
+  s.algo = nullptr;
+  s.proto = nullptr;
+  FakeNccl::ProxyWork w;
+  w.peer = peer;
+  w.is_send = send;
+  w.step_bytes = {8192};
+  s.proxy.push_back(w);
+  s.kernels.push_back(FakeNccl::KernelWork{});
+  return s;
+}
+
+size_t TypeSize(const char* t) {
+  const std::string s = t;
+  if (s == "ncclInt8") return 1;
+  if (s == "ncclFloat16" || s == "ncclBfloat16") return 2;
+  return 4;
+}
+
+// Compares everything received with what was issued.
+class Checker {
+ public:
+  void Add(const std::vector<std::shared_ptr<FakeNccl::Expected>>& v) {
+    for (const auto& e : v) {
+      if (e->coll_emitted) expected_.push_back(e);
+    }
+  }
+  void AddProxy(const std::vector<FakeNccl::ExpectedProxyOp>& v) {
+    proxy_.insert(proxy_.end(), v.begin(), v.end());
+  }
+
+  // Returns the number of matched records (Collective + ProxyOp); adds failures for any record
+  // that matches nothing, arrives twice, or has a wrong field.
+  size_t Check(const GpuReceiver& rx) {
+    std::map<std::tuple<uint64_t, std::string, uint64_t>, const FakeNccl::Expected*> by_key;
+    for (const auto& e : expected_) {
+      by_key[{e->comm_hash, e->spec.func, e->seq}] = e.get();
+    }
+    size_t matched = 0;
+    std::map<std::tuple<uint64_t, std::string, uint64_t>, int> seen;
+    for (const gpu::CollectiveRecord& r : rx.collectives) {
+      const auto key = std::make_tuple(r.comm_hash, gpu::FixedString(r.func), r.seq);
+      auto it = by_key.find(key);
+      if (it == by_key.end()) {
+        ADD_FAILURE() << "unexpected record " << gpu::FixedString(r.func) << " seq " << r.seq;
+        continue;
+      }
+      if (++seen[key] > 1) {
+        ADD_FAILURE() << "duplicate record " << gpu::FixedString(r.func) << " seq " << r.seq;
+        continue;
+      }
+      ++matched;
+      CheckCollective(*it->second, r);
+    }
+    using ProxyKey = std::tuple<uint64_t, std::string, uint64_t, int, int, int, int>;
+    std::multimap<ProxyKey, const FakeNccl::ExpectedProxyOp*> proxy_by_key;
+    for (const auto& x : proxy_) {
+      proxy_by_key.insert(
+          {{x.comm_hash, x.func, x.op_seq, x.channel, x.peer, x.is_send, x.pid}, &x});
+    }
+    for (const gpu::ProxyOpRecord& r : rx.proxy_ops) {
+      // PXN ops have no identity beyond their fields: of the equal keys, the one whose start
+      // window holds the record's start.
+      auto range = proxy_by_key.equal_range(
+          {r.comm_hash, gpu::FixedString(r.func), r.op_seq, r.channel, r.peer, r.is_send, r.pid});
+      auto it = range.first == range.second ? proxy_by_key.end() : range.first;
+      for (auto c = range.first; c != range.second; ++c) {
+        if (r.start_ns >= c->second->start_lo && r.start_ns <= c->second->start_hi) it = c;
+      }
+      if (it == proxy_by_key.end()) {
+        ADD_FAILURE() << "unexpected proxy op seq " << r.op_seq << " ch " << int(r.channel);
+        continue;
+      }
+      const FakeNccl::ExpectedProxyOp& x = *it->second;
+      proxy_by_key.erase(it);
+      ++matched;
+      EXPECT_EQ(r.bytes, x.bytes);
+      EXPECT_EQ(r.steps, x.steps);
+      EXPECT_EQ(r.rank, x.rank);
+      EXPECT_EQ(gpu::FixedString(r.func), x.func);
+      EXPECT_GE(r.start_ns, x.start_lo);
+      EXPECT_LE(r.start_ns, x.start_hi);
+      EXPECT_GE(r.end_ns, x.end_lo);
+      EXPECT_LE(r.end_ns, x.end_hi);
+      EXPECT_EQ(r.chunk_size, 131072);
+    }
+    return matched;
+  }
+
+  size_t kernel_timed = 0, proxy_timed = 0, enqueue_timed = 0, graph = 0;
+
+ private:
+  void CheckCollective(const FakeNccl::Expected& e, const gpu::CollectiveRecord& r) {
+    SCOPED_TRACE(std::string(e.spec.func) + " seq " + std::to_string(e.seq));
+    const Spec& s = e.spec;
+    EXPECT_EQ(r.kind, s.p2p ? 1 : 0);
+    EXPECT_EQ(r.rank, e.rank);
+    EXPECT_EQ(r.nranks, e.nranks);
+    EXPECT_EQ(r.count, s.count);
+    EXPECT_EQ(r.bytes, s.count * TypeSize(s.datatype));
+    EXPECT_EQ(gpu::FixedString(r.datatype), s.datatype);
+    EXPECT_EQ(gpu::FixedString(r.algo), s.algo == nullptr ? "" : s.algo);
+    EXPECT_EQ(gpu::FixedString(r.proto), s.proto == nullptr ? "" : s.proto);
+    EXPECT_EQ(r.root, std::string(s.func) == "Broadcast" ? s.root : -1);
+    EXPECT_EQ(r.peer, s.p2p ? s.peer : -1);
+    EXPECT_EQ(r.nchannels, s.kernels.size());
+    EXPECT_EQ(r.graph_captured, s.graph_captured ? 1 : 0);
+    graph += r.graph_captured;
+    EXPECT_GE(r.enqueue_start_ns, e.enqueue_start_lo);
+    EXPECT_LE(r.enqueue_start_ns, e.enqueue_start_hi);
+    EXPECT_GE(r.enqueue_end_ns, e.enqueue_end_lo);
+    EXPECT_LE(r.enqueue_end_ns, e.enqueue_end_hi);
+    EXPECT_EQ(r.proxy_ops, e.proxy_ops);
+    EXPECT_EQ(r.proxy_bytes, e.proxy_bytes);
+    if (e.gpu_start_min != INT64_MAX) {
+      ++kernel_timed;
+      EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kKernelChannel));
+      // GPU times converted with the fitted offset: both ends shift by the same amount, at
+      // least the synthetic report lag and at most that plus the harness's call latency.
+      const int64_t shift_start = r.start_ns - (e.gpu_start_min - FakeNccl::kGpuClockOffsetNs);
+      const int64_t shift_end = r.end_ns - (e.gpu_end_max - FakeNccl::kGpuClockOffsetNs);
+      EXPECT_EQ(shift_start, shift_end);
+      EXPECT_GE(shift_start, FakeNccl::kEndLagNs);
+      EXPECT_LT(shift_start, FakeNccl::kEndLagNs + 200'000'000);
+    } else if (e.proxy_ops > 0) {
+      ++proxy_timed;
+      EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kProxyOp));
+      EXPECT_GE(r.start_ns, e.proxy_start_lo);
+      EXPECT_LE(r.start_ns, e.proxy_start_hi);
+      EXPECT_GE(r.end_ns, e.proxy_end_lo);
+      EXPECT_LE(r.end_ns, e.proxy_end_hi);
+    } else {
+      ++enqueue_timed;
+      EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kEnqueueOnly));
+      EXPECT_EQ(r.start_ns, r.enqueue_start_ns);
+      EXPECT_EQ(r.end_ns, r.enqueue_end_ns);
+    }
+  }
+
+  std::vector<std::shared_ptr<FakeNccl::Expected>> expected_;
+  std::vector<FakeNccl::ExpectedProxyOp> proxy_;
+};
+
+class ProfilerPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/fs_nccl_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    mask_file_ = dir_ + "/nccl-mask";
+    setenv("FABRICSCOPE_NCCL_MASK_FILE", mask_file_.c_str(), 1);
+    unsetenv("FABRICSCOPE_NCCL_EVENT_MASK");
+    unsetenv("FABRICSCOPE_NCCL_POOL_EVENTS");
+    HarnessLog::Get().Clear();
+  }
+  void TearDown() override {
+    unlink(mask_file_.c_str());
+    rmdir(dir_.c_str());
+    unsetenv("FABRICSCOPE_GPU_SOCKET");
+  }
+
+  void WriteMask(int mask) {
+    FILE* f = std::fopen(mask_file_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "%d\n", mask);
+    std::fclose(f);
+  }
+
+  // Runs `n` rounds on each communicator: collectives, a user group with two collectives, and a
+  // Send/Recv pair in a user group.
+  void Drive(FakeNccl& nccl, std::vector<FakeNccl::Comm>& comms, int n, Checker& checker,
+             int base = 0) {
+    for (int i = base; i < base + n; ++i) {
+      for (FakeNccl::Comm& c : comms) {
+        checker.Add({nccl.Run(c, MakeSpec(i, c.rank, c.nranks))});
+        if (i % 10 == 0) {
+          checker.Add(nccl.RunGroup(
+              c, {MakeSpec(i + 1, c.rank, c.nranks), MakeSpec(i + 2, c.rank, c.nranks)}));
+        }
+        if (i % 8 == 0) {
+          const int peer = (c.rank + 1) % c.nranks;
+          checker.Add(nccl.RunGroup(c, {MakeP2p(true, peer), MakeP2p(false, peer)}));
+        }
+        if (i % 50 == 0) nccl.CallWithBadArguments(c);
+      }
+    }
+  }
+
+  std::vector<FakeNccl::Comm> MakeComms() {
+    std::vector<FakeNccl::Comm> comms(2);
+    comms[0].hash = 0x1111222233334444;
+    comms[0].rank = 1;
+    comms[0].nranks = 4;
+    comms[0].nnodes = 2;
+    comms[0].name = "dp";
+    comms[1].hash = 0x5555666677778888;
+    comms[1].rank = 0;
+    comms[1].nranks = 2;
+    comms[1].name = "tp";
+    return comms;
+  }
+
+  std::string dir_;
+  std::string mask_file_;
+};
+
+TEST_F(ProfilerPluginTest, ExportsBothTablesAsDataObjects) {
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  EXPECT_STREQ(nccl->v5().name, "fabricscope");
+  ASSERT_NE(nccl->v4(), nullptr);
+  EXPECT_STREQ(nccl->v4()->name, "fabricscope");
+  EXPECT_NE(nccl->v5().init, nullptr);
+  EXPECT_NE(nccl->v5().start_event, nullptr);
+  EXPECT_NE(nccl->v5().finalize, nullptr);
+  // Nothing else is exported.
+  void* lib = dlopen(kPlugin, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  EXPECT_EQ(dlsym(lib, "_ZN11fabricscope10collectors4nccl10StartEventEPvPS3_PNS1_12EventDescrV5E"),
+            nullptr);
+  dlclose(lib);
+}
+
+// The main scenario: two communicators, thousands of operations, a concurrent proxy thread,
+// the ABI doc's edge cases, mask changes through the control file, finalize from another thread,
+// dlclose and a second load.
+TEST_F(ProfilerPluginTest, EveryRecordArrivesWithTheRightFieldsOrIsCountedAsDropped) {
+  GpuReceiver rx;
+  ASSERT_TRUE(rx.Start());
+  setenv("FABRICSCOPE_GPU_SOCKET", rx.path().c_str(), 1);
+  Checker checker;
+  uint64_t issued_total = 0, dropped_total = 0, sent_total = 0;
+  size_t comms_initialized = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    unlink(mask_file_.c_str());
+    std::string error;
+    auto nccl = FakeNccl::Load(kPlugin, &error);
+    ASSERT_NE(nccl, nullptr) << error;
+    std::vector<FakeNccl::Comm> comms = MakeComms();
+    for (auto& c : comms) {
+      c.hash += round;
+      ASSERT_EQ(nccl->Init(c), 0);
+      ASSERT_NE(c.context, nullptr);
+      ++comms_initialized;
+    }
+    EXPECT_EQ(nccl->LoadMask(), kDefaultMask);
+    // A failing init: error, NULL context, the mask left alone; its events are ignored.
+    FakeNccl::Comm bad;
+    bad.nranks = 0;
+    *nccl->mask() = kDefaultMask;
+    EXPECT_NE(nccl->Init(bad), 0);
+    EXPECT_EQ(bad.context, nullptr);
+    EXPECT_EQ(nccl->LoadMask(), kDefaultMask);
+    nccl->Run(bad, MakeSpec(0, 0, 2));
+    nccl->CallWithBadArguments(bad);
+
+    const int n = round == 0 ? 600 : 150;
+    Drive(*nccl, comms, n, checker);
+    // Runtime mask change: Coll|ProxyOp only (no steps: no bytes; no KernelCh: ProxyOp times).
+    nccl->Drain();
+    WriteMask(2 | 8);
+    ASSERT_TRUE(WaitFor([&] { return nccl->LoadMask() == (2 | 8); }));
+    Drive(*nccl, comms, n / 6, checker, n);
+    // Coll only: enqueue times.
+    nccl->Drain();
+    WriteMask(2);
+    ASSERT_TRUE(WaitFor([&] { return nccl->LoadMask() == 2; }));
+    Drive(*nccl, comms, n / 6, checker, n + n / 6);
+    // The file removed: back to the environment's (default) mask.
+    nccl->Drain();
+    unlink(mask_file_.c_str());
+    ASSERT_TRUE(WaitFor([&] { return nccl->LoadMask() == kDefaultMask; }));
+    Drive(*nccl, comms, 20, checker, n + n / 3);
+    nccl->Drain();
+    EXPECT_EQ(nccl->bad_handles_written(), 0);
+    checker.AddProxy(nccl->expected_proxy_ops());
+    issued_total += nccl->issued();
+
+    // Finalize from another thread, the second comm from this one; then dlclose.
+    std::thread finalizer([&] { EXPECT_EQ(nccl->Finalize(comms[0]), 0); });
+    finalizer.join();
+    EXPECT_EQ(nccl->Finalize(comms[1]), 0);
+    uint64_t records = 0, sent = 0, dropped = 0;
+    ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+    HarnessLog::Get().Clear();
+    sent_total += sent;
+    dropped_total += dropped;
+    nccl.reset();
+  }
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() >= sent_total; }));
+  rx.Stop();
+  EXPECT_EQ(rx.decode_errors(), 0);
+  EXPECT_EQ(rx.event_records(), sent_total);
+  EXPECT_EQ(rx.event_records() + dropped_total, issued_total);
+  EXPECT_GT(sent_total, issued_total / 2);  // most records get through a live receiver
+  const size_t matched = checker.Check(rx);
+  EXPECT_EQ(matched, rx.event_records());
+  EXPECT_GT(checker.kernel_timed, 100u);
+  EXPECT_GT(checker.proxy_timed, 50u);
+  EXPECT_GT(checker.enqueue_timed, 50u);
+  EXPECT_GT(checker.graph, 10u);
+  EXPECT_EQ(rx.comms.size(), comms_initialized);
+  for (const gpu::DatagramHeader& h : rx.headers) {
+    EXPECT_EQ(h.pid, getpid());
+    EXPECT_EQ(h.source, static_cast<uint16_t>(gpu::Source::kNcclProfiler));
+  }
+  size_t pxn = 0;
+  for (const gpu::ProxyOpRecord& r : rx.proxy_ops) {
+    if (r.pid != getpid()) {
+      ++pxn;
+      EXPECT_EQ(r.comm_hash, 0u);
+      EXPECT_EQ(r.op_seq, UINT64_MAX);
+    }
+  }
+  EXPECT_GT(pxn, 5u);
+}
+
+// No agent: every record is counted as dropped and the training thread's calls still return.
+TEST_F(ProfilerPluginTest, AgentAbsentDropsAndCountsEverythingWithoutBlocking) {
+  setenv("FABRICSCOPE_GPU_SOCKET", (dir_ + "/nobody.sock").c_str(), 1);
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = MakeComms();
+  for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);
+  Checker checker;
+  // Watchdog: the driving thread must finish; if a call blocked, done would stay false and the
+  // test fails at the deadline instead of hanging.
+  std::atomic<bool> done{false};
+  std::thread user([&] {
+    Drive(*nccl, comms, 300, checker);
+    nccl->Drain();
+    done.store(true);
+  });
+  const bool finished = WaitFor([&] { return done.load(); }, std::chrono::seconds(120));
+  ASSERT_TRUE(finished) << "a profiler call blocked with the agent absent";
+  user.join();
+  const uint64_t issued = nccl->issued();
+  for (auto& c : comms) EXPECT_EQ(nccl->Finalize(c), 0);
+  uint64_t records = 0, sent = 0, dropped = 0;
+  ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+  EXPECT_EQ(sent, 0u);
+  EXPECT_EQ(dropped, issued);
+  EXPECT_GT(issued, 1000u);
+}
+
+// The agent goes away mid-stream and comes back: the plugin reconnects, re-sends its
+// communicators, and nothing goes unaccounted.
+TEST_F(ProfilerPluginTest, ReceiverClosedMidStreamThenReconnects) {
+  GpuReceiver rx;
+  ASSERT_TRUE(rx.Start());
+  setenv("FABRICSCOPE_GPU_SOCKET", rx.path().c_str(), 1);
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = MakeComms();
+  for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);
+  Checker checker;
+  Drive(*nccl, comms, 100, checker);
+  nccl->Drain();
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() > 100; }));
+  rx.Stop();  // the agent dies
+  const size_t first_comms = rx.comms.size();
+  EXPECT_EQ(first_comms, comms.size());
+  Drive(*nccl, comms, 100, checker, 100);
+  nccl->Drain();
+  ASSERT_TRUE(rx.Start());  // and comes back on the same path
+  ASSERT_TRUE(WaitFor([&] { return rx.comm_records() >= first_comms + comms.size(); }));
+  EXPECT_EQ(rx.connections(), 2);
+  Drive(*nccl, comms, 100, checker, 200);
+  nccl->Drain();
+  checker.AddProxy(nccl->expected_proxy_ops());
+  const uint64_t issued = nccl->issued();
+  for (auto& c : comms) EXPECT_EQ(nccl->Finalize(c), 0);
+  uint64_t records = 0, sent = 0, dropped = 0;
+  ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() >= sent; }));
+  rx.Stop();
+  EXPECT_EQ(rx.event_records(), sent);
+  EXPECT_EQ(sent + dropped, issued);
+  EXPECT_GT(dropped, 0u);  // what was produced while the agent was away
+  EXPECT_EQ(checker.Check(rx), rx.event_records());
+  // The datagram after the outage reports the drops cumulatively.
+  EXPECT_GT(rx.max_dropped(), 0u);
+}
+
+// The v4 table (NCCL 2.27): init argument order and the 104-byte descriptor with a one-byte type
+// followed by garbage padding.
+TEST_F(ProfilerPluginTest, V4TableRecordsACollective) {
+  GpuReceiver rx;
+  ASSERT_TRUE(rx.Start());
+  setenv("FABRICSCOPE_GPU_SOCKET", rx.path().c_str(), 1);
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  const auto& v4 = *nccl->v4();
+  void* ctx = nullptr;
+  ASSERT_EQ(v4.init(&ctx, nccl->mask(), "v4comm", 0xabcdef, 1, 8, 3, &HarnessLog::Logger), 0);
+  ASSERT_NE(ctx, nullptr);
+  namespace abi = collectors::nccl;
+  abi::EventDescrV4 d;
+  std::memset(&d, 0xA5, sizeof(d));  // garbage in the padding after the one-byte type
+  d.type = abi::kEventColl;
+  d.parent_obj = nullptr;
+  d.rank = 3;
+  d.coll.seq_number = 77;
+  d.coll.func = "AllGather";
+  d.coll.count = 1 << 20;
+  d.coll.root = 0;
+  d.coll.datatype = "ncclInt8";
+  d.coll.n_channels = 1;
+  d.coll.algo = "RING";
+  d.coll.proto = "LL";
+  void* coll = nullptr;
+  v4.start_event(ctx, &coll, &d);
+  ASSERT_NE(coll, nullptr);
+  abi::EventDescrV4 k;
+  std::memset(&k, 0x5A, sizeof(k));
+  k.type = abi::kEventKernelCh;
+  k.parent_obj = coll;
+  k.kernel_ch.channel_id = 0;
+  const int64_t t = HarnessNowNs();
+  k.kernel_ch.p_timer = static_cast<uint64_t>(t + FakeNccl::kGpuClockOffsetNs - 5000);
+  void* kh = nullptr;
+  v4.start_event(ctx, &kh, &k);
+  ASSERT_NE(kh, nullptr);
+  abi::EventStateArgs a{};
+  a.kernel_ch.p_timer = static_cast<uint64_t>(t + FakeNccl::kGpuClockOffsetNs + 5000);
+  v4.record_event_state(kh, abi::kStateKernelChStop, &a);
+  v4.stop_event(kh);
+  v4.stop_event(coll);
+  EXPECT_EQ(v4.finalize(ctx), 0);
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() == 1; }));
+  rx.Stop();
+  ASSERT_EQ(rx.collectives.size(), 1u);
+  const gpu::CollectiveRecord& r = rx.collectives[0];
+  EXPECT_EQ(r.comm_hash, 0xabcdefu);
+  EXPECT_EQ(r.seq, 77u);
+  EXPECT_EQ(r.bytes, 1u << 20);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.nranks, 8);
+  EXPECT_EQ(gpu::FixedString(r.func), "AllGather");
+  EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kKernelChannel));
+  EXPECT_EQ(r.end_ns - r.start_ns, 10000);
+  ASSERT_EQ(rx.comms.size(), 1u);
+  EXPECT_EQ(gpu::FixedString(rx.comms[0].name), "v4comm");
+}
+
+}  // namespace
+}  // namespace fabricscope::testing

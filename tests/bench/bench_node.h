@@ -62,11 +62,13 @@ inline int RunCommand(const std::vector<std::string>& argv, std::string* output 
 }
 
 // Clean-up on SIGINT/SIGTERM/SIGHUP (Ctrl-C during run.sh): deletes the benchmark's network
-// namespace and removes its fake tree, then dies of the signal as usual. The handler only uses
-// async-signal-safe calls (fork, execv, waitpid); what it needs is prepared beforehand.
+// namespaces (up to kMaxNamespaces) and removes its fake tree, then dies of the signal as usual.
+// The handler only uses async-signal-safe calls (fork, execv, waitpid); what it needs is prepared
+// beforehand.
 namespace cleanup_detail {
 inline char g_ip_path[256];
-inline char g_ns_name[64];
+inline constexpr int kMaxNamespaces = 4;
+inline char g_ns_names[kMaxNamespaces][64];
 inline char g_tree[512];
 inline bool g_installed = false;
 
@@ -83,9 +85,10 @@ inline void RunFromSignal(const char* path, char* const argv[]) {
 }
 
 inline void OnSignal(int sig) {
-  if (g_ns_name[0] != '\0' && g_ip_path[0] != '\0') {
+  for (char* name : g_ns_names) {
+    if (name[0] == '\0' || g_ip_path[0] == '\0') continue;
     char a0[] = "ip", a1[] = "netns", a2[] = "del";
-    char* argv[] = {a0, a1, a2, g_ns_name, nullptr};
+    char* argv[] = {a0, a1, a2, name, nullptr};
     RunFromSignal(g_ip_path, argv);
   }
   if (g_tree[0] != '\0') {
@@ -222,14 +225,14 @@ inline std::string FakeTreeBase() {
   return tmpdir && *tmpdir ? tmpdir : "/tmp";
 }
 
-// A network namespace "fsbench-<pid>" with veth pairs (<name>, <name>p), all up, removed with
-// everything in it on destruction and on SIGINT/SIGTERM/SIGHUP (cleanup_detail). Namespaces left by
-// an earlier run that was killed (their pid gone) are removed first. Needs root (CAP_SYS_ADMIN,
-// CAP_NET_ADMIN) and ip(8).
+// A network namespace "fsbench-<pid>" (or "fsbench-<pid>-<tag>") with veth pairs (<name>,
+// <name>p), all up, removed with everything in it on destruction and on SIGINT/SIGTERM/SIGHUP
+// (cleanup_detail; up to kMaxNamespaces at a time). Namespaces left by an earlier run that was
+// killed (their pid gone) are removed first. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and ip(8).
 class BenchNetns {
  public:
   static std::unique_ptr<BenchNetns> Create(const std::vector<std::string>& ifnames,
-                                            std::string* why) {
+                                            std::string* why, const std::string& tag = "") {
     if (geteuid() != 0) {
       *why = "not root (a network namespace and veth pairs need CAP_SYS_ADMIN/CAP_NET_ADMIN)";
       return nullptr;
@@ -248,17 +251,26 @@ class BenchNetns {
     RemoveStale(ip_path);
     std::unique_ptr<BenchNetns> ns(new BenchNetns());
     ns->ip_ = ip_path;
-    ns->name_ = "fsbench-" + std::to_string(getpid());
+    ns->name_ = "fsbench-" + std::to_string(getpid()) + (tag.empty() ? "" : "-" + tag);
     cleanup_detail::Install();
     std::snprintf(cleanup_detail::g_ip_path, sizeof(cleanup_detail::g_ip_path), "%s",
                   ip_path.c_str());
-    std::snprintf(cleanup_detail::g_ns_name, sizeof(cleanup_detail::g_ns_name), "%s",
-                  ns->name_.c_str());
+    for (int i = 0; i < cleanup_detail::kMaxNamespaces; ++i) {
+      if (cleanup_detail::g_ns_names[i][0] == '\0') {
+        ns->slot_ = i;
+        break;
+      }
+    }
+    if (ns->slot_ < 0 || ns->name_.size() >= sizeof(cleanup_detail::g_ns_names[0])) {
+      *why = "too many benchmark namespaces, or a name too long: " + ns->name_;
+      return nullptr;
+    }
+    char* slot = cleanup_detail::g_ns_names[ns->slot_];
+    std::snprintf(slot, sizeof(cleanup_detail::g_ns_names[0]), "%s", ns->name_.c_str());
     std::string out;
     if (RunCommand({ip_path, "netns", "add", ns->name_}, &out) != 0) {
       *why = "ip netns add " + ns->name_ + ": " + Trim(out);
-      cleanup_detail::g_ns_name[0] = '\0';
-      return nullptr;
+      return nullptr;  // the destructor frees the slot
     }
     ns->created_ = true;
     for (const std::string& ifname : ifnames) {
@@ -288,12 +300,34 @@ class BenchNetns {
         std::fprintf(stderr, "warning: ip netns del %s: %s\n", name_.c_str(), Trim(out).c_str());
       }
     }
-    cleanup_detail::g_ns_name[0] = '\0';
+    if (slot_ >= 0) cleanup_detail::g_ns_names[slot_][0] = '\0';
   }
   BenchNetns(const BenchNetns&) = delete;
   BenchNetns& operator=(const BenchNetns&) = delete;
 
   const std::string& name() const { return name_; }
+
+  // Runs `ip -n <this namespace> args...`. Returns false with ip's output in *why on failure.
+  bool Ip(const std::vector<std::string>& args, std::string* why) const {
+    std::vector<std::string> argv = {ip_, "-n", name_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string out;
+    if (RunCommand(argv, &out) == 0) return true;
+    std::string cmd = "ip -n " + name_;
+    for (const std::string& a : args) cmd += " " + a;
+    *why = cmd + ": " + Trim(out);
+    return false;
+  }
+
+  // A veth pair joining two namespaces: `ifname` here, `peer_ifname` in `peer`, both up.
+  bool AddVethTo(const std::string& ifname, const BenchNetns& peer, const std::string& peer_ifname,
+                 std::string* why) const {
+    return Ip({"link", "add", ifname, "type", "veth", "peer", "name", peer_ifname, "netns",
+               peer.name_},
+              why) &&
+           Ip({"link", "set", ifname, "up"}, why) &&
+           peer.Ip({"link", "set", peer_ifname, "up"}, why);
+  }
 
   // Runs fn() with the calling thread in the namespace (sockets it creates belong there), then
   // moves the thread back. Returns false (fn not run) when setns fails.
@@ -345,6 +379,7 @@ class BenchNetns {
   std::string name_;
   bool created_ = false;
   int fd_ = -1;
+  int slot_ = -1;  // in cleanup_detail::g_ns_names
 };
 
 }  // namespace fabricscope::bench

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the benchmarks (Release) and runs all six with short settings, then prints a summary.
+# Builds the benchmarks (Release) and runs all seven with short settings, then prints a summary.
 # Full logs go to $BUILD_DIR/bench-logs/. Benchmarks are not tests: nothing here passes or fails
 # on a figure; the script fails only when a build or a benchmark binary fails.
 #
 # Usage: tests/bench/run.sh            (BUILD_DIR defaults to <repo>/build-bench)
 #        BUILD_DIR=/tmp/b SECONDS_PER_RUN=3 AGENT_SECONDS=5 AGENT_ROUNDS=2 tests/bench/run.sh
-# As root, 4/6 and 5/6 create a network namespace with veth pairs (removed at exit, also on
-# Ctrl-C); otherwise their ethtool part is skipped with a message.
+# As root, 4/7 and 5/7 create a network namespace with veth pairs, and 7/7 two namespaces joined by
+# a veth pair (removed at exit, also on Ctrl-C); otherwise those parts are skipped with a message.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,6 +15,7 @@ SECONDS_PER_RUN="${SECONDS_PER_RUN:-2}"  # interval bench, per period and per ba
 AGENT_SECONDS="${AGENT_SECONDS:-4}"      # agent bench, per run (3 runs per round)
 AGENT_ROUNDS="${AGENT_ROUNDS:-2}"
 PCAP_FRAMES="${PCAP_FRAMES:-300000}"  # pcap bench capture size (tshark reads the first 50,000)
+LIVE_SECONDS="${LIVE_SECONDS:-1}"     # live capture bench, per trial (about 12 trials)
 LOGS="$BUILD_DIR/bench-logs"
 start=$(date +%s)
 
@@ -22,24 +23,24 @@ echo "== configure + build (Release) in $BUILD_DIR"
 cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$BUILD_DIR" fabricscope_bench_sampler fabricscope_bench_interval \
   fabricscope_bench_aggregator fabricscope_bench_sweep fabricscope_bench_agent \
-  fabricscope_bench_pcap | tail -n 1
+  fabricscope_bench_pcap fabricscope_bench_capture_live | tail -n 1
 mkdir -p "$LOGS"
 BIN="$BUILD_DIR/tests/bench"
 
 echo "== machine: nproc=$(nproc), cpu=\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')\", loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "== 1/6 sampler read cost (fabricscope_bench_sampler)"
+echo "== 1/7 sampler read cost (fabricscope_bench_sampler)"
 "$BIN/fabricscope_bench_sampler" --benchmark_color=false --benchmark_repetitions=3 \
   --benchmark_min_time=0.05 >"$LOGS/sampler.log" 2>&1
 grep -E '^tree [a-z-]+ +[0-9]+ counters' "$LOGS/sampler.log"
 sed -n '/=== sampler read cost summary/,$p' "$LOGS/sampler.log"
 
 echo
-echo "== 2/6 sampler interval (fabricscope_bench_interval --seconds=$SECONDS_PER_RUN)"
+echo "== 2/7 sampler interval (fabricscope_bench_interval --seconds=$SECONDS_PER_RUN)"
 "$BIN/fabricscope_bench_interval" --seconds="$SECONDS_PER_RUN" >"$LOGS/interval.log" 2>&1
 grep -vE '^machine:' "$LOGS/interval.log"
 
-echo "== 3/6 aggregator, 1000 nodes x 8 ports (fabricscope_bench_aggregator)"
+echo "== 3/7 aggregator, 1000 nodes x 8 ports (fabricscope_bench_aggregator)"
 "$BIN/fabricscope_bench_aggregator" --benchmark_color=false --benchmark_repetitions=2 \
   --benchmark_min_time=0.05 >"$LOGS/aggregator.log" 2>&1
 sed -n '/^memory:/,/^render: bytes by/p' "$LOGS/aggregator.log" | sed '$d'
@@ -47,25 +48,32 @@ sed -n '/^render: bytes by/,/^$/p' "$LOGS/aggregator.log" | head -n 8
 sed -n '/=== aggregator summary/,$p' "$LOGS/aggregator.log"
 
 echo
-echo "== 4/6 one RDMA port full sweep vs bare pread+ioctl (fabricscope_bench_sweep)"
+echo "== 4/7 one RDMA port full sweep vs bare pread+ioctl (fabricscope_bench_sweep)"
 "$BIN/fabricscope_bench_sweep" --benchmark_color=false --benchmark_repetitions=5 \
   --benchmark_min_time=0.1 >"$LOGS/sweep.log" 2>&1 || { tail -n 20 "$LOGS/sweep.log"; exit 1; }
 grep -E '^(port|ethtool):' "$LOGS/sweep.log"
 sed -n '/=== one-port sweep summary/,$p' "$LOGS/sweep.log"
 
 echo
-echo "== 5/6 agent, 8 RDMA ports + 8 netdevs, 1 ms (fabricscope_bench_agent --seconds=$AGENT_SECONDS --rounds=$AGENT_ROUNDS)"
+echo "== 5/7 agent, 8 RDMA ports + 8 netdevs, 1 ms (fabricscope_bench_agent --seconds=$AGENT_SECONDS --rounds=$AGENT_ROUNDS)"
 "$BIN/fabricscope_bench_agent" --seconds="$AGENT_SECONDS" --rounds="$AGENT_ROUNDS" \
   >"$LOGS/agent.log" 2>&1 || { tail -n 20 "$LOGS/agent.log"; exit 1; }
 grep -E '^(node|ethtool|loadavg)' "$LOGS/agent.log"
 sed -n '/=== sampler threads at 1 ms/,$p' "$LOGS/agent.log"
 
 echo
-echo "== 6/6 offline capture analysis vs bare libpcap and tshark (fabricscope_bench_pcap --frames=$PCAP_FRAMES)"
+echo "== 6/7 offline capture analysis vs bare libpcap and tshark (fabricscope_bench_pcap --frames=$PCAP_FRAMES)"
 "$BIN/fabricscope_bench_pcap" --frames="$PCAP_FRAMES" --tshark-frames=50000 >"$LOGS/pcap.log" 2>&1 \
   || { tail -n 20 "$LOGS/pcap.log"; exit 1; }
 grep -E '^(capture|tshark capture|ours analyzed):' "$LOGS/pcap.log"
 sed -n '/=== offline capture analysis/,$p' "$LOGS/pcap.log"
+
+echo
+echo "== 7/7 live capture on a veth pair, highest drop-free rate (fabricscope_bench_capture_live --seconds=$LIVE_SECONDS)"
+"$BIN/fabricscope_bench_capture_live" --seconds="$LIVE_SECONDS" >"$LOGS/capture_live.log" 2>&1 \
+  || { tail -n 20 "$LOGS/capture_live.log"; exit 1; }
+grep -E '^(setup|capture|skipped):' "$LOGS/capture_live.log"
+sed -n '/=== live capture on a veth pair/,$p' "$LOGS/capture_live.log"
 
 echo
 echo "== done in $(($(date +%s) - start)) s; full logs in $LOGS"

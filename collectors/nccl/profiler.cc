@@ -641,11 +641,19 @@ class Plugin {
     const bool ctx_alive = ContextAlive(s.ctx_index, s.ctx_gen);
     if (!force && ctx_alive) {
       if ((w & kLiveMask) != 0) return false;
-      const bool kernels_done = s.expect_kernel_ch == 0 ||
-                                s.kernel_ch_done.load(std::memory_order_relaxed) >= s.nchannels;
-      const int64_t quiet = now - s.last_activity_ns.load(std::memory_order_relaxed);
-      const int64_t wait = s.expect_kernel_ch != 0 ? options_.kernel_wait_ns : options_.linger_ns;
-      if (!(s.expect_kernel_ch != 0 && kernels_done) && quiet < wait) return false;
+      // Complete when every expected KernelCh (one per channel) has stopped. Otherwise wait
+      // for quiet: linger_ns after the last activity when KernelCh is not expected or at least
+      // one channel has reported (the others belong to the same kernel, so they come together
+      // or not at all), kernel_wait_ns while none has (the kernel may still be queued).
+      const uint32_t kernels = s.kernel_ch_done.load(std::memory_order_relaxed);
+      const bool complete = s.expect_kernel_ch != 0 && kernels >= s.nchannels;
+      if (!complete) {
+        const int64_t quiet = now - s.last_activity_ns.load(std::memory_order_relaxed);
+        const bool waiting_for_kernel = s.expect_kernel_ch != 0 && kernels == 0;
+        if (quiet < (waiting_for_kernel ? options_.kernel_wait_ns : options_.linger_ns)) {
+          return false;
+        }
+      }
     }
     // Close: children that attach later become orphans; a forced close ignores live holds.
     while (!s.word.compare_exchange_weak(w, w | kClosed, std::memory_order_acq_rel)) {

@@ -121,7 +121,8 @@ class FakeNccl {
     bool pxn = false;                // created by another process: pid and pointers foreign
   };
   // One kernel channel's timers. kind: valid, zero start, or end before start.
-  enum class TimerKind { kValid, kZeroStart, kEndBeforeStart };
+  // kMissing: NCCL never reports this channel (the plugin must not wait for it forever).
+  enum class TimerKind { kValid, kZeroStart, kEndBeforeStart, kMissing };
   struct KernelWork {
     uint8_t channel = 0;
     TimerKind timers = TimerKind::kValid;
@@ -460,6 +461,7 @@ class FakeNccl {
   void KernelChannel(const Job& job, const KernelWork& k) {
     using namespace nccl_abi;
     Expected& e = *job.expected;
+    if (k.timers == TimerKind::kMissing) return;
     const int64_t t0 = HarnessNowNs();
     EventDescrV5 d{};
     d.type = kEventKernelCh;

@@ -65,6 +65,7 @@ Spec MakeSpec(int i, int rank, int nranks) {
     k.before_coll_stop = ch == 0;
     if (i % 7 == 3 && ch == 1) k.timers = Timers::kZeroStart;
     if (i % 11 == 5) k.timers = ch == 0 ? Timers::kZeroStart : Timers::kEndBeforeStart;
+    if (i % 17 == 8 && ch == 1) k.timers = Timers::kMissing;
     s.kernels.push_back(k);
   }
   if (i % 13 == 6) {

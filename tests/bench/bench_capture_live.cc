@@ -29,9 +29,11 @@
 // sum of window_packets). Reported: the median carried rate, the highest drop-free capture rate
 // (paced or unpaced) and their ratio, and the ratio of the unpaced rates with and without capture.
 // Bits/s count whole Ethernet frames (no preamble or inter-frame gap: a veth has none).
-// Capture thread CPU: its /proc/self/task/<tid>/schedstat run time (ns,
-// Documentation/scheduler/sched-stats.rst) over the trial; the kernel's copy into the ring runs in
-// softirq context on the sending CPU and is not in it.
+// CPU per packet (load-independent, unlike the rates on a shared machine): the sending threads'
+// CPU time (CLOCK_THREAD_CPUTIME_ID; it holds the softirq receive path they run, the kernel's copy
+// into the capture ring included), the receiving thread's, the ksoftirqd threads' and the capture
+// thread's (/proc/.../schedstat run time in ns, Documentation/scheduler/sched-stats.rst), over the
+// datagrams sent.
 //
 // Flags: --seconds=S (default 2), --payload=N RDMA payload bytes (default 1024), --qps=N (8),
 //        --senders=N (2), --rounds=N (3), --refine=N (3). Figures only; nothing passes or fails
@@ -85,11 +87,13 @@ constexpr int64_t kAgentWindowNs = 1'000'000'000;  // agent Options::window_ns d
 constexpr char kTxAddr[] = "10.218.0.1";
 constexpr char kRxAddr[] = "10.218.0.2";
 
-int64_t NowNs() {
+int64_t ClockNs(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+int64_t NowNs() { return ClockNs(CLOCK_MONOTONIC); }
+int64_t ThreadCpuTimeNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
 // Counters of one interface from /proc/thread-self/net/dev: the calling thread's namespace.
 struct DevCounters {
@@ -133,12 +137,37 @@ uint64_t ReadUdpRcvbufErrors() {
   return 0;
 }
 
-// Run time in ns of thread `tid` of this process, or -1.
-int64_t ThreadCpuNs(pid_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+// Run time in ns from a schedstat file (first field), or -1.
+int64_t SchedstatNs(const std::string& path) {
+  std::ifstream in(path);
   int64_t ns = -1;
   in >> ns;
   return in ? ns : -1;
+}
+int64_t ThreadCpuNs(pid_t tid) {
+  return SchedstatNs("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+}
+
+// The schedstat files of the ksoftirqd threads: the softirq work the kernel defers to them (the
+// rest runs in the sending threads, in their CPU time: this kernel has no
+// CONFIG_IRQ_TIME_ACCOUNTING, so nothing of it is left out).
+std::vector<std::string> KsoftirqdStats() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "comm");
+    std::string comm;
+    std::getline(in, comm);
+    if (comm.rfind("ksoftirqd/", 0) == 0) out.push_back((e.path() / "schedstat").string());
+  }
+  return out;
+}
+int64_t SumNs(const std::vector<std::string>& paths) {
+  int64_t sum = 0;
+  for (const std::string& p : paths) sum += std::max<int64_t>(0, SchedstatNs(p));
+  return sum;
 }
 
 // The thread of this process named `comm`, waiting up to 1 s for it to name itself; 0 if none.
@@ -187,12 +216,14 @@ class Sender {
     uint64_t sent = 0;  // datagrams the kernel accepted
     uint64_t errors = 0;
     double seconds = 0;
+    int64_t cpu_ns = 0;  // this thread's CPU time, with the softirq receive path it ran
   };
 
   // Sends for `seconds` at `pps` datagrams/s (0: as fast as it can).
   Result Run(double pps, double seconds) {
     prctl(PR_SET_TIMERSLACK, 1UL);  // pace to the µs, not the default 50 µs
     Result r;
+    const int64_t cpu0 = ThreadCpuTimeNs();
     const int64_t start = NowNs();
     const int64_t end = start + static_cast<int64_t>(seconds * 1e9);
     const uint64_t total = pps > 0 ? static_cast<uint64_t>(pps * seconds) : UINT64_MAX;
@@ -230,6 +261,7 @@ class Sender {
       r.sent += static_cast<uint64_t>(k);
     }
     r.seconds = static_cast<double>(NowNs() - start) * 1e-9;
+    r.cpu_ns = ThreadCpuTimeNs() - cpu0;
     return r;
   }
 
@@ -263,6 +295,11 @@ class Receiver {
     thread_ = std::jthread([this](std::stop_token st) { Loop(st); });
   }
   uint64_t packets() const { return packets_.load(std::memory_order_relaxed); }
+  // CPU time of the receiving thread so far.
+  int64_t CpuNs() {
+    clockid_t c;
+    return pthread_getcpuclockid(thread_.native_handle(), &c) == 0 ? ClockNs(c) : 0;
+  }
 
  private:
   void Loop(std::stop_token st) {
@@ -368,6 +405,7 @@ struct Trial {
   uint64_t socket_rx = 0, if_rx = 0, rx_dropped = 0, tx_dropped = 0, rcvbuf_errors = 0;
   uint64_t frames = 0, analyzed = 0, ps_drop = 0, ps_ifdrop = 0, psn_gaps = 0;
   int64_t capture_cpu_ns = -1;
+  int64_t rx_cpu_ns = 0, softirqd_cpu_ns = 0;
 
   double pps() const {
     return send.seconds > 0 ? static_cast<double>(send.sent) / send.seconds : 0;
@@ -375,6 +413,18 @@ struct Trial {
   double if_pps() const { return send.seconds > 0 ? static_cast<double>(if_rx) / send.seconds : 0; }
   double socket_pps() const {
     return send.seconds > 0 ? static_cast<double>(socket_rx) / send.seconds : 0;
+  }
+  // CPU ns per datagram sent: sending threads (with the receive path they run in softirq),
+  // the receiving thread, ksoftirqd and the capture thread.
+  double cpu_per_packet() const {
+    const int64_t all =
+        send.cpu_ns + rx_cpu_ns + softirqd_cpu_ns + std::max<int64_t>(0, capture_cpu_ns);
+    return send.sent > 0 ? static_cast<double>(all) / static_cast<double>(send.sent) : 0;
+  }
+  double capture_cpu_per_packet() const {
+    return capture_cpu_ns >= 0 && analyzed > 0
+               ? static_cast<double>(capture_cpu_ns) / static_cast<double>(analyzed)
+               : -1;
   }
   bool drop_free() const {
     return capture && ps_drop == 0 && ps_ifdrop == 0 && frames == send.sent &&
@@ -434,6 +484,7 @@ class Bench {
     {
       Receiver rx(s_->rx_fd);
       base_rx = rx.packets();
+      const int64_t rx_cpu0 = rx.CpuNs(), softirqd0 = SumNs(ksoftirqd_);
       std::atomic<size_t> done{0};
       std::vector<Sender::Result> results(senders_.size());
       std::vector<std::jthread> send;
@@ -458,6 +509,7 @@ class Bench {
         t.send.sent += r.sent;
         t.send.errors += r.errors;
         t.send.seconds = std::max(t.send.seconds, r.seconds);
+        t.send.cpu_ns += r.cpu_ns;
       }
       // Drain: until the receiver and the capture have everything, or nothing moved for 300 ms
       // (six 50 ms ring block timeouts), at most 3 s.
@@ -478,6 +530,8 @@ class Bench {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       t.socket_rx = rx.packets() - base_rx;
+      t.rx_cpu_ns = rx.CpuNs() - rx_cpu0;
+      t.softirqd_cpu_ns = SumNs(ksoftirqd_) - softirqd0;
     }
     if (runner) {
       take();
@@ -501,9 +555,9 @@ class Bench {
   }
 
   static void PrintHeader() {
-    std::printf("%-8s %11s %11s %10s %10s %10s %10s %10s %7s %7s %6s %8s  %s\n", "trial",
+    std::printf("%-8s %11s %11s %10s %10s %10s %10s %10s %7s %7s %6s %8s %8s  %s\n", "trial",
                 "target/s", "sent/s", "sent", "if rx", "socket rx", "cap frames", "analyzed",
-                "ps_drop", "ifdrop", "gaps", "cpu ns/p", "result");
+                "ps_drop", "ifdrop", "gaps", "cap ns/p", "all ns/p", "result");
   }
 
  private:
@@ -516,9 +570,8 @@ class Bench {
       std::snprintf(target, sizeof(target), "unpaced");
     }
     char cpu[32] = "-";
-    if (t.capture && t.capture_cpu_ns >= 0 && t.analyzed > 0) {
-      std::snprintf(cpu, sizeof(cpu), "%.0f",
-                    static_cast<double>(t.capture_cpu_ns) / static_cast<double>(t.analyzed));
+    if (t.capture_cpu_per_packet() >= 0) {
+      std::snprintf(cpu, sizeof(cpu), "%.0f", t.capture_cpu_per_packet());
     }
     std::string result;
     if (!t.capture) {
@@ -534,28 +587,24 @@ class Bench {
     }
     if (t.send.errors > 0) result += " (send errors " + std::to_string(t.send.errors) + ")";
     std::printf("%-8s %11s %11.0f %10" PRIu64 " %10" PRIu64 " %10" PRIu64
-                " %10s %10s %7s %7s %6s %8s  %s\n",
+                " %10s %10s %7s %7s %6s %8s %8.0f  %s\n",
                 (std::string(t.capture ? "cap-" : "base-") + std::to_string(n_)).c_str(), target,
                 t.pps(), t.send.sent, t.if_rx, t.socket_rx,
                 t.capture ? std::to_string(t.frames).c_str() : "-",
                 t.capture ? std::to_string(t.analyzed).c_str() : "-",
                 t.capture ? std::to_string(t.ps_drop).c_str() : "-",
                 t.capture ? std::to_string(t.ps_ifdrop).c_str() : "-",
-                t.capture ? std::to_string(t.psn_gaps).c_str() : "-", cpu, result.c_str());
+                t.capture ? std::to_string(t.psn_gaps).c_str() : "-", cpu, t.cpu_per_packet(),
+                result.c_str());
     std::fflush(stdout);
   }
 
   Setup* s_;
   std::vector<std::unique_ptr<Sender>> senders_;
+  std::vector<std::string> ksoftirqd_ = KsoftirqdStats();
   double seconds_;
   int n_ = 0;
 };
-
-double CpuNsPerPacket(const Trial& t) {
-  return t.capture_cpu_ns >= 0 && t.analyzed > 0
-             ? static_cast<double>(t.capture_cpu_ns) / static_cast<double>(t.analyzed)
-             : -1;
-}
 
 }  // namespace
 
@@ -646,17 +695,19 @@ int main(int argc, char** argv) {
     if (!run(0, true)) return 1;
     flat.push_back(t);
   }
-  std::vector<double> base_pps, base_socket_pps, flat_pps, flat_cpu;
+  std::vector<double> base_pps, base_socket_pps, flat_pps, flat_cpu, base_all, flat_all;
   double base_max = 0;
   int flat_failed = 0;
   for (const Trial& x : base) {
     base_pps.push_back(x.if_pps());
     base_socket_pps.push_back(x.socket_pps());
     base_max = std::max(base_max, x.if_pps());
+    base_all.push_back(x.cpu_per_packet());
   }
   for (const Trial& x : flat) {
     flat_pps.push_back(x.pps());
-    if (CpuNsPerPacket(x) >= 0) flat_cpu.push_back(CpuNsPerPacket(x));
+    if (x.capture_cpu_per_packet() >= 0) flat_cpu.push_back(x.capture_cpu_per_packet());
+    flat_all.push_back(x.cpu_per_packet());
     if (!x.drop_free()) ++flat_failed;
   }
   const double carried = Median(base_pps);
@@ -727,11 +778,25 @@ int main(int argc, char** argv) {
       "capture on / off, unpaced        %10.2f x  (medians of the alternating rounds: what the "
       "capture costs the pair's rate here)\n",
       Median(flat_pps) / carried);
+  // CPU time per packet does not depend on how much of the shared cores the run got.
+  const double cpu_off = Median(base_all), cpu_on = Median(flat_all);
+  std::printf(
+      "CPU per packet, no capture       %10.0f ns  (median of the unpaced runs: senders with the "
+      "softirq receive path they run, receiver, ksoftirqd)\n",
+      cpu_off);
+  std::printf(
+      "CPU per packet, capture on       %10.0f ns  (the same plus the capture thread; the kernel's "
+      "copy into the ring is in the senders' softirq time)\n",
+      cpu_on);
   if (!flat_cpu.empty()) {
+    std::printf("capture thread CPU               %10.0f ns/pkt  (median of the unpaced runs)\n",
+                Median(flat_cpu));
+  }
+  if (cpu_on > 0) {
     std::printf(
-        "capture thread CPU               %10.0f ns/pkt  (median over the unpaced capture runs; "
-        "the kernel's copy into the ring is softirq time, not in it)\n",
-        Median(flat_cpu));
+        "CPU-time ratio off / on          %10.2f x  (the share of the pair's rate left with the "
+        "capture on, on cores of its own)\n",
+        cpu_off / cpu_on);
   }
   return 0;
 }

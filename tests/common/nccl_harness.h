@@ -127,6 +127,12 @@ class FakeNccl {
     uint8_t channel = 0;
     TimerKind timers = TimerKind::kValid;
     bool before_coll_stop = false;  // reported while the Coll is still open
+    // Explicit work interval in CPU CLOCK_MONOTONIC ns (e.g. a real transfer measured by the
+    // caller; must lie before the report); 0 = synthetic (just before the report). The plugin
+    // fits the GPU clock from report times, so the reported interval keeps its length but comes
+    // out later by the smallest report lag it has seen on that communicator.
+    int64_t cpu_start_ns = 0;
+    int64_t cpu_end_ns = 0;
   };
   struct CollSpec {
     const char* func = "AllReduce";
@@ -172,6 +178,42 @@ class FakeNccl {
     std::string func;
     int64_t start_lo = 0, start_hi = 0, end_lo = 0, end_hi = 0;
   };
+
+  // A ring all-reduce of `bytes` (float32) on `channels` channels as NCCL's proxy would run it:
+  // per channel one send to rank+1 and one receive from rank-1, each moving 2(n-1)/n of the
+  // channel's share in steps of at most `chunk` bytes (nccl-profiler-abi.md §7). When
+  // cpu_start_ns/cpu_end_ns are set, every channel reports that work interval (e.g. a real
+  // transfer the caller timed); else synthetic times.
+  static CollSpec AllReduceSpec(size_t bytes, int rank, int nranks, int channels = 2,
+                                size_t chunk = 512 * 1024, int64_t cpu_start_ns = 0,
+                                int64_t cpu_end_ns = 0) {
+    CollSpec s;
+    s.func = "AllReduce";
+    s.datatype = "ncclFloat32";
+    s.count = bytes / 4;
+    const size_t per_channel = bytes / static_cast<size_t>(channels);
+    const size_t moved = nranks > 1 ? per_channel * 2 * (nranks - 1) / nranks : 0;
+    for (int c = 0; c < channels; ++c) {
+      for (int dir = 0; dir < 2 && nranks > 1; ++dir) {
+        ProxyWork w;
+        w.is_send = dir == 0;
+        w.peer = w.is_send ? (rank + 1) % nranks : (rank + nranks - 1) % nranks;
+        w.channel = static_cast<uint8_t>(c);
+        for (size_t left = moved; left > 0;) {
+          const size_t step = std::min(left, chunk);
+          w.step_bytes.push_back(step);
+          left -= step;
+        }
+        s.proxy.push_back(w);
+      }
+      KernelWork k;
+      k.channel = static_cast<uint8_t>(c);
+      k.cpu_start_ns = cpu_start_ns;
+      k.cpu_end_ns = cpu_end_ns;
+      s.kernels.push_back(k);
+    }
+    return s;
+  }
 
   // Loads the plugin; nullptr (and *error) when dlopen or dlsym fails.
   static std::unique_ptr<FakeNccl> Load(const std::string& path, std::string* error) {
@@ -468,12 +510,12 @@ class FakeNccl {
     d.parent_obj = job.coll_handle;
     d.rank = 0;  // NCCL leaves rank 0 for KernelCh (ABI §4)
     d.kernel_ch.channel_id = k.channel;
-    const int64_t gpu_start =
-        k.timers == TimerKind::kZeroStart ? 0 : t0 + kGpuClockOffsetNs - kStartLagNs;
+    const int64_t cpu_start = k.cpu_start_ns != 0 ? k.cpu_start_ns : t0 - kStartLagNs;
+    const int64_t gpu_start = k.timers == TimerKind::kZeroStart ? 0 : cpu_start + kGpuClockOffsetNs;
     d.kernel_ch.p_timer = static_cast<uint64_t>(gpu_start);
     void* h = Start(job.comm->context, d);
     const int64_t t1 = HarnessNowNs();
-    int64_t gpu_end = t1 + kGpuClockOffsetNs - kEndLagNs;
+    int64_t gpu_end = (k.cpu_end_ns != 0 ? k.cpu_end_ns : t1 - kEndLagNs) + kGpuClockOffsetNs;
     if (k.timers == TimerKind::kEndBeforeStart) gpu_end = gpu_start - 500;
     EventStateArgs args{};
     args.kernel_ch.p_timer = static_cast<uint64_t>(gpu_end);

@@ -472,6 +472,42 @@ TEST_F(ProfilerPluginTest, ReceiverClosedMidStreamThenReconnects) {
   EXPECT_GT(rx.max_dropped(), 0u);
 }
 
+// A caller-timed ring all-reduce (what the cluster-in-a-box test reports): the record carries the
+// caller's interval (fitted offset exact to the report lag) and the ring's proxy bytes.
+TEST_F(ProfilerPluginTest, CallerTimedAllReduceKeepsItsInterval) {
+  GpuReceiver rx;
+  ASSERT_TRUE(rx.Start());
+  setenv("FABRICSCOPE_GPU_SOCKET", rx.path().c_str(), 1);
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  FakeNccl::Comm comm;
+  comm.hash = 42;
+  comm.rank = 2;
+  comm.nranks = 4;
+  ASSERT_EQ(nccl->Init(comm), 0);
+  const int64_t start = HarnessNowNs() - 2'000'000;  // "the transfer ran for the last 2 ms"
+  const int64_t end = HarnessNowNs() - 1'000'000;
+  const auto e = nccl->Run(comm, FakeNccl::AllReduceSpec(8 << 20, 2, 4, 2, 1 << 20, start, end));
+  nccl->Drain();
+  EXPECT_EQ(nccl->Finalize(comm), 0);
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() == 5; }));  // 1 collective + 4 proxy ops
+  rx.Stop();
+  ASSERT_EQ(rx.collectives.size(), 1u);
+  const gpu::CollectiveRecord& r = rx.collectives[0];
+  EXPECT_EQ(r.bytes, 8u << 20);
+  // 2 channels x (send + recv) x 2(n-1)/n of 4 MiB each = 4 x 6 MiB.
+  EXPECT_EQ(r.proxy_bytes, 4u * 6 * 1024 * 1024);
+  EXPECT_EQ(r.proxy_ops, 4u);
+  EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kKernelChannel));
+  EXPECT_EQ(r.end_ns - r.start_ns, end - start);
+  // The offset is fitted from report times that come >= 1 ms after the interval: the record
+  // lies at most that late.
+  EXPECT_GE(r.start_ns, start);
+  EXPECT_LE(r.start_ns, start + 50'000'000);
+  EXPECT_EQ(e->proxy_bytes, r.proxy_bytes);
+}
+
 // The v4 table (NCCL 2.27): init argument order and the 104-byte descriptor with a one-byte type
 // followed by garbage padding.
 TEST_F(ProfilerPluginTest, V4TableRecordsACollective) {

@@ -14,6 +14,7 @@ BUILD_DIR="${BUILD_DIR:-$REPO/build-bench}"
 SECONDS_PER_RUN="${SECONDS_PER_RUN:-2}"  # interval bench, per period and per baseline/sampler
 AGENT_SECONDS="${AGENT_SECONDS:-4}"      # agent bench, per run (3 runs per round)
 AGENT_ROUNDS="${AGENT_ROUNDS:-2}"
+NCCL_ITERATIONS="${NCCL_ITERATIONS:-300000}"  # NCCL plugin bench, samples per row
 PCAP_FRAMES="${PCAP_FRAMES:-300000}"  # pcap bench capture size (tshark reads the first 50,000)
 LIVE_SECONDS="${LIVE_SECONDS:-1}"     # live capture bench, per trial (about 12 trials)
 LOGS="$BUILD_DIR/bench-logs"
@@ -74,6 +75,13 @@ echo "== 7/7 live capture on a veth pair, highest drop-free rate (fabricscope_be
   || { tail -n 20 "$LOGS/capture_live.log"; exit 1; }
 grep -E '^(setup|capture|skipped):' "$LOGS/capture_live.log"
 sed -n '/=== live capture on a veth pair/,$p' "$LOGS/capture_live.log"
+
+echo
+echo "== NCCL profiler plugin callbacks vs empty callbacks (fabricscope_bench_nccl --iterations=$NCCL_ITERATIONS)"
+ninja -C "$BUILD_DIR" fabricscope_bench_nccl | tail -n 1
+"$BIN/fabricscope_bench_nccl" --iterations="$NCCL_ITERATIONS" >"$LOGS/nccl.log" 2>&1 \
+  || { tail -n 20 "$LOGS/nccl.log"; exit 1; }
+sed -n '/=== NCCL profiler plugin/,$p' "$LOGS/nccl.log"
 
 echo
 echo "== done in $(($(date +%s) - start)) s; full logs in $LOGS"

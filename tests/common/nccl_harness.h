@@ -611,6 +611,9 @@ class FakeNccl {
       }
     }
     job.started->store(true, std::memory_order_release);
+    // The other channels finish while the proxy ops are still open (they hold the collective
+    // open, so no wait in the plugin decides the outcome, however slow this thread is).
+    for (const KernelWork& k : late_kernels) KernelChannel(job, k);
 
     for (size_t i = 0; i < ops.size(); ++i) {
       const ProxyWork& p = s.proxy[i];
@@ -669,7 +672,6 @@ class FakeNccl {
         expected_proxy_ops_.push_back(o.x);
       }
     }
-    for (const KernelWork& k : late_kernels) KernelChannel(job, k);
   }
 
   void* lib_;

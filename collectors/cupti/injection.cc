@@ -98,9 +98,14 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
   }
   State* state = g_state.load(std::memory_order_acquire);
   if (state == nullptr) return;
-  // The context's records must leave before it goes: deliver every buffer, then collect the
-  // drops CUPTI counted for this context.
+  // Nested resource callbacks (another context destroyed from within the flush) do not flush again.
+  static thread_local bool flushing = false;
+  if (flushing) return;
+  flushing = true;
+  // The context's records must leave while it still exists (this callback runs before the driver
+  // starts destroying it): deliver every buffer, then collect the drops CUPTI counted for it.
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  flushing = false;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   size_t dropped = 0;
   if (resource != nullptr &&

@@ -11,6 +11,10 @@
 //   multiple         cuptiSubscribe returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as
 //                    when Nsight Systems or another profiler holds the subscription.
 //   fail_enable      cuptiActivityEnable returns CUPTI_ERROR_NOT_COMPATIBLE.
+// cuptiFakeDestroyContext() (not a CUPTI function; the probe calls it) invokes the subscriber's
+// callback for CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, as the driver does before it
+// destroys a context; cuptiActivityGetNumDroppedRecords(that context, 0) then reports
+// FAKE_CUPTI_CONTEXT_DROPPED once.
 // Like the real CUPTI, enabling an activity kind before the timestamp callback is registered is
 // refused here (CUPTI_ERROR_INVALID_OPERATION), so the test notices a wrong call order.
 // The records use the CUDA 13 layouts (CUpti_ActivityKernel10, CUpti_ActivityMemcpy6), packed
@@ -31,6 +35,10 @@ bool g_kernel_enabled = false;
 bool g_memcpy_enabled = false;
 bool g_delivered = false;
 bool g_dropped_reported = false;
+bool g_context_dropped_reported = false;
+CUpti_CallbackFunc g_callback = nullptr;
+void* g_callback_userdata = nullptr;
+int g_context_object;  // its address is the fake CUcontext
 
 std::string Mode() {
   const char* m = std::getenv("FAKE_CUPTI_MODE");
@@ -115,8 +123,11 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) 
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*) {
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                    void* userdata) {
   if (Mode() == "multiple") return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_callback = callback;
+  g_callback_userdata = userdata;
   static int handle;
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&handle);
   return CUPTI_SUCCESS;
@@ -171,7 +182,19 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32
     g_dropped_reported = true;
     *dropped = EnvNumber("FAKE_CUPTI_DROPPED");
   }
+  if (context == reinterpret_cast<CUcontext>(&g_context_object) && !g_context_dropped_reported) {
+    g_context_dropped_reported = true;
+    *dropped = EnvNumber("FAKE_CUPTI_CONTEXT_DROPPED");
+  }
   return CUPTI_SUCCESS;
+}
+
+void cuptiFakeDestroyContext() {
+  if (g_callback == nullptr) return;
+  CUpti_ResourceData data{};
+  data.context = reinterpret_cast<CUcontext>(&g_context_object);
+  g_callback(g_callback_userdata, CUPTI_CB_DOMAIN_RESOURCE,
+             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &data);
 }
 
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_bytes,

@@ -6,21 +6,22 @@
 // the exit flush, and the stand-down when another CUPTI client holds the subscription.
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "collectors/gpu/wire_decode.h"
-#include "tests/common/subprocess.h"
 
 namespace fabricscope::collectors::cupti {
 namespace {
@@ -47,12 +48,29 @@ ProbeResult RunProbe(const std::vector<std::string>& env) {
   argv.insert(argv.end(), env.begin(), env.end());
   argv.push_back(FABRICSCOPE_CUPTI_PROBE);
   argv.push_back(FABRICSCOPE_CUPTI_SO);
-  testing::Subprocess probe(argv);
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   ProbeResult result;
-  if (!probe.Start()) return result;
-  probe.WaitForLine(std::regex("(?!)"), std::chrono::seconds(60));  // to EOF
-  result.exit_code = probe.Wait();
-  result.output = probe.Output();
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return result;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc == 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof(buf))) > 0) result.output.append(buf, n);  // to EOF
+    int status = 0;
+    waitpid(pid, &status, 0);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  close(fds[0]);
   return result;
 }
 
@@ -112,12 +130,31 @@ class InjectionTest : public ::testing::Test {
   std::string dir_;
 };
 
-const std::regex kStandDown("fabricscope-cupti: .*; standing down");
-
-int CountMatches(const std::string& text, const std::regex& re) {
-  return static_cast<int>(
-      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+// Lines of `text` that contain every one of `parts`, in this order.
+int CountLines(const std::string& text, const std::vector<std::string>& parts) {
+  int count = 0;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    size_t at = 0;
+    bool all = true;
+    for (const std::string& part : parts) {
+      at = line.find(part, at);
+      if (at == std::string::npos) {
+        all = false;
+        break;
+      }
+      at += part.size();
+    }
+    count += all ? 1 : 0;
+    begin = end + 1;
+  }
+  return count;
 }
+
+const std::vector<std::string> kStandDown = {"fabricscope-cupti: ", "; standing down"};
 
 TEST_F(InjectionTest, NoCudaDriverStandsDownAndTheProcessExitsCleanly) {
   if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
@@ -129,10 +166,9 @@ TEST_F(InjectionTest, NoCudaDriverStandsDownAndTheProcessExitsCleanly) {
   const ProbeResult r = RunProbe({"FABRICSCOPE_GPU_SOCKET=" + socket()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // libcupti cannot load libcuda.so.1: cuptiSubscribe fails (CUPTI_ERROR_UNKNOWN with CUDA 13.0).
-  EXPECT_EQ(CountMatches(r.output, std::regex("cuptiSubscribe failed.*; standing down")), 1)
-      << r.output;
-  EXPECT_EQ(CountMatches(r.output, kStandDown), 1) << "one line, once: " << r.output;
-  EXPECT_EQ(CountMatches(r.output, std::regex("InitializeInjection returned 1")), 2) << r.output;
+  EXPECT_EQ(CountLines(r.output, {"cuptiSubscribe failed", "; standing down"}), 1) << r.output;
+  EXPECT_EQ(CountLines(r.output, kStandDown), 1) << "one line, once: " << r.output;
+  EXPECT_EQ(CountLines(r.output, {"InitializeInjection returned 1"}), 2) << r.output;
   EXPECT_TRUE(agent.ReadAll().empty()) << "nothing is sent after standing down";
 }
 
@@ -143,17 +179,16 @@ TEST_F(InjectionTest, StubDriverStandsDown) {
   fs::create_symlink(stub, dir_ + "/libcuda.so.1");
   const ProbeResult r = RunProbe({"LD_LIBRARY_PATH=" + dir_});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(CountMatches(r.output, kStandDown), 1) << r.output;
+  EXPECT_EQ(CountLines(r.output, kStandDown), 1) << r.output;
 }
 
 TEST_F(InjectionTest, AnotherCuptiClientMakesItStandDown) {
   FakeAgent agent(socket());
   const ProbeResult r = RunProbe(FakeEnv("multiple"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(
-      CountMatches(r.output, std::regex("another CUPTI client already holds the subscription.*"
-                                        "; standing down")),
-      1)
+  EXPECT_EQ(CountLines(r.output,
+                       {"another CUPTI client already holds the subscription", "; standing down"}),
+            1)
       << r.output;
   EXPECT_TRUE(agent.ReadAll().empty());
 }
@@ -161,9 +196,8 @@ TEST_F(InjectionTest, AnotherCuptiClientMakesItStandDown) {
 TEST_F(InjectionTest, FailureAfterSubscribingStandsDown) {
   const ProbeResult r = RunProbe(FakeEnv("fail_enable"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(CountMatches(r.output, std::regex("cuptiActivityEnable\\(CONCURRENT_KERNEL\\) failed"
-                                              ".*; standing down")),
-            1)
+  EXPECT_EQ(
+      CountLines(r.output, {"cuptiActivityEnable(CONCURRENT_KERNEL) failed", "; standing down"}), 1)
       << r.output;
 }
 
@@ -180,8 +214,8 @@ TEST_F(InjectionTest, KernelsReachTheAgentOnTheMonotonicClock) {
   const ProbeResult r = RunProbe(env);
   const int64_t after = MonotonicNs();
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(CountMatches(r.output, kStandDown), 0) << r.output;
-  EXPECT_EQ(CountMatches(r.output, std::regex("fabricscope-cupti: tracing kernels, 2 x 64 KiB")), 1)
+  EXPECT_EQ(CountLines(r.output, kStandDown), 0) << r.output;
+  EXPECT_EQ(CountLines(r.output, {"fabricscope-cupti: tracing kernels, 2 x 64 KiB"}), 1)
       << r.output;
 
   Collect visitor;
@@ -216,10 +250,30 @@ TEST_F(InjectionTest, KernelsReachTheAgentOnTheMonotonicClock) {
   EXPECT_EQ(nccl, kKernels / 2);
   EXPECT_EQ(
       FixedString(visitor.kernels[0].name).rfind("void at::native::vectorized_elementwise", 0), 0u);
-  EXPECT_EQ(CountMatches(r.output, std::regex("exit: 600 kernels, 0 memcpys, 600 records sent .*"
-                                              "11 dropped \\(cupti 11, channel 0\\)")),
+  EXPECT_EQ(CountLines(r.output, {"exit: 600 kernels, 0 memcpys, 600 records sent ",
+                                  "11 dropped (cupti 11, channel 0)"}),
             1)
       << r.output;
+}
+
+TEST_F(InjectionTest, ContextDestructionFlushesRecordsAndItsDrops) {
+  FakeAgent agent(socket());
+  std::vector<std::string> env = FakeEnv("trace");
+  env.push_back("FAKE_CUPTI_KERNELS=20");
+  env.push_back("FAKE_CUPTI_DROPPED=2");
+  env.push_back("FAKE_CUPTI_CONTEXT_DROPPED=5");
+  env.push_back("PROBE_DESTROY_CONTEXT=1");  // then _exit: no atexit flush
+  const ProbeResult r = RunProbe(env);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Collect visitor;
+  uint64_t last_dropped = 0;
+  for (const auto& d : agent.ReadAll()) {
+    gpu::DecodeResult result;
+    ASSERT_TRUE(gpu::DecodeDatagram(d, visitor, &result).ok());
+    last_dropped = result.header.dropped_records_total;
+  }
+  EXPECT_EQ(visitor.kernels.size(), 20u);
+  EXPECT_EQ(last_dropped, 7u) << "the global queue's and the destroyed context's drops";
 }
 
 TEST_F(InjectionTest, MemcpyRecordsOnlyWhenEnabled) {
@@ -251,8 +305,8 @@ TEST_F(InjectionTest, AbsentAgentCostsCountedDropsOnly) {
   env.push_back("FABRICSCOPE_CUPTI_VERBOSE=1");
   const ProbeResult r = RunProbe(env);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(CountMatches(r.output, std::regex("exit: 50 kernels, 0 memcpys, 0 records sent in 0 "
-                                              "datagrams .* 50 dropped \\(cupti 0, channel 50\\)")),
+  EXPECT_EQ(CountLines(r.output, {"exit: 50 kernels, 0 memcpys, 0 records sent in 0 datagrams ",
+                                  " 50 dropped (cupti 0, channel 50)"}),
             1)
       << r.output;
 }

@@ -106,8 +106,10 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,nohea
 echo "glibc: $(ldd --version 2>&1 | head -n1)"
 "$python" - <<'PY' 2>&1 || true
 import platform, torch
+nccl = torch.cuda.nccl.version()
+nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl
 print("python", platform.python_version(), "| torch", torch.__version__, "| cuda", torch.version.cuda,
-      "| nccl", ".".join(map(str, torch.cuda.nccl.version())), "| gpus", torch.cuda.device_count())
+      "| nccl", nccl, "| gpus", torch.cuda.device_count())
 PY
 sed 's/^/pack: /' "$pack/MANIFEST" 2>/dev/null
 
@@ -187,8 +189,8 @@ cat > "$tmp/workload.py" <<'PY'
 import json, os, sys, time
 import torch, torch.distributed as dist
 iters = int(sys.argv[1])
+torch.cuda.set_device(0)  # cuInit: the driver loads CUDA_INJECTION64_PATH here
 dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%s" % sys.argv[2], rank=0, world_size=1)
-torch.cuda.set_device(0)
 a = torch.randn(2048, 2048, device="cuda")
 b = torch.randn(2048, 2048, device="cuda")
 torch.cuda.synchronize()

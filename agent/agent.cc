@@ -340,8 +340,12 @@ v1::Hello Agent::MakeHello() const {
   return h;
 }
 
-absl::Status Agent::Start() {
-  if (options_.aggregator.empty()) {
+absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
+  if (options_.aggregator.empty() && serving) {
+    aggregator_ = std::move(serving);
+    sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
+  } else if (options_.aggregator.empty()) {
+    serving.reset();
     exporters::AggregatorOptions ao;
     ao.grpc_listen = "";
     ao.http_listen = options_.http_listen;
@@ -356,6 +360,19 @@ absl::Status Agent::Start() {
     uo.target = options_.aggregator;
     uo.max_queued_batches = options_.max_queued_batches;
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
+    if (!options_.health_listen.empty()) {
+      // /healthz alone (no collectables, no cluster state): the process and its HTTP thread
+      // answer.
+      health_ = std::make_unique<exporters::HttpServer>(
+          std::vector<const prometheus::Collectable*>{}, nullptr);
+      auto port = health_->Start(options_.health_listen);
+      if (!port.ok()) {
+        health_.reset();
+        sink_->Shutdown(0);
+        return port.status();
+      }
+      health_port_ = *port;
+    }
   }
   if (!options_.capture_interface.empty()) {
     collectors::pcap::LiveCaptureOptions co;
@@ -371,6 +388,10 @@ absl::Status Agent::Start() {
   }
   SetHwLifespan();
   started_ns_ = collectors::MonotonicNowNs();
+  for (size_t g = 0; g < kGroups; ++g) {
+    progress_ticks_[g] = 0;
+    progress_ns_[g] = started_ns_;
+  }
   pipeline_thread_ = std::jthread([this](std::stop_token st) { PipelineLoop(st); });
   for (SamplerGroup& g : groups_) {
     if (g.sampler) g.sampler->Start();
@@ -529,6 +550,34 @@ void Agent::Stop() {
   RestoreHwLifespan();
   if (sink_) sink_->Shutdown(2000);
   if (aggregator_) aggregator_->Stop();
+  if (health_) health_->Stop();
+}
+
+std::unique_ptr<exporters::Aggregator> Agent::StopAndReleaseAggregator() {
+  if (!pipeline_thread_.joinable()) return nullptr;
+  std::unique_ptr<exporters::Aggregator> serving = std::move(aggregator_);
+  Stop();  // the last window goes into serving's state through the LocalSink
+  return serving;
+}
+
+std::string Agent::StalledSampler(int64_t now_ns) {
+  for (size_t g = 0; g < kGroups; ++g) {
+    const SamplerGroup& group = groups_[g];
+    if (!group.sampler) continue;
+    const uint64_t ticks = group.sampler->ticks();
+    if (ticks != progress_ticks_[g]) {
+      progress_ticks_[g] = ticks;
+      progress_ns_[g] = now_ns;
+      continue;
+    }
+    const int64_t limit_ns = std::max<int64_t>(3 * group.period_ns, 2'000'000'000);
+    if (now_ns - progress_ns_[g] > limit_ns) {
+      return absl::StrFormat("sampler \"%s\" made no tick for %.1f s (period %.3g ms)", group.name,
+                             static_cast<double>(now_ns - progress_ns_[g]) / 1e9,
+                             static_cast<double>(group.period_ns) / 1e6);
+    }
+  }
+  return "";
 }
 
 size_t Agent::Maintain() {

@@ -32,10 +32,23 @@ class Agent {
   ~Agent();
 
   // Starts the in-process aggregator (standalone) or the uplink, then the pipeline and sampler.
-  // Errors: those of Aggregator::Start (e.g. the HTTP port is taken).
-  absl::Status Start();
-  // Stops sampling, flushes the last partial window, delivers what it can within 2 s, stops.
+  // `serving`: in standalone mode, an in-process aggregator that already serves (handed over by
+  // the previous Agent's StopAndReleaseAggregator on a SIGHUP reload) is used instead of a new
+  // one, so /metrics stays on its port with its state; ignored (stopped) otherwise.
+  // Errors: those of Aggregator::Start (e.g. the HTTP port is taken) and CaptureRunner::Start.
+  absl::Status Start(std::unique_ptr<exporters::Aggregator> serving = nullptr);
+  // Stops sampling, flushes the last partial window, delivers what it can within 2 s, restores
+  // the hw_counters lifespans it changed, stops.
   void Stop();
+  // Stop() that leaves the standalone aggregator serving and returns it (nullptr when this
+  // agent streams to a remote aggregator or never started).
+  std::unique_ptr<exporters::Aggregator> StopAndReleaseAggregator();
+
+  // Watchdog check, control thread, called about once a second while running: returns an empty
+  // string while every sampler thread ticks, else which one has made no tick for longer than
+  // max(3 periods, 2 s) -- a read blocked in a driver or firmware, or a thread that no longer
+  // runs. The daemon stops its systemd watchdog pings while this is non-empty.
+  std::string StalledSampler(int64_t now_ns);
 
   // Control thread, about once a second: reopens counter files of devices that were unplugged
   // and came back (collectors::Collector::ReopenReplaced). Returns how many were reopened.
@@ -48,6 +61,8 @@ class Agent {
   const std::vector<collectors::PortDescriptor>& ports() const { return ports_; }
   // The standalone aggregator's bound HTTP port (0 when not standalone).
   int http_port() const { return aggregator_ ? aggregator_->http_port() : 0; }
+  // The bound port of --health-listen's /healthz server (0 when off).
+  int health_port() const { return health_port_; }
 
  private:
   // One sampler thread with its collectors and ring. Group 0 is fast (byte and packet counters
@@ -83,9 +98,14 @@ class Agent {
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<std::pair<std::string, std::string>> saved_lifespans_;  // path, old value
   std::unique_ptr<exporters::Aggregator> aggregator_;
+  std::unique_ptr<exporters::HttpServer> health_;  // streaming mode's /healthz, when asked for
+  int health_port_ = 0;
   std::unique_ptr<BatchSink> sink_;
   std::unique_ptr<CaptureRunner> capture_;
   std::jthread pipeline_thread_;
+  // StalledSampler's view: per group, the tick count last seen and when it last moved.
+  uint64_t progress_ticks_[kGroups] = {};
+  int64_t progress_ns_[kGroups] = {};
   uint64_t instance_id_ = 0;
   int64_t started_ns_ = 0;
   std::atomic<uint64_t> bursts_seen_{0};

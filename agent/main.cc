@@ -1,22 +1,29 @@
 // fabricscope-agent: samples port counters below 1 ms and streams window summaries and
 // microbursts to an aggregator, or serves /metrics itself (standalone mode).
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/options.h"
 #include "collectors/cli.h"
+#include "collectors/clock.h"
 #include "exporters/http_server.h"
+#include "exporters/service_notifier.h"
 #include "glog/logging.h"
 
 // String flags: an empty value means "not given", so the config file or the built-in default
@@ -78,6 +85,9 @@ ABSL_FLAG(std::string, aggregator, "",
 ABSL_FLAG(std::string, http_listen, "",
           "Standalone mode: HOST:PORT serving /metrics, /healthz and /api/microbursts. Default "
           "0.0.0.0:9470. Port 0 picks a free port, printed at start.");
+ABSL_FLAG(std::string, health_listen, "",
+          "Streaming mode (--aggregator): HOST:PORT serving /healthz alone, for Kubernetes "
+          "probes. Port 0 picks a free port, printed at start. Default: off.");
 ABSL_FLAG(std::string, ring_slots, "",
           "Samples buffered between the sampler and the pipeline. Default 8192.");
 ABSL_FLAG(std::string, max_queued_batches, "",
@@ -178,6 +188,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
     return s;
   if (auto v = flag(FLAGS_aggregator); !v.empty()) o->aggregator = v;
   if (auto v = flag(FLAGS_http_listen); !v.empty()) o->http_listen = v;
+  if (auto v = flag(FLAGS_health_listen); !v.empty()) o->health_listen = v;
   auto count = [](const std::string& v, const char* name, size_t* out) -> absl::Status {
     if (v.empty()) return absl::OkStatus();
     if (!absl::SimpleAtoi(v, out)) {
@@ -195,57 +206,31 @@ absl::Status ApplyFlags(AgentOptions* o) {
       return hp.status();
   }
   if (auto hp = fabricscope::exporters::SplitHostPort(o->http_listen); !hp.ok()) return hp.status();
+  if (!o->health_listen.empty()) {
+    if (auto hp = fabricscope::exporters::SplitHostPort(o->health_listen); !hp.ok())
+      return hp.status();
+  }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  fabricscope::collectors::ConfigureFlagUsage("fabricscope-agent 0.1.0");
-  absl::SetProgramUsageMessage(
-      "fabricscope agent: samples InfiniBand/RoCE port counters and network interface counters "
-      "at sub-millisecond resolution, finds microbursts, and streams 1 s summaries to a "
-      "fabricscope-aggregator (--aggregator) or serves Prometheus /metrics itself (standalone, "
-      "the default).\n\n"
-      "Usage: fabricscope-agent [flags]\n"
-      "  e.g. fabricscope-agent --sample-period=100us --http-listen=127.0.0.1:9470\n"
-      "Flags may be written with dashes or underscores (--sample-period = --sample_period).");
-  std::vector<std::string> storage;
-  std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
-  int nargs = static_cast<int>(args.size());
-  std::vector<char*> rest = absl::ParseCommandLine(nargs, args.data());
-  if (rest.size() > 1)
-    return Fail(absl::StrCat("unexpected argument \"", rest[1], "\"; see --help"));
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-
+// Config file, then flags (flag > config file > default), then the cross-field checks. Called
+// at start and again on SIGHUP, so a reload re-reads the file while the flags stay as given.
+absl::StatusOr<AgentOptions> LoadOptions() {
   AgentOptions options;
   std::string config = absl::GetFlag(FLAGS_config);
   const bool explicit_config = !config.empty();
   if (!explicit_config) config = "/etc/fabricscope/agent.yaml";
   if (absl::Status s = fabricscope::agent::LoadYamlConfig(config, &options); !s.ok()) {
-    if (explicit_config || !absl::IsNotFound(s)) return Fail(std::string(s.message()));
+    if (explicit_config || !absl::IsNotFound(s)) return s;
   }
-  if (absl::Status s = ApplyFlags(&options); !s.ok()) return Fail(std::string(s.message()));
-  if (absl::Status s = fabricscope::agent::ValidateOptions(options); !s.ok()) {
-    return Fail(std::string(s.message()));
-  }
-  const std::string status_mode = absl::GetFlag(FLAGS_status);
-  if (status_mode != "auto" && status_mode != "on" && status_mode != "off") {
-    return Fail("--status must be auto, on or off");
-  }
-  const bool status_line = status_mode == "on" || (status_mode == "auto" && isatty(STDERR_FILENO));
+  if (absl::Status s = ApplyFlags(&options); !s.ok()) return s;
+  if (absl::Status s = fabricscope::agent::ValidateOptions(options); !s.ok()) return s;
+  return options;
+}
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
-
-  auto agent = fabricscope::agent::Agent::Create(options);
-  if (!agent.ok()) return Fail(std::string(agent.status().message()), 1);
-  for (const std::string& note : (*agent)->notes()) LOG(WARNING) << note;
-  for (const auto& p : (*agent)->ports()) {
+void LogPorts(const fabricscope::agent::Agent& agent) {
+  for (const std::string& note : agent.notes()) LOG(WARNING) << note;
+  for (const auto& p : agent.ports()) {
     if (p.node_level) {
       LOG(INFO) << "watching " << p.device << " (node-wide, " << p.counters.size() << " counters)";
       continue;
@@ -259,26 +244,162 @@ int main(int argc, char** argv) {
                       : std::string("unknown"))
               << ")";
   }
-  if (absl::Status s = (*agent)->Start(); !s.ok()) return Fail(std::string(s.message()), 1);
+}
+
+// The ports as one line: "mlx5_0:1,eth0" (printed at start and after a reload).
+std::string PortList(const fabricscope::agent::Agent& agent) {
+  std::vector<std::string> names;
+  for (const auto& p : agent.ports()) {
+    if (!p.node_level) names.push_back(p.rdma ? p.Key() : p.device);
+  }
+  return absl::StrJoin(names, ",");
+}
+
+std::string Serving(const AgentOptions& options, const fabricscope::agent::Agent& agent) {
   if (options.aggregator.empty()) {
     const std::string host = fabricscope::exporters::SplitHostPort(options.http_listen)->first;
-    printf("fabricscope-agent standalone: serving http://%s:%d/metrics\n", host.c_str(),
-           (*agent)->http_port());
-  } else {
-    printf("fabricscope-agent streaming to %s\n", options.aggregator.c_str());
+    return absl::StrCat("standalone: serving http://", host, ":", agent.http_port(), "/metrics");
   }
-  fflush(stdout);
+  std::string s = absl::StrCat("streaming to ", options.aggregator);
+  if (agent.health_port() > 0) {
+    absl::StrAppend(&s, ", health http://",
+                    fabricscope::exporters::SplitHostPort(options.health_listen)->first, ":",
+                    agent.health_port(), "/healthz");
+  }
+  return s;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  fabricscope::collectors::ConfigureFlagUsage("fabricscope-agent 0.1.0");
+  absl::SetProgramUsageMessage(
+      "fabricscope agent: samples InfiniBand/RoCE port counters and network interface counters "
+      "at sub-millisecond resolution, finds microbursts, and streams 1 s summaries to a "
+      "fabricscope-aggregator (--aggregator) or serves Prometheus /metrics itself (standalone, "
+      "the default).\n\n"
+      "Usage: fabricscope-agent [flags]\n"
+      "  e.g. fabricscope-agent --sample-period=100us --http-listen=127.0.0.1:9470\n"
+      "SIGHUP re-reads the config file (flags stay as given) and rebuilds the port selection; "
+      "SIGTERM or SIGINT flushes the last window and stops.\n"
+      "Flags may be written with dashes or underscores (--sample-period = --sample_period).");
+  std::vector<std::string> storage;
+  std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
+  int nargs = static_cast<int>(args.size());
+  std::vector<char*> rest = absl::ParseCommandLine(nargs, args.data());
+  if (rest.size() > 1)
+    return Fail(absl::StrCat("unexpected argument \"", rest[1], "\"; see --help"));
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  auto loaded = LoadOptions();
+  if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+  AgentOptions options = *std::move(loaded);
+  const std::string status_mode = absl::GetFlag(FLAGS_status);
+  if (status_mode != "auto" && status_mode != "on" && status_mode != "off") {
+    return Fail("--status must be auto, on or off");
+  }
+  const bool status_line = status_mode == "on" || (status_mode == "auto" && isatty(STDERR_FILENO));
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+
+  fabricscope::exporters::ServiceNotifier notifier;
+  auto created = fabricscope::agent::Agent::Create(options);
+  if (!created.ok()) return Fail(std::string(created.status().message()), 1);
+  std::unique_ptr<fabricscope::agent::Agent> agent = *std::move(created);
+  LogPorts(*agent);
+  if (absl::Status s = agent->Start(); !s.ok()) return Fail(std::string(s.message()), 1);
+  printf("fabricscope-agent %s\n", Serving(options, *agent).c_str());
+  printf("fabricscope-agent ports: %s\n", PortList(*agent).c_str());
+  fflush(stdout);
+  notifier.Ready(Serving(options, *agent));
+
+  // The control loop: signals, the systemd watchdog, re-plugged devices (once a second) and the
+  // status line. WATCHDOG=1 goes out only while every sampler thread ticks (StalledSampler), so
+  // systemd restarts an agent whose sampling stalled; it wakes at least every half ping
+  // interval.
+  const int64_t wd_ns = notifier.watchdog_interval_ns();
+  const int64_t step_ns = wd_ns > 0 ? std::min<int64_t>(wd_ns / 2, 1'000'000'000) : 1'000'000'000;
+  const timespec step{static_cast<time_t>(step_ns / 1'000'000'000),
+                      static_cast<long>(step_ns % 1'000'000'000)};
+  using fabricscope::collectors::MonotonicNowNs;
+  int64_t last_ping_ns = 0, last_maintain_ns = MonotonicNowNs(), last_status_ns = 0;
+  std::string stalled;
   int sig = 0;
-  const timespec one_second{1, 0};
   while (true) {
-    sig = sigtimedwait(&signals, nullptr, &one_second);
+    sig = sigtimedwait(&signals, nullptr, &step);
     if (sig == SIGINT || sig == SIGTERM) break;
-    (*agent)->Maintain();
-    if (status_line) fprintf(stderr, "\r\033[K%s", (*agent)->StatusLine().c_str());
+    if (sig == SIGHUP) {
+      // Reload: the config file again with the same flags, a new Agent (port discovery and
+      // selection, samplers, uplink) built before the old one stops, so a bad config or a
+      // vanished interface leaves the running agent untouched.
+      notifier.Reloading("re-reading the config file");
+      LOG(INFO) << "SIGHUP: re-reading the config file";
+      auto next_options = LoadOptions();
+      absl::StatusOr<std::unique_ptr<fabricscope::agent::Agent>> next =
+          next_options.ok() ? fabricscope::agent::Agent::Create(*next_options)
+                            : next_options.status();
+      if (!next.ok()) {
+        LOG(ERROR) << "reload failed, the agent keeps running as it was: "
+                   << next.status().message();
+        notifier.Ready(absl::StrCat("reload failed (", next.status().message(), "); ",
+                                    Serving(options, *agent)));
+      } else {
+        // Standalone on the same address: the in-process aggregator keeps serving across the
+        // reload. Otherwise the old one stops (flushing its uplink) before the new one starts.
+        const bool keep_http = options.aggregator.empty() && next_options->aggregator.empty() &&
+                               options.http_listen == next_options->http_listen;
+        std::unique_ptr<fabricscope::exporters::Aggregator> serving;
+        if (keep_http) {
+          serving = agent->StopAndReleaseAggregator();
+        } else {
+          agent->Stop();
+        }
+        agent = *std::move(next);
+        options = *std::move(next_options);
+        LogPorts(*agent);
+        if (absl::Status s = agent->Start(std::move(serving)); !s.ok()) {
+          notifier.Stopping(absl::StrCat("reload failed: ", s.message()));
+          return Fail(absl::StrCat("reload: ", s.message()), 1);
+        }
+        printf("fabricscope-agent reloaded, %s\n", Serving(options, *agent).c_str());
+        printf("fabricscope-agent ports: %s\n", PortList(*agent).c_str());
+        fflush(stdout);
+        notifier.Ready(Serving(options, *agent));
+        stalled.clear();
+      }
+    }
+    const int64_t now = MonotonicNowNs();
+    if (now - last_maintain_ns >= 1'000'000'000) {
+      agent->Maintain();
+      last_maintain_ns = now;
+      if (status_line) fprintf(stderr, "\r\033[K%s", agent->StatusLine().c_str());
+    }
+    const std::string why = agent->StalledSampler(now);
+    if (why != stalled) {
+      if (!why.empty()) LOG(ERROR) << why << "; systemd watchdog pings stop";
+      if (why.empty()) LOG(INFO) << "samplers tick again; systemd watchdog pings resume";
+      stalled = why;
+      notifier.Status(why.empty() ? agent->StatusLine() : why);
+      last_status_ns = now;
+    }
+    if (wd_ns > 0 && stalled.empty() && now - last_ping_ns >= wd_ns) {
+      notifier.WatchdogPing();
+      last_ping_ns = now;
+    }
+    if (notifier.enabled() && stalled.empty() && now - last_status_ns >= 10'000'000'000) {
+      notifier.Status(agent->StatusLine());
+      last_status_ns = now;
+    }
   }
   if (status_line) fprintf(stderr, "\n");
   LOG(INFO) << "signal " << sig << ", flushing and stopping";
-  (*agent)->Stop();
+  notifier.Stopping("flushing and stopping");
+  agent->Stop();
   return 0;
 }

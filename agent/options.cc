@@ -126,6 +126,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->aggregator = v.as<std::string>();
       } else if (key == "http_listen") {
         o->http_listen = v.as<std::string>();
+      } else if (key == "health_listen") {
+        o->health_listen = v.as<std::string>();
       } else if (key == "ring_slots") {
         o->ring_slots = v.as<size_t>();
       } else if (key == "max_queued_batches") {

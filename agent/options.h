@@ -73,6 +73,8 @@ struct AgentOptions {
   std::map<std::string, MicroburstThresholds> port_thresholds;
   std::string aggregator;  // HOST:PORT; empty = standalone (in-process aggregator)
   std::string http_listen = "0.0.0.0:9470";  // standalone mode only
+  // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
+  std::string health_listen;
   size_t ring_slots = 8192;
   size_t max_queued_batches = 900;
 };
@@ -94,7 +96,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 //   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k: scalars; pma: list of "local" /
 //   "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
-//   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}}.
+//   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
+//   health_listen: scalar.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
 // keys or bad values (with the key named).
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);

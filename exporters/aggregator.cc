@@ -25,6 +25,21 @@ absl::Status Aggregator::Start() {
   return absl::OkStatus();
 }
 
+absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
+  if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen) {
+    return absl::OkStatus();
+  }
+  AggregatorOptions old = options_;
+  Stop();
+  options_ = std::move(options);
+  absl::Status s = Start();
+  if (s.ok()) return s;
+  Stop();
+  options_ = std::move(old);
+  if (absl::Status back = Start(); !back.ok()) return back;
+  return s;
+}
+
 void Aggregator::Stop() {
   if (grpc_) grpc_->Stop();
   if (http_) http_->Stop();

@@ -28,6 +28,12 @@ class Aggregator {
   // Errors: those of HttpServer::Start and TelemetryServer::Start.
   absl::Status Start();
   void Stop();
+  // Reload: when an address differs from the running one, stops both servers and starts them
+  // on the new addresses, keeping the cluster state (agents reconnect and resume). When the new
+  // addresses cannot be bound, starts again on the old ones and returns the error.
+  // Errors: those of Start for the new addresses.
+  absl::Status Reconfigure(AggregatorOptions options);
+  const AggregatorOptions& options() const { return options_; }
 
   ClusterState& state() { return state_; }
   // Extra collectables (e.g. the agent's own registry) rendered after the cluster state.

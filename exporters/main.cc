@@ -1,6 +1,8 @@
 // fabricscope-aggregator: receives agent streams over gRPC and serves Prometheus metrics.
 #include <signal.h>
+#include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -10,21 +12,60 @@
 #include "absl/strings/str_cat.h"
 #include "collectors/cli.h"
 #include "exporters/aggregator.h"
+#include "exporters/aggregator_config.h"
 #include "exporters/http_server.h"
+#include "exporters/service_notifier.h"
 #include "glog/logging.h"
 
-ABSL_FLAG(std::string, grpc_listen, "0.0.0.0:9471",
-          "HOST:PORT where agents connect (gRPC). Port 0 picks a free port, printed at start.");
-ABSL_FLAG(std::string, http_listen, "0.0.0.0:9470",
-          "HOST:PORT serving /metrics (Prometheus), /healthz and /api/microbursts. Port 0 picks a "
-          "free port, printed at start.");
+// An empty value means "not given": the config file or the default applies.
+// Precedence: flag > config file > default.
+ABSL_FLAG(std::string, config, "",
+          "YAML config file (keys grpc_listen, http_listen). Default "
+          "/etc/fabricscope/aggregator.yaml when it exists. Re-read on SIGHUP; flags given on the "
+          "command line override its values.");
+ABSL_FLAG(std::string, grpc_listen, "",
+          "HOST:PORT where agents connect (gRPC). Default 0.0.0.0:9471. Port 0 picks a free "
+          "port, printed at start.");
+ABSL_FLAG(std::string, http_listen, "",
+          "HOST:PORT serving /metrics (Prometheus), /healthz and /api/microbursts. Default "
+          "0.0.0.0:9470. Port 0 picks a free port, printed at start.");
+
+namespace {
+
+using fabricscope::exporters::AggregatorOptions;
+
+// Config file, then flags, then the cross-field checks. Called at start and on SIGHUP.
+absl::StatusOr<AggregatorOptions> LoadOptions() {
+  AggregatorOptions o;
+  std::string config = absl::GetFlag(FLAGS_config);
+  const bool explicit_config = !config.empty();
+  if (!explicit_config) config = "/etc/fabricscope/aggregator.yaml";
+  if (absl::Status s = fabricscope::exporters::LoadAggregatorConfig(config, &o); !s.ok()) {
+    if (explicit_config || !absl::IsNotFound(s)) return s;
+  }
+  if (auto v = absl::GetFlag(FLAGS_grpc_listen); !v.empty()) o.grpc_listen = v;
+  if (auto v = absl::GetFlag(FLAGS_http_listen); !v.empty()) o.http_listen = v;
+  if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
+  return o;
+}
+
+std::string Listening(const fabricscope::exporters::Aggregator& a) {
+  const std::string ghost = fabricscope::exporters::SplitHostPort(a.options().grpc_listen)->first;
+  const std::string hhost = fabricscope::exporters::SplitHostPort(a.options().http_listen)->first;
+  return absl::StrCat("listening grpc=", ghost, ":", a.grpc_port(), " http=", hhost, ":",
+                      a.http_port());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   fabricscope::collectors::ConfigureFlagUsage("fabricscope-aggregator 0.1.0");
   absl::SetProgramUsageMessage(
       "fabricscope aggregator: receives telemetry streams from fabricscope-agent processes over "
       "gRPC and serves the cluster's Prometheus metrics.\n\n"
-      "Usage: fabricscope-aggregator [--grpc-listen=HOST:PORT] [--http-listen=HOST:PORT]\n"
+      "Usage: fabricscope-aggregator [--config=FILE] [--grpc-listen=HOST:PORT] "
+      "[--http-listen=HOST:PORT]\n"
+      "SIGHUP re-reads the config file; SIGTERM or SIGINT stops.\n"
       "Flags may be written with dashes or underscores.");
   std::vector<std::string> storage;
   std::vector<char*> fixed = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
@@ -37,37 +78,56 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
 
-  fabricscope::exporters::AggregatorOptions options;
-  options.grpc_listen = absl::GetFlag(FLAGS_grpc_listen);
-  options.http_listen = absl::GetFlag(FLAGS_http_listen);
-  if (options.grpc_listen.empty()) {
-    fprintf(stderr, "fabricscope-aggregator: --grpc-listen must not be empty\n");
+  auto options = LoadOptions();
+  if (!options.ok()) {
+    fprintf(stderr, "fabricscope-aggregator: %s\n",
+            std::string(options.status().message()).c_str());
     return 2;
   }
-  for (const std::string& a : {options.grpc_listen, options.http_listen}) {
-    if (auto hp = fabricscope::exporters::SplitHostPort(a); !hp.ok()) {
-      fprintf(stderr, "fabricscope-aggregator: %s\n", std::string(hp.status().message()).c_str());
-      return 2;
-    }
-  }
-  fabricscope::exporters::Aggregator aggregator(options);
+  fabricscope::exporters::ServiceNotifier notifier;
+  fabricscope::exporters::Aggregator aggregator(*options);
   if (absl::Status s = aggregator.Start(); !s.ok()) {
     fprintf(stderr, "fabricscope-aggregator: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  const std::string ghost = fabricscope::exporters::SplitHostPort(options.grpc_listen)->first;
-  const std::string hhost = fabricscope::exporters::SplitHostPort(options.http_listen)->first;
-  printf("fabricscope-aggregator listening grpc=%s:%d http=%s:%d\n", ghost.c_str(),
-         aggregator.grpc_port(), hhost.c_str(), aggregator.http_port());
+  printf("fabricscope-aggregator %s\n", Listening(aggregator).c_str());
   fflush(stdout);
-  LOG(INFO) << "serving /metrics on http://" << hhost << ":" << aggregator.http_port()
-            << "/metrics";
+  LOG(INFO) << "serving /metrics on port " << aggregator.http_port();
+  notifier.Ready(Listening(aggregator));
 
+  // The main loop wakes for signals and, when systemd armed a watchdog, to ping it. The
+  // aggregator's work happens on gRPC and HTTP threads; a ping says the control thread lives.
+  const int64_t wd_ns = notifier.watchdog_interval_ns();
+  const int64_t step_ns = wd_ns > 0 ? std::min<int64_t>(wd_ns, 1'000'000'000) : 1'000'000'000;
+  const timespec step{static_cast<time_t>(step_ns / 1'000'000'000),
+                      static_cast<long>(step_ns % 1'000'000'000)};
+  if (wd_ns > 0) notifier.WatchdogPing();
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (true) {
+    sig = sigtimedwait(&signals, nullptr, &step);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (sig == SIGHUP) {
+      notifier.Reloading("re-reading the config file");
+      LOG(INFO) << "SIGHUP: re-reading the config file";
+      auto next = LoadOptions();
+      absl::Status s = next.ok() ? aggregator.Reconfigure(*next) : next.status();
+      if (!s.ok()) {
+        LOG(ERROR) << "reload failed, still serving the previous config: " << s.message();
+        notifier.Ready(absl::StrCat("reload failed (", s.message(), "); ", Listening(aggregator)));
+      } else {
+        LOG(INFO) << "reloaded; " << Listening(aggregator);
+        printf("fabricscope-aggregator reloaded, %s\n", Listening(aggregator).c_str());
+        fflush(stdout);
+        notifier.Ready(Listening(aggregator));
+      }
+    }
+    if (wd_ns > 0) notifier.WatchdogPing();
+  }
   LOG(INFO) << "signal " << sig << ", stopping";
+  notifier.Stopping("stopping");
   aggregator.Stop();
   return 0;
 }

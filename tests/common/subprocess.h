@@ -32,6 +32,19 @@ class Subprocess {
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
+  // Adds or replaces NAME=VALUE in the child's environment; call before Start().
+  void SetEnv(const std::string& name, const std::string& value) {
+    env_.push_back(name + "=" + value);
+  }
+  // Removes NAME from the child's environment; call before Start().
+  void UnsetEnv(const std::string& name) { env_.push_back(name); }
+  // The child's process id while it runs, else -1.
+  pid_t pid() const { return pid_; }
+  // Sends `sig` without waiting (e.g. SIGHUP).
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+
   bool Start() {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return false;
@@ -42,7 +55,20 @@ class Subprocess {
     std::vector<char*> args;
     for (std::string& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    // The parent's environment, with the entries of SetEnv() replacing same-named ones.
+    std::vector<char*> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const std::string& x : env_) replaced |= x == name || x.rfind(name + "=", 0) == 0;
+      if (!replaced) env.push_back(*e);
+    }
+    for (std::string& x : env_) {
+      if (x.find('=') != std::string::npos) env.push_back(x.data());  // else: UnsetEnv
+    }
+    env.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), env.data());
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     fd_ = fds[0];
@@ -104,6 +130,7 @@ class Subprocess {
 
  private:
   std::vector<std::string> argv_;
+  std::vector<std::string> env_;
   pid_t pid_ = -1;
   int fd_ = -1;
   std::string buffer_;

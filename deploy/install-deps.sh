@@ -15,11 +15,18 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
   iproute2 prometheus curl procps jq
+  # tests/e2e: xmllint checks that the heat-map SVGs are well-formed XML
+  libxml2-utils
   # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive
   # answers no to non-root capture); clang and its libFuzzer runtime for tests/fuzz/run.sh
   tshark clang libclang-rt-14-dev
   # tests: node_exporter as the reference parser of the same sysfs/procfs trees; setpriv
   prometheus-node-exporter util-linux
+  # tests/e2e: headless Chromium renders the heat-map SVGs to PNG (cluster-in-a-box test)
+  chromium
+  # deploy/ tests: systemd-analyze (units), dpkg-dev and file (CPack's .deb, dpkg-shlibdeps),
+  # shellcheck (maintainer scripts), python3-yaml (Kubernetes manifests)
+  systemd dpkg-dev file shellcheck python3-yaml
 )
 
 missing=()

@@ -386,6 +386,27 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     }
     capture_ = std::move(*c);
   }
+  if (!options_.gpu_socket.empty()) {
+    GpuIngestOptions go;
+    go.socket_path = options_.gpu_socket;
+    go.socket_mode = options_.gpu_socket_mode;
+    go.allowed_uids = options_.gpu_allowed_uids;
+    go.max_connections = options_.gpu_max_connections;
+    go.queue_slots = options_.gpu_queue_slots;
+    auto ingest = std::make_unique<GpuIngest>(go);
+    // The agent's main job is the port counters: without the socket it runs on, loudly.
+    if (absl::Status s = ingest->Start(); !s.ok()) {
+      LOG(ERROR) << "GPU ingest is off: " << s.message();
+    } else {
+      gpu_ingest_ = std::move(ingest);
+      LOG(INFO) << "GPU ingest listening on " << options_.gpu_socket;
+    }
+    GpuTimelineOptions to;
+    to.max_collectives_per_batch = options_.gpu_max_collectives_per_batch;
+    to.max_kernel_spans_per_batch = options_.gpu_max_kernel_spans_per_batch;
+    gpu_timeline_ = std::make_unique<GpuTimeline>(to);
+    if (aggregator_) aggregator_->state().SetRankPairTopK(options_.gpu_rank_pairs_top_k);
+  }
   SetHwLifespan();
   started_ns_ = collectors::MonotonicNowNs();
   for (size_t g = 0; g < kGroups; ++g) {
@@ -403,6 +424,12 @@ void Agent::SubmitReady() {
   std::vector<v1::Batch> ready = pipeline_->TakeReady();
   if (ready.empty()) return;
   const int64_t offset = collectors::MeasureUnixOffsetNs();
+  v1::GpuIngestStats gpu_stats;
+  std::vector<int32_t> gpu_pids;
+  if (gpu_ingest_) {
+    gpu_ingest_->Stats(&gpu_stats);
+    gpu_pids = gpu_ingest_->ConnectedPids();
+  }
   for (v1::Batch& b : ready) {
     b.set_unix_offset_ns(offset);
     v1::AgentStats* s = b.mutable_agent();
@@ -461,6 +488,9 @@ void Agent::SubmitReady() {
       r->set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
     }
     if (capture_ && &b == &ready.back()) *b.mutable_capture() = capture_->TakeWindow();
+    if (gpu_ingest_) {
+      gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);
+    }
     sink_->Submit(std::move(b));
   }
   bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
@@ -490,10 +520,23 @@ bool Agent::DrainOnce() {
   }
 }
 
+bool Agent::DrainGpu() {
+  if (!gpu_ingest_) return false;
+  bool any = false;
+  while (const GpuEvent* e = gpu_ingest_->Peek()) {
+    gpu_timeline_->Add(*e);
+    gpu_ingest_->Release();
+    any = true;
+  }
+  return any;
+}
+
 void Agent::PipelineLoop(std::stop_token stop) {
   pthread_setname_np(pthread_self(), "fs-pipeline");
   while (true) {
-    const bool drained_any = DrainOnce();
+    const bool drained_ticks = DrainOnce();
+    const bool drained_gpu = DrainGpu();
+    const bool drained_any = drained_ticks || drained_gpu;
     SubmitReady();
     bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
     if (stop.stop_requested()) break;
@@ -538,6 +581,7 @@ void Agent::RestoreHwLifespan() {
 
 void Agent::Stop() {
   if (!pipeline_thread_.joinable()) return;
+  if (gpu_ingest_) gpu_ingest_->Stop();  // what it queued is drained below
   for (SamplerGroup& g : groups_) {
     if (g.sampler) g.sampler->Stop();
   }
@@ -545,6 +589,7 @@ void Agent::Stop() {
   pipeline_thread_.request_stop();
   pipeline_thread_.join();  // drains the rings once more before it exits
   DrainOnce();
+  DrainGpu();
   pipeline_->Flush(collectors::MonotonicNowNs());
   SubmitReady();
   RestoreHwLifespan();

@@ -8,6 +8,8 @@
 #include "absl/status/statusor.h"
 #include "agent/batch_sink.h"
 #include "agent/capture_runner.h"
+#include "agent/gpu_ingest.h"
+#include "agent/gpu_timeline.h"
 #include "agent/options.h"
 #include "agent/pipeline.h"
 #include "agent/sampler.h"
@@ -81,6 +83,8 @@ class Agent {
   explicit Agent(AgentOptions options) : options_(std::move(options)) {}
   void PipelineLoop(std::stop_token stop);
   bool DrainOnce();
+  // Pipeline thread: moves queued GPU records into gpu_timeline_. Returns whether any came.
+  bool DrainGpu();
   void SubmitReady();
   v1::Hello MakeHello() const;
   // Adds the collector's ports and counters to ports_ (merging by port identity) and records
@@ -102,6 +106,10 @@ class Agent {
   int health_port_ = 0;
   std::unique_ptr<BatchSink> sink_;
   std::unique_ptr<CaptureRunner> capture_;
+  // GPU timelines: the ingest endpoint (null when --gpu-socket is off or could not be bound)
+  // and the pipeline thread's view of its records.
+  std::unique_ptr<GpuIngest> gpu_ingest_;
+  std::unique_ptr<GpuTimeline> gpu_timeline_;
   std::jthread pipeline_thread_;
   // StalledSampler's view: per group, the tick count last seen and when it last moved.
   uint64_t progress_ticks_[kGroups] = {};

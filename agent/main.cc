@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -66,6 +67,29 @@ ABSL_FLAG(std::string, capture_filter, "",
           "BPF filter of the capture (pcap-filter(7)). Default \"udp dst port 4791 or tcp\".");
 ABSL_FLAG(std::string, capture_snaplen, "",
           "Bytes captured per packet: headers only. Default 160.");
+ABSL_FLAG(std::string, gpu_socket, "",
+          "Unix socket (SOCK_SEQPACKET) where the NCCL profiler plugin and the CUPTI library of "
+          "training processes send collective and kernel records; \"off\" disables. Default "
+          "/run/fabricscope/gpu.sock (its directory is created).");
+ABSL_FLAG(std::string, gpu_socket_mode, "",
+          "Octal mode of the GPU socket. Default 0666: training processes run as any user; "
+          "restrict with --gpu-allowed-uids or 0660 and the socket's group.");
+ABSL_FLAG(std::string, gpu_allowed_uids, "",
+          "Comma-separated uids (SO_PEERCRED) allowed to connect to the GPU socket. Default: any.");
+ABSL_FLAG(std::string, gpu_max_connections, "",
+          "Producer connections served at once; more are refused and counted. Default 256.");
+ABSL_FLAG(std::string, gpu_queue_slots, "",
+          "GPU records queued between the ingest and pipeline threads (256 bytes each); a full "
+          "queue drops and counts. Default 16384.");
+ABSL_FLAG(std::string, gpu_max_collectives_per_batch, "",
+          "Collectives sent one by one per window; the rest count in the totals only. "
+          "Default 4096.");
+ABSL_FLAG(std::string, gpu_max_kernel_spans_per_batch, "",
+          "Kernel spans sent one by one per window (NCCL kernels first); the rest are summarized "
+          "per device and kernel name. Default 1024.");
+ABSL_FLAG(std::string, gpu_rank_pairs_top_k, "",
+          "Standalone: rank pairs exported in fabricscope_rank_pair_bytes_total (top by bytes). "
+          "Default 20.");
 ABSL_FLAG(std::string, interfaces, "",
           "Comma-separated ports to watch: RDMA device (mlx5_0), device:port (mlx5_0:1) or "
           "interface (eth0). Default: every RDMA port and every non-virtual interface; lo only "
@@ -165,6 +189,35 @@ absl::Status ApplyFlags(AgentOptions* o) {
   if (auto v = flag(FLAGS_capture_snaplen); !v.empty()) {
     if (!absl::SimpleAtoi(v, &o->capture_snaplen)) {
       return absl::InvalidArgumentError("--capture-snaplen must be a number of bytes");
+    }
+  }
+  if (auto v = flag(FLAGS_gpu_socket); !v.empty()) o->gpu_socket = v == "off" ? "" : v;
+  if (auto v = flag(FLAGS_gpu_socket_mode); !v.empty()) {
+    auto m = fabricscope::agent::ParseFileMode(v);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--gpu-socket-mode: ", m.status().message()));
+    }
+    o->gpu_socket_mode = *m;
+  }
+  if (auto v = flag(FLAGS_gpu_allowed_uids); !v.empty()) {
+    auto u = fabricscope::agent::ParseUidList(v);
+    if (!u.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpu-allowed-uids: ", u.status().message()));
+    }
+    o->gpu_allowed_uids = *u;
+  }
+  const std::tuple<const absl::Flag<std::string>*, const char*, size_t*> gpu_sizes[] = {
+      {&FLAGS_gpu_max_connections, "--gpu-max-connections", &o->gpu_max_connections},
+      {&FLAGS_gpu_queue_slots, "--gpu-queue-slots", &o->gpu_queue_slots},
+      {&FLAGS_gpu_max_collectives_per_batch, "--gpu-max-collectives-per-batch",
+       &o->gpu_max_collectives_per_batch},
+      {&FLAGS_gpu_max_kernel_spans_per_batch, "--gpu-max-kernel-spans-per-batch",
+       &o->gpu_max_kernel_spans_per_batch},
+      {&FLAGS_gpu_rank_pairs_top_k, "--gpu-rank-pairs-top-k", &o->gpu_rank_pairs_top_k}};
+  for (const auto& [f, name, out] : gpu_sizes) {
+    if (auto v = flag(*f); !v.empty() && !absl::SimpleAtoi(v, out)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be a number"));
     }
   }
   if (auto v = flag(FLAGS_interfaces); !v.empty()) {

@@ -156,6 +156,27 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->capture_filter = v.as<std::string>();
       } else if (key == "capture_snaplen") {
         o->capture_snaplen = v.as<int>();
+      } else if (key == "gpu_socket") {
+        o->gpu_socket = v.as<std::string>();
+        if (o->gpu_socket == "off") o->gpu_socket.clear();
+      } else if (key == "gpu_socket_mode") {
+        auto m = ParseFileMode(v.as<std::string>());
+        if (!m.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": ", m.status().message()));
+        }
+        o->gpu_socket_mode = *m;
+      } else if (key == "gpu_allowed_uids") {
+        o->gpu_allowed_uids = v.as<std::vector<uint32_t>>();
+      } else if (key == "gpu_max_connections") {
+        o->gpu_max_connections = v.as<size_t>();
+      } else if (key == "gpu_queue_slots") {
+        o->gpu_queue_slots = v.as<size_t>();
+      } else if (key == "gpu_max_collectives_per_batch") {
+        o->gpu_max_collectives_per_batch = v.as<size_t>();
+      } else if (key == "gpu_max_kernel_spans_per_batch") {
+        o->gpu_max_kernel_spans_per_batch = v.as<size_t>();
+      } else if (key == "gpu_rank_pairs_top_k") {
+        o->gpu_rank_pairs_top_k = v.as<size_t>();
       } else if (key == "interfaces") {
         o->interfaces = v.as<std::vector<std::string>>();
       } else if (key == "line_rates") {
@@ -189,6 +210,37 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint32_t> ParseFileMode(const std::string& text) {
+  uint32_t mode = 0;
+  if (text.empty() || text.size() > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file mode \"", text, "\" is not octal 0..0777"));
+  }
+  for (char ch : text) {
+    if (ch < '0' || ch > '7') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("file mode \"", text, "\" is not octal 0..0777"));
+    }
+    mode = mode * 8 + static_cast<uint32_t>(ch - '0');
+  }
+  if (mode > 0777) {
+    return absl::InvalidArgumentError(absl::StrCat("file mode \"", text, "\" is above 0777"));
+  }
+  return mode;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text) {
+  std::vector<uint32_t> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    uint32_t uid = 0;
+    if (!absl::SimpleAtoi(item, &uid)) {
+      return absl::InvalidArgumentError(absl::StrCat("uid \"", item, "\" is not a number"));
+    }
+    out.push_back(uid);
+  }
+  return out;
+}
+
 absl::Status ValidateOptions(const AgentOptions& o) {
   auto check = [](const MicroburstThresholds& t, const std::string& where) -> absl::Status {
     if (!(t.enter > 0 && t.enter <= 10 && t.exit > 0 && t.exit <= t.enter)) {
@@ -219,6 +271,10 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError("capture snaplen must be 64..65535 bytes");
   }
   if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
+  if (o.gpu_queue_slots < 16) return absl::InvalidArgumentError("gpu_queue_slots must be >= 16");
+  if (o.gpu_max_connections < 1) {
+    return absl::InvalidArgumentError("gpu_max_connections must be at least 1");
+  }
   if (o.max_queued_batches < 1) {
     return absl::InvalidArgumentError("max_queued_batches must be at least 1");
   }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/metric_util.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
@@ -24,6 +25,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
   if (!same_instance) {
     n = NodeState();
+    gpu_.ResetNode(hello.node());
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
   }
   n.hello = hello;
@@ -88,6 +90,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
   if (batch.has_agent()) n.agent = batch.agent();
+  gpu_.OnBatch(node, batch);
   if (batch.has_capture()) {
     n.capture = batch.capture();
     for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
@@ -112,47 +115,6 @@ size_t ClusterState::node_count() const {
 }
 
 namespace {
-
-MetricFamily MakeFamily(std::string name, std::string help, MetricType type) {
-  MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
-}
-
-ClientMetric WithLabels(std::vector<ClientMetric::Label> labels) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  return m;
-}
-
-void AddValue(MetricFamily& f, std::vector<ClientMetric::Label> labels, double v) {
-  ClientMetric m = WithLabels(std::move(labels));
-  if (f.type == MetricType::Counter) {
-    m.counter.value = v;
-  } else {
-    m.gauge.value = v;
-  }
-  f.metric.push_back(std::move(m));
-}
-
-void AddHistogram(MetricFamily& f, std::vector<ClientMetric::Label> labels,
-                  const v1::Histogram& h) {
-  ClientMetric m = WithLabels(std::move(labels));
-  uint64_t cumulative = 0;
-  for (int i = 0; i < h.bucket_counts_size(); ++i) {
-    cumulative += h.bucket_counts(i);
-    ClientMetric::Bucket b;
-    b.cumulative_count = cumulative;
-    b.upper_bound =
-        i < h.upper_bounds_size() ? h.upper_bounds(i) : std::numeric_limits<double>::infinity();
-    m.histogram.bucket.push_back(b);
-  }
-  m.histogram.sample_count = h.count();
-  m.histogram.sample_sum = h.sum();
-  f.metric.push_back(std::move(m));
-}
 
 const char* DirectionName(v1::Direction d) {
   return d == v1::DIRECTION_TRANSMIT ? "transmit" : d == v1::DIRECTION_RECEIVE ? "receive" : "";
@@ -597,7 +559,24 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
+  gpu_.Collect(&out);
   return out;
+}
+
+std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter,
+                                                size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return gpu_.CollectivesJson(node_filter, limit);
+}
+
+std::string ClusterState::RecentKernelsJson(absl::string_view node_filter, size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return gpu_.KernelsJson(node_filter, limit);
+}
+
+void ClusterState::SetRankPairTopK(size_t k) {
+  absl::MutexLock lock(&mu_);
+  gpu_.set_rank_pair_top_k(k);
 }
 
 std::string ClusterState::RecentLossEventsJson(absl::string_view node_filter) const {

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "exporters/gpu_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -55,6 +56,13 @@ class ClusterState : public prometheus::Collectable {
 
   size_t node_count() const;
 
+  // GPU timelines (exporters/gpu_state.h): recent collectives and kernel spans as JSON, the
+  // newest `limit` per node (0 = all kept); node_filter empty = all nodes.
+  std::string RecentCollectivesJson(absl::string_view node_filter, size_t limit) const;
+  std::string RecentKernelsJson(absl::string_view node_filter, size_t limit) const;
+  // How many rank pairs fabricscope_rank_pair_bytes_total exports (top by bytes).
+  void SetRankPairTopK(size_t k);
+
   // JSON: {"loss_events":[{node, src, dst, proto, sport, dport, qp, kind, time_unix_seconds,
   // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
   std::string RecentLossEventsJson(absl::string_view node_filter) const;
@@ -88,6 +96,7 @@ class ClusterState : public prometheus::Collectable {
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  GpuState gpu_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;

@@ -72,6 +72,29 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
   });
+  // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node.
+  auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit) {
+    *node = req.has_param("node") ? req.get_param_value("node") : "";
+    *limit = 0;
+    if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), limit)) {
+      *limit = 0;
+    }
+  };
+  server_->Get("/api/collectives", [this, gpu_query](const httplib::Request& req,
+                                                     httplib::Response& res) {
+    std::string node;
+    size_t limit;
+    gpu_query(req, &node, &limit);
+    res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}",
+                    "application/json");
+  });
+  server_->Get("/api/kernels", [this, gpu_query](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    std::string node;
+    size_t limit;
+    gpu_query(req, &node, &limit);
+    res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
+  });
   server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(
         "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
@@ -80,6 +103,10 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
         "?node=NAME to filter)</li>"
         "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
         "retransmission events from captures (JSON; ?node=NAME)</li>"
+        "<li><a href=\"/api/collectives\">/api/collectives</a> recent NCCL collectives per "
+        "node (JSON; ?node=NAME, ?limit=N)</li>"
+        "<li><a href=\"/api/kernels\">/api/kernels</a> recent GPU kernel spans (JSON; "
+        "?node=NAME, ?limit=N)</li>"
         "<li><a href=\"/healthz\">/healthz</a></li></ul>",
         "text/html");
   });

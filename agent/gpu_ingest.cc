@@ -1,0 +1,448 @@
+#include "agent/gpu_ingest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/clock.h"
+#include "collectors/gpu/wire_decode.h"
+#include "collectors/sysfs_ports.h"
+#include "glog/logging.h"
+
+namespace fabricscope::agent {
+
+namespace gpu = collectors::gpu;
+
+namespace {
+
+constexpr size_t kMaxCommsPerConnection = 64;
+// Datagrams read from one connection per wake-up before the others get their turn.
+constexpr int kFairShare = 64;
+
+absl::Status Errno(const std::string& what) {
+  const int e = errno;
+  std::string msg = absl::StrCat(what, ": ", strerror(e));
+  if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+bool FillAddress(const std::string& path, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr->sun_path)) return false;
+  std::memcpy(addr->sun_path, path.data(), path.size());
+  return true;
+}
+
+// Classifies a datagram that DecodeDatagram refused, for the drop counter's reason label.
+const char* DropReason(const uint8_t* data, size_t n) {
+  if (n < sizeof(gpu::DatagramHeader)) return "truncated";
+  gpu::DatagramHeader h;
+  std::memcpy(&h, data, sizeof(h));
+  if (h.magic != gpu::kWireMagic) return "bad_magic";
+  if (h.version != gpu::kWireVersion) return "bad_version";
+  return "bad_records";
+}
+
+}  // namespace
+
+const char* GpuSourceName(uint16_t source) {
+  switch (static_cast<gpu::Source>(source)) {
+    case gpu::Source::kNcclProfiler:
+      return "nccl";
+    case gpu::Source::kCupti:
+      return "cupti";
+  }
+  return "unknown";
+}
+
+// Turns decoded records into GpuEvents on the queue. Ingest thread only.
+class GpuIngest::Visitor final : public gpu::RecordVisitor {
+ public:
+  Visitor(GpuIngest& ingest, Connection& c, uint16_t source)
+      : ingest_(ingest), c_(c), source_(source), now_(collectors::MonotonicNowNs()) {}
+
+  void OnComm(const gpu::CommRecord& r) override {
+    bool found = false;
+    for (auto& [hash, dev] : c_.comm_gpu) {
+      if (hash == r.comm_hash) {
+        dev = r.cuda_device;
+        found = true;
+      }
+    }
+    if (!found && c_.comm_gpu.size() < kMaxCommsPerConnection) {
+      c_.comm_gpu.emplace_back(r.comm_hash, r.cuda_device);
+    }
+    if (GpuEvent* e = Begin(gpu::RecordType::kComm, r.cuda_device)) {
+      e->comm = r;
+      Commit();
+    }
+  }
+  void OnCollective(const gpu::CollectiveRecord& r) override {
+    if (GpuEvent* e = Begin(gpu::RecordType::kCollective, GpuOf(r.comm_hash))) {
+      e->collective = r;
+      Commit();
+    }
+  }
+  void OnProxyOp(const gpu::ProxyOpRecord& r) override {
+    if (GpuEvent* e = Begin(gpu::RecordType::kProxyOp, GpuOf(r.comm_hash))) {
+      e->proxy_op = r;
+      Commit();
+    }
+  }
+  void OnKernel(const gpu::KernelRecord& r) override {
+    if (GpuEvent* e = Begin(gpu::RecordType::kKernel, static_cast<int32_t>(r.device))) {
+      e->kernel = r;
+      Commit();
+    }
+  }
+
+  uint64_t queued() const { return queued_; }
+
+ private:
+  int32_t GpuOf(uint64_t comm_hash) const {
+    for (const auto& [hash, dev] : c_.comm_gpu) {
+      if (hash == comm_hash) return dev;
+    }
+    return -1;
+  }
+  GpuEvent* Begin(gpu::RecordType type, int32_t gpu_index) {
+    void* slot = ingest_.queue_.BeginWrite();  // a full queue counts the drop
+    if (slot == nullptr) return nullptr;
+    auto* e = static_cast<GpuEvent*>(slot);
+    e->type = type;
+    e->source = static_cast<gpu::Source>(source_);
+    e->pid = static_cast<int32_t>(c_.pid);
+    e->uid = static_cast<uint32_t>(c_.uid);
+    e->gpu = gpu_index;
+    e->received_ns = now_;
+    return e;
+  }
+  void Commit() {
+    ingest_.queue_.CommitWrite();
+    ++queued_;
+  }
+
+  GpuIngest& ingest_;
+  Connection& c_;
+  uint16_t source_;
+  int64_t now_;
+  uint64_t queued_ = 0;
+};
+
+GpuIngest::GpuIngest(GpuIngestOptions options)
+    : options_(std::move(options)),
+      queue_(options_.queue_slots, sizeof(GpuEvent)),
+      buffer_(new uint8_t[gpu::kMaxDatagramBytes]) {}
+
+GpuIngest::~GpuIngest() { Stop(); }
+
+absl::Status GpuIngest::Start() {
+  const std::string& path = options_.socket_path;
+  sockaddr_un addr;
+  if (!FillAddress(path, &addr)) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU socket path \"", path,
+                                                   "\" is empty or longer than ",
+                                                   sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(parent, ec)) {
+      std::filesystem::create_directories(parent, ec);
+      if (ec) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot create ", parent.string(), ": ", ec.message()));
+      }
+      chmod(parent.c_str(), 0755);
+    }
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " exists and is not a socket; not removing it"));
+    }
+    // Someone listening there (another agent) answers; a stale file from a dead one refuses.
+    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe < 0) return Errno("socket");
+    const int rc = connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    const int err = errno;
+    close(probe);
+    if (rc == 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("another process listens on ", path, " (a second agent?)"));
+    }
+    if (err != ECONNREFUSED && err != ENOENT) {
+      errno = err;
+      return Errno(absl::StrCat("probing ", path));
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("removing stale " + path);
+    LOG(INFO) << "removed stale GPU socket " << path;
+  }
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Errno("socket");
+  auto fail = [this](absl::Status s) {
+    if (listen_fd_ >= 0) close(listen_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (stop_fd_ >= 0) close(stop_fd_);
+    listen_fd_ = epoll_fd_ = stop_fd_ = -1;
+    return s;
+  };
+  if (bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return fail(Errno("bind " + path));
+  }
+  if (chmod(path.c_str(), options_.socket_mode) != 0) {
+    absl::Status s = Errno("chmod " + path);
+    unlink(path.c_str());
+    return fail(s);
+  }
+  if (stat(path.c_str(), &st) == 0) socket_inode_ = st.st_ino;
+  if (listen(listen_fd_, 128) != 0) {
+    absl::Status s = Errno("listen " + path);
+    unlink(path.c_str());
+    return fail(s);
+  }
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || stop_fd_ < 0) {
+    absl::Status s = Errno("epoll/eventfd");
+    unlink(path.c_str());
+    return fail(s);
+  }
+  for (int fd : {listen_fd_, stop_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void GpuIngest::Stop() {
+  if (!thread_.joinable()) return;
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+  thread_.join();
+  std::vector<int> fds;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [fd, c] : connections_) fds.push_back(fd);
+  }
+  for (int fd : fds) Close(fd);
+  struct stat st;
+  if (stat(options_.socket_path.c_str(), &st) == 0 && st.st_ino == socket_inode_) {
+    unlink(options_.socket_path.c_str());
+  }
+  close(listen_fd_);
+  close(epoll_fd_);
+  close(stop_fd_);
+  listen_fd_ = epoll_fd_ = stop_fd_ = -1;
+}
+
+void GpuIngest::Loop() {
+  pthread_setname_np(pthread_self(), "fs-gpu-ingest");
+  epoll_event events[64];
+  while (true) {
+    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      PLOG(ERROR) << "GPU ingest: epoll_wait";
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == stop_fd_) return;
+      if (fd == listen_fd_) {
+        Accept();
+        continue;
+      }
+      // The connection map changes on this thread only, so the element stays valid.
+      Connection* c = nullptr;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = connections_.find(fd);
+        if (it != connections_.end()) c = &it->second;
+      }
+      if (c != nullptr && !Serve(*c)) Close(fd);
+    }
+  }
+}
+
+void GpuIngest::Accept() {
+  while (true) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        PLOG_EVERY_N(WARNING, 100) << "GPU ingest: accept";
+      }
+      return;
+    }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      cred.pid = 0;
+      cred.uid = static_cast<uid_t>(-1);
+      cred.gid = static_cast<gid_t>(-1);
+    }
+    absl::MutexLock lock(&mu_);
+    if (!options_.allowed_uids.empty()) {
+      bool ok = false;
+      for (uint32_t u : options_.allowed_uids) ok = ok || u == cred.uid;
+      if (!ok) {
+        ++rejected_["uid"];
+        LOG_EVERY_N(WARNING, 100) << "GPU ingest: refused pid " << cred.pid << " (uid " << cred.uid
+                                  << " not in --gpu-allowed-uids)";
+        close(fd);
+        continue;
+      }
+    }
+    if (connections_.size() >= options_.max_connections) {
+      ++rejected_["limit"];
+      LOG_EVERY_N(WARNING, 100) << "GPU ingest: refused pid " << cred.pid << " ("
+                                << options_.max_connections << " connections open)";
+      close(fd);
+      continue;
+    }
+    Connection c;
+    c.fd = fd;
+    c.pid = cred.pid;
+    c.uid = cred.uid;
+    c.gid = cred.gid;
+    auto comm = collectors::ReadSmallFile(absl::StrCat("/proc/", cred.pid, "/comm"), 64);
+    if (comm.ok()) c.process = std::string(absl::StripAsciiWhitespace(*comm));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      continue;
+    }
+    connections_[fd] = std::move(c);
+    ++connections_total_;
+  }
+}
+
+void GpuIngest::Drop(const char* reason) { ++dropped_datagrams_[reason]; }
+
+bool GpuIngest::Serve(Connection& c) {
+  for (int i = 0; i < kFairShare; ++i) {
+    iovec iov{buffer_.get(), gpu::kMaxDatagramBytes};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    const ssize_t n = recvmsg(c.fd, &msg, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      return false;  // ECONNRESET and the like: the producer is gone
+    }
+    if (n == 0) {
+      // End of stream, or an empty datagram: SEQPACKET reads 0 for both. The peer has shut
+      // down when nothing more is queued and the socket reports RDHUP.
+      int queued = 0;
+      if (ioctl(c.fd, FIONREAD, &queued) == 0 && queued > 0) {
+        absl::MutexLock lock(&mu_);
+        Drop("empty");
+        continue;
+      }
+      pollfd p{c.fd, POLLIN | POLLRDHUP, 0};
+      const bool hup = poll(&p, 1, 0) != 1 || (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+      if (hup) return false;
+      absl::MutexLock lock(&mu_);
+      Drop("empty");
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    if ((msg.msg_flags & MSG_TRUNC) != 0) {
+      Drop("oversize");
+      continue;
+    }
+    const auto size = static_cast<size_t>(n);
+    gpu::DatagramHeader peek{};
+    if (size >= sizeof(peek)) std::memcpy(&peek, buffer_.get(), sizeof(peek));
+    Visitor visitor(*this, c, peek.source);
+    gpu::DecodeResult result;
+    absl::Status s =
+        gpu::DecodeDatagram(absl::Span<const uint8_t>(buffer_.get(), size), visitor, &result);
+    if (!s.ok()) {
+      Drop(DropReason(buffer_.get(), size));
+      LOG_EVERY_N(WARNING, 1000) << "GPU ingest: pid " << c.pid << ": " << s.message()
+                                 << " (datagram dropped, counted)";
+      continue;
+    }
+    ++c.datagrams;
+    ++datagrams_total_;
+    c.source = result.header.source;
+    c.records += visitor.queued();
+    records_total_ += visitor.queued();
+    unknown_records_total_ += result.unknown_records;
+    // Cumulative per producer; a smaller value would be a restarted counter, keep the larger.
+    c.dropped_reported = std::max(c.dropped_reported, result.header.dropped_records_total);
+  }
+  return true;
+}
+
+void GpuIngest::Close(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  absl::MutexLock lock(&mu_);
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  retired_dropped_[GpuSourceName(it->second.source)] += it->second.dropped_reported;
+  connections_.erase(it);
+}
+
+void GpuIngest::Stats(v1::GpuIngestStats* out) const {
+  absl::MutexLock lock(&mu_);
+  out->set_socket_path(options_.socket_path);
+  out->set_connections(static_cast<uint32_t>(connections_.size()));
+  out->set_connections_total(connections_total_);
+  for (const auto& [reason, n] : rejected_)
+    (*out->mutable_rejected_connections_total())[reason] = n;
+  out->set_datagrams_total(datagrams_total_);
+  out->set_records_total(records_total_);
+  for (const auto& [reason, n] : dropped_datagrams_) {
+    (*out->mutable_dropped_datagrams_total())[reason] = n;
+  }
+  auto& dropped = *out->mutable_dropped_records_total();
+  for (const auto& [source, n] : retired_dropped_) dropped[source] += n;
+  for (const auto& [fd, c] : connections_) {
+    if (c.source != 0) dropped[GpuSourceName(c.source)] += c.dropped_reported;
+    v1::GpuProducer* p = out->add_producers();
+    p->set_pid(c.pid);
+    p->set_uid(c.uid);
+    p->set_gid(c.gid);
+    p->set_source(c.source != 0 ? GpuSourceName(c.source) : "");
+    p->set_process(c.process);
+    p->set_datagrams_total(c.datagrams);
+    p->set_records_total(c.records);
+    p->set_dropped_records_total(c.dropped_reported);
+  }
+  dropped["agent"] = queue_.dropped();
+  out->set_unknown_records_total(unknown_records_total_);
+}
+
+std::vector<int32_t> GpuIngest::ConnectedPids() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int32_t> out;
+  for (const auto& [fd, c] : connections_) out.push_back(c.pid);
+  return out;
+}
+
+}  // namespace fabricscope::agent

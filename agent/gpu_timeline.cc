@@ -1,0 +1,327 @@
+#include "agent/gpu_timeline.h"
+
+#include <algorithm>
+
+#include "collectors/gpu/wire_decode.h"
+
+namespace fabricscope::agent {
+
+namespace gpu = collectors::gpu;
+
+std::vector<double> CollectiveDurationBounds() {
+  return {10e-6, 25e-6, 50e-6,  100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+          25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,    2.5,  5.0,    10.0};
+}
+
+GpuTimeline::GpuTimeline(GpuTimelineOptions options) : options_(options) {}
+
+v1::Collective GpuTimeline::ToProto(const GpuEvent& e) {
+  const gpu::CollectiveRecord& r = e.collective;
+  v1::Collective c;
+  const std::string func_raw = gpu::FixedString(r.func);
+  const CollectiveFunc func = ParseCollectiveFunc(func_raw);
+  c.set_comm_hash(r.comm_hash);
+  c.set_rank(r.rank);
+  c.set_nranks(r.nranks);
+  c.set_func(CollectiveFuncName(func));
+  if (func == CollectiveFunc::kOther) c.set_func_raw(func_raw);
+  c.set_seq(r.seq);
+  c.set_bytes(r.bytes);
+  c.set_count(r.count);
+  c.set_datatype(gpu::FixedString(r.datatype));
+  c.set_algo(gpu::FixedString(r.algo));
+  c.set_proto(gpu::FixedString(r.proto));
+  c.set_channels(r.nchannels);
+  c.set_root(r.root);
+  c.set_peer(r.peer);
+  c.set_enqueue_start_ns(r.enqueue_start_ns);
+  c.set_enqueue_end_ns(r.enqueue_end_ns);
+  c.set_start_ns(r.start_ns);
+  c.set_end_ns(r.end_ns);
+  switch (static_cast<gpu::TimingSource>(r.timing_source)) {
+    case gpu::TimingSource::kEnqueueOnly:
+      c.set_timing_source(v1::TIMING_SOURCE_ENQUEUE_ONLY);
+      break;
+    case gpu::TimingSource::kKernelChannel:
+      c.set_timing_source(v1::TIMING_SOURCE_KERNEL_CHANNEL);
+      break;
+    case gpu::TimingSource::kProxyOp:
+      c.set_timing_source(v1::TIMING_SOURCE_PROXY_OP);
+      break;
+    default:
+      c.set_timing_source(v1::TIMING_SOURCE_UNSPECIFIED);
+  }
+  // Zero or inverted times mean "unknown" (nccl-profiler-abi.md 6.9): no duration, no rates.
+  const int64_t duration_ns =
+      r.start_ns > 0 && r.end_ns > r.start_ns ? r.end_ns - r.start_ns : int64_t{0};
+  const Bandwidth bw = ComputeBandwidth(func, r.bytes, r.nranks, duration_ns);
+  c.set_duration_seconds(static_cast<double>(duration_ns) / 1e9);
+  c.set_algbw_bytes_per_second(bw.algbw_bytes_per_second);
+  c.set_busbw_bytes_per_second(bw.busbw_bytes_per_second);
+  c.set_pid(e.pid);
+  c.set_uid(e.uid);
+  c.set_gpu(e.gpu);
+  c.set_p2p(r.kind == static_cast<uint8_t>(gpu::OpKind::kP2p));
+  c.set_graph_captured(r.graph_captured != 0);
+  c.set_proxy_bytes(r.proxy_bytes);
+  c.set_proxy_ops(r.proxy_ops);
+  return c;
+}
+
+v1::KernelSpan GpuTimeline::KernelToProto(const GpuEvent& e) {
+  const gpu::KernelRecord& r = e.kernel;
+  v1::KernelSpan k;
+  k.set_device(r.device);
+  k.set_stream(r.stream);
+  k.set_context(r.context);
+  k.set_start_ns(r.start_ns);
+  k.set_end_ns(r.end_ns);
+  k.set_name(gpu::FixedString(r.name));
+  k.set_is_nccl(r.is_nccl != 0);
+  k.set_graph_id(r.graph_id);
+  k.set_correlation_id(r.correlation_id);
+  k.set_pid(e.pid);
+  k.set_memcpy(r.kind == static_cast<uint8_t>(gpu::ActivityKind::kMemcpy));
+  k.set_bytes(r.bytes);
+  return k;
+}
+
+void GpuTimeline::Add(const GpuEvent& e) {
+  switch (e.type) {
+    case gpu::RecordType::kComm: {
+      const gpu::CommRecord& r = e.comm;
+      const auto key = std::make_tuple(r.comm_hash, r.rank, e.pid);
+      if (comms_.size() >= options_.max_communicators && comms_.count(key) == 0) return;
+      v1::Communicator& c = comms_[key];
+      c.set_comm_hash(r.comm_hash);
+      c.set_rank(r.rank);
+      c.set_nranks(r.nranks);
+      c.set_nnodes(r.nnodes);
+      c.set_gpu(r.cuda_device);
+      c.set_pid(e.pid);
+      c.set_name(gpu::FixedString(r.name));
+      return;
+    }
+    case gpu::RecordType::kCollective:
+      pending_collectives_.push_back(e);
+      if (pending_collectives_.size() > options_.max_pending) {
+        AttachCollective(pending_collectives_.front(), nullptr, false);
+        pending_collectives_.pop_front();
+        ++overflow_collectives_;
+      }
+      return;
+    case gpu::RecordType::kProxyOp: {
+      const gpu::ProxyOpRecord& r = e.proxy_op;
+      if (r.is_send != 0 && r.bytes > 0) {
+        const auto key = std::make_tuple(r.comm_hash, r.rank, r.peer);
+        auto it = rank_pairs_.find(key);
+        if (it != rank_pairs_.end()) {
+          it->second += r.bytes;
+        } else if (rank_pairs_.size() < options_.max_rank_pairs) {
+          rank_pairs_.emplace(key, r.bytes);
+        } else {
+          rank_pairs_untracked_ += r.bytes;
+        }
+      }
+      if (r.op_seq == UINT64_MAX) return;
+      ProxyKey key{r.comm_hash, r.rank, gpu::FixedString(r.func), r.op_seq};
+      auto [it, inserted] = proxy_.try_emplace(key);
+      if (inserted) {
+        proxy_order_.push_back(key);
+        if (proxy_order_.size() > kMaxPendingProxyKeys) {
+          proxy_.erase(proxy_order_.front());
+          proxy_order_.pop_front();
+        }
+      }
+      PeerBytes& p = it->second[r.peer];
+      (r.is_send != 0 ? p.sent : p.received) += r.bytes;
+      ++p.ops;
+      return;
+    }
+    case gpu::RecordType::kKernel:
+      pending_kernels_.push_back(e);
+      if (pending_kernels_.size() > options_.max_pending) {
+        CountKernel(pending_kernels_.front());
+        pending_kernels_.pop_front();
+      }
+      return;
+  }
+}
+
+bool GpuTimeline::Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns,
+                      int64_t window_end_ns) const {
+  return end_ns <= window_end_ns || e.received_ns < window_start_ns;
+}
+
+void GpuTimeline::AttachCollective(const GpuEvent& e, v1::Batch* batch, bool send) {
+  v1::Collective c = ToProto(e);
+  const auto key = std::make_pair(c.comm_hash(), c.func());
+  Totals& t = totals_[key];
+  const CollectiveFunc func = ParseCollectiveFunc(c.func());
+  const Bandwidth bw = ComputeBandwidth(func, c.bytes(), c.nranks(), 0);
+  ++t.count;
+  ++t.window_count;
+  t.bytes += bw.algorithm_bytes;
+  t.bus_bytes += bw.bus_bytes;
+  if (c.duration_seconds() > 0) {
+    t.durations.Observe(c.duration_seconds());
+    t.window_bus_bytes += bw.bus_bytes;
+    t.window_seconds += c.duration_seconds();
+  }
+  // The proxy peers of this collective, biggest first.
+  auto it =
+      proxy_.find(ProxyKey{c.comm_hash(), c.rank(), gpu::FixedString(e.collective.func), c.seq()});
+  if (it != proxy_.end()) {
+    std::vector<std::pair<int32_t, PeerBytes>> peers(it->second.begin(), it->second.end());
+    std::sort(peers.begin(), peers.end(), [](const auto& a, const auto& b) {
+      return a.second.sent + a.second.received > b.second.sent + b.second.received;
+    });
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (i >= static_cast<size_t>(kMaxProxyPeers)) {
+        c.set_proxy_peers_omitted(static_cast<uint32_t>(peers.size() - i));
+        break;
+      }
+      v1::ProxyPeer* p = c.add_proxy_peers();
+      p->set_peer(peers[i].first);
+      p->set_bytes_sent(peers[i].second.sent);
+      p->set_bytes_received(peers[i].second.received);
+      p->set_ops(peers[i].second.ops);
+    }
+    proxy_.erase(it);  // its key stays in proxy_order_ until it ages out; erase is idempotent
+  }
+  if (send && batch != nullptr) *batch->add_collectives() = c;
+  recent_.push_back(std::move(c));
+  while (recent_.size() > options_.recent_collectives) recent_.pop_front();
+}
+
+void GpuTimeline::CountKernel(const GpuEvent& e) {
+  const gpu::KernelRecord& r = e.kernel;
+  DeviceTotals& d = devices_[r.device];
+  const double seconds =
+      r.end_ns > r.start_ns ? static_cast<double>(r.end_ns - r.start_ns) / 1e9 : 0.0;
+  if (r.kind == static_cast<uint8_t>(gpu::ActivityKind::kMemcpy)) {
+    ++d.memcpys;
+    d.memcpy_bytes += r.bytes;
+    return;
+  }
+  ++d.kernels;
+  d.kernel_seconds += seconds;
+  if (r.is_nccl != 0) {
+    ++d.nccl_kernels;
+    d.nccl_kernel_seconds += seconds;
+  }
+}
+
+void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
+                            const v1::GpuIngestStats* ingest,
+                            const std::vector<int32_t>& connected_pids, v1::Batch* batch) {
+  v1::GpuWindow* w = batch->mutable_gpu();
+  if (ingest != nullptr) *w->mutable_ingest() = *ingest;
+
+  // Collectives, in arrival order.
+  uint64_t not_sent = overflow_collectives_;
+  overflow_collectives_ = 0;
+  std::deque<GpuEvent> keep;
+  for (const GpuEvent& e : pending_collectives_) {
+    const gpu::CollectiveRecord& r = e.collective;
+    const int64_t end = r.end_ns > 0 ? r.end_ns : r.enqueue_end_ns;
+    if (!Due(e, end, window_start_ns, window_end_ns)) {
+      keep.push_back(e);
+      continue;
+    }
+    const bool send =
+        static_cast<size_t>(batch->collectives_size()) < options_.max_collectives_per_batch;
+    if (!send) ++not_sent;
+    AttachCollective(e, batch, send);
+  }
+  pending_collectives_.swap(keep);
+  w->set_collectives_not_sent(not_sent);
+
+  // Kernel spans: NCCL kernels first, then the rest, up to the cap; the others summarized.
+  std::vector<const GpuEvent*> due;
+  keep.clear();
+  for (const GpuEvent& e : pending_kernels_) {
+    if (Due(e, e.kernel.end_ns, window_start_ns, window_end_ns)) {
+      due.push_back(&e);
+    } else {
+      keep.push_back(e);
+    }
+  }
+  std::stable_partition(due.begin(), due.end(),
+                        [](const GpuEvent* e) { return e->kernel.is_nccl != 0; });
+  std::map<std::pair<uint32_t, std::string>, v1::KernelSummary> summaries;
+  uint64_t summarized = 0;
+  for (const GpuEvent* e : due) {
+    CountKernel(*e);
+    if (static_cast<size_t>(batch->kernel_spans_size()) < options_.max_kernel_spans_per_batch) {
+      *batch->add_kernel_spans() = KernelToProto(*e);
+      continue;
+    }
+    ++summarized;
+    std::string name = gpu::FixedString(e->kernel.name);
+    if (summaries.size() >= kMaxSummaryNames &&
+        summaries.count(std::make_pair(e->kernel.device, name)) == 0) {
+      name = "(other)";
+    }
+    v1::KernelSummary& s = summaries[std::make_pair(e->kernel.device, name)];
+    const double secs = e->kernel.end_ns > e->kernel.start_ns
+                            ? static_cast<double>(e->kernel.end_ns - e->kernel.start_ns) / 1e9
+                            : 0.0;
+    s.set_device(e->kernel.device);
+    s.set_name(name);
+    s.set_count(s.count() + 1);
+    s.set_seconds(s.seconds() + secs);
+    s.set_max_seconds(std::max(s.max_seconds(), secs));
+  }
+  pending_kernels_.swap(keep);
+  for (auto& [key, s] : summaries) *w->add_kernel_summaries() = std::move(s);
+  w->set_kernel_spans_summarized(summarized);
+
+  // Cumulative totals.
+  for (auto& [key, t] : totals_) {
+    v1::CollectiveTotals* ct = w->add_collective_totals();
+    ct->set_comm_hash(key.first);
+    ct->set_func(key.second);
+    ct->set_count(t.count);
+    t.durations.ToProto(ct->mutable_duration_seconds());
+    ct->set_bytes_total(t.bytes);
+    ct->set_bus_bytes_total(static_cast<uint64_t>(t.bus_bytes));
+    ct->set_window_count(t.window_count);
+    ct->set_window_seconds(t.window_seconds);
+    ct->set_window_busbw_bytes_per_second(
+        t.window_seconds > 0 ? t.window_bus_bytes / t.window_seconds : 0.0);
+    t.window_count = 0;
+    t.window_bus_bytes = 0;
+    t.window_seconds = 0;
+  }
+  for (const auto& [device, d] : devices_) {
+    v1::KernelTotals* kt = w->add_kernel_totals();
+    kt->set_device(device);
+    kt->set_kernels_total(d.kernels);
+    kt->set_kernel_seconds_total(d.kernel_seconds);
+    kt->set_nccl_kernels_total(d.nccl_kernels);
+    kt->set_nccl_kernel_seconds_total(d.nccl_kernel_seconds);
+    kt->set_memcpys_total(d.memcpys);
+    kt->set_memcpy_bytes_total(d.memcpy_bytes);
+  }
+  for (const auto& [key, bytes] : rank_pairs_) {
+    v1::RankPairBytes* rp = w->add_rank_pairs();
+    rp->set_comm_hash(std::get<0>(key));
+    rp->set_src_rank(std::get<1>(key));
+    rp->set_dst_rank(std::get<2>(key));
+    rp->set_bytes_total(bytes);
+  }
+  w->set_rank_pairs_untracked_bytes_total(rank_pairs_untracked_);
+  // Communicators of processes that are still connected.
+  for (auto it = comms_.begin(); it != comms_.end();) {
+    if (std::find(connected_pids.begin(), connected_pids.end(), std::get<2>(it->first)) ==
+        connected_pids.end()) {
+      it = comms_.erase(it);
+      continue;
+    }
+    *w->add_communicators() = it->second;
+    ++it;
+  }
+}
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,114 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "agent/bus_bandwidth.h"
+#include "agent/gpu_ingest.h"
+#include "agent/histogram.h"
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::agent {
+
+struct GpuTimelineOptions {
+  // Per batch: collectives sent one by one (the rest still count in CollectiveTotals and
+  // GpuWindow.collectives_not_sent), and kernel spans sent one by one (NCCL kernels first, then
+  // the others in arrival order; the rest summarized per device and name, at most
+  // kMaxSummaryNames names per window).
+  size_t max_collectives_per_batch = 4096;
+  size_t max_kernel_spans_per_batch = 1024;
+  // Records waiting for their window (past it, the oldest go to totals/summaries unsent).
+  size_t max_pending = 65536;
+  // Cumulative (communicator, src rank, dst rank) byte counters kept; bytes of further pairs
+  // go to GpuWindow.rank_pairs_untracked_bytes_total.
+  size_t max_rank_pairs = 4096;
+  size_t max_communicators = 1024;
+  // Completed collectives kept for the pipeline thread's correlation with port samples
+  // (recent_collectives()).
+  size_t recent_collectives = 8192;
+};
+
+// Bucket bounds of fabricscope_collective_duration_seconds: 10 us .. 10 s, 1-2.5-5 steps.
+std::vector<double> CollectiveDurationBounds();
+
+// The pipeline thread's view of GPU records: converts wire records into v1::Collective and
+// v1::KernelSpan (duration, algBw and busBw per agent/bus_bandwidth.h, proxy peers joined by
+// (comm, rank, func, seq)), keeps cumulative totals per (communicator, function), per device and
+// per rank pair, and fills each window's Batch.
+//
+// Memory is bounded by the options. Not thread-safe: owned by the pipeline thread.
+class GpuTimeline {
+ public:
+  explicit GpuTimeline(GpuTimelineOptions options = {});
+
+  // One record from the ingest queue.
+  void Add(const GpuEvent& event);
+
+  // Fills batch->collectives, kernel_spans and gpu with what completed at or before
+  // window_end_ns (and anything that has waited since before window_start_ns, whatever its
+  // timestamps say), updating the totals. `ingest` (may be null) supplies the endpoint's stats;
+  // `connected_pids` limits the communicator list to live producers.
+  void FillBatch(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
+                 const std::vector<int32_t>& connected_pids, v1::Batch* batch);
+
+  // Collectives attached to batches so far, oldest first (at most recent_collectives); for the
+  // correlation of each collective with the port samples inside its interval.
+  const std::deque<v1::Collective>& recent_collectives() const { return recent_; }
+
+  // Converts one record (no proxy peers). Exposed for tests.
+  static v1::Collective ToProto(const GpuEvent& event);
+  static v1::KernelSpan KernelToProto(const GpuEvent& event);
+
+ private:
+  static constexpr size_t kMaxSummaryNames = 256;
+  static constexpr int kMaxProxyPeers = 32;
+  static constexpr size_t kMaxPendingProxyKeys = 16384;
+
+  using ProxyKey = std::tuple<uint64_t, int32_t, std::string, uint64_t>;  // comm, rank, func, seq
+  struct PeerBytes {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+    uint32_t ops = 0;
+  };
+  struct Totals {
+    Totals() : durations(CollectiveDurationBounds()) {}
+    Histogram durations;
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+    double bus_bytes = 0;
+    uint32_t window_count = 0;
+    double window_bus_bytes = 0;  // of collectives with a known duration
+    double window_seconds = 0;
+  };
+  struct DeviceTotals {
+    uint64_t kernels = 0;
+    double kernel_seconds = 0;
+    uint64_t nccl_kernels = 0;
+    double nccl_kernel_seconds = 0;
+    uint64_t memcpys = 0;
+    uint64_t memcpy_bytes = 0;
+  };
+
+  bool Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns, int64_t window_end_ns) const;
+  void AttachCollective(const GpuEvent& e, v1::Batch* batch, bool send);
+  void CountKernel(const GpuEvent& e);
+
+  GpuTimelineOptions options_;
+  std::deque<GpuEvent> pending_collectives_;
+  std::deque<GpuEvent> pending_kernels_;
+  std::map<ProxyKey, std::map<int32_t, PeerBytes>> proxy_;
+  std::deque<ProxyKey> proxy_order_;
+  std::map<std::pair<uint64_t, std::string>, Totals> totals_;  // (comm, func)
+  std::map<uint32_t, DeviceTotals> devices_;
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> rank_pairs_;
+  uint64_t rank_pairs_untracked_ = 0;
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
+  uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported
+  std::deque<v1::Collective> recent_;
+};
+
+}  // namespace fabricscope::agent

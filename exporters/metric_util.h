@@ -1,0 +1,62 @@
+#pragma once
+
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fabricscope/v1/telemetry.pb.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+// Helpers for building prometheus-cpp MetricFamily snapshots at scrape time.
+
+inline prometheus::MetricFamily MakeFamily(std::string name, std::string help,
+                                           prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+inline prometheus::ClientMetric WithLabels(std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  return m;
+}
+
+// One sample: the counter or gauge value, per the family's type.
+inline void AddValue(prometheus::MetricFamily& f,
+                     std::vector<prometheus::ClientMetric::Label> labels, double v) {
+  prometheus::ClientMetric m = WithLabels(std::move(labels));
+  if (f.type == prometheus::MetricType::Counter) {
+    m.counter.value = v;
+  } else {
+    m.gauge.value = v;
+  }
+  f.metric.push_back(std::move(m));
+}
+
+// A v1::Histogram (per-bucket counts, the last one +Inf) as a cumulative Prometheus histogram.
+inline void AddHistogram(prometheus::MetricFamily& f,
+                         std::vector<prometheus::ClientMetric::Label> labels,
+                         const v1::Histogram& h) {
+  prometheus::ClientMetric m = WithLabels(std::move(labels));
+  uint64_t cumulative = 0;
+  for (int i = 0; i < h.bucket_counts_size(); ++i) {
+    cumulative += h.bucket_counts(i);
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound =
+        i < h.upper_bounds_size() ? h.upper_bounds(i) : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back(b);
+  }
+  m.histogram.sample_count = h.count();
+  m.histogram.sample_sum = h.sum();
+  f.metric.push_back(std::move(m));
+}
+
+}  // namespace fabricscope::exporters

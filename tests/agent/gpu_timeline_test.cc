@@ -1,0 +1,260 @@
+#include "agent/gpu_timeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectors/gpu/wire.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope::agent {
+namespace {
+
+namespace gpu = collectors::gpu;
+
+GpuEvent Event(gpu::RecordType type, int32_t pid, int32_t gpu_index, int64_t received_ns) {
+  GpuEvent e;
+  std::memset(&e, 0, sizeof(e));
+  e.type = type;
+  e.source = gpu::Source::kNcclProfiler;
+  e.pid = pid;
+  e.uid = 1000;
+  e.gpu = gpu_index;
+  e.received_ns = received_ns;
+  return e;
+}
+
+// An all-reduce of `bytes` per rank over 4 ranks, GPU time [start, end].
+GpuEvent Collective(uint64_t comm, uint64_t seq, const char* func, uint64_t bytes, int64_t start,
+                    int64_t end, int64_t received_ns = 0) {
+  GpuEvent e = Event(gpu::RecordType::kCollective, 4242, 3, received_ns ? received_ns : end);
+  gpu::CollectiveRecord& r = e.collective;
+  r.comm_hash = comm;
+  r.seq = seq;
+  r.count = bytes / 4;
+  r.bytes = bytes;
+  r.enqueue_start_ns = start - 500;
+  r.enqueue_end_ns = start - 100;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.proxy_bytes = 0;
+  r.rank = 1;
+  r.nranks = 4;
+  r.root = -1;
+  r.peer = -1;
+  r.nchannels = 2;
+  r.timing_source = static_cast<uint8_t>(gpu::TimingSource::kKernelChannel);
+  gpu::CopyFixed(r.func, func);
+  gpu::CopyFixed(r.datatype, "ncclFloat32");
+  gpu::CopyFixed(r.algo, "RING");
+  gpu::CopyFixed(r.proto, "SIMPLE");
+  return e;
+}
+
+GpuEvent ProxyOp(uint64_t comm, uint64_t seq, int32_t peer, bool send, uint64_t bytes) {
+  GpuEvent e = Event(gpu::RecordType::kProxyOp, 4242, 3, 0);
+  gpu::ProxyOpRecord& r = e.proxy_op;
+  r.comm_hash = comm;
+  r.op_seq = seq;
+  r.bytes = bytes;
+  r.rank = 1;
+  r.peer = peer;
+  r.is_send = send ? 1 : 0;
+  gpu::CopyFixed(r.func, "AllReduce");
+  return e;
+}
+
+GpuEvent Kernel(uint32_t device, const char* name, bool nccl, int64_t start, int64_t end) {
+  GpuEvent e = Event(gpu::RecordType::kKernel, 4242, static_cast<int32_t>(device), end);
+  gpu::KernelRecord& r = e.kernel;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.device = device;
+  r.stream = 7;
+  r.kind = static_cast<uint8_t>(gpu::ActivityKind::kKernel);
+  r.is_nccl = nccl ? 1 : 0;
+  r.correlation_id = 99;
+  gpu::CopyFixed(r.name, name);
+  return e;
+}
+
+TEST(GpuTimeline, ConvertsACollectiveWithDurationAndBandwidths) {
+  // 4 MB all-reduce over 4 ranks in 2 ms: algBw 2e9 B/s, busBw 2e9 x 2 x 3/4 = 3e9 B/s.
+  const v1::Collective c =
+      GpuTimeline::ToProto(Collective(0xabc, 17, "AllReduce", 4'000'000, 10'000'000, 12'000'000));
+  EXPECT_EQ(c.comm_hash(), 0xabcu);
+  EXPECT_EQ(c.func(), "AllReduce");
+  EXPECT_EQ(c.func_raw(), "");
+  EXPECT_EQ(c.seq(), 17u);
+  EXPECT_EQ(c.bytes(), 4'000'000u);
+  EXPECT_EQ(c.count(), 1'000'000u);
+  EXPECT_EQ(c.datatype(), "ncclFloat32");
+  EXPECT_EQ(c.algo(), "RING");
+  EXPECT_EQ(c.proto(), "SIMPLE");
+  EXPECT_EQ(c.channels(), 2u);
+  EXPECT_EQ(c.rank(), 1);
+  EXPECT_EQ(c.nranks(), 4);
+  EXPECT_EQ(c.enqueue_start_ns(), 10'000'000 - 500);
+  EXPECT_EQ(c.timing_source(), v1::TIMING_SOURCE_KERNEL_CHANNEL);
+  EXPECT_DOUBLE_EQ(c.duration_seconds(), 0.002);
+  EXPECT_DOUBLE_EQ(c.algbw_bytes_per_second(), 2e9);
+  EXPECT_DOUBLE_EQ(c.busbw_bytes_per_second(), 3e9);
+  EXPECT_EQ(c.pid(), 4242);
+  EXPECT_EQ(c.uid(), 1000u);
+  EXPECT_EQ(c.gpu(), 3);
+  EXPECT_FALSE(c.p2p());
+}
+
+TEST(GpuTimeline, UnknownFunctionsAndMissingTimesGiveNoRates) {
+  v1::Collective c = GpuTimeline::ToProto(Collective(1, 1, "AllToAllv2", 100, 5, 9));
+  EXPECT_EQ(c.func(), "other");
+  EXPECT_EQ(c.func_raw(), "AllToAllv2");
+  EXPECT_EQ(c.busbw_bytes_per_second(), 0.0);  // no convention for unknown functions
+  c = GpuTimeline::ToProto(Collective(1, 1, "AllReduce", 100, 0, 9));  // start unknown
+  EXPECT_EQ(c.duration_seconds(), 0.0);
+  EXPECT_EQ(c.algbw_bytes_per_second(), 0.0);
+  c = GpuTimeline::ToProto(Collective(1, 1, "AllReduce", 100, 9, 9));  // end <= start
+  EXPECT_EQ(c.duration_seconds(), 0.0);
+  EXPECT_EQ(c.busbw_bytes_per_second(), 0.0);
+}
+
+TEST(GpuTimeline, AttachesCollectivesToTheWindowTheyCompleteIn) {
+  GpuTimeline t;
+  t.Add(Collective(1, 1, "AllReduce", 1000, 100, 900, 950));
+  t.Add(Collective(1, 2, "AllReduce", 1000, 1100, 1500, 1600));  // ends in the next window
+  v1::Batch b1;
+  t.FillBatch(0, 1000, nullptr, {}, &b1);
+  ASSERT_EQ(b1.collectives_size(), 1);
+  EXPECT_EQ(b1.collectives(0).seq(), 1u);
+  v1::Batch b2;
+  t.FillBatch(1000, 2000, nullptr, {}, &b2);
+  ASSERT_EQ(b2.collectives_size(), 1);
+  EXPECT_EQ(b2.collectives(0).seq(), 2u);
+  // A record with a time far in the future still goes out once it has waited a full window.
+  t.Add(Collective(1, 3, "AllReduce", 1000, 1'000'000, 2'000'000, 2100));
+  v1::Batch b3;
+  t.FillBatch(2000, 3000, nullptr, {}, &b3);
+  EXPECT_EQ(b3.collectives_size(), 0);
+  v1::Batch b4;
+  t.FillBatch(3000, 4000, nullptr, {}, &b4);
+  EXPECT_EQ(b4.collectives_size(), 1);
+  ASSERT_EQ(t.recent_collectives().size(), 3u);
+  EXPECT_EQ(t.recent_collectives().back().seq(), 3u);
+}
+
+TEST(GpuTimeline, JoinsProxyOpsAndCountsRankPairs) {
+  GpuTimeline t;
+  t.Add(ProxyOp(5, 8, 2, true, 1000));
+  t.Add(ProxyOp(5, 8, 2, true, 500));
+  t.Add(ProxyOp(5, 8, 0, false, 700));
+  t.Add(ProxyOp(5, 9, 2, true, 300));  // another collective's
+  t.Add(Collective(5, 8, "AllReduce", 4096, 100, 200));
+  v1::Batch b;
+  t.FillBatch(0, 1000, nullptr, {}, &b);
+  ASSERT_EQ(b.collectives_size(), 1);
+  const v1::Collective& c = b.collectives(0);
+  ASSERT_EQ(c.proxy_peers_size(), 2);
+  EXPECT_EQ(c.proxy_peers(0).peer(), 2);  // biggest first
+  EXPECT_EQ(c.proxy_peers(0).bytes_sent(), 1500u);
+  EXPECT_EQ(c.proxy_peers(0).bytes_received(), 0u);
+  EXPECT_EQ(c.proxy_peers(0).ops(), 2u);
+  EXPECT_EQ(c.proxy_peers(1).peer(), 0);
+  EXPECT_EQ(c.proxy_peers(1).bytes_received(), 700u);
+  // Rank pairs: sends only (the receiver's node reports nothing for the same bytes).
+  ASSERT_EQ(b.gpu().rank_pairs_size(), 1);
+  EXPECT_EQ(b.gpu().rank_pairs(0).src_rank(), 1);
+  EXPECT_EQ(b.gpu().rank_pairs(0).dst_rank(), 2);
+  EXPECT_EQ(b.gpu().rank_pairs(0).bytes_total(), 1800u);
+}
+
+TEST(GpuTimeline, CapsTheBatchButCountsEverythingInTheTotals) {
+  GpuTimelineOptions o;
+  o.max_collectives_per_batch = 2;
+  GpuTimeline t(o);
+  // Durations 1, 2, 3, 4, 5 ms (start 1: 0 means unknown), 1 MB each over 4 ranks: bus bytes
+  // 1.5 MB each.
+  for (int i = 1; i <= 5; ++i) {
+    t.Add(Collective(7, static_cast<uint64_t>(i), "AllReduce", 1'000'000, 1, 1 + i * 1'000'000));
+  }
+  v1::Batch b;
+  t.FillBatch(0, 10'000'000, nullptr, {}, &b);
+  EXPECT_EQ(b.collectives_size(), 2);
+  EXPECT_EQ(b.gpu().collectives_not_sent(), 3u);
+  ASSERT_EQ(b.gpu().collective_totals_size(), 1);
+  const v1::CollectiveTotals& ct = b.gpu().collective_totals(0);
+  EXPECT_EQ(ct.func(), "AllReduce");
+  EXPECT_EQ(ct.count(), 5u);
+  EXPECT_EQ(ct.duration_seconds().count(), 5u);
+  EXPECT_NEAR(ct.duration_seconds().sum(), 0.015, 1e-12);
+  EXPECT_EQ(ct.bytes_total(), 5'000'000u);
+  EXPECT_EQ(ct.bus_bytes_total(), 7'500'000u);
+  EXPECT_EQ(ct.window_count(), 5u);
+  // Time-weighted: 7.5 MB of bus bytes over 15 ms = 5e8 B/s.
+  EXPECT_NEAR(ct.window_busbw_bytes_per_second(), 5e8, 1e-3);
+  EXPECT_NEAR(ct.window_seconds(), 0.015, 1e-12);
+  // The 1 ms one lands in the (500us, 1ms] bucket.
+  const auto bounds = CollectiveDurationBounds();
+  const size_t ms =
+      static_cast<size_t>(std::find(bounds.begin(), bounds.end(), 1e-3) - bounds.begin());
+  EXPECT_EQ(ct.duration_seconds().bucket_counts(static_cast<int>(ms)), 1u);
+
+  v1::Batch next;  // nothing new: totals stay, the window part resets
+  t.FillBatch(10'000'000, 20'000'000, nullptr, {}, &next);
+  EXPECT_EQ(next.gpu().collective_totals(0).count(), 5u);
+  EXPECT_EQ(next.gpu().collective_totals(0).window_count(), 0u);
+  EXPECT_EQ(next.gpu().collective_totals(0).window_busbw_bytes_per_second(), 0.0);
+}
+
+TEST(GpuTimeline, KernelSpansNcclFirstThenSummarized) {
+  GpuTimelineOptions o;
+  o.max_kernel_spans_per_batch = 2;
+  GpuTimeline t(o);
+  t.Add(Kernel(0, "gemm", false, 100, 200));
+  t.Add(Kernel(0, "gemm", false, 300, 600));
+  t.Add(Kernel(1, "ncclDevKernel_AllReduce", true, 100, 400));
+  t.Add(Kernel(0, "softmax", false, 700, 710));
+  v1::Batch b;
+  t.FillBatch(0, 1000, nullptr, {}, &b);
+  ASSERT_EQ(b.kernel_spans_size(), 2);
+  EXPECT_EQ(b.kernel_spans(0).name(), "ncclDevKernel_AllReduce");
+  EXPECT_TRUE(b.kernel_spans(0).is_nccl());
+  EXPECT_EQ(b.kernel_spans(0).device(), 1u);
+  EXPECT_EQ(b.kernel_spans(1).name(), "gemm");
+  EXPECT_EQ(b.kernel_spans(1).start_ns(), 100);
+  EXPECT_EQ(b.kernel_spans(1).pid(), 4242);
+  EXPECT_EQ(b.gpu().kernel_spans_summarized(), 2u);
+  ASSERT_EQ(b.gpu().kernel_summaries_size(), 2);
+  EXPECT_EQ(b.gpu().kernel_summaries(0).name(), "gemm");
+  EXPECT_EQ(b.gpu().kernel_summaries(0).count(), 1u);
+  EXPECT_DOUBLE_EQ(b.gpu().kernel_summaries(0).seconds(), 300e-9);
+  EXPECT_EQ(b.gpu().kernel_summaries(1).name(), "softmax");
+  ASSERT_EQ(b.gpu().kernel_totals_size(), 2);
+  EXPECT_EQ(b.gpu().kernel_totals(0).device(), 0u);
+  EXPECT_EQ(b.gpu().kernel_totals(0).kernels_total(), 3u);
+  EXPECT_DOUBLE_EQ(b.gpu().kernel_totals(0).kernel_seconds_total(), 410e-9);
+  EXPECT_EQ(b.gpu().kernel_totals(1).nccl_kernels_total(), 1u);
+}
+
+TEST(GpuTimeline, ListsCommunicatorsOfConnectedProcessesOnly) {
+  GpuTimeline t;
+  GpuEvent c = Event(gpu::RecordType::kComm, 100, 2, 0);
+  c.comm.comm_hash = 0x77;
+  c.comm.rank = 3;
+  c.comm.nranks = 16;
+  c.comm.nnodes = 2;
+  c.comm.cuda_device = 2;
+  gpu::CopyFixed(c.comm.name, "dp");
+  t.Add(c);
+  c.pid = 101;
+  c.comm.rank = 4;
+  t.Add(c);
+  v1::Batch b;
+  t.FillBatch(0, 1000, nullptr, {101}, &b);
+  ASSERT_EQ(b.gpu().communicators_size(), 1);
+  EXPECT_EQ(b.gpu().communicators(0).rank(), 4);
+  EXPECT_EQ(b.gpu().communicators(0).nranks(), 16);
+  EXPECT_EQ(b.gpu().communicators(0).name(), "dp");
+  EXPECT_EQ(b.gpu().communicators(0).gpu(), 2);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

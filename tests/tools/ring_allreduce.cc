@@ -1,0 +1,240 @@
+// fabricscope-ring-allreduce: one rank of a ring all-reduce over real TCP sockets, as NCCL's
+// socket transport runs it (reduce-scatter then all-gather, n-1 steps each, every step sending
+// one chunk to the right neighbour while receiving one from the left), on real float32 data
+// that is checked at the end. Each collective is reported through the NCCL profiler plugin
+// (libnccl-profiler-fabricscope.so) driven by the test harness (tests/common/nccl_harness.h)
+// exactly as NCCL would drive it, with the measured start and completion times and the proxy
+// operations' bytes per peer. Used by the cluster-in-a-box test (tests/e2e).
+//
+// Every wait is bounded by --timeout. Prints one line per collective on stdout
+// ("collective seq=S start_ns=T0 end_ns=T1") and "ok iterations=N" at the end; errors go to
+// stderr with exit status 1 (2 for bad arguments).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/nccl_harness.h"
+
+namespace {
+
+using fabricscope::testing::FakeNccl;
+using fabricscope::testing::HarnessNowNs;
+
+constexpr char kUsage[] =
+    "fabricscope-ring-allreduce --rank=R --nranks=N --listen=IP:PORT --right=IP:PORT\n"
+    "    --plugin=PATH [--bytes=262144] [--iterations=10] [--compute-ms=50] [--delay-ms=0]\n"
+    "    [--comm-hash=HEX] [--timeout=60]\n"
+    "One rank of a ring all-reduce over TCP; reports each collective through the NCCL\n"
+    "profiler plugin at PATH (FABRICSCOPE_GPU_SOCKET says where it sends). --delay-ms is extra\n"
+    "compute before every collective on this rank (a compute straggler).\n";
+
+struct Args {
+  int rank = -1, nranks = 0;
+  std::string listen, right, plugin;
+  size_t bytes = 262144;
+  int iterations = 10;
+  int compute_ms = 50, delay_ms = 0;
+  uint64_t comm_hash = 0x5eed0000cafe0001ULL;
+  int timeout_s = 60;
+};
+
+bool ParseAddr(const std::string& s, sockaddr_in* out) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::memset(out, 0, sizeof(*out));
+  out->sin_family = AF_INET;
+  out->sin_port = htons(static_cast<uint16_t>(std::atoi(s.c_str() + colon + 1)));
+  return inet_pton(AF_INET, s.substr(0, colon).c_str(), &out->sin_addr) == 1;
+}
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "fabricscope-ring-allreduce: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+// Waits for fd to be ready for `events` until the deadline; dies on timeout.
+void WaitFd(int fd, short events, int64_t deadline_ns, const char* what) {
+  for (;;) {
+    const int64_t left_ms = (deadline_ns - HarnessNowNs()) / 1'000'000;
+    if (left_ms <= 0) Die(std::string("timed out: ") + what);
+    pollfd p{fd, events, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    if (r > 0) return;
+    if (r < 0 && errno != EINTR) Die(std::string("poll: ") + std::strerror(errno));
+  }
+}
+
+void SendAll(int fd, const char* p, size_t n, int64_t deadline_ns) {
+  while (n > 0) {
+    WaitFd(fd, POLLOUT, deadline_ns, "send");
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      Die(std::string("send: ") + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void RecvAll(int fd, char* p, size_t n, int64_t deadline_ns) {
+  while (n > 0) {
+    WaitFd(fd, POLLIN, deadline_ns, "receive");
+    const ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r == 0) Die("the left neighbour closed the connection");
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      Die(std::string("recv: ") + std::strerror(errno));
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto val = [&](const char* name) -> const char* {
+      const size_t n = std::strlen(name);
+      return s.compare(0, n, name) == 0 ? s.c_str() + n : nullptr;
+    };
+    if (const char* v = val("--rank=")) {
+      a.rank = std::atoi(v);
+    } else if (const char* v = val("--nranks=")) {
+      a.nranks = std::atoi(v);
+    } else if (const char* v = val("--listen=")) {
+      a.listen = v;
+    } else if (const char* v = val("--right=")) {
+      a.right = v;
+    } else if (const char* v = val("--plugin=")) {
+      a.plugin = v;
+    } else if (const char* v = val("--bytes=")) {
+      a.bytes = std::strtoull(v, nullptr, 10);
+    } else if (const char* v = val("--iterations=")) {
+      a.iterations = std::atoi(v);
+    } else if (const char* v = val("--compute-ms=")) {
+      a.compute_ms = std::atoi(v);
+    } else if (const char* v = val("--delay-ms=")) {
+      a.delay_ms = std::atoi(v);
+    } else if (const char* v = val("--comm-hash=")) {
+      a.comm_hash = std::strtoull(v, nullptr, 16);
+    } else if (const char* v = val("--timeout=")) {
+      a.timeout_s = std::atoi(v);
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n%s", s.c_str(), kUsage);
+      return 2;
+    }
+  }
+  sockaddr_in listen_addr{}, right_addr{};
+  if (a.nranks < 2 || a.rank < 0 || a.rank >= a.nranks || !ParseAddr(a.listen, &listen_addr) ||
+      !ParseAddr(a.right, &right_addr) || a.plugin.empty() || a.iterations < 1 ||
+      a.bytes < 4 * static_cast<size_t>(a.nranks)) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  const int64_t deadline = HarnessNowNs() + static_cast<int64_t>(a.timeout_s) * 1'000'000'000;
+
+  // Connect the ring: listen for the left neighbour, connect to the right one (retrying while
+  // it is not listening yet).
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&listen_addr), sizeof(listen_addr)) != 0 ||
+      listen(lfd, 1) != 0) {
+    Die("cannot listen on " + a.listen + ": " + std::strerror(errno));
+  }
+  int right = -1;
+  while (right < 0) {
+    right = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(right, reinterpret_cast<sockaddr*>(&right_addr), sizeof(right_addr)) == 0) break;
+    close(right);
+    right = -1;
+    if (HarnessNowNs() > deadline) Die("cannot connect to " + a.right);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  WaitFd(lfd, POLLIN, deadline, "accept");
+  const int left = accept(lfd, nullptr, nullptr);
+  if (left < 0) Die(std::string("accept: ") + std::strerror(errno));
+  setsockopt(right, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+  std::string error;
+  std::unique_ptr<FakeNccl> nccl = FakeNccl::Load(a.plugin, &error);
+  if (!nccl) Die("cannot load the plugin: " + error);
+  FakeNccl::Comm comm;
+  comm.hash = a.comm_hash;
+  comm.rank = a.rank;
+  comm.nranks = a.nranks;
+  comm.nnodes = a.nranks;
+  comm.name = "ring";
+  if (nccl->Init(comm) != 0) Die("plugin init failed");
+
+  const int n = a.nranks;
+  const size_t count = a.bytes / 4;
+  const size_t chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  std::vector<float> data(chunk * static_cast<size_t>(n), 0.0f), incoming(chunk);
+  auto chunk_ptr = [&](int c) {
+    return data.data() + static_cast<size_t>((c % n + n) % n) * chunk;
+  };
+  for (int it = 0; it < a.iterations; ++it) {
+    for (size_t i = 0; i < data.size(); ++i) {
+      data[i] = static_cast<float>(a.rank + 1) + static_cast<float>(i % 7);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.compute_ms + a.delay_ms));
+    const int64_t t0 = HarnessNowNs();
+    // Reduce-scatter: step s sends chunk (rank - s), receives chunk (rank - s - 1) and adds it.
+    for (int s = 0; s < n - 1; ++s) {
+      float* out = chunk_ptr(a.rank - s);
+      std::thread sender(
+          [&] { SendAll(right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
+      RecvAll(left, reinterpret_cast<char*>(incoming.data()), chunk * 4, deadline);
+      sender.join();
+      float* in = chunk_ptr(a.rank - s - 1);
+      for (size_t i = 0; i < chunk; ++i) in[i] += incoming[i];
+    }
+    // All-gather: step s sends chunk (rank + 1 - s), receives chunk (rank - s).
+    for (int s = 0; s < n - 1; ++s) {
+      float* out = chunk_ptr(a.rank + 1 - s);
+      std::thread sender(
+          [&] { SendAll(right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
+      RecvAll(left, reinterpret_cast<char*>(chunk_ptr(a.rank - s)), chunk * 4, deadline);
+      sender.join();
+    }
+    const int64_t t1 = HarnessNowNs();
+    // Every element is the sum over ranks of (r + 1) + i % 7.
+    const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+    for (size_t i = 0; i < data.size(); ++i) {
+      const float want = ranks_sum + static_cast<float>(n) * static_cast<float>(i % 7);
+      if (std::fabs(data[i] - want) > 1e-3f) {
+        Die("wrong all-reduce result at element " + std::to_string(i) + ": " +
+            std::to_string(data[i]) + " != " + std::to_string(want));
+      }
+    }
+    nccl->Run(comm, FakeNccl::AllReduceSpec(chunk * 4 * static_cast<size_t>(n), a.rank, n,
+                                            /*channels=*/1, /*chunk=*/chunk * 4, t0, t1));
+    nccl->Drain();
+    std::printf("collective seq=%d start_ns=%lld end_ns=%lld\n", it, static_cast<long long>(t0),
+                static_cast<long long>(t1));
+    std::fflush(stdout);
+  }
+  nccl->Finalize(comm);
+  close(left);
+  close(right);
+  close(lfd);
+  std::printf("ok iterations=%d\n", a.iterations);
+  return 0;
+}

@@ -1,5 +1,8 @@
 #include "agent/agent.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -55,6 +58,34 @@ v1::LineRateSource ToProto(collectors::LineRateSource s) {
     default:
       return v1::LINE_RATE_SOURCE_UNKNOWN;
   }
+}
+
+// IPv4/IPv6 addresses (not link-local) of the watched netdevs and of RoCE ports' netdevs.
+std::vector<std::string> InterfaceAddresses(const std::vector<PortDescriptor>& ports) {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_name == nullptr) continue;
+    const bool watched = std::any_of(ports.begin(), ports.end(), [&](const PortDescriptor& p) {
+      return !p.node_level && (p.rdma ? p.netdev : p.device) == a->ifa_name;
+    });
+    if (!watched) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, buf,
+                sizeof(buf));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+      if (IN6_IS_ADDR_LINKLOCAL(&v6)) continue;
+      inet_ntop(AF_INET6, &v6, buf, sizeof(buf));
+    } else {
+      continue;
+    }
+    if (std::find(out.begin(), out.end(), buf) == out.end()) out.emplace_back(buf);
+  }
+  freeifaddrs(list);
+  return out;
 }
 
 std::string HostName() {
@@ -266,9 +297,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (fast.collectors.empty() && slow.collectors.empty()) {
     return absl::FailedPreconditionError("no counter file of the chosen ports could be opened");
   }
-  agent->pipeline_ = std::make_unique<Pipeline>(
-      agent->ports_,
-      PipelineOptions{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds});
+  PipelineOptions po{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds};
+  po.series_bucket_ns = o.series_bucket_ns;
+  po.flight_recorder_seconds = o.flight_recorder_seconds;
+  agent->pipeline_ = std::make_unique<Pipeline>(agent->ports_, std::move(po));
   agent->pipeline_->SetGroups({fast.refs, slow.refs, pma.refs});
   for (SamplerGroup* g : {&fast, &slow, &pma}) {
     if (g->collectors.empty()) continue;
@@ -337,6 +369,7 @@ v1::Hello Agent::MakeHello() const {
     pi->set_node_level(p.node_level);
     pi->set_netdev(p.netdev);
   }
+  for (const std::string& a : InterfaceAddresses(ports_)) h.add_addresses(a);
   return h;
 }
 
@@ -665,9 +698,11 @@ std::string Agent::StatusLine() const {
                                  : (sink_ && sink_->connected() ? "connected" : "disconnected");
   return absl::StrFormat(
       "%d ports | %.1f samples/s (p99 interval %s) | %d microbursts | %d overruns | %d ring "
-      "drops | %s, batch %d acked",
+      "drops | flight recorder %.1f MiB | %s, batch %d acked",
       ports_.size(), secs > 0 ? static_cast<double>(ticks) / secs : 0.0, p99, bursts_seen_.load(),
-      overruns, drops, uplink, sink_ ? sink_->acked_seq() : 0);
+      overruns, drops,
+      static_cast<double>(pipeline_->flight_recorder().bytes()) / (1024.0 * 1024.0), uplink,
+      sink_ ? sink_->acked_seq() : 0);
 }
 
 }  // namespace fabricscope::agent

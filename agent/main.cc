@@ -117,6 +117,19 @@ ABSL_FLAG(std::string, ring_slots, "",
 ABSL_FLAG(std::string, max_queued_batches, "",
           "Unacked batches kept while the aggregator is away; the oldest is dropped beyond "
           "this. Default 900 (15 minutes of 1 s windows).");
+ABSL_FLAG(std::string, flight_recorder_seconds, "",
+          "Seconds of raw sub-ms samples kept per port for drill-down (attached to batches "
+          "around microbursts with loss). 0 = off. Default 10.");
+ABSL_FLAG(std::string, series_bucket, "",
+          "Bucket width of the per-port utilization series sent to the aggregator for the link "
+          "heat map (e.g. 1ms, 100us). Default 1ms.");
+ABSL_FLAG(std::string, collective_rails, "",
+          "Ports a collective may use, for its correlation with port samples: names "
+          "comma-separated (mlx5_0, mlx5_0:1, eth0). Default: every RDMA port, or every "
+          "watched interface when there is none.");
+ABSL_FLAG(std::string, collective_step_marker, "",
+          "Collective function (e.g. AllReduce) whose instances mark training-iteration starts "
+          "for the network share of step time. Default: share of wall time.");
 ABSL_FLAG(std::string, status, "auto",
           "Status line on stderr once a second: auto (when stderr is a terminal), on, off.");
 
@@ -250,6 +263,20 @@ absl::Status ApplyFlags(AgentOptions* o) {
     return absl::OkStatus();
   };
   if (auto s = count(flag(FLAGS_ring_slots), "--ring-slots", &o->ring_slots); !s.ok()) return s;
+  if (auto v = flag(FLAGS_flight_recorder_seconds); !v.empty()) {
+    if (!absl::SimpleAtod(v, &o->flight_recorder_seconds)) {
+      return absl::InvalidArgumentError("--flight-recorder-seconds must be a number");
+    }
+  }
+  if (auto v = flag(FLAGS_collective_rails); !v.empty()) {
+    o->collectives.rails = absl::StrSplit(v, ',', absl::SkipEmpty());
+  }
+  if (auto v = flag(FLAGS_collective_step_marker); !v.empty()) o->collectives.step_marker = v;
+  if (auto v = flag(FLAGS_series_bucket); !v.empty()) {
+    auto ns = ParseDurationNs(v, "--series-bucket", 10'000, 1'000'000'000);
+    if (!ns.ok()) return ns.status();
+    o->series_bucket_ns = *ns;
+  }
   if (auto s =
           count(flag(FLAGS_max_queued_batches), "--max-queued-batches", &o->max_queued_batches);
       !s.ok())

@@ -132,6 +132,10 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->ring_slots = v.as<size_t>();
       } else if (key == "max_queued_batches") {
         o->max_queued_batches = v.as<size_t>();
+      } else if (key == "flight_recorder_seconds") {
+        o->flight_recorder_seconds = v.as<double>();
+      } else if (key == "series_bucket") {
+        st = duration(&o->series_bucket_ns, 10'000, 1'000'000'000);
       } else if (key == "hw_lifespan_ms") {
         o->hw_lifespan_ms = v.as<uint32_t>();
       } else if (key == "tcp") {
@@ -271,6 +275,12 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError("capture snaplen must be 64..65535 bytes");
   }
   if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
+  if (!(o.flight_recorder_seconds >= 0 && o.flight_recorder_seconds <= 600)) {
+    return absl::InvalidArgumentError("flight recorder seconds must be 0..600");
+  }
+  if (o.series_bucket_ns < 10'000 || o.series_bucket_ns > o.window_ns) {
+    return absl::InvalidArgumentError("series bucket must be 10us..window");
+  }
   if (o.gpu_queue_slots < 16) return absl::InvalidArgumentError("gpu_queue_slots must be >= 16");
   if (o.gpu_max_connections < 1) {
     return absl::InvalidArgumentError("gpu_max_connections must be at least 1");

@@ -77,6 +77,11 @@ struct AgentOptions {
   std::string health_listen;
   size_t ring_slots = 8192;
   size_t max_queued_batches = 900;
+  // Raw sub-ms samples kept per port in memory for drill-down (agent/flight_recorder.h);
+  // 0 = off. 0..600 s.
+  double flight_recorder_seconds = 10;
+  // Bucket width of the per-port utilization series in each batch (the link x time heat map).
+  int64_t series_bucket_ns = 1'000'000;
 };
 
 // Parses a list like "eth0=10gbit,mlx5_0:1=100G" into line-rate overrides (bytes/s).
@@ -93,7 +98,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 //   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port,
 //   pma_period, capture, capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal
 //   string "0660"), gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,
-//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k: scalars; pma: list of "local" /
+//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k, flight_recorder_seconds,
+//   series_bucket: scalars; pma: list of "local" /
 //   "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};

@@ -1,8 +1,11 @@
 #include "agent/pipeline.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "agent/derived.h"
+#include "exporters/loss_patterns.h"
+#include "exporters/utilization_codec.h"
 
 namespace fabricscope::agent {
 
@@ -49,11 +52,33 @@ void FillDirection(const Histogram& durations, const Histogram& util, uint64_t b
   out->set_samples(samples);
 }
 
+// Counters whose increase in a window means loss, a retransmission, a NAK or congestion
+// feedback on the port: every error counter (corrupted or dropped frames), the loss counters of
+// exporters::IsLossCounterName (RDMA out_of_sequence, packet_seq_err, ..., discards and drops),
+// and the mlx5 CNP/ECN counters np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets
+// (docs/rdma-counters.md).
+bool IsLossSignal(const collectors::CounterDescriptor& cd) {
+  if (cd.role == CounterRole::kError) return true;
+  if (cd.role != CounterRole::kOther) return false;
+  return exporters::IsLossCounterName(cd.name) || cd.name == "np_cnp_sent" ||
+         cd.name == "rp_cnp_handled" || cd.name == "np_ecn_marked_roce_packets";
+}
+
+// Node-level TCP retransmissions (Tcp: RetransSegs), which count as loss on every netdev port.
+bool IsTcpRetransmission(const collectors::CounterDescriptor& cd) {
+  return cd.name == "RetransSegs";
+}
+
 }  // namespace
 
 Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOptions options)
-    : ports_(std::move(ports)), options_(std::move(options)) {
+    : ports_(std::move(ports)),
+      options_(std::move(options)),
+      recorder_(ports_.size(), options_.flight_recorder_seconds,
+                options_.nominal_period_ns > 0 ? options_.nominal_period_ns : 1'000'000) {
   if (options_.window_ns <= 0) options_.window_ns = 1'000'000'000;
+  const int64_t bucket_ns =
+      options_.series_bucket_ns > 0 ? options_.series_bucket_ns : options_.window_ns;
   state_.reserve(ports_.size());
   for (const collectors::PortDescriptor& p : ports_) {
     MicroburstThresholds t = options_.thresholds;
@@ -63,7 +88,7 @@ Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOption
                it2 != options_.port_thresholds.end()) {
       t = it2->second;
     }
-    PortState s(t);
+    PortState s(t, options_.window_ns, bucket_ns);
     s.counters.resize(p.counters.size());
     std::vector<CounterRef> refs;
     for (size_t k = 0; k < p.counters.size(); ++k) {
@@ -98,6 +123,15 @@ Pipeline::Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOption
     groups_[0].insert(groups_[0].end(), refs.begin(), refs.end());
   }
   if (groups_.empty()) groups_.emplace_back();
+  touched_.reserve(ports_.size());
+}
+
+void Pipeline::StartWindow(int64_t start_ns) {
+  window_start_ns_ = start_ns;
+  for (PortState& ps : state_) {
+    ps.tx.series.Reset(start_ns);
+    ps.rx.series.Reset(start_ns);
+  }
 }
 
 void Pipeline::SetGroups(std::vector<std::vector<CounterRef>> groups) {
@@ -122,6 +156,29 @@ void Pipeline::RecordBurst(size_t port_index, v1::Direction dir, DirectionState&
 void Pipeline::FeedDirection(size_t port_index, v1::Direction dir, DirectionState& d,
                              uint64_t bytes, int64_t interval_ns, int64_t t_ns, bool broken) {
   d.window_bytes += bytes;
+  if (!broken && interval_ns > 0) {
+    d.series.Add(t_ns, interval_ns, bytes);
+    PortState& ps = state_[port_index];
+    if (!ps.has_pending) {
+      ps.has_pending = true;
+      ps.pending = FlightSample{};
+      touched_.push_back(static_cast<uint32_t>(port_index));
+    }
+    ps.pending.t_ns = t_ns;
+    ps.pending.interval_ns = interval_ns;
+    const uint64_t rate = ports_[port_index].line_rate_bytes_per_second;
+    const float util = rate > 0 ? static_cast<float>(static_cast<double>(bytes) /
+                                                     (static_cast<double>(rate) *
+                                                      static_cast<double>(interval_ns) / 1e9))
+                                : NAN;
+    if (dir == v1::DIRECTION_TRANSMIT) {
+      ps.pending.tx_bytes = bytes;
+      ps.pending.tx_utilization = util;
+    } else {
+      ps.pending.rx_bytes = bytes;
+      ps.pending.rx_utilization = util;
+    }
+  }
   if (broken || interval_ns <= 0) {
     if (auto e = d.detector.Break()) RecordBurst(port_index, dir, d, *e);
     d.carry_bytes = 0;
@@ -152,13 +209,13 @@ void Pipeline::AddTick(size_t group, int64_t t_ns, const uint64_t* values,
                        const ReadStatus* status) {
   const int64_t w = options_.window_ns;
   if (window_end_ns_ == 0) {
-    window_start_ns_ = t_ns;
+    StartWindow(t_ns);
     window_end_ns_ = (t_ns / w + 1) * w;
   }
   if (t_ns >= window_end_ns_) {
     CloseWindow(window_end_ns_);
     if (t_ns >= window_end_ns_) {  // a gap of whole windows (sampler stalled): skip them
-      window_start_ns_ = (t_ns / w) * w;
+      StartWindow((t_ns / w) * w);
       window_end_ns_ = window_start_ns_ + w;
     }
   }
@@ -173,6 +230,11 @@ void Pipeline::AddTick(size_t group, int64_t t_ns, const uint64_t* values,
     }
     UpdateCounter(layout[i].port, layout[i].counter, t_ns, values[i]);
   }
+  for (uint32_t pi : touched_) {
+    recorder_.Record(pi, state_[pi].pending);
+    state_[pi].has_pending = false;
+  }
+  touched_.clear();
 }
 
 void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
@@ -241,6 +303,21 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
 void Pipeline::CloseWindow(int64_t end_ns) {
   current_.set_window_start_ns(window_start_ns_);
   current_.set_window_end_ns(end_ns);
+  std::vector<bool> port_has_loss(state_.size(), false);
+  bool tcp_retransmitted = false;
+  for (size_t pi = 0; pi < state_.size(); ++pi) {
+    for (size_t k = 0; k < ports_[pi].counters.size(); ++k) {
+      if (state_[pi].counters[k].window_delta == 0) continue;
+      if (IsLossSignal(ports_[pi].counters[k])) port_has_loss[pi] = true;
+      if (ports_[pi].node_level && IsTcpRetransmission(ports_[pi].counters[k])) {
+        tcp_retransmitted = true;
+      }
+    }
+  }
+  for (size_t pi = 0; pi < state_.size(); ++pi) {
+    if (tcp_retransmitted && !ports_[pi].rdma && !ports_[pi].node_level) port_has_loss[pi] = true;
+  }
+  AttachBurstsWithLoss(port_has_loss);
   for (size_t pi = 0; pi < state_.size(); ++pi) {
     PortState& ps = state_[pi];
     const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
@@ -266,6 +343,29 @@ void Pipeline::CloseWindow(int64_t end_ns) {
       d.window_bursts = 0;
       d.window_samples = 0;
     };
+    if (rate > 0 && options_.series_bucket_ns > 0 && (ps.tx_bytes >= 0 || ps.rx_bytes >= 0)) {
+      v1::UtilizationSeries* us = current_.add_utilization_series();
+      us->set_port_index(static_cast<uint32_t>(pi));
+      us->set_bucket_ns(ps.tx.series.bucket_ns());
+      // Both directions start at the same bucket: the lead bucket when either has it.
+      DirectionState* dirs[2] = {ps.tx_bytes >= 0 ? &ps.tx : nullptr,
+                                 ps.rx_bytes >= 0 ? &ps.rx : nullptr};
+      int64_t starts[2] = {window_start_ns_, window_start_ns_};
+      std::string enc[2];
+      for (int k = 0; k < 2; ++k) {
+        if (dirs[k]) starts[k] = dirs[k]->series.Encode(rate, end_ns, &enc[k]);
+      }
+      const int64_t start = std::min(starts[0], starts[1]);
+      for (int k = 0; k < 2; ++k) {
+        // A direction without the lead bucket gets a "missing" byte in front.
+        if (dirs[k] && starts[k] > start) {
+          enc[k].insert(enc[k].begin(), static_cast<char>(exporters::kUtilizationMissing));
+        }
+      }
+      us->set_start_ns(start);
+      if (dirs[0]) *us->mutable_transmit() = std::move(enc[0]);
+      if (dirs[1]) *us->mutable_receive() = std::move(enc[1]);
+    }
     fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
     fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
     pw->mutable_transmit()->set_has_bytes(known(ps.tx_bytes));
@@ -311,10 +411,51 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     ps.window_resets = 0;
     ps.window_unavailable = 0;
   }
+  v1::FlightRecorderStats* fr = current_.mutable_flight_recorder();
+  fr->set_bytes(recorder_.bytes());
+  fr->set_seconds(recorder_.seconds());
+  fr->set_recordings_total(recordings_total_);
+  fr->set_recordings_dropped_total(recordings_dropped_);
   ready_.push_back(std::move(current_));
   current_ = v1::Batch();
-  window_start_ns_ = end_ns;
+  StartWindow(end_ns);
   window_end_ns_ = end_ns + options_.window_ns;
+}
+
+void Pipeline::AttachBurstsWithLoss(const std::vector<bool>& port_has_loss) {
+  if (recorder_.capacity() == 0) return;
+  // Per port, the bursts' intervals widened by the margin, merged where they overlap.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(state_.size());
+  for (const v1::Microburst& m : current_.microbursts()) {
+    if (m.port_index() >= state_.size() || !port_has_loss[m.port_index()]) continue;
+    spans[m.port_index()].emplace_back(m.start_ns() - options_.flight_margin_ns,
+                                       m.start_ns() + m.duration_ns() + options_.flight_margin_ns);
+  }
+  size_t samples_left = options_.flight_samples_per_window;
+  size_t recordings = 0;
+  for (size_t pi = 0; pi < spans.size(); ++pi) {
+    std::vector<std::pair<int64_t, int64_t>>& v = spans[pi];
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& s : v) {
+      if (!merged.empty() && s.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, s.second);
+      } else {
+        merged.push_back(s);
+      }
+    }
+    for (const auto& [from, to] : merged) {
+      if (recordings >= options_.flight_recordings_per_window || samples_left == 0) {
+        ++recordings_dropped_;
+        continue;
+      }
+      v1::FlightRecording* r = current_.add_flight_recordings();
+      r->set_reason("burst_with_loss");
+      samples_left -= recorder_.Fill(pi, from, to, samples_left, r);
+      ++recordings;
+      ++recordings_total_;
+    }
+  }
 }
 
 void Pipeline::Flush(int64_t end_ns) {

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "agent/flight_recorder.h"
 #include "agent/histogram.h"
 #include "agent/microburst.h"
+#include "agent/utilization_series.h"
 #include "collectors/counter.h"
 #include "collectors/port.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -24,6 +26,16 @@ struct PipelineOptions {
   MicroburstThresholds thresholds;  // default for every port
   // Per-port override, keyed by PortDescriptor::Key() ("mlx5_0:1") or by device name alone.
   std::map<std::string, MicroburstThresholds> port_thresholds;
+  // Bucket width of the per-port utilization series sent in every batch (the aggregator's link
+  // x time heat map); 0 = no series.
+  int64_t series_bucket_ns = 1'000'000;
+  // Flight recorder: raw samples kept per port (0 = off), and what a window may attach when a
+  // microburst overlaps loss: the samples from margin before the burst to margin after it, at
+  // most recordings_per_window recordings and samples_per_window samples in all.
+  double flight_recorder_seconds = 10;
+  int64_t flight_margin_ns = 20'000'000;
+  size_t flight_recordings_per_window = 8;
+  size_t flight_samples_per_window = 4096;
 };
 
 // Turns raw counter ticks into per-port rates, utilization, microbursts and window summaries.
@@ -37,6 +49,13 @@ struct PipelineOptions {
 // Utilization of a sample = bytes / (line rate x measured interval), using the time between
 // this and the previous good read of that counter, never the nominal period (DESIGN.md "Time").
 // Windows are aligned to multiples of window_ns on CLOCK_MONOTONIC.
+//
+// Every sample of a port's byte counters also goes to the utilization series of the window
+// (Batch.utilization_series) and to the flight recorder (its last flight_recorder_seconds).
+// When a window closes with a microburst on a port that also shows loss in that window (a delta
+// of an error counter, of an RDMA loss/retransmit/NAK/CNP hw_counter, of a discard/drop counter,
+// or for netdevs of the node's TCP RetransSegs; see IsLossSignal in pipeline.cc), the recorder's
+// samples around the burst are attached (Batch.flight_recordings, reason "burst_with_loss").
 //
 // Not thread-safe: owned by the pipeline thread. Allocates only when a window closes.
 class Pipeline {
@@ -67,6 +86,9 @@ class Pipeline {
   const std::vector<collectors::PortDescriptor>& ports() const { return ports_; }
   uint64_t microbursts_total() const { return microbursts_total_; }
   uint64_t ticks() const { return ticks_; }
+  // The pipeline thread may read it (e.g. to attach samples around a slow collective); its
+  // bytes() never changes after construction and may be read from any thread.
+  const FlightRecorder& flight_recorder() const { return recorder_; }
 
  private:
   struct CounterState {
@@ -78,10 +100,11 @@ class Pipeline {
     bool saturated = false;
   };
   struct DirectionState {
-    explicit DirectionState(MicroburstThresholds t)
+    DirectionState(MicroburstThresholds t, int64_t window_ns, int64_t bucket_ns)
         : detector(t),
           burst_durations(MicroburstDurationBounds()),
-          sample_util(UtilizationBounds()) {}
+          sample_util(UtilizationBounds()),
+          series(window_ns, bucket_ns) {}
     MicroburstDetector detector;
     Histogram burst_durations;
     Histogram sample_util;
@@ -94,6 +117,7 @@ class Pipeline {
     uint32_t window_samples = 0;
     uint64_t carry_bytes = 0;  // a short sample waiting to be merged into the next
     int64_t carry_ns = 0;
+    UtilizationSeriesBuilder series;
   };
   struct PortState {
     std::vector<CounterState> counters;
@@ -104,10 +128,16 @@ class Pipeline {
     DirectionState tx, rx;
     uint32_t window_resets = 0;
     uint32_t window_unavailable = 0;
-    PortState(MicroburstThresholds t) : tx(t), rx(t) {}
+    FlightSample pending;  // this tick's sample for the flight recorder
+    bool has_pending = false;
+    PortState(MicroburstThresholds t, int64_t window_ns, int64_t bucket_ns)
+        : tx(t, window_ns, bucket_ns), rx(t, window_ns, bucket_ns) {}
   };
 
   void CloseWindow(int64_t end_ns);
+  void StartWindow(int64_t start_ns);
+  // Attaches flight-recorder samples around this window's microbursts on ports with loss.
+  void AttachBurstsWithLoss(const std::vector<bool>& port_has_loss);
   void UpdateCounter(size_t port_index, size_t counter_index, int64_t t_ns, uint64_t value);
   void RecordBurst(size_t port_index, v1::Direction dir, DirectionState& d,
                    const MicroburstEvent& e);
@@ -124,6 +154,10 @@ class Pipeline {
   uint64_t microbursts_total_ = 0;
   v1::Batch current_;
   std::vector<v1::Batch> ready_;
+  FlightRecorder recorder_;
+  std::vector<uint32_t> touched_;  // ports with a pending flight sample in this tick
+  uint64_t recordings_total_ = 0;
+  uint64_t recordings_dropped_ = 0;
 };
 
 }  // namespace fabricscope::agent

@@ -29,6 +29,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
   }
   n.hello = hello;
+  links_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
     n.ports[static_cast<size_t>(i)].info = hello.ports(i);
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
@@ -79,6 +80,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   if (batch.seq() > n.contiguous + 1) lost_batches_total_ += batch.seq() - 1 - n.contiguous;
   n.contiguous = batch.seq();
   ++batches_total_;
+  links_.OnBatch(node, batch);
   for (const v1::PortWindow& pw : batch.ports()) {
     PortSnapshot& ps = n.ports[pw.port_index()];
     ps.last = pw;
@@ -559,6 +561,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
+  links_.Collect(&out);
   gpu_.Collect(&out);
   return out;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "exporters/gpu_state.h"
+#include "exporters/link_analysis.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -32,7 +33,9 @@ class ClusterState : public prometheus::Collectable {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
   };
   ClusterState() : ClusterState(Options{}) {}
-  explicit ClusterState(Options options) : options_(options) {}
+  // links: the heat-map, temporal and loss-pattern analysis (exporters/link_analysis.h).
+  explicit ClusterState(Options options, LinkAnalysisOptions links = {})
+      : options_(options), links_(links) {}
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
@@ -55,6 +58,9 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentMicroburstsJson(absl::string_view node_filter) const;
 
   size_t node_count() const;
+
+  // Link and traffic analysis fed with every Hello and stored batch (exporters/link_analysis.h).
+  const LinkAnalysis& links() const { return links_; }
 
   // GPU timelines (exporters/gpu_state.h): recent collectives and kernel spans as JSON, the
   // newest `limit` per node (0 = all kept); node_filter empty = all nodes.
@@ -96,6 +102,7 @@ class ClusterState : public prometheus::Collectable {
   const Options options_;
   mutable absl::Mutex mu_;
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  LinkAnalysis links_;  // thread-safe on its own; called with mu_ held (lock order mu_ first)
   GpuState gpu_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/cluster_state.h"
+#include "exporters/heatmap_http.h"
 #include "prometheus/text_serializer.h"
 
 namespace fabricscope::exporters {
@@ -95,10 +96,17 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     gpu_query(req, &node, &limit);
     res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
   });
+  if (state_) {
+    std::vector<HeatmapPage> pages;
+    RegisterLinkRoutes(*server_, state_->links(), &pages);
+    RegisterHeatmapIndex(*server_, std::move(pages));
+  }
   server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(
         "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
         "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>"
+        "<li><a href=\"/heatmap\">/heatmap</a> heat maps (links x time, node x node) and "
+        "anomaly / loss-pattern JSON</li>"
         "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
         "?node=NAME to filter)</li>"
         "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "collectors/sysfs_ports.h"
+#include "exporters/utilization_codec.h"
 
 namespace fabricscope::agent {
 namespace {
@@ -359,6 +360,100 @@ TEST(PipelineGroups, ShortSampleAfterALateTickIsMergedForUtilization) {
   // Without the merge, the 50 us sample would have been a separate 60% sample and a burst
   // end; with it, 100% then 86.7% is one open burst.
   EXPECT_EQ(b[0].microbursts_size(), 0);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent
+
+namespace fabricscope::agent {
+namespace {
+
+// Flight recorder and utilization series through the pipeline: 1 ms ticks, 1 GB/s line rate.
+TEST(PipelineFlightRecorder, BurstWithLossAttachesTheSamplesAroundIt) {
+  PipelineOptions o;
+  o.nominal_period_ns = kMs;
+  o.flight_margin_ns = 3 * kMs;
+  Driver d(1'000'000'000, o);
+  uint64_t tx = 0;
+  // 1 s window from t = 1 s: idle, then a 5 ms burst at line rate from 1.100 s, with rx_errors
+  // (values[4]) rising in the window.
+  for (int i = 0; i <= 1000; ++i) {
+    const int64_t t = kSec + i * kMs;
+    if (i > 100 && i <= 105) tx += 1'000'000;
+    if (i == 300) d.values[4] += 2;
+    d.Tick(t, tx);
+  }
+  d.Tick(2 * kSec + kMs, tx);  // closes the window [1 s, 2 s)
+  auto ready = d.pipeline.TakeReady();
+  ASSERT_GE(ready.size(), 1u);
+  const v1::Batch& b = ready.back();
+  ASSERT_EQ(b.microbursts_size(), 1);
+  ASSERT_EQ(b.flight_recordings_size(), 1);
+  const v1::FlightRecording& r = b.flight_recordings(0);
+  EXPECT_EQ(r.reason(), "burst_with_loss");
+  EXPECT_EQ(r.from_ns(), b.microbursts(0).start_ns() - 3 * kMs);
+  // Samples whose end lies in [start - 3 ms, end + 3 ms] = [1.097, 1.108] s: the 5 burst
+  // samples, 4 before (the one ending at 1.097 s included) and 3 after.
+  EXPECT_EQ(r.time_ns_size(), 12);
+  EXPECT_EQ(r.time_ns(0), kSec + 97 * kMs);
+  uint64_t burst_bytes = 0;
+  for (int i = 0; i < r.transmit_bytes_size(); ++i) burst_bytes += r.transmit_bytes(i);
+  EXPECT_EQ(burst_bytes, 5'000'000u);
+  EXPECT_FLOAT_EQ(r.transmit_utilization(5), 1.0f);
+  EXPECT_EQ(b.flight_recorder().recordings_total(), 1u);
+  EXPECT_GT(b.flight_recorder().bytes(), 0u);
+  // The utilization series: 1000 buckets of 1 ms, hot exactly at the burst.
+  ASSERT_EQ(b.utilization_series_size(), 1);
+  const v1::UtilizationSeries& s = b.utilization_series(0);
+  EXPECT_EQ(s.bucket_ns(), kMs);
+  EXPECT_EQ(s.start_ns(), kSec);
+  ASSERT_EQ(s.transmit().size(), 1000u);
+  for (int k = 0; k < 999; ++k) {
+    const uint8_t code = static_cast<uint8_t>(s.transmit()[static_cast<size_t>(k)]);
+    EXPECT_EQ(code, k >= 100 && k < 105 ? 250 : 0) << "bucket " << k;
+  }
+  // The sample ending at 2 s belongs to the next window: its bucket comes as that window's lead.
+  EXPECT_EQ(static_cast<uint8_t>(s.transmit()[999]), exporters::kUtilizationMissing);
+  d.pipeline.Flush(2 * kSec + 2 * kMs);
+  const v1::Batch next = d.pipeline.TakeReady().back();
+  ASSERT_EQ(next.utilization_series_size(), 1);
+  EXPECT_EQ(next.utilization_series(0).start_ns(), 2 * kSec - kMs);
+  EXPECT_EQ(static_cast<uint8_t>(next.utilization_series(0).transmit()[0]), 0);
+}
+
+TEST(PipelineFlightRecorder, BurstWithoutLossAttachesNothing) {
+  PipelineOptions o;
+  o.nominal_period_ns = kMs;
+  Driver d(1'000'000'000, o);
+  uint64_t tx = 0;
+  for (int i = 0; i <= 1000; ++i) {
+    if (i > 100 && i <= 105) tx += 1'000'000;
+    d.Tick(kSec + i * kMs, tx);
+  }
+  d.Tick(2 * kSec + kMs, tx);
+  auto ready = d.pipeline.TakeReady();
+  ASSERT_GE(ready.size(), 1u);
+  EXPECT_EQ(ready.back().microbursts_size(), 1);
+  EXPECT_EQ(ready.back().flight_recordings_size(), 0);
+}
+
+TEST(PipelineFlightRecorder, RecordingsPerWindowAreBounded) {
+  PipelineOptions o;
+  o.nominal_period_ns = kMs;
+  o.flight_recordings_per_window = 2;
+  o.flight_margin_ns = kMs;
+  Driver d(1'000'000'000, o);
+  uint64_t tx = 0;
+  for (int i = 0; i <= 1000; ++i) {
+    if (i % 100 == 50) tx += 1'000'000;  // ten one-sample bursts, 100 ms apart
+    if (i == 10) d.values[4] += 1;
+    d.Tick(kSec + i * kMs, tx);
+  }
+  d.Tick(2 * kSec + kMs, tx);
+  const v1::Batch b = d.pipeline.TakeReady().back();
+  EXPECT_EQ(b.microbursts_size(), 10);
+  EXPECT_EQ(b.flight_recordings_size(), 2);
+  EXPECT_EQ(b.flight_recorder().recordings_dropped_total(), 8u);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ AGENT_ROUNDS="${AGENT_ROUNDS:-2}"
 NCCL_ITERATIONS="${NCCL_ITERATIONS:-300000}"  # NCCL plugin bench, samples per row
 PCAP_FRAMES="${PCAP_FRAMES:-300000}"  # pcap bench capture size (tshark reads the first 50,000)
 LIVE_SECONDS="${LIVE_SECONDS:-1}"     # live capture bench, per trial (about 12 trials)
+HEATMAP_REPEAT="${HEATMAP_REPEAT:-3}"  # heat-map bench, runs per figure (median)
 LOGS="$BUILD_DIR/bench-logs"
 start=$(date +%s)
 
@@ -82,6 +83,13 @@ ninja -C "$BUILD_DIR" fabricscope_bench_nccl | tail -n 1
 "$BIN/fabricscope_bench_nccl" --iterations="$NCCL_ITERATIONS" >"$LOGS/nccl.log" 2>&1 \
   || { tail -n 20 "$LOGS/nccl.log"; exit 1; }
 sed -n '/=== NCCL profiler plugin/,$p' "$LOGS/nccl.log"
+
+echo
+echo "== link heat map, 1,000 links x 1,000 buckets: model, SVG, JSON vs snprintf/memcpy (fabricscope_bench_heatmap --repeat=$HEATMAP_REPEAT)"
+ninja -C "$BUILD_DIR" fabricscope_bench_heatmap | tail -n 1
+"$BIN/fabricscope_bench_heatmap" --repeat="$HEATMAP_REPEAT" >"$LOGS/heatmap.log" 2>&1 \
+  || { tail -n 20 "$LOGS/heatmap.log"; exit 1; }
+cat "$LOGS/heatmap.log"
 
 echo
 echo "== done in $(($(date +%s) - start)) s; full logs in $LOGS"

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace fabricscope::exporters {
+
+// What a heat map shows: rows x columns of values, row-major, NaN = no data. Columns are either
+// time buckets (col_labels empty: column j covers [start_unix_ns + j x bucket_ns, + bucket_ns))
+// or named (a matrix such as node x node).
+struct HeatmapModel {
+  std::string title;
+  std::string row_axis;     // "link (node/device:port direction)"
+  std::string col_axis;     // "time (UTC)"
+  std::string value_label;  // "utilization of line rate"
+  std::vector<std::string> rows;
+  std::vector<std::string> col_labels;  // empty for a time axis
+  int64_t start_unix_ns = 0;
+  int64_t bucket_ns = 0;
+  size_t cols = 0;
+  std::vector<float> values;  // rows.size() x cols
+  double scale_min = 0;       // values are clamped to [scale_min, scale_max] for color
+  double scale_max = 1;
+  std::string note;  // e.g. "columns merged 4:1 (max)"
+
+  float at(size_t r, size_t c) const { return values[r * cols + c]; }
+};
+
+// Merges adjacent time columns (the maximum of the non-NaN values, so that a one-bucket
+// microburst stays visible; NaN when all are NaN) until rows x cols <= max_cells, and drops rows
+// beyond max_cells / 1 column when rows alone exceed it. Notes what it did in model->note.
+void DownsampleHeatmap(HeatmapModel* model, size_t max_cells);
+
+struct Rgb {
+  uint8_t r, g, b;
+};
+// Perceptually uniform color for t in [0, 1] (clamped): linear interpolation between the nine
+// anchors of viridis (the matplotlib colormap by van der Walt & Smith, 2015, CC0), as
+// published by viridisLite::viridis(9): #440154 #472D7B #3B528B #2C728E #21908C #27AD81
+// #5DC863 #AADC32 #FDE725.
+Rgb Viridis(double t);
+
+// Escapes & < > " ' for XML text and attribute values.
+std::string XmlEscape(const std::string& s);
+
+// A self-contained SVG 1.1 document: title, row labels (every k-th when rows are thinner than a
+// label), a time or named column axis with ticks, cells colored by Viridis((v - min) / (max -
+// min)) with runs of equal color in a row merged into one rect, gray for no data, and a color
+// legend with ticks and the value label. Cells are 1-20 px wide/tall so that the plot stays
+// within ~1400 x 900 px plus labels. Size: O(rows x runs) elements.
+std::string RenderHeatmapSvg(const HeatmapModel& model);
+
+// Appends s as a JSON string literal (quotes, backslashes and control characters escaped).
+void AppendJsonString(std::string* out, absl::string_view s);
+
+// JSON for scripts and Grafana: {"title", "row_axis", "col_axis", "value_label", "scale_min",
+// "scale_max", "note", "start_unix_seconds", "bucket_seconds" (time axis) or "col_labels",
+// "rows": [label...], "values": [[v|null, ...] per row]} (values with 4 decimals).
+std::string RenderHeatmapJson(const HeatmapModel& model);
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::exporters {
+
+// True for a counter name whose increase means lost, dropped or retransmitted packets or a NAK:
+// the mlx5 hw_counters out_of_sequence, packet_seq_err, local_ack_timeout_err,
+// duplicate_request, roce_adp_retrans, implied_nak_seq_err, rnr_nak_retry_err
+// (docs/rdma-counters.md), and any name containing "discard", "drop" or "out_of_buffer"
+// (rx_discards_phy, rx_out_of_buffer, rx_dropped, port_xmit_discards, rx_prio3_discards...).
+bool IsLossCounterName(absl::string_view name);
+
+// Loss events of one port in one window: the deltas of its error counters plus those of its
+// other counters named by IsLossCounterName; for the node-level TCP port, ΔRetransSegs.
+uint64_t LossEventsInWindow(const v1::PortWindow& window);
+
+// Gini index of non-negative values (Gini 1912; the sorted-values form in e.g. Damgaard &
+// Weiner, Ecology 81(4), 2000): G = sum_i (2i - n - 1) x_(i) / (n sum x), x_(i) ascending,
+// i = 1..n. 0 = spread evenly, (n-1)/n = all in one. 0 for n < 2 or an all-zero input.
+double Gini(const std::vector<double>& values);
+
+// Rayleigh test of uniformity of phases theta_i = 2 pi t_i / period (Mardia & Jupp,
+// "Directional Statistics", 2000, §6.3.1): mean resultant length R = |mean e^{i theta}| and the
+// p-value with Zar's correction (Zar, "Biostatistical Analysis", 4th ed., eq. 27.4):
+// p = exp(sqrt(1 + 4n + 4(n^2 - (nR)^2)) - (1 + 2n)). Small p: the events recur at a fixed
+// phase of the period. Returns {R, p}; {0, 1} for fewer than 2 events.
+struct Rayleigh {
+  double resultant = 0;
+  double p_value = 1;
+};
+Rayleigh RayleighTest(const std::vector<int64_t>& times_ns, double period_seconds);
+
+// The rule that tells systematic loss from random loss, on counts per group (per link, per
+// peer pair, per priority): the top group is "concentrating" when there are >= 2 groups, at
+// least min_events in all, and the top group holds >= 1/2 of them and >= twice an even share
+// (2/n). Returns the top group's index, or -1.
+struct ConcentrationRule {
+  uint64_t min_events = 10;
+  double min_share = 0.5;
+  double even_share_factor = 2.0;
+};
+int ConcentratedGroup(const std::vector<uint64_t>& counts, const ConcentrationRule& rule = {});
+
+}  // namespace fabricscope::exporters

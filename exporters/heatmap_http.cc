@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -24,13 +25,18 @@ void BadRequest(httplib::Response& res, const std::string& msg) {
 }
 
 // Writes the model as SVG or JSON per ?format=.
+// SVG is capped lower than JSON: one rect per run of equal color is ~70 bytes, and a browser
+// draws 250,000 of them (~17 MB) in about a second; 1,000,000 distinct cells make ~70 MB.
+constexpr size_t kSvgMaxCells = 250'000;
+
 void Serve(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
            size_t max_cells) {
-  DownsampleHeatmap(&model, max_cells);
   const std::string format = Param(req, "format");
   if (format == "json") {
+    DownsampleHeatmap(&model, max_cells);
     res.set_content(RenderHeatmapJson(model), "application/json");
   } else if (format.empty() || format == "svg") {
+    DownsampleHeatmap(&model, std::min(max_cells, kSvgMaxCells));
     res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
   } else {
     BadRequest(res, "format must be svg or json");

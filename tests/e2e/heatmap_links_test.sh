@@ -135,7 +135,7 @@ jq -e --arg r "$TX_ROW" '.rows | index($r) != null' "$WORK/links.json" >/dev/nul
 read -r HOT FIRST LAST RXMAX < <(jq -r --arg tx "$TX_ROW" --arg rx "$RX_ROW" '
   (.rows | index($tx)) as $t | (.rows | index($rx)) as $r |
   [.values[$t] | to_entries[] | select(.value != null and .value >= 0.7) | .key] as $hot |
-  [$hot | length, ($hot | min // -1), ($hot | max // -1),
+  [($hot | length), ($hot | min // -1), ($hot | max // -1),
    ([.values[$r][$hot[]] | select(. != null)] | max // 0)] | @tsv' "$WORK/links.json")
 START=$(jq -r .start_unix_seconds "$WORK/links.json")
 BUCKET=$(jq -r .bucket_seconds "$WORK/links.json")

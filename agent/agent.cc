@@ -438,6 +438,11 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     to.max_collectives_per_batch = options_.gpu_max_collectives_per_batch;
     to.max_kernel_spans_per_batch = options_.gpu_max_kernel_spans_per_batch;
     gpu_timeline_ = std::make_unique<GpuTimeline>(to);
+    CollectiveAnalysisOptions co = options_.collectives;
+    co.sample_period_ns = options_.sample_period_ns;
+    collective_analyzer_ =
+        std::make_unique<CollectiveAnalyzer>(pipeline_->ports(), pipeline_->flight_recorder(), co);
+    pipeline_->set_counter_observer(collective_analyzer_.get());
     if (aggregator_) aggregator_->state().SetRankPairTopK(options_.gpu_rank_pairs_top_k);
   }
   SetHwLifespan();
@@ -523,6 +528,9 @@ void Agent::SubmitReady() {
     if (capture_ && &b == &ready.back()) *b.mutable_capture() = capture_->TakeWindow();
     if (gpu_ingest_) {
       gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);
+      collective_analyzer_->AddBursts(b);
+      for (const v1::Collective& c : b.collectives()) collective_analyzer_->AddCollective(c);
+      collective_analyzer_->Process(b.window_end_ns(), &b);
     }
     sink_->Submit(std::move(b));
   }

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "agent/batch_sink.h"
 #include "agent/capture_runner.h"
+#include "agent/collective_analysis.h"
 #include "agent/gpu_ingest.h"
 #include "agent/gpu_timeline.h"
 #include "agent/options.h"
@@ -110,6 +111,9 @@ class Agent {
   // and the pipeline thread's view of its records.
   std::unique_ptr<GpuIngest> gpu_ingest_;
   std::unique_ptr<GpuTimeline> gpu_timeline_;
+  // Each collective joined with the port samples of its interval (pipeline thread); borrows
+  // the pipeline's flight recorder and observes its counter deltas.
+  std::unique_ptr<CollectiveAnalyzer> collective_analyzer_;
   std::jthread pipeline_thread_;
   // StalledSampler's view: per group, the tick count last seen and when it last moved.
   uint64_t progress_ticks_[kGroups] = {};

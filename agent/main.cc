@@ -123,6 +123,13 @@ ABSL_FLAG(std::string, flight_recorder_seconds, "",
 ABSL_FLAG(std::string, series_bucket, "",
           "Bucket width of the per-port utilization series sent to the aggregator for the link "
           "heat map (e.g. 1ms, 100us). Default 1ms.");
+ABSL_FLAG(std::string, collective_rails, "",
+          "Ports a collective may use, for its correlation with port samples: names "
+          "comma-separated (mlx5_0, mlx5_0:1, eth0). Default: every RDMA port, or every "
+          "watched interface when there is none.");
+ABSL_FLAG(std::string, collective_step_marker, "",
+          "Collective function (e.g. AllReduce) whose instances mark training-iteration starts "
+          "for the network share of step time. Default: share of wall time.");
 ABSL_FLAG(std::string, status, "auto",
           "Status line on stderr once a second: auto (when stderr is a terminal), on, off.");
 
@@ -261,6 +268,10 @@ absl::Status ApplyFlags(AgentOptions* o) {
       return absl::InvalidArgumentError("--flight-recorder-seconds must be a number");
     }
   }
+  if (auto v = flag(FLAGS_collective_rails); !v.empty()) {
+    o->collectives.rails = absl::StrSplit(v, ',', absl::SkipEmpty());
+  }
+  if (auto v = flag(FLAGS_collective_step_marker); !v.empty()) o->collectives.step_marker = v;
   if (auto v = flag(FLAGS_series_bucket); !v.empty()) {
     auto ns = ParseDurationNs(v, "--series-bucket", 10'000, 1'000'000'000);
     if (!ns.ok()) return ns.status();

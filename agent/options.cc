@@ -88,6 +88,53 @@ absl::StatusOr<MicroburstThresholds> ParseThresholds(const YAML::Node& n, Microb
 
 }  // namespace
 
+namespace {
+
+// The `collectives:` map of the config file.
+absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& where,
+                                    CollectiveAnalysisOptions* c) {
+  if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": must be a map"));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    const std::string at = absl::StrCat(where, ".", key);
+    auto duration = [&](int64_t* out) -> absl::Status {
+      auto ns = ParseDurationNs(v.as<std::string>(), at, 0, 60'000'000'000);
+      if (!ns.ok()) return ns.status();
+      *out = *ns;
+      return absl::OkStatus();
+    };
+    absl::Status st;
+    if (key == "rails") {
+      c->rails = v.as<std::vector<std::string>>();
+    } else if (key == "step_marker") {
+      c->step_marker = v.as<std::string>();
+    } else if (key == "delay") {
+      st = duration(&c->delay_ns);
+    } else if (key == "waiting_min") {
+      st = duration(&c->waiting_min_ns);
+    } else if (key == "saturation_utilization") {
+      c->saturation_utilization = v.as<double>();
+    } else if (key == "saturated_min_ratio") {
+      c->saturated_min_ratio = v.as<double>();
+    } else if (key == "idle_max_utilization") {
+      c->idle_max_utilization = v.as<double>();
+    } else if (key == "lossy_min_events") {
+      c->lossy_min_events = v.as<uint64_t>();
+    } else if (key == "lossy_min_ratio") {
+      c->lossy_min_ratio = v.as<double>();
+    } else if (key == "lossy_min_pause_ratio") {
+      c->lossy_min_pause_ratio = v.as<double>();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(at, ": unknown key"));
+    }
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -136,6 +183,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->flight_recorder_seconds = v.as<double>();
       } else if (key == "series_bucket") {
         st = duration(&o->series_bucket_ns, 10'000, 1'000'000'000);
+      } else if (key == "collectives") {
+        st = ParseCollectiveOptions(v, where, &o->collectives);
       } else if (key == "hw_lifespan_ms") {
         o->hw_lifespan_ms = v.as<uint32_t>();
       } else if (key == "tcp") {
@@ -275,15 +324,22 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError("capture snaplen must be 64..65535 bytes");
   }
   if (o.ring_slots < 16) return absl::InvalidArgumentError("ring_slots must be at least 16");
+  if (o.gpu_queue_slots < 16) return absl::InvalidArgumentError("gpu_queue_slots must be >= 16");
+  if (o.gpu_max_connections < 1) {
+    return absl::InvalidArgumentError("gpu_max_connections must be at least 1");
+  }
+  for (double r : {o.collectives.saturation_utilization, o.collectives.saturated_min_ratio,
+                   o.collectives.idle_max_utilization, o.collectives.lossy_min_pause_ratio}) {
+    if (!(r > 0 && r <= 10)) {
+      return absl::InvalidArgumentError(
+          "collective analysis thresholds (collectives: in the config) must be in (0, 10]");
+    }
+  }
   if (!(o.flight_recorder_seconds >= 0 && o.flight_recorder_seconds <= 600)) {
     return absl::InvalidArgumentError("flight recorder seconds must be 0..600");
   }
   if (o.series_bucket_ns < 10'000 || o.series_bucket_ns > o.window_ns) {
     return absl::InvalidArgumentError("series bucket must be 10us..window");
-  }
-  if (o.gpu_queue_slots < 16) return absl::InvalidArgumentError("gpu_queue_slots must be >= 16");
-  if (o.gpu_max_connections < 1) {
-    return absl::InvalidArgumentError("gpu_max_connections must be at least 1");
   }
   if (o.max_queued_batches < 1) {
     return absl::InvalidArgumentError("max_queued_batches must be at least 1");

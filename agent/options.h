@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "agent/collective_options.h"
 #include "agent/microburst.h"
 
 namespace fabricscope::agent {
@@ -82,6 +83,9 @@ struct AgentOptions {
   double flight_recorder_seconds = 10;
   // Bucket width of the per-port utilization series in each batch (the link x time heat map).
   int64_t series_bucket_ns = 1'000'000;
+  // Per-collective correlation with the port samples (agent/collective_analysis.h); runs
+  // whenever the GPU ingest does.
+  CollectiveAnalysisOptions collectives;
 };
 
 // Parses a list like "eth0=10gbit,mlx5_0:1=100G" into line-rate overrides (bytes/s).
@@ -103,7 +107,10 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 //   "LID:PORT";
 //   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
 //   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
-//   health_listen: scalar.
+//   health_listen: scalar;
+//   collectives: {rails: [names], step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
+//     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
+//     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
 // keys or bad values (with the key named).
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);

@@ -275,6 +275,11 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
   const uint64_t scaled = delta.raw * cd.spec.scale;
   const bool reset = delta.kind == DeltaKind::kReset;
   if (reset) ++ps.window_resets;
+  if (observer_ != nullptr && scaled > 0 && !reset &&
+      (cd.role == CounterRole::kError || cd.role == CounterRole::kOther)) {
+    observer_->OnCounterDelta(static_cast<uint32_t>(pi), static_cast<uint32_t>(k), cs.prev_t_ns,
+                              t_ns, scaled);
+  }
   cs.total += scaled;
   cs.window_delta += scaled;
   cs.saturated = delta.kind == DeltaKind::kSaturated;

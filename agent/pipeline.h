@@ -38,6 +38,16 @@ struct PipelineOptions {
   size_t flight_samples_per_window = 4096;
 };
 
+// Sees every non-zero increase of a port's error or other (kError/kOther) counter, with the
+// read interval it happened in. Called on the pipeline thread from AddTick; must not block.
+class CounterDeltaObserver {
+ public:
+  virtual ~CounterDeltaObserver() = default;
+  // delta is scaled (base units), read over (from_ns, to_ns].
+  virtual void OnCounterDelta(uint32_t port, uint32_t counter, int64_t from_ns, int64_t to_ns,
+                              uint64_t delta) = 0;
+};
+
 // Turns raw counter ticks into per-port rates, utilization, microbursts and window summaries.
 //
 // Input: ticks of one or more sampler groups (a fast group for byte and packet counters, a slow
@@ -76,6 +86,9 @@ class Pipeline {
   }
   void AddTick(size_t group, int64_t t_ns, const uint64_t* values,
                const collectors::ReadStatus* status);
+
+  // Borrowed; null = none. The collective analysis (agent/collective_analysis.h) uses it.
+  void set_counter_observer(CounterDeltaObserver* observer) { observer_ = observer; }
 
   // Closes the current window at `end_ns` (shutdown), ending open bursts.
   void Flush(int64_t end_ns);
@@ -158,6 +171,7 @@ class Pipeline {
   std::vector<uint32_t> touched_;  // ports with a pending flight sample in this tick
   uint64_t recordings_total_ = 0;
   uint64_t recordings_dropped_ = 0;
+  CounterDeltaObserver* observer_ = nullptr;
 };
 
 }  // namespace fabricscope::agent

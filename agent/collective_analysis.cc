@@ -1,0 +1,461 @@
+#include "agent/collective_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "exporters/cross_rank.h"
+#include "exporters/loss_patterns.h"
+
+namespace fabricscope::agent {
+
+using collectors::CounterRole;
+using collectors::PortDescriptor;
+
+void P2Quantile::Add(double x) {
+  if (count_ < 5) {
+    q_[count_++] = x;
+    if (count_ == 5) {
+      std::sort(q_, q_ + 5);
+      for (int i = 0; i < 5; ++i) n_[i] = i + 1;
+      np_[0] = 1;
+      np_[1] = 1 + 2 * p_;
+      np_[2] = 1 + 4 * p_;
+      np_[3] = 3 + 2 * p_;
+      np_[4] = 5;
+    }
+    return;
+  }
+  ++count_;
+  int k;
+  if (x < q_[0]) {
+    q_[0] = x;
+    k = 0;
+  } else if (x >= q_[4]) {
+    q_[4] = std::max(q_[4], x);
+    k = 3;
+  } else {
+    k = 0;
+    while (k < 3 && x >= q_[k + 1]) ++k;
+  }
+  for (int i = k + 1; i < 5; ++i) n_[i] += 1;
+  const double dn[5] = {0, p_ / 2, p_, (1 + p_) / 2, 1};
+  for (int i = 0; i < 5; ++i) np_[i] += dn[i];
+  for (int i = 1; i <= 3; ++i) {
+    const double d = np_[i] - n_[i];
+    if ((d >= 1 && n_[i + 1] - n_[i] > 1) || (d <= -1 && n_[i - 1] - n_[i] < -1)) {
+      const double s = d >= 0 ? 1.0 : -1.0;
+      // Piecewise-parabolic prediction; linear when it leaves the neighbours' bracket.
+      const double qp =
+          q_[i] + s / (n_[i + 1] - n_[i - 1]) *
+                      ((n_[i] - n_[i - 1] + s) * (q_[i + 1] - q_[i]) / (n_[i + 1] - n_[i]) +
+                       (n_[i + 1] - n_[i] - s) * (q_[i] - q_[i - 1]) / (n_[i] - n_[i - 1]));
+      if (q_[i - 1] < qp && qp < q_[i + 1]) {
+        q_[i] = qp;
+      } else {
+        const int j = i + static_cast<int>(s);
+        q_[i] += s * (q_[j] - q_[i]) / (n_[j] - n_[i]);
+      }
+      n_[i] += s;
+    }
+  }
+}
+
+double P2Quantile::Value() const {
+  if (count_ == 0) return 0;
+  if (count_ < 5) {
+    double v[5];
+    std::copy(q_, q_ + count_, v);
+    std::sort(v, v + count_);
+    const size_t rank = static_cast<size_t>(std::ceil(p_ * static_cast<double>(count_)));
+    return v[std::min<size_t>(count_ - 1, rank > 0 ? rank - 1 : 0)];
+  }
+  return q_[2];
+}
+
+namespace {
+
+bool Named(const PortDescriptor& p, const std::string& name) {
+  return p.device == name || p.Key() == name || (!p.netdev.empty() && p.netdev == name);
+}
+
+std::string PortName(const PortDescriptor& p) { return p.rdma ? p.Key() : p.device; }
+
+// log2 size bucket of a message: collectives of 1 MiB and 1.5 MiB share a kind.
+int SizeBucket(uint64_t bytes) {
+  int b = 0;
+  while (bytes > 1) {
+    bytes >>= 1;
+    ++b;
+  }
+  return b;
+}
+
+}  // namespace
+
+CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
+                                       const FlightRecorder& recorder,
+                                       CollectiveAnalysisOptions options)
+    : ports_(ports), recorder_(recorder), options_(std::move(options)) {
+  bool any_rdma = false;
+  for (const PortDescriptor& p : ports_) any_rdma = any_rdma || p.rdma;
+  signals_.resize(ports_.size());
+  netdev_.resize(ports_.size());
+  for (uint32_t i = 0; i < ports_.size(); ++i) {
+    const PortDescriptor& p = ports_[i];
+    netdev_[i] = !p.rdma && !p.node_level;
+    bool candidate;
+    if (!options_.rails.empty()) {
+      candidate = std::any_of(options_.rails.begin(), options_.rails.end(),
+                              [&](const std::string& n) { return Named(p, n); });
+    } else {
+      candidate = !p.node_level && (any_rdma ? p.rdma : true);
+    }
+    if (candidate) candidates_.push_back(i);
+    for (const collectors::CounterDescriptor& cd : p.counters) {
+      Signal s = Signal::kNone;
+      if (cd.role == CounterRole::kError) {
+        s = Signal::kLoss;
+      } else if (cd.role == CounterRole::kOther) {
+        const std::string& n = cd.name;
+        if (n == "packet_seq_err" || n == "local_ack_timeout_err" || n == "duplicate_request" ||
+            n == "roce_adp_retrans" || n == "implied_nak_seq_err" || n == "rnr_nak_retry_err" ||
+            (cd.group == "tcp" && n == "RetransSegs")) {
+          s = Signal::kRetransmit;
+        } else if (exporters::IsLossCounterName(n)) {
+          s = Signal::kLoss;
+        } else if (n == "np_cnp_sent" || n == "rp_cnp_handled" ||
+                   n == "np_ecn_marked_roce_packets") {
+          s = Signal::kCnp;
+        } else if (absl::EndsWith(n, "_pause_duration")) {
+          s = Signal::kPause;
+        }
+      }
+      signals_[i].push_back(s);
+    }
+  }
+}
+
+void CollectiveAnalyzer::OnCounterDelta(uint32_t port, uint32_t counter, int64_t from_ns,
+                                        int64_t to_ns, uint64_t delta) {
+  if (port >= signals_.size() || counter >= signals_[port].size()) return;
+  const Signal s = signals_[port][counter];
+  if (s == Signal::kNone || delta == 0) return;
+  events_.push_back(CounterEvent{port, s, from_ns, to_ns, delta});
+  while (events_.size() > options_.history_events) events_.pop_front();
+}
+
+void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
+  for (const v1::Microburst& m : batch.microbursts()) {
+    bursts_.push_back(Burst{m.port_index(), m.start_ns(), m.start_ns() + m.duration_ns()});
+  }
+  while (bursts_.size() > options_.history_events) bursts_.pop_front();
+}
+
+void CollectiveAnalyzer::AddCollective(const v1::Collective& c) {
+  if (c.start_ns() <= 0 || c.end_ns() < c.start_ns()) return;
+  if (pending_.size() >= options_.max_pending) {
+    ++dropped_;
+    return;
+  }
+  pending_.push_back(Pending{c, last_data_ns_});
+}
+
+v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) const {
+  v1::CollectiveAnalysis a;
+  a.set_comm_hash(c.comm_hash());
+  a.set_rank(c.rank());
+  a.set_nranks(c.nranks());
+  a.set_func(c.func());
+  a.set_seq(c.seq());
+  a.set_bytes(c.bytes());
+  a.set_start_ns(c.start_ns());
+  a.set_end_ns(c.end_ns());
+  a.set_port_index(-1);
+  const int64_t t0 = c.start_ns(), t1 = c.end_ns();
+  std::vector<FlightSample> samples;
+  for (uint32_t pi : candidates_) {
+    v1::PortActivity* pa = a.add_ports();
+    pa->set_port_index(pi);
+    const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
+    samples.clear();
+    // Sample i covers (t - interval, t]: the ones overlapping [t0, t1] end in (t0, t1 + one
+    // interval]; 1 s is more than any sample interval the pipeline accepts.
+    recorder_.Extract(pi, t0 + 1, t1 + 1'000'000'000, SIZE_MAX, &samples);
+    double tx = 0, rx = 0, covered = 0, saturated = 0, peak = 0;
+    uint32_t n = 0;
+    // A short sample (< half the period) is judged together with the next one.
+    uint64_t carry_tx = 0, carry_rx = 0;
+    int64_t carry_ns = 0;
+    for (const FlightSample& s : samples) {
+      const int64_t from = s.t_ns - s.interval_ns;
+      if (from >= t1 || s.interval_ns <= 0) continue;
+      const double overlap = static_cast<double>(std::min(s.t_ns, t1) - std::max(from, t0)) /
+                             static_cast<double>(s.interval_ns);
+      if (overlap <= 0) continue;
+      ++n;
+      tx += overlap * static_cast<double>(s.tx_bytes);
+      rx += overlap * static_cast<double>(s.rx_bytes);
+      const double ns = overlap * static_cast<double>(s.interval_ns);
+      covered += ns;
+      if (rate == 0) continue;
+      if (carry_ns + s.interval_ns < options_.sample_period_ns / 2) {
+        carry_tx += s.tx_bytes;
+        carry_rx += s.rx_bytes;
+        carry_ns += s.interval_ns;
+        continue;
+      }
+      const double secs = static_cast<double>(s.interval_ns + carry_ns) / 1e9;
+      const double u = static_cast<double>(std::max(s.tx_bytes + carry_tx, s.rx_bytes + carry_rx)) /
+                       (static_cast<double>(rate) * secs);
+      const double judged_ns = ns + static_cast<double>(carry_ns) * overlap;
+      carry_tx = carry_rx = 0;
+      carry_ns = 0;
+      peak = std::max(peak, u);
+      if (u >= options_.saturation_utilization) saturated += judged_ns;
+    }
+    saturated = std::min(saturated, covered);
+    pa->set_samples(n);
+    pa->set_transmit_bytes(static_cast<uint64_t>(std::llround(tx)));
+    pa->set_receive_bytes(static_cast<uint64_t>(std::llround(rx)));
+    if (rate > 0 && covered > 0) {
+      pa->set_mean_utilization(std::max(tx, rx) / (static_cast<double>(rate) * covered / 1e9));
+      pa->set_peak_utilization(peak);
+      pa->set_saturated_ratio(saturated / covered);
+    }
+    uint32_t bursts = 0;
+    int64_t burst_ns = 0;
+    for (const Burst& b : bursts_) {
+      if (b.port != pi || b.end_ns <= t0 || b.start_ns >= t1) continue;
+      ++bursts;
+      burst_ns += std::min(b.end_ns, t1) - std::max(b.start_ns, t0);
+    }
+    pa->set_microbursts(bursts);
+    pa->set_microburst_seconds(static_cast<double>(burst_ns) / 1e9);
+    uint64_t loss = 0, retx = 0, cnp = 0;
+    double pause_us = 0;
+    for (const CounterEvent& e : events_) {
+      const bool mine = e.port == pi || (netdev_[pi] && ports_[e.port].node_level &&
+                                         e.signal == Signal::kRetransmit);
+      if (!mine || e.to_ns <= t0 || e.from_ns >= t1) continue;
+      switch (e.signal) {
+        case Signal::kLoss:
+          loss += e.delta;
+          break;
+        case Signal::kRetransmit:
+          retx += e.delta;
+          break;
+        case Signal::kCnp:
+          cnp += e.delta;
+          break;
+        case Signal::kPause:
+          pause_us += static_cast<double>(e.delta);
+          break;
+        case Signal::kNone:
+          break;
+      }
+    }
+    pa->set_loss_events(loss);
+    pa->set_retransmits(retx);
+    pa->set_cnps(cnp);
+    pa->set_pause_seconds(pause_us / 1e6);
+  }
+  Classify(&a, t1 - t0);
+  return a;
+}
+
+void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns) const {
+  const double duration_s = static_cast<double>(duration_ns) / 1e9;
+  int lossy = -1, saturated = -1, busiest = -1;
+  uint64_t worst_loss = 0;
+  double worst_pause = 0, worst_sat = 0, best_util = -1;
+  uint32_t total_samples = 0;
+  for (int i = 0; i < a->ports_size(); ++i) {
+    const v1::PortActivity& p = a->ports(i);
+    total_samples += p.samples();
+    const uint64_t events = p.loss_events() + p.retransmits();
+    const double packets =
+        static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;  // estimate
+    const bool pause = duration_s > 0 &&
+                       p.pause_seconds() >= options_.lossy_min_pause_ratio * duration_s &&
+                       p.pause_seconds() > 0;
+    const bool many = events > 0 && events >= options_.lossy_min_events &&
+                      static_cast<double>(events) >= options_.lossy_min_ratio * packets;
+    if (many || pause) {
+      if (lossy < 0 || events > worst_loss ||
+          (events == worst_loss && p.pause_seconds() > worst_pause)) {
+        lossy = i;
+        worst_loss = events;
+        worst_pause = p.pause_seconds();
+      }
+    }
+    const double burst_ratio = duration_s > 0 ? p.microburst_seconds() / duration_s : 0;
+    const double sat = std::max(p.saturated_ratio(), burst_ratio);
+    if (sat >= options_.saturated_min_ratio && sat > worst_sat) {
+      saturated = i;
+      worst_sat = sat;
+    }
+    if (p.samples() > 0 && p.mean_utilization() > best_util) {
+      busiest = i;
+      best_util = p.mean_utilization();
+    }
+  }
+  auto port_name = [&](int i) { return PortName(ports_[a->ports(i).port_index()]); };
+  if (lossy >= 0) {
+    const v1::PortActivity& p = a->ports(lossy);
+    a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+    a->set_port_index(static_cast<int32_t>(p.port_index()));
+    a->set_detail(absl::StrFormat("%s: %d lost, %d retransmitted, %.3g s paused during it",
+                                  port_name(lossy), p.loss_events(), p.retransmits(),
+                                  p.pause_seconds()));
+  } else if (saturated >= 0) {
+    const v1::PortActivity& p = a->ports(saturated);
+    a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+    a->set_port_index(static_cast<int32_t>(p.port_index()));
+    a->set_detail(absl::StrFormat(
+        "%s: saturated %.0f%% of the time, %d microbursts (%.3g s), peak %.2f of line rate",
+        port_name(saturated), 100 * p.saturated_ratio(), p.microbursts(), p.microburst_seconds(),
+        p.peak_utilization()));
+  } else if (total_samples == 0 || busiest < 0) {
+    a->set_cause(v1::COLLECTIVE_CAUSE_UNKNOWN);
+    a->set_detail("no port samples cover it");
+  } else if (duration_ns >= options_.waiting_min_ns && best_util < options_.idle_max_utilization) {
+    a->set_cause(v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
+    a->set_port_index(static_cast<int32_t>(a->ports(busiest).port_index()));
+    a->set_detail(absl::StrFormat("busiest port %s at %.2f of line rate: waiting on peers",
+                                  port_name(busiest), best_util));
+  } else {
+    a->set_cause(v1::COLLECTIVE_CAUSE_NORMAL);
+    a->set_port_index(static_cast<int32_t>(a->ports(busiest).port_index()));
+    a->set_detail(
+        absl::StrFormat("busiest port %s at %.2f of line rate", port_name(busiest), best_util));
+  }
+}
+
+double CollectiveAnalyzer::NetworkShare(int64_t window_start_ns, int64_t window_end_ns,
+                                        bool* marker, double* seconds) const {
+  int64_t from = window_start_ns, to = window_end_ns;
+  *marker = false;
+  if (!options_.step_marker.empty() && marker_starts_.size() >= 2) {
+    from = marker_starts_.front();
+    to = marker_starts_.back();
+    *marker = true;
+  }
+  if (to <= from) {
+    *seconds = 0;
+    return 0;
+  }
+  std::vector<std::pair<int64_t, int64_t>> v;
+  for (const auto& [s, e] : intervals_) {
+    const int64_t a = std::max(s, from), b = std::min(e, to);
+    if (b > a) v.emplace_back(a, b);
+  }
+  std::sort(v.begin(), v.end());
+  int64_t covered = 0, cur_s = 0, cur_e = INT64_MIN;
+  for (const auto& [s, e] : v) {
+    if (s > cur_e) {
+      if (cur_e > cur_s) covered += cur_e - cur_s;
+      cur_s = s;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (cur_e > cur_s) covered += cur_e - cur_s;
+  *seconds = static_cast<double>(to - from) / 1e9;
+  return static_cast<double>(covered) / static_cast<double>(to - from);
+}
+
+void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
+  last_data_ns_ = std::max(last_data_ns_, data_until_ns);
+  for (Pending& p : pending_) {
+    if (p.queued_data_ns == 0) p.queued_data_ns = data_until_ns;
+  }
+  size_t recordings = 0, samples_left = options_.samples_per_window;
+  while (!pending_.empty()) {
+    const Pending& p = pending_.front();
+    const bool in = p.c.end_ns() + options_.delay_ns <= data_until_ns;
+    const bool waited = data_until_ns - p.queued_data_ns > options_.max_wait_ns;
+    if (!in && !waited) break;  // later ones completed later (arrival order), wait for them too
+    const v1::Collective c = p.c;
+    pending_.pop_front();
+    v1::CollectiveAnalysis a = Analyze(c);
+    const int64_t duration_ns = c.end_ns() - c.start_ns();
+    const Kind kind{c.comm_hash(), c.func(), SizeBucket(c.bytes())};
+    auto it = p99_.find(kind);
+    if (it == p99_.end() && p99_.size() < options_.max_kinds) {
+      it = p99_.emplace(kind, P2Quantile(0.99)).first;
+    }
+    if (it != p99_.end()) {
+      if (it->second.count() >= options_.min_history) {
+        a.set_p99_seconds(it->second.Value() / 1e9);
+        a.set_slow(static_cast<double>(duration_ns) > it->second.Value());
+      }
+      it->second.Add(static_cast<double>(duration_ns));
+    }
+    if (a.slow()) {
+      ++slow_;
+      const int64_t from = c.start_ns() - options_.recording_margin_ns;
+      const int64_t to = c.end_ns() + options_.recording_margin_ns;
+      std::vector<uint32_t> ports;
+      if (a.port_index() >= 0) {
+        ports.push_back(static_cast<uint32_t>(a.port_index()));
+      } else {
+        ports = candidates_;
+      }
+      for (uint32_t pi : ports) {
+        if (recorder_.capacity() == 0) break;
+        if (recordings >= options_.recordings_per_window || samples_left == 0) {
+          ++recordings_dropped_;
+          continue;
+        }
+        v1::FlightRecording* r = batch->add_flight_recordings();
+        samples_left -= recorder_.Fill(pi, from, to, samples_left, r);
+        r->set_reason("slow_collective");
+        ++recordings;
+      }
+    }
+    ++analyzed_;
+    ++by_cause_[exporters::CollectiveCauseName(a.cause())];
+    intervals_.emplace_back(c.start_ns(), c.end_ns());
+    if (!options_.step_marker.empty() && c.func() == options_.step_marker) {
+      if (!have_marker_comm_) {
+        have_marker_comm_ = true;
+        marker_comm_ = c.comm_hash();
+      }
+      if (c.comm_hash() == marker_comm_ &&
+          (marker_starts_.empty() || c.start_ns() > marker_starts_.back())) {
+        marker_starts_.push_back(c.start_ns());
+      }
+    }
+    *batch->add_collective_analyses() = std::move(a);
+  }
+  // Keep ~10 s of intervals and iteration starts, and the events and bursts the pending
+  // collectives may still need.
+  const int64_t keep_from = data_until_ns - 10'000'000'000;
+  while (!intervals_.empty() && intervals_.front().second < keep_from) intervals_.pop_front();
+  while (marker_starts_.size() > 2 && marker_starts_[1] < keep_from) marker_starts_.pop_front();
+  int64_t oldest = data_until_ns - options_.max_wait_ns - 1'000'000'000;
+  if (!pending_.empty()) oldest = std::min(oldest, pending_.front().c.start_ns());
+  while (!events_.empty() && events_.front().to_ns < oldest) events_.pop_front();
+  while (!bursts_.empty() && bursts_.front().end_ns < oldest) bursts_.pop_front();
+
+  v1::CollectiveAnalysisStats* s = batch->mutable_collective_analysis();
+  bool marker = false;
+  double seconds = 0;
+  const int64_t len = batch->window_end_ns() - batch->window_start_ns();
+  const double share =
+      NetworkShare(batch->window_start_ns() - len, batch->window_start_ns(), &marker, &seconds);
+  s->set_network_share_ratio(share);
+  s->set_step_marker(marker);
+  s->set_share_seconds(seconds);
+  for (const auto& [cause, n] : by_cause_) (*s->mutable_by_cause_total())[cause] = n;
+  s->set_analyzed_total(analyzed_);
+  s->set_slow_total(slow_);
+  s->set_pending(pending_.size());
+  s->set_dropped_total(dropped_);
+  s->set_recordings_dropped_total(recordings_dropped_);
+}
+
+}  // namespace fabricscope::agent

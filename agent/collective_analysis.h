@@ -1,0 +1,121 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "agent/collective_options.h"
+#include "agent/flight_recorder.h"
+#include "agent/pipeline.h"
+#include "collectors/port.h"
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::agent {
+
+// Streaming estimate of one quantile with five markers and no stored samples: the P-squared
+// algorithm (R. Jain and I. Chlamtac, "The P2 algorithm for dynamic calculation of quantiles
+// and histograms without storing observations", CACM 28(10), 1985). Exact while fewer than five
+// values were seen (the nearest-rank value of those).
+class P2Quantile {
+ public:
+  explicit P2Quantile(double p) : p_(p) {}
+  void Add(double x);
+  double Value() const;
+  uint64_t count() const { return count_; }
+
+ private:
+  double p_;
+  uint64_t count_ = 0;
+  double q_[5] = {};   // marker heights
+  double n_[5] = {};   // marker positions (1-based)
+  double np_[5] = {};  // desired positions
+};
+
+// The per-collective correlation of the agent: each collective record (from the GPU timeline,
+// agent/gpu_timeline.h) is joined with what the node's ports did during its [start_ns, end_ns]:
+// the flight recorder's raw samples (bytes, utilization, saturated time), the microbursts the
+// pipeline reported, and the deltas of the slow sampler's loss, retransmit, CNP and pause
+// counters (OnCounterDelta). A collective is analysed only once the samples covering it are in
+// (delay_ns past its end), then classified:
+//
+//   1. network_lossy      some candidate port had loss/retransmit events >= lossy_min_events,
+//                         or paused >= lossy_min_pause_ratio of the duration;
+//   2. network_saturated  some candidate port was saturated (samples >= saturation_utilization)
+//                         or inside a microburst for >= saturated_min_ratio of the time;
+//   3. waiting_on_peers   it lasted >= waiting_min_ns and every candidate port's mean
+//                         utilization stayed below idle_max_utilization: this rank had
+//                         nothing to move, so it waited for a peer (a straggler elsewhere);
+//   4. normal             otherwise; "unknown" when no sample covered it.
+//
+// A counter delta counts for a collective when its read interval (previous read, this read]
+// overlaps the collective's; node-level TCP retransmissions count on every network interface.
+//
+// Not thread-safe: owned by the pipeline thread (as the Pipeline and the FlightRecorder).
+class CollectiveAnalyzer : public CounterDeltaObserver {
+ public:
+  // ports: the pipeline's port list (indices as in Batch records). recorder: the pipeline's.
+  CollectiveAnalyzer(const std::vector<collectors::PortDescriptor>& ports,
+                     const FlightRecorder& recorder, CollectiveAnalysisOptions options);
+
+  // A non-zero delta of counter `counter` of port `port` read over (from_ns, to_ns].
+  void OnCounterDelta(uint32_t port, uint32_t counter, int64_t from_ns, int64_t to_ns,
+                      uint64_t delta) override;
+  // The microbursts of a closed window (Batch.microbursts).
+  void AddBursts(const v1::Batch& batch);
+  // A completed collective (queued until its samples are in). Records without both times are
+  // ignored.
+  void AddCollective(const v1::Collective& c);
+  // Analyses every queued collective whose samples are in (the pipeline has closed its windows
+  // up to data_until_ns), appending CollectiveAnalysis records, flight recordings of slow ones
+  // and the stats for [window_start_ns, window_end_ns) to *batch.
+  void Process(int64_t data_until_ns, v1::Batch* batch);
+
+  // Exposed for tests: the analysis of one collective with what is known now.
+  v1::CollectiveAnalysis Analyze(const v1::Collective& c) const;
+  const std::vector<uint32_t>& candidate_ports() const { return candidates_; }
+
+ private:
+  enum class Signal : uint8_t { kNone, kLoss, kRetransmit, kCnp, kPause };
+  struct CounterEvent {
+    uint32_t port;
+    Signal signal;
+    int64_t from_ns, to_ns;
+    uint64_t delta;
+  };
+  struct Burst {
+    uint32_t port;
+    int64_t start_ns, end_ns;
+  };
+  struct Pending {
+    v1::Collective c;
+    int64_t queued_data_ns;  // data_until_ns when it arrived (0 before the first Process)
+  };
+  using Kind = std::tuple<uint64_t, std::string, int>;
+
+  void Classify(v1::CollectiveAnalysis* a, int64_t duration_ns) const;
+  double NetworkShare(int64_t window_start_ns, int64_t window_end_ns, bool* marker,
+                      double* seconds) const;
+
+  std::vector<collectors::PortDescriptor> ports_;
+  const FlightRecorder& recorder_;
+  CollectiveAnalysisOptions options_;
+  std::vector<uint32_t> candidates_;
+  std::vector<std::vector<Signal>> signals_;  // per port, per counter
+  std::vector<bool> netdev_;                  // a network interface (gets TCP retransmits)
+  std::deque<CounterEvent> events_;
+  std::deque<Burst> bursts_;
+  std::deque<Pending> pending_;
+  std::map<Kind, P2Quantile> p99_;
+  std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
+  std::deque<int64_t> marker_starts_;                  // iteration starts, last ~10 s
+  uint64_t marker_comm_ = 0;
+  bool have_marker_comm_ = false;
+  int64_t last_data_ns_ = 0;
+  std::map<std::string, uint64_t> by_cause_;
+  uint64_t analyzed_ = 0, slow_ = 0, dropped_ = 0, recordings_dropped_ = 0;
+};
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fabricscope::agent {
+
+// Thresholds of the per-collective cause rule (documented in README "Collective analysis").
+struct CollectiveAnalysisOptions {
+  // Ports a collective could have used, by "dev", "dev:port" or interface name. Empty = every
+  // RDMA port of the node, or every watched network interface when there is no RDMA port.
+  std::vector<std::string> rails;
+  // A collective is analysed once the samples reach delay_ns past its end (the slow sampler's
+  // loss counters arrive every --slow-sample-period), or after max_wait_ns whatever came.
+  int64_t delay_ns = 25'000'000;
+  int64_t max_wait_ns = 3'000'000'000;
+  size_t max_pending = 16384;
+  // The fast sampler's nominal period: a sample shorter than half of it (the tick after a late
+  // one) is merged into the next before its utilization is judged, as the pipeline does for
+  // microbursts. 0 = no merging. The agent sets it from --sample-period.
+  int64_t sample_period_ns = 0;
+  // A sample at or above saturation_utilization of line rate counts as saturated time.
+  double saturation_utilization = 0.9;
+  // network_lossy: on some port, loss + retransmit events >= lossy_min_events and >=
+  // lossy_min_ratio of the packets it moved (estimated as bytes / 1500: a lone TCP tail-loss
+  // probe while a rank waits is not a lossy link), or PFC pause time >= lossy_min_pause_ratio
+  // of the collective's duration.
+  uint64_t lossy_min_events = 1;
+  double lossy_min_ratio = 0.02;
+  double lossy_min_pause_ratio = 0.01;
+  // network_saturated: on some port, saturated time or microburst overlap >=
+  // saturated_min_ratio of the covered time.
+  double saturated_min_ratio = 0.3;
+  // waiting_on_peers: every port's mean utilization < idle_max_utilization while the
+  // collective ran for at least waiting_min_ns (short ones are latency-bound, not waiting).
+  double idle_max_utilization = 0.2;
+  int64_t waiting_min_ns = 2'000'000;
+  // Slow collectives: slower than the p99 estimate of their (communicator, func,
+  // log2(bytes)) kind once min_history of that kind were seen; the recorder's samples from
+  // margin before to margin after are attached, at most recordings_per_window per batch and
+  // samples_per_window samples. Kinds tracked: at most max_kinds.
+  size_t min_history = 20;
+  int64_t recording_margin_ns = 10'000'000;
+  size_t recordings_per_window = 4;
+  size_t samples_per_window = 2048;
+  size_t max_kinds = 1024;
+  // Network share of step time: collectives of this func ("AllReduce", ...) mark iteration
+  // starts (each instance of the first communicator seen with it); empty = the share of wall
+  // time over the previous window.
+  std::string step_marker;
+  // Counter deltas and microbursts remembered for the correlation.
+  size_t history_events = 65536;
+};
+
+}  // namespace fabricscope::agent

@@ -1,0 +1,318 @@
+#include "agent/collective_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using collectors::CounterDescriptor;
+using collectors::CounterRole;
+using collectors::PortDescriptor;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr uint64_t kRate = 1'000'000'000;  // 1 GB/s: 1,000,000 bytes per 1 ms sample at 1.0
+
+// Port 0: eth0 (netdev, rx_dropped error counter); port 1: node-level "tcp" (RetransSegs);
+// port 2: eth1 (netdev, no counters).
+std::vector<PortDescriptor> Ports() {
+  PortDescriptor eth0;
+  eth0.device = "eth0";
+  eth0.line_rate_bytes_per_second = kRate;
+  CounterDescriptor drop;
+  drop.name = "rx_dropped";
+  drop.group = "statistics";
+  drop.role = CounterRole::kError;
+  CounterDescriptor pause;
+  pause.name = "rx_prio3_pause_duration";
+  pause.group = "ethtool";
+  pause.role = CounterRole::kOther;
+  eth0.counters = {drop, pause};
+  PortDescriptor tcp;
+  tcp.device = "tcp";
+  tcp.node_level = true;
+  CounterDescriptor retrans;
+  retrans.name = "RetransSegs";
+  retrans.group = "tcp";
+  retrans.role = CounterRole::kOther;
+  tcp.counters = {retrans};
+  PortDescriptor eth1;
+  eth1.device = "eth1";
+  eth1.line_rate_bytes_per_second = kRate;
+  return {eth0, tcp, eth1};
+}
+
+// Fills port `port` with 1 ms samples from from_ms to to_ms at utilization u.
+void Fill(FlightRecorder& r, size_t port, int from_ms, int to_ms, double u) {
+  for (int t = from_ms + 1; t <= to_ms; ++t) {
+    FlightSample s;
+    s.t_ns = t * kMs;
+    s.interval_ns = kMs;
+    s.tx_bytes = static_cast<uint64_t>(u * 1e6);
+    s.rx_bytes = s.tx_bytes / 2;
+    s.tx_utilization = static_cast<float>(u);
+    s.rx_utilization = static_cast<float>(u / 2);
+    r.Record(port, s);
+  }
+}
+
+v1::Collective Coll(uint64_t seq, int64_t start_ns, int64_t end_ns, uint64_t bytes = 1 << 20) {
+  v1::Collective c;
+  c.set_comm_hash(0xabc);
+  c.set_rank(1);
+  c.set_nranks(4);
+  c.set_func("AllReduce");
+  c.set_seq(seq);
+  c.set_bytes(bytes);
+  c.set_start_ns(start_ns);
+  c.set_end_ns(end_ns);
+  return c;
+}
+
+class CollectiveAnalysisTest : public ::testing::Test {
+ protected:
+  CollectiveAnalysisTest() : recorder_(3, 10, kMs) {}
+  FlightRecorder recorder_;
+};
+
+TEST_F(CollectiveAnalysisTest, CandidatesAreNetdevsWithoutRdma) {
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  EXPECT_EQ(a.candidate_ports(), (std::vector<uint32_t>{0, 2}));
+  CollectiveAnalysisOptions o;
+  o.rails = {"eth1"};
+  CollectiveAnalyzer b(Ports(), recorder_, o);
+  EXPECT_EQ(b.candidate_ports(), (std::vector<uint32_t>{2}));
+}
+
+TEST_F(CollectiveAnalysisTest, BytesArePartsOfTheOverlappingSamples) {
+  Fill(recorder_, 0, 0, 100, 0.5);  // 500,000 tx bytes per ms
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  // [10.5 ms, 20.25 ms]: 9.75 samples' worth.
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs + kMs / 2, 20 * kMs + kMs / 4));
+  ASSERT_EQ(r.ports_size(), 2);
+  EXPECT_EQ(r.ports(0).port_index(), 0u);
+  EXPECT_EQ(r.ports(0).transmit_bytes(), 4'875'000u);
+  EXPECT_EQ(r.ports(0).receive_bytes(), 2'437'500u);
+  EXPECT_EQ(r.ports(0).samples(), 11u);
+  EXPECT_NEAR(r.ports(0).mean_utilization(), 0.5, 1e-9);
+  EXPECT_NEAR(r.ports(0).peak_utilization(), 0.5, 1e-6);
+  EXPECT_EQ(r.ports(0).saturated_ratio(), 0);
+  EXPECT_EQ(r.ports(1).samples(), 0u);  // eth1 has no samples
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  EXPECT_EQ(r.port_index(), 0);
+}
+
+TEST_F(CollectiveAnalysisTest, SaturatedPortNamesTheCause) {
+  Fill(recorder_, 0, 0, 100, 0.3);
+  Fill(recorder_, 2, 0, 40, 0.2);
+  Fill(recorder_, 2, 40, 100, 0.97);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  // [30, 80] ms: eth1 saturated for 40 of 50 ms.
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 30 * kMs, 80 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  EXPECT_EQ(r.port_index(), 2);
+  EXPECT_NEAR(r.ports(1).saturated_ratio(), 0.8, 1e-9);
+  EXPECT_NE(r.detail().find("eth1"), std::string::npos) << r.detail();
+}
+
+TEST_F(CollectiveAnalysisTest, MicroburstOverlapCountsAsSaturation) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  v1::Batch b;
+  v1::Microburst* m = b.add_microbursts();
+  m->set_port_index(0);
+  m->set_start_ns(5 * kMs);
+  m->set_duration_ns(20 * kMs);  // overlaps [10, 40] by 15 ms: half
+  a.AddBursts(b);
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs, 40 * kMs));
+  EXPECT_EQ(r.ports(0).microbursts(), 1u);
+  EXPECT_NEAR(r.ports(0).microburst_seconds(), 0.015, 1e-12);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  // A burst after the collective does not count.
+  EXPECT_EQ(a.Analyze(Coll(2, 50 * kMs, 90 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+}
+
+TEST_F(CollectiveAnalysisTest, LossInsideTheIntervalMakesItLossy) {
+  Fill(recorder_, 0, 0, 100, 0.97);  // saturated too: loss wins
+  Fill(recorder_, 2, 0, 100, 0.5);
+  CollectiveAnalysisOptions o;
+  o.lossy_min_ratio = 1e-6;  // any retransmission counts
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  a.OnCounterDelta(1, 0, 60 * kMs, 70 * kMs, 3);  // TCP retransmits: every netdev
+  a.OnCounterDelta(0, 0, 0, 10 * kMs, 9);         // rx_dropped, before the collective
+  v1::CollectiveAnalysis r = a.Analyze(Coll(1, 20 * kMs, 65 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  EXPECT_EQ(r.ports(0).retransmits(), 3u);
+  EXPECT_EQ(r.ports(1).retransmits(), 3u);
+  EXPECT_EQ(r.ports(0).loss_events(), 0u);
+  // Same interval, no retransmits: the drop at [0, 10] ms does not overlap [20, 55].
+  r = a.Analyze(Coll(2, 20 * kMs, 55 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  r = a.Analyze(Coll(3, 5 * kMs, 15 * kMs));
+  EXPECT_EQ(r.ports(0).loss_events(), 9u);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  EXPECT_EQ(r.port_index(), 0);
+  // By default the events must reach 2% of the packets moved (bytes / 1500): 3 retransmits in
+  // ~65 MB (~44,000 packets) is not a lossy link, 1,000 are.
+  CollectiveAnalyzer b(Ports(), recorder_, {});
+  b.OnCounterDelta(1, 0, 60 * kMs, 70 * kMs, 3);
+  EXPECT_EQ(b.Analyze(Coll(1, 20 * kMs, 65 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  b.OnCounterDelta(1, 0, 60 * kMs, 70 * kMs, 997);
+  EXPECT_EQ(b.Analyze(Coll(1, 20 * kMs, 65 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+}
+
+TEST_F(CollectiveAnalysisTest, ShortSamplesAreMergedBeforeJudgingUtilization) {
+  // 1 ms samples at 0.5, but a late tick leaves a 100 us sample holding 300,000 bytes (3.0 on
+  // its own): merged with the next 1.9 ms sample it is 0.375.
+  for (int t = 1; t <= 50; ++t) {
+    FlightSample s;
+    s.interval_ns = kMs;
+    s.t_ns = t * kMs;
+    s.tx_bytes = 500'000;
+    if (t == 20) {
+      s.t_ns = 19 * kMs + kMs / 10;
+      s.interval_ns = kMs / 10;
+      s.tx_bytes = 300'000;
+    } else if (t == 21) {
+      s.interval_ns = 1900 * 1000;
+      s.t_ns = 21 * kMs;
+      s.tx_bytes = 450'000;
+    }
+    recorder_.Record(0, s);
+  }
+  CollectiveAnalysisOptions o;
+  o.sample_period_ns = kMs;
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs, 40 * kMs));
+  EXPECT_NEAR(r.ports(0).peak_utilization(), 0.5, 1e-9);
+  EXPECT_EQ(r.ports(0).saturated_ratio(), 0);
+}
+
+TEST_F(CollectiveAnalysisTest, PauseAboveTheRatioIsLossy) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  a.OnCounterDelta(0, 1, 30 * kMs, 40 * kMs, 400);  // 400 us paused in a 20 ms collective: 2%
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 30 * kMs, 50 * kMs));
+  EXPECT_NEAR(r.ports(0).pause_seconds(), 0.0004, 1e-12);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  CollectiveAnalysisOptions o;
+  o.lossy_min_pause_ratio = 0.05;
+  CollectiveAnalyzer b(Ports(), recorder_, o);
+  b.OnCounterDelta(0, 1, 30 * kMs, 40 * kMs, 400);
+  EXPECT_EQ(b.Analyze(Coll(1, 30 * kMs, 50 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+}
+
+TEST_F(CollectiveAnalysisTest, IdleLinksMeanWaitingOnPeers) {
+  Fill(recorder_, 0, 0, 100, 0.05);
+  Fill(recorder_, 2, 0, 100, 0.1);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs, 60 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
+  EXPECT_EQ(r.port_index(), 2);  // the busiest port
+  // Too short to call it waiting: latency-bound.
+  r = a.Analyze(Coll(2, 10 * kMs, 11 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  // No samples at all.
+  EXPECT_EQ(a.Analyze(Coll(3, 500 * kMs, 600 * kMs)).cause(), v1::COLLECTIVE_CAUSE_UNKNOWN);
+}
+
+TEST_F(CollectiveAnalysisTest, WaitsForTheSamplesBeforeAnalysing) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});  // delay 25 ms
+  a.AddCollective(Coll(1, 10 * kMs, 50 * kMs));
+  a.AddCollective(Coll(2, 60 * kMs, 90 * kMs));
+  v1::Batch b1;
+  b1.set_window_start_ns(0);
+  b1.set_window_end_ns(100 * kMs);
+  a.Process(100 * kMs, &b1);
+  ASSERT_EQ(b1.collective_analyses_size(), 1);
+  EXPECT_EQ(b1.collective_analyses(0).seq(), 1u);
+  EXPECT_EQ(b1.collective_analysis().pending(), 1u);
+  v1::Batch b2;
+  b2.set_window_start_ns(100 * kMs);
+  b2.set_window_end_ns(200 * kMs);
+  a.Process(200 * kMs, &b2);
+  ASSERT_EQ(b2.collective_analyses_size(), 1);
+  EXPECT_EQ(b2.collective_analyses(0).seq(), 2u);
+  EXPECT_EQ(b2.collective_analysis().analyzed_total(), 2u);
+  EXPECT_EQ(b2.collective_analysis().by_cause_total().at("normal"), 2u);
+  // Share over the previous window [0, 100) ms: 40 + 30 ms.
+  EXPECT_NEAR(b2.collective_analysis().network_share_ratio(), 0.7, 1e-9);
+  EXPECT_FALSE(b2.collective_analysis().step_marker());
+}
+
+TEST_F(CollectiveAnalysisTest, StepMarkerMeasuresTheShareOfIterations) {
+  CollectiveAnalysisOptions o;
+  o.step_marker = "AllReduce";
+  o.delay_ns = 0;
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  // Iterations of 100 ms starting with a 25 ms all-reduce.
+  for (int i = 0; i < 5; ++i)
+    a.AddCollective(Coll(i, i * 100 * kMs + 1, i * 100 * kMs + 25 * kMs + 1));
+  v1::Batch b;
+  b.set_window_start_ns(1000 * kMs);
+  b.set_window_end_ns(2000 * kMs);
+  a.Process(1000 * kMs, &b);
+  EXPECT_TRUE(b.collective_analysis().step_marker());
+  EXPECT_NEAR(b.collective_analysis().share_seconds(), 0.4, 1e-9);  // 4 complete iterations
+  EXPECT_NEAR(b.collective_analysis().network_share_ratio(), 0.25, 1e-9);
+}
+
+TEST_F(CollectiveAnalysisTest, SlowCollectiveGetsTheRecorderSamples) {
+  Fill(recorder_, 0, 0, 3000, 0.5);
+  CollectiveAnalysisOptions o;
+  o.delay_ns = 0;
+  o.recordings_per_window = 64;
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> jitter(0, 1000);
+  for (int i = 0; i < 40; ++i) {  // 10-11 ms each
+    const int64_t s = i * 50 * kMs + 1;
+    a.AddCollective(Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
+  }
+  a.AddCollective(Coll(40, 2500 * kMs, 2530 * kMs));  // 30 ms
+  v1::Batch b;
+  b.set_window_start_ns(2000 * kMs);
+  b.set_window_end_ns(3000 * kMs);
+  a.Process(3000 * kMs, &b);
+  ASSERT_EQ(b.collective_analyses_size(), 41);
+  int slow = 0;
+  for (const auto& c : b.collective_analyses()) slow += c.slow() ? 1 : 0;
+  const v1::CollectiveAnalysis& last = b.collective_analyses(40);
+  EXPECT_TRUE(last.slow());
+  EXPECT_GT(last.p99_seconds(), 0.010);
+  EXPECT_LT(last.p99_seconds(), 0.0115);
+  EXPECT_LE(slow, 6);  // a few of the jittered ones exceed the running estimate
+  ASSERT_GE(b.flight_recordings_size(), 1);
+  const v1::FlightRecording& r = b.flight_recordings(b.flight_recordings_size() - 1);
+  EXPECT_EQ(r.reason(), "slow_collective");
+  EXPECT_EQ(r.port_index(), 0u);
+  // 30 ms + 10 ms margin each side at 1 ms.
+  EXPECT_EQ(r.time_ns_size(), 51);
+  EXPECT_EQ(b.collective_analysis().slow_total(), static_cast<uint64_t>(slow));
+}
+
+TEST(P2QuantileTest, TracksTheQuantileOfAStream) {
+  std::mt19937 rng(1);
+  std::exponential_distribution<double> exp(1.0);
+  P2Quantile q(0.99);
+  std::vector<double> all;
+  for (int i = 0; i < 20000; ++i) {
+    const double x = exp(rng);
+    q.Add(x);
+    all.push_back(x);
+  }
+  std::sort(all.begin(), all.end());
+  const double exact = all[static_cast<size_t>(0.99 * all.size())];
+  EXPECT_NEAR(q.Value(), exact, 0.05 * exact);
+  P2Quantile few(0.5);
+  for (double x : {3.0, 1.0, 2.0}) few.Add(x);
+  EXPECT_EQ(few.Value(), 2.0);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

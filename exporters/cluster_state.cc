@@ -30,6 +30,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   }
   n.hello = hello;
   links_.OnHello(hello);
+  cross_rank_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
     n.ports[static_cast<size_t>(i)].info = hello.ports(i);
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
@@ -81,6 +82,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   n.contiguous = batch.seq();
   ++batches_total_;
   links_.OnBatch(node, batch);
+  cross_rank_.OnBatch(node, batch);
   for (const v1::PortWindow& pw : batch.ports()) {
     PortSnapshot& ps = n.ports[pw.port_index()];
     ps.last = pw;
@@ -562,6 +564,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   links_.Collect(&out);
+  cross_rank_.Collect(&out);
   gpu_.Collect(&out);
   return out;
 }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "exporters/cross_rank.h"
 #include "exporters/gpu_state.h"
 #include "exporters/link_analysis.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -61,6 +62,8 @@ class ClusterState : public prometheus::Collectable {
 
   // Link and traffic analysis fed with every Hello and stored batch (exporters/link_analysis.h).
   const LinkAnalysis& links() const { return links_; }
+  // Cross-rank matching of the collective analyses (exporters/cross_rank.h).
+  const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
 
   // GPU timelines (exporters/gpu_state.h): recent collectives and kernel spans as JSON, the
   // newest `limit` per node (0 = all kept); node_filter empty = all nodes.
@@ -103,6 +106,7 @@ class ClusterState : public prometheus::Collectable {
   mutable absl::Mutex mu_;
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
   LinkAnalysis links_;  // thread-safe on its own; called with mu_ held (lock order mu_ first)
+  CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
   GpuState gpu_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;

@@ -99,6 +99,7 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   if (state_) {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages);
+    RegisterCrossRankRoutes(*server_, state_->cross_rank(), &pages);
     RegisterHeatmapIndex(*server_, std::move(pages));
   }
   server_->Get("/", [](const httplib::Request&, httplib::Response& res) {

@@ -1,0 +1,616 @@
+#include "exporters/cross_rank.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "exporters/gpu_state.h"
+#include "exporters/heatmap_http.h"
+#include "exporters/metric_util.h"
+
+namespace fabricscope::exporters {
+
+const char* CollectiveCauseName(v1::CollectiveCause c) {
+  switch (c) {
+    case v1::COLLECTIVE_CAUSE_NORMAL:
+      return "normal";
+    case v1::COLLECTIVE_CAUSE_NETWORK_SATURATED:
+      return "network_saturated";
+    case v1::COLLECTIVE_CAUSE_NETWORK_LOSSY:
+      return "network_lossy";
+    case v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS:
+      return "waiting_on_peers";
+    default:
+      return "unknown";
+  }
+}
+
+namespace {
+
+void AppendNumber(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  absl::StrAppendFormat(out, "%.9g", v);
+}
+
+}  // namespace
+
+std::vector<double> ArrivalSkewBounds() {
+  std::vector<double> b;
+  for (double decade = 1e-5; decade < 10; decade *= 10) {
+    for (double m : {1.0, 2.5, 5.0}) b.push_back(decade * m);
+  }
+  b.push_back(10);
+  return b;
+}
+
+CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(options) {
+  skew_buckets_.assign(ArrivalSkewBounds().size() + 1, 0);
+}
+
+void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
+  absl::MutexLock lock(&mu_);
+  NodeInfo& n = nodes_[hello.node()];
+  n.ports.assign(hello.ports().begin(), hello.ports().end());
+  n.overlap.clear();
+}
+
+void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
+  if (batch.collective_analyses_size() == 0 && !batch.has_collective_analysis() &&
+      (!batch.has_gpu() || batch.gpu().rank_pairs_size() == 0)) {
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  NodeInfo& n = nodes_[node];
+  const int64_t offset = batch.unix_offset_ns();
+  if (batch.has_collective_analysis() && batch.collective_analysis().share_seconds() > 0) {
+    n.share = batch.collective_analysis().network_share_ratio();
+    n.have_share = true;
+  }
+  if (batch.has_gpu()) {
+    auto& pairs = pairs_[node];
+    for (const v1::RankPairBytes& p : batch.gpu().rank_pairs()) {
+      pairs[{p.comm_hash(), p.src_rank(), p.dst_rank()}] = p.bytes_total();
+    }
+  }
+  for (const v1::CollectiveAnalysis& a : batch.collective_analyses()) {
+    // Microburst overlap per port.
+    std::vector<std::pair<double, double>> ov(n.ports.size(), {0.0, 0.0});
+    const double dur = static_cast<double>(a.end_ns() - a.start_ns()) / 1e9;
+    for (const v1::PortActivity& p : a.ports()) {
+      if (p.port_index() < ov.size() && p.samples() > 0) {
+        ov[p.port_index()] = {dur, std::min(dur, p.microburst_seconds())};
+      }
+    }
+    n.overlap.push_back(std::move(ov));
+    while (n.overlap.size() > options_.overlap_window) n.overlap.pop_front();
+
+    RankEntry e;
+    e.node = node;
+    e.rank = a.rank();
+    e.start_unix_ns = a.start_ns() + offset;
+    e.end_unix_ns = a.end_ns() + offset;
+    e.cause = a.cause();
+    e.detail = a.detail();
+    e.slow = a.slow();
+    if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < n.ports.size()) {
+      const v1::PortInfo& pi = n.ports[static_cast<size_t>(a.port_index())];
+      e.port = pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device();
+      for (const v1::PortActivity& p : a.ports()) {
+        if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
+        e.saturated_ratio =
+            std::max(p.saturated_ratio(), dur > 0 ? p.microburst_seconds() / dur : 0);
+        e.events = p.loss_events() + p.retransmits();
+      }
+    }
+    if (e.slow) {
+      for (const v1::FlightRecording& r : batch.flight_recordings()) {
+        if (r.reason() == "slow_collective" && r.from_ns() <= a.start_ns() &&
+            r.to_ns() >= a.end_ns()) {
+          e.recording = r;
+          e.recording_offset_ns = offset;
+          break;
+        }
+      }
+    }
+    newest_unix_ns_ = std::max(newest_unix_ns_, e.end_unix_ns);
+    const Key key{a.comm_hash(), a.func(), a.seq()};
+    auto it = pending_.find(key);
+    if (it == pending_.end()) {
+      if (pending_.size() >= options_.max_pending) {
+        // Evict the oldest pending instance.
+        while (!pending_order_.empty()) {
+          auto old = pending_.find(pending_order_.front().second);
+          pending_order_.pop_front();
+          if (old != pending_.end()) {
+            pending_.erase(old);
+            ++evicted_;
+            break;
+          }
+        }
+      }
+      it = pending_.emplace(key, Instance{}).first;
+      it->second.nranks = std::max(1, a.nranks());
+      it->second.first_seen_unix_ns = e.end_unix_ns;
+      pending_order_.emplace_back(e.end_unix_ns, key);
+    }
+    Instance& inst = it->second;
+    const bool dup = std::any_of(inst.ranks.begin(), inst.ranks.end(),
+                                 [&](const RankEntry& r) { return r.rank == e.rank; });
+    if (!dup) inst.ranks.push_back(std::move(e));
+    if (static_cast<int32_t>(inst.ranks.size()) >= inst.nranks) {
+      Instance done = std::move(inst);
+      pending_.erase(it);
+      Finish(key, std::move(done));
+    }
+  }
+  // Evict instances that waited too long for their other ranks.
+  while (!pending_order_.empty() &&
+         pending_order_.front().first < newest_unix_ns_ - options_.pending_timeout_ns) {
+    auto old = pending_.find(pending_order_.front().second);
+    if (old != pending_.end() && old->second.first_seen_unix_ns == pending_order_.front().first) {
+      pending_.erase(old);
+      ++evicted_;
+    }
+    pending_order_.pop_front();
+  }
+}
+
+void CrossRankAnalysis::Blame(const std::string& node, int32_t rank, double w) {
+  auto key = std::make_pair(node, rank);
+  auto it = scores_.find(key);
+  if (it == scores_.end()) {
+    if (scores_.size() >= options_.max_ranks) return;
+    it = scores_.emplace(key, Score{}).first;
+  }
+  Score& s = it->second;
+  s.blame.push_back(w);
+  s.sum += w;
+  while (s.blame.size() > options_.score_window) {
+    s.sum -= s.blame.front();
+    s.blame.pop_front();
+  }
+}
+
+void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
+  Done d;
+  d.key = key;
+  d.nranks = inst.nranks;
+  d.ranks = std::move(inst.ranks);
+  std::sort(d.ranks.begin(), d.ranks.end(),
+            [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
+  int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
+  int latest = -1;
+  std::vector<int64_t> durations;
+  d.max_duration_ns = 0;
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    const RankEntry& r = d.ranks[i];
+    first = std::min(first, r.start_unix_ns);
+    if (r.start_unix_ns > last) {
+      last = r.start_unix_ns;
+      latest = static_cast<int>(i);
+    }
+    durations.push_back(r.end_unix_ns - r.start_unix_ns);
+    d.max_duration_ns = std::max(d.max_duration_ns, r.end_unix_ns - r.start_unix_ns);
+  }
+  d.skew_ns = last - first;
+  std::sort(durations.begin(), durations.end());
+  const int64_t median = durations[durations.size() / 2];
+  int lossy = -1, saturated = -1;
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    const RankEntry& r = d.ranks[i];
+    if (r.cause == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY &&
+        (lossy < 0 || r.events > d.ranks[static_cast<size_t>(lossy)].events)) {
+      lossy = static_cast<int>(i);
+    }
+    if (r.cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED &&
+        (saturated < 0 ||
+         r.saturated_ratio > d.ranks[static_cast<size_t>(saturated)].saturated_ratio)) {
+      saturated = static_cast<int>(i);
+    }
+  }
+  double w = 0;
+  if (lossy >= 0) {
+    d.cause = "network_lossy";
+    d.bottleneck = lossy;
+    w = 1;
+  } else if (saturated >= 0) {
+    d.cause = "network_saturated";
+    d.bottleneck = saturated;
+    w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
+  } else if (d.ranks.size() > 1 &&
+             d.skew_ns >= std::max<int64_t>(options_.straggler_min_skew_ns,
+                                            static_cast<int64_t>(options_.straggler_skew_ratio *
+                                                                 static_cast<double>(median)))) {
+    d.cause = "compute_straggler";
+    d.bottleneck = latest;
+    w = d.max_duration_ns > 0
+            ? std::min(1.0, static_cast<double>(d.skew_ns) / static_cast<double>(d.max_duration_ns))
+            : 1.0;
+  } else {
+    d.cause = "normal";
+  }
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    Blame(d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0);
+  }
+  ++by_cause_[d.cause];
+  ++instances_;
+  const double skew_s = static_cast<double>(d.skew_ns) / 1e9;
+  const std::vector<double> bounds = ArrivalSkewBounds();
+  size_t b = 0;
+  while (b < bounds.size() && skew_s > bounds[b]) ++b;
+  ++skew_buckets_[b];
+  skew_sum_ += skew_s;
+  recent_.push_back(std::move(d));
+  while (recent_.size() > options_.recent_instances) recent_.pop_front();
+}
+
+void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) const {
+  absl::MutexLock lock(&mu_);
+  using prometheus::MetricType;
+  auto skew = MakeFamily("fabricscope_collective_arrival_skew_seconds",
+                         "Per collective instance matched across all its ranks (comm, func, "
+                         "seq): latest start minus earliest start",
+                         MetricType::Histogram);
+  if (instances_ > 0) {
+    v1::Histogram h;
+    for (double bound : ArrivalSkewBounds()) h.add_upper_bounds(bound);
+    for (uint64_t c : skew_buckets_) h.add_bucket_counts(c);
+    h.set_sum(skew_sum_);
+    h.set_count(instances_);
+    AddHistogram(skew, {}, h);
+  }
+  auto causes = MakeFamily("fabricscope_collectives_by_cause_total",
+                           "Collective instances matched across ranks, by cause: normal, "
+                           "network_saturated, network_lossy, compute_straggler",
+                           MetricType::Counter);
+  for (const char* c : {"normal", "network_saturated", "network_lossy", "compute_straggler"}) {
+    auto it = by_cause_.find(c);
+    AddValue(causes, {{"cause", c}}, it == by_cause_.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  auto score = MakeFamily("fabricscope_straggler_score",
+                          "Mean blame of the rank over its last instances: the share of each "
+                          "collective it held back (README: straggler score)",
+                          MetricType::Gauge);
+  for (const auto& [key, s] : scores_) {
+    AddValue(score, {{"node", key.first}, {"rank", absl::StrCat(key.second)}},
+             s.blame.empty() ? 0.0 : s.sum / static_cast<double>(s.blame.size()));
+  }
+  auto share = MakeFamily("fabricscope_collective_network_share_ratio",
+                          "Share of time the node spent in collectives: per training iteration "
+                          "when a step marker is set, else of wall time (last window)",
+                          MetricType::Gauge);
+  auto overlap = MakeFamily("fabricscope_port_microburst_overlap_ratio",
+                            "Share of the recent collectives' time with a microburst on the "
+                            "port",
+                            MetricType::Gauge);
+  for (const auto& [node, n] : nodes_) {
+    if (n.have_share) AddValue(share, {{"node", node}}, n.share);
+    for (size_t pi = 0; pi < n.ports.size(); ++pi) {
+      double total = 0, burst = 0;
+      for (const auto& v : n.overlap) {
+        if (pi < v.size()) {
+          total += v[pi].first;
+          burst += v[pi].second;
+        }
+      }
+      if (total <= 0) continue;
+      const v1::PortInfo& p = n.ports[pi];
+      AddValue(overlap, {{"node", node}, {"device", p.device()}, {"port", absl::StrCat(p.port())}},
+               burst / total);
+    }
+  }
+  auto evicted = MakeFamily("fabricscope_collective_instances_evicted_total",
+                            "Collective instances dropped before every rank reported (timeout or "
+                            "pending bound)",
+                            MetricType::Counter);
+  AddValue(evicted, {}, static_cast<double>(evicted_));
+  auto pending =
+      MakeFamily("fabricscope_collective_instances_pending",
+                 "Collective instances waiting for their other ranks", MetricType::Gauge);
+  AddValue(pending, {}, static_cast<double>(pending_.size()));
+  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &pending}) {
+    if (!f->metric.empty()) out->push_back(std::move(*f));
+  }
+}
+
+std::string CrossRankAnalysis::SlowJson(size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Done*> v;
+  for (const Done& d : recent_) v.push_back(&d);
+  std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
+    return a->max_duration_ns > b->max_duration_ns;
+  });
+  if (limit > 0 && v.size() > limit) v.resize(limit);
+  std::string out = "{\"collectives\":[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Done& d = *v[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
+    AppendJsonString(&out, std::get<1>(d.key));
+    absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
+                    ",\"cause\":\"", d.cause, "\",\"skew_seconds\":");
+    AppendNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
+    out += ",\"duration_seconds\":";
+    AppendNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
+    out += ",\"bottleneck\":";
+    if (d.bottleneck >= 0) {
+      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
+      out += "{\"node\":";
+      AppendJsonString(&out, b.node);
+      absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
+      AppendJsonString(&out, b.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, b.detail);
+      out += "}";
+    } else {
+      out += "null";
+    }
+    out += ",\"ranks\":[";
+    for (size_t k = 0; k < d.ranks.size(); ++k) {
+      const RankEntry& r = d.ranks[k];
+      if (k > 0) out += ",";
+      out += "{\"node\":";
+      AppendJsonString(&out, r.node);
+      absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
+                      "\",\"port\":");
+      AppendJsonString(&out, r.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, r.detail);
+      out += ",\"start_unix_seconds\":";
+      AppendNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
+      out += ",\"duration_seconds\":";
+      AppendNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
+      absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false");
+      if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
+        const v1::FlightRecording& rec = r.recording;
+        const int64_t off = r.recording_offset_ns;
+        absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
+        AppendJsonString(&out, rec.reason());
+        out += ",\"from_unix_seconds\":";
+        AppendNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
+        out += ",\"to_unix_seconds\":";
+        AppendNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
+        absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false",
+                        ",\"samples\":[");
+        for (int s = 0; s < rec.time_ns_size(); ++s) {
+          if (s > 0) out += ",";
+          out += "{\"time_unix_seconds\":";
+          AppendNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
+          out += ",\"interval_seconds\":";
+          AppendNumber(&out, s < rec.interval_ns_size()
+                                 ? static_cast<double>(rec.interval_ns(s)) / 1e9
+                                 : NAN);
+          absl::StrAppend(
+              &out,
+              ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
+              ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
+              ",\"transmit_utilization\":");
+          AppendNumber(&out,
+                       s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
+          out += ",\"receive_utilization\":";
+          AppendNumber(&out, s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
+          out += "}";
+        }
+        out += "]}";
+      }
+      out += "}";
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
+                                                   size_t instances) const {
+  absl::MutexLock lock(&mu_);
+  HeatmapModel m;
+  m.row_axis = "rank (node)";
+  m.col_axis = "collective sequence number";
+  m.value_label = "duration (s)";
+  // Pick the communicator and function: given, else the (comm, func) with most instances
+  // (AllReduce preferred).
+  std::map<std::pair<uint64_t, std::string>, size_t> counts;
+  for (const Done& d : recent_) ++counts[{std::get<0>(d.key), std::get<1>(d.key)}];
+  std::pair<uint64_t, std::string> pick{0, ""};
+  size_t best = 0;
+  for (const auto& [k, c] : counts) {
+    if (!comm.empty() && GpuState::CommLabel(k.first) != comm) continue;
+    if (!func.empty() && k.second != func) continue;
+    const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
+    if (score > best) {
+      best = score;
+      pick = k;
+    }
+  }
+  m.title = best == 0 ? "Collective duration per rank (no complete instances yet)"
+                      : absl::StrCat("Collective duration per rank: ", pick.second, " on comm ",
+                                     GpuState::CommLabel(pick.first));
+  if (best == 0) return m;
+  std::vector<const Done*> v;
+  for (const Done& d : recent_) {
+    if (std::get<0>(d.key) == pick.first && std::get<1>(d.key) == pick.second) v.push_back(&d);
+  }
+  std::sort(v.begin(), v.end(),
+            [](const Done* a, const Done* b) { return std::get<2>(a->key) < std::get<2>(b->key); });
+  if (instances > 0 && v.size() > instances)
+    v.erase(v.begin(), v.end() - static_cast<long>(instances));
+  std::map<int32_t, std::string> rows;
+  for (const Done* d : v) {
+    for (const RankEntry& r : d->ranks)
+      rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node, ")"));
+  }
+  std::map<int32_t, size_t> row_index;
+  for (const auto& [rank, label] : rows) {
+    row_index[rank] = m.rows.size();
+    m.rows.push_back(label);
+  }
+  m.cols = v.size();
+  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(std::get<2>(d->key)));
+  m.values.assign(m.rows.size() * m.cols, NAN);
+  // Scale from the fastest to the slowest duration shown: the waiting ranks of a straggler's
+  // instances glow, the straggler's own short row stays dark.
+  double vmax = 0, vmin = std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < v.size(); ++c) {
+    for (const RankEntry& r : v[c]->ranks) {
+      const double s = static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9;
+      m.values[row_index[r.rank] * m.cols + c] = static_cast<float>(s);
+      vmax = std::max(vmax, s);
+      vmin = std::min(vmin, s);
+    }
+  }
+  m.scale_min = std::isfinite(vmin) && vmin < vmax ? vmin : 0;
+  m.scale_max = vmax > 0 ? vmax : 1;
+  return m;
+}
+
+HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> all;
+  for (const auto& [node, pairs] : pairs_) {
+    for (const auto& [k, bytes] : pairs) all[k] = std::max(all[k], bytes);
+  }
+  std::map<uint64_t, uint64_t> per_comm;
+  for (const auto& [k, bytes] : all) per_comm[std::get<0>(k)] += bytes;
+  uint64_t pick = 0, best = 0;
+  bool found = false;
+  for (const auto& [c, bytes] : per_comm) {
+    if (!comm.empty() && GpuState::CommLabel(c) != comm) continue;
+    if (!found || bytes > best) {
+      pick = c;
+      best = bytes;
+      found = true;
+    }
+  }
+  HeatmapModel m;
+  m.row_axis = "source rank";
+  m.col_axis = "destination rank";
+  m.value_label = "bytes sent (proxy, cumulative)";
+  m.title = found ? absl::StrCat("Rank x rank bytes, comm ", GpuState::CommLabel(pick))
+                  : "Rank x rank bytes (no proxy traffic yet)";
+  if (!found) return m;
+  int32_t n = 0;
+  for (const auto& [k, bytes] : all) {
+    if (std::get<0>(k) != pick) continue;
+    n = std::max({n, std::get<1>(k) + 1, std::get<2>(k) + 1});
+  }
+  n = std::min<int32_t>(n, 1024);
+  for (int32_t r = 0; r < n; ++r) {
+    m.rows.push_back(absl::StrCat(r));
+    m.col_labels.push_back(absl::StrCat(r));
+  }
+  m.cols = static_cast<size_t>(n);
+  m.values.assign(m.rows.size() * m.cols, 0.0f);
+  double vmax = 0;
+  for (const auto& [k, bytes] : all) {
+    if (std::get<0>(k) != pick || std::get<1>(k) >= n || std::get<2>(k) >= n ||
+        std::get<1>(k) < 0 || std::get<2>(k) < 0) {
+      continue;
+    }
+    m.values[static_cast<size_t>(std::get<1>(k)) * m.cols + static_cast<size_t>(std::get<2>(k))] =
+        static_cast<float>(bytes);
+    vmax = std::max(vmax, static_cast<double>(bytes));
+  }
+  m.scale_max = vmax > 0 ? vmax : 1;
+  return m;
+}
+
+uint64_t CrossRankAnalysis::pending() const {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+uint64_t CrossRankAnalysis::instances_total() const {
+  absl::MutexLock lock(&mu_);
+  return instances_;
+}
+
+uint64_t CrossRankAnalysis::memory_bytes() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t b = 0;
+  for (const auto& [k, inst] : pending_) {
+    b += sizeof(k) + sizeof(inst) + 64 + inst.ranks.capacity() * sizeof(RankEntry);
+    for (const RankEntry& r : inst.ranks) b += r.detail.capacity() + r.node.capacity();
+  }
+  for (const Done& d : recent_) {
+    b += sizeof(Done) + d.ranks.capacity() * sizeof(RankEntry);
+    for (const RankEntry& r : d.ranks) {
+      b += r.detail.capacity() + r.node.capacity() + r.recording.SpaceUsedLong();
+    }
+  }
+  for (const auto& [k, s] : scores_) b += 96 + k.first.capacity() + s.blame.size() * sizeof(double);
+  for (const auto& [node, n] : nodes_) {
+    for (const auto& v : n.overlap) b += v.capacity() * sizeof(v[0]) + 32;
+  }
+  b += pending_order_.size() * (sizeof(int64_t) + sizeof(Key) + 16);
+  return b;
+}
+
+namespace {
+
+std::string Param(const httplib::Request& req, const char* name) {
+  return req.has_param(name) ? req.get_param_value(name) : "";
+}
+
+void ServeModel(const httplib::Request& req, httplib::Response& res, HeatmapModel model) {
+  DownsampleHeatmap(&model, 1'000'000);
+  const std::string format = Param(req, "format");
+  if (format == "json") {
+    res.set_content(RenderHeatmapJson(model), "application/json");
+  } else if (format.empty() || format == "svg") {
+    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
+  } else {
+    res.status = 400;
+    res.set_content("format must be svg or json\n", "text/plain");
+  }
+}
+
+}  // namespace
+
+void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
+                             std::vector<HeatmapPage>* pages) {
+  server.Get("/heatmap/collectives", [&analysis](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    size_t n = 100;
+    if (auto v = Param(req, "instances");
+        !v.empty() && (!absl::SimpleAtoi(v, &n) || n == 0 || n > 100000)) {
+      res.status = 400;
+      res.set_content("instances must be a count in [1, 100000]\n", "text/plain");
+      return;
+    }
+    ServeModel(req, res, analysis.CollectivesHeatmap(Param(req, "comm"), Param(req, "func"), n));
+  });
+  server.Get("/heatmap/ranks", [&analysis](const httplib::Request& req, httplib::Response& res) {
+    ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
+  });
+  server.Get("/api/collectives/slow",
+             [&analysis](const httplib::Request& req, httplib::Response& res) {
+               size_t limit = 20;
+               if (auto v = Param(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
+                 res.status = 400;
+                 res.set_content("limit must be a count\n", "text/plain");
+                 return;
+               }
+               res.set_content(analysis.SlowJson(limit), "application/json");
+             });
+  pages->push_back({"/heatmap/collectives",
+                    "collective duration per rank x sequence number (a straggler is a hot row "
+                    "or, for the ranks that waited, a hot column); ?comm=, ?func=, "
+                    "?instances=100, ?format=json"});
+  pages->push_back({"/heatmap/ranks",
+                    "rank x rank bytes of a communicator from the NCCL proxy (who talks to "
+                    "whom); ?comm=, ?format=json"});
+  pages->push_back({"/api/collectives/slow",
+                    "JSON: the slowest recent collective instances, their cause, bottleneck "
+                    "rank and flight-recorder samples; ?limit=20"});
+}
+
+}  // namespace fabricscope::exporters

@@ -240,7 +240,7 @@ TEST(Notify, AgentPingsWhileSamplersTickAndStopsWhenTheyStall) {
   ASSERT_TRUE(m.bound());
   Subprocess p({FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("agent.yaml"),
                 "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(), "--interfaces=eth0",
-                "--http-listen=127.0.0.1:0", "--status=off"});
+                "--http-listen=127.0.0.1:0", "--status=off", "--gpu-socket=off"});
   SetNotifyEnv(p, m);
   ASSERT_TRUE(p.Start());
   const int ready = m.WaitFor("READY=1", 10s);

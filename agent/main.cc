@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 #include <tuple>
-#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

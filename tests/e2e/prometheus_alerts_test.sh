@@ -308,6 +308,13 @@ declare -A NO_DATA=(
   [fabricscope_collective_network_share_ratio]="no NCCL job runs here"
   [fabricscope_straggler_score]="no NCCL job runs here"
   [fabricscope_plugin_dropped_events_total]="no NCCL/CUPTI plugin runs here"
+  [fabricscope_collective_bus_bandwidth_bytes_per_second]="no NCCL job runs here"
+  [fabricscope_collective_bus_bytes_total]="no NCCL job runs here"
+  [fabricscope_collectives_total]="no NCCL job runs here"
+  [fabricscope_rank_pair_bytes_total]="no NCCL job runs here"
+  [fabricscope_collectives_by_cause_total]="no NCCL job runs here"
+  [fabricscope_collective_arrival_skew_seconds_bucket]="no NCCL job runs here"
+  [fabricscope_port_microburst_overlap_ratio]="no NCCL job runs here"
 )
 HOST_ALERTS=" FabricscopeSamplerOverruns FabricscopeTelemetryDropped FabricscopeCaptureDrops "
 PENDING=" $(sed -e 's/#.*//' "$SRC/tests/monitoring/pending_metrics.txt" | awk 'NF { print $1, $1 "_bucket", $1 "_sum", $1 "_count" }' | tr '\n' ' ') "

@@ -31,6 +31,7 @@
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/bench_common.h"
+#include "tests/bench/bench_hello.h"
 
 namespace fabricscope::bench {
 namespace {
@@ -78,33 +79,6 @@ void FillHistogram(v1::Histogram* h, const std::vector<double>& bounds, uint64_t
   }
   h->set_count(count);
   h->set_sum(sum);
-}
-
-std::string NodeName(size_t i) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "gpu-node-%05zu", i);
-  return buf;
-}
-
-v1::Hello MakeHello(size_t node) {
-  v1::Hello h;
-  h.set_node(NodeName(node));
-  h.set_boot_id("6f1c2a9e-3b7d-4c55-9a2e-0d8b1f4e7c3" + std::to_string(node % 10));
-  h.set_agent_version("0.1.0");
-  h.set_instance_id(node + 1);
-  h.set_resume_seq(1);
-  for (int p = 0; p < kPorts; ++p) {
-    v1::PortInfo* pi = h.add_ports();
-    pi->set_device("mlx5_" + std::to_string(p));
-    pi->set_port(1);
-    pi->set_link_layer(v1::LINK_LAYER_INFINIBAND);
-    pi->set_line_rate_bytes_per_second(50'000'000'000);  // 400 Gb/s NDR
-    pi->set_line_rate_source(v1::LINE_RATE_SOURCE_SYSFS);
-    pi->set_rdma(true);
-  }
-  h.set_sample_period_seconds(100e-6);
-  h.set_window_seconds(1.0);
-  return h;
 }
 
 // One window of one node as the agent's Pipeline + Agent::SubmitReady build it.
@@ -193,7 +167,7 @@ void PopulateAndMeasure(World& w) {
   w.state = std::make_unique<exporters::ClusterState>();
   for (size_t i = 0; i < g_nodes; ++i) {
     w.names.push_back(NodeName(i));
-    if (!w.state->OnHello(MakeHello(i)).ok()) std::abort();
+    if (!w.state->OnHello(MakeHello(i, kPorts)).ok()) std::abort();
     w.seq.push_back(1);
     if (!w.state->OnBatch(w.names[i], i + 1, MakeBatch(i, 1, 2)).ok()) std::abort();
   }

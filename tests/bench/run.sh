@@ -18,6 +18,7 @@ NCCL_ITERATIONS="${NCCL_ITERATIONS:-300000}"  # NCCL plugin bench, samples per r
 PCAP_FRAMES="${PCAP_FRAMES:-300000}"  # pcap bench capture size (tshark reads the first 50,000)
 LIVE_SECONDS="${LIVE_SECONDS:-1}"     # live capture bench, per trial (about 12 trials)
 HEATMAP_REPEAT="${HEATMAP_REPEAT:-3}"  # heat-map bench, runs per figure (median)
+CLUSTER_WINDOWS="${CLUSTER_WINDOWS:-4}"  # cluster bench, measured 1 s windows per mode (x 1,000 nodes)
 LOGS="$BUILD_DIR/bench-logs"
 start=$(date +%s)
 
@@ -90,6 +91,14 @@ ninja -C "$BUILD_DIR" fabricscope_bench_heatmap | tail -n 1
 "$BIN/fabricscope_bench_heatmap" --repeat="$HEATMAP_REPEAT" >"$LOGS/heatmap.log" 2>&1 \
   || { tail -n 20 "$LOGS/heatmap.log"; exit 1; }
 cat "$LOGS/heatmap.log"
+
+echo
+echo "== cluster ingest, 1,000 GPU nodes x 8 ports + 100 collectives/s: batches/s, matching, memory, /metrics (fabricscope_bench_cluster --windows=$CLUSTER_WINDOWS)"
+ninja -C "$BUILD_DIR" fabricscope_bench_cluster | tail -n 1
+"$BIN/fabricscope_bench_cluster" --windows="$CLUSTER_WINDOWS" >"$LOGS/cluster.log" 2>&1 \
+  || { tail -n 20 "$LOGS/cluster.log"; exit 1; }
+grep -E '^(cluster|batch|warm-up|memory):' "$LOGS/cluster.log"
+sed -n '/=== cluster ingest summary/,$p' "$LOGS/cluster.log"
 
 echo
 echo "== done in $(($(date +%s) - start)) s; full logs in $LOGS"

@@ -1,0 +1,426 @@
+// fabricscope_bench_cluster: the aggregator's ClusterState fed by 1,000 simulated GPU nodes,
+// each sending one batch per 1 s window with 8 PortWindows, 100 Collective records and the
+// CollectiveAnalysis records the agent attaches (one per collective of the previous window).
+//
+// Communicators: every node has 8 ranks (one GPU per rail). Groups of 8 consecutive nodes form
+// rail communicators: rank r of the 8 nodes of group g share comm (g, r), 8 ranks, one per node,
+// so that every (comm_hash, func, seq) instance is completed by 8 different nodes' batches and
+// the cross-rank matching really matches. A node's 100 collectives per window go round-robin over
+// its 8 rails (13 on rails 0-3, 12 on rails 4-7), the same on all nodes of the group.
+//
+//   ingest 1 thread:  ClusterState::OnBatch of every node's batch, window after window (the
+//                     order an aggregator sees them); batches/s and collective instances matched
+//                     per second (CrossRankAnalysis::instances_total() delta).
+//                     baseline: protobuf ParseFromString of the same batches (what the gRPC
+//                     layer does for each batch anyway); ratio = OnBatch time / parse time.
+//   ingest 2 threads: the same with nodes split by parity over two threads (ClusterState is
+//                     thread-safe), a std::barrier per window; speed-up over 1 thread.
+//   matching:         a standalone CrossRankAnalysis fed the same batches: analyses matched per
+//                     second; baseline: parse time of the same batches.
+//   memory:           heap growth (mallinfo2) and RSS growth per node once every per-node ring
+//                     (1,024 recent collectives) is full, and CrossRankAnalysis::memory_bytes().
+//   render:           HttpServer::RenderMetrics() over the whole cluster (median of --repeat);
+//                     baseline: copying the rendered body.
+//
+// The machine is shared and noisy: figures are medians where repeated, ratios are measured in
+// the same run. Flags: --nodes=N (1000), --collectives=N (100 per node per window),
+// --warmup_windows=N (11: fills the 1,024-collective rings), --windows=N (4 measured windows
+// per mode), --repeat=N (3 renders).
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exporters/cluster_state.h"
+#include "exporters/cross_rank.h"
+#include "exporters/http_server.h"
+#include "fabricscope/v1/telemetry.pb.h"
+#include "tests/bench/bench_common.h"
+#include "tests/bench/bench_hello.h"
+
+namespace fabricscope::bench {
+namespace {
+
+constexpr int kRails = 8;  // ranks (GPUs) per node, one rail each
+constexpr int kGroupNodes = 8;
+constexpr int64_t kWindowNs = 1'000'000'000;
+constexpr int64_t kUnixOffsetNs = 1'764'000'000'000'000'000;
+
+size_t g_nodes = 1000;
+int g_collectives = 100;
+int g_warmup = 11;
+int g_windows = 4;
+int g_repeat = 3;
+
+const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter"};
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// Resident set size from /proc/self/statm, bytes.
+size_t RssBytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Communicator hash of rail `rail` of node group `group` (any fixed mixing will do).
+uint64_t CommHash(size_t group, int rail) {
+  return (static_cast<uint64_t>(group) * 0x9E3779B97F4A7C15ull) ^
+         (static_cast<uint64_t>(rail + 1) * 0xC2B2AE3D27D4EB4Full);
+}
+
+// Node `node`'s batch template: the fields that do not change from window to window. SetWindow
+// fills the rest.
+v1::Batch MakeTemplate(size_t node) {
+  v1::Batch b;
+  b.set_unix_offset_ns(kUnixOffsetNs);
+  for (int p = 0; p < kRails; ++p) {
+    v1::PortWindow* pw = b.add_ports();
+    pw->set_port_index(static_cast<uint32_t>(p));
+    pw->set_utilization_valid(true);
+    for (v1::DirectionWindow* d : {pw->mutable_transmit(), pw->mutable_receive()}) {
+      d->set_has_bytes(true);
+      d->set_has_packets(true);
+      d->set_mean_utilization(0.55 + 0.01 * static_cast<double>((node + p) % 10));
+      d->set_peak_utilization(0.98);
+      d->set_samples(10'000);
+      v1::Histogram* u = d->mutable_sample_utilization();
+      for (int i = 1; i <= 10; ++i) u->add_upper_bounds(0.1 * i);
+      for (int i = 0; i <= 10; ++i) u->add_bucket_counts(i == 6 ? 9'000 : 100);
+      u->set_count(10'000);
+      u->set_sum(6'000);
+    }
+    for (const char* kind : {"symbol_error", "port_rcv_errors", "port_xmit_discards"}) {
+      v1::ErrorCounter* ec = pw->add_errors();
+      ec->set_kind(kind);
+    }
+  }
+  const size_t group = node / kGroupNodes;
+  for (int i = 0; i < g_collectives; ++i) {
+    const int rail = i % kRails;
+    v1::Collective* c = b.add_collectives();
+    c->set_comm_hash(CommHash(group, rail));
+    c->set_rank(static_cast<int32_t>(node % kGroupNodes));
+    c->set_nranks(kGroupNodes);
+    c->set_func(kFuncs[(i / kRails) % 3]);
+    c->set_bytes(64u << 20);
+    c->set_count(16u << 20);
+    c->set_datatype("float32");
+    c->set_algo("Ring");
+    c->set_proto("Simple");
+    c->set_channels(16);
+    c->set_root(-1);
+    c->set_peer(-1);
+    c->set_timing_source(v1::TIMING_SOURCE_PROXY_OP);
+    c->set_pid(4000 + rail);
+    c->set_gpu(rail);
+    c->set_proxy_ops(64);
+    for (int peer : {-1, 1}) {
+      v1::ProxyPeer* pp = c->add_proxy_peers();
+      pp->set_peer(static_cast<int32_t>((node + kGroupNodes + peer) % kGroupNodes));
+      pp->set_bytes_sent(56u << 20);
+      pp->set_bytes_received(56u << 20);
+    }
+    v1::CollectiveAnalysis* a = b.add_collective_analyses();
+    a->set_comm_hash(c->comm_hash());
+    a->set_rank(c->rank());
+    a->set_nranks(kGroupNodes);
+    a->set_func(c->func());
+    a->set_bytes(c->bytes());
+    a->set_cause(v1::COLLECTIVE_CAUSE_NORMAL);
+    a->set_detail("mlx5_" + std::to_string(rail) + ":1: busiest, 61% mean utilization");
+    a->set_port_index(rail);
+    v1::PortActivity* pa = a->add_ports();
+    pa->set_port_index(static_cast<uint32_t>(rail));
+    pa->set_transmit_bytes(56u << 20);
+    pa->set_receive_bytes(56u << 20);
+    pa->set_mean_utilization(0.61);
+    pa->set_peak_utilization(0.97);
+    pa->set_samples(40);
+  }
+  v1::CollectiveAnalysisStats* st = b.mutable_collective_analysis();
+  st->set_network_share_ratio(0.4);
+  st->set_share_seconds(1.0);
+  b.mutable_gpu();
+  return b;
+}
+
+// Rewrites the window-dependent fields of node `node`'s batch for window `w` (seq w + 2, after
+// the seq-1 batch sent with the Hello). Collective i of window w is the (w * per_rail + i / 8)-th
+// of its rail; each analysis describes the collective of the same index (the agent analyses a
+// collective once the samples covering it are in, which for all but the last ones of a window is
+// before the window closes).
+void SetWindow(size_t node, uint64_t w, v1::Batch* b) {
+  b->set_seq(w + 2);
+  const int64_t start = static_cast<int64_t>(w) * kWindowNs;
+  b->set_window_start_ns(start);
+  b->set_window_end_ns(start + kWindowNs);
+  const uint64_t per_rail = static_cast<uint64_t>((g_collectives + kRails - 1) / kRails);
+  for (v1::PortWindow& pw : *b->mutable_ports()) {
+    for (v1::DirectionWindow* d : {pw.mutable_transmit(), pw.mutable_receive()}) {
+      d->set_bytes(30'000'000'000 + (node * 7 + w) % 1'000'000);
+      d->set_bytes_total((w + 1) * 30'000'000'000);
+      d->set_packets(7'000'000);
+      d->set_packets_total((w + 1) * 7'000'000);
+    }
+  }
+  // The same slots on every node of a group, and the same per-rank skew pattern, so that every
+  // instance completes (some with a straggler).
+  const int64_t slot_ns = kWindowNs / (g_collectives + 1);
+  const int64_t skew_ns = static_cast<int64_t>(node % kGroupNodes) * 20'000;
+  for (int i = 0; i < g_collectives; ++i) {
+    v1::Collective* c = b->mutable_collectives(i);
+    const uint64_t seq = w * per_rail + static_cast<uint64_t>(i / kRails);
+    const int64_t s = start + i * slot_ns + skew_ns;
+    const int64_t dur = slot_ns / 2;
+    c->set_seq(seq);
+    c->set_enqueue_start_ns(s - 5'000);
+    c->set_enqueue_end_ns(s - 1'000);
+    c->set_start_ns(s);
+    c->set_end_ns(s + dur);
+    c->set_duration_seconds(static_cast<double>(dur) / 1e9);
+    c->set_algbw_bytes_per_second(static_cast<double>(c->bytes()) * 1e9 / static_cast<double>(dur));
+    c->set_busbw_bytes_per_second(c->algbw_bytes_per_second() * 2 * (kGroupNodes - 1) /
+                                  kGroupNodes);
+    c->set_proxy_bytes(112u << 20);
+    v1::CollectiveAnalysis* a = b->mutable_collective_analyses(i);
+    a->set_seq(seq);
+    a->set_start_ns(s);
+    a->set_end_ns(s + dur);
+  }
+}
+
+struct Cluster {
+  std::vector<std::string> names;
+  std::vector<v1::Batch> batches;  // one per node, rewritten per window
+};
+
+// Ingests windows [first, first + count) of all nodes into `state` on `threads` threads (1 or
+// 2); returns the seconds spent in OnBatch (wall time of the window loop minus SetWindow).
+double Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, int count, int threads) {
+  const size_t n = c.names.size();
+  double busy = 0;
+  if (threads == 1) {
+    for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
+      for (size_t i = 0; i < n; ++i) SetWindow(i, w, &c.batches[i]);
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < n; ++i) {
+        if (!state.OnBatch(c.names[i], i + 1, c.batches[i]).ok()) std::abort();
+      }
+      busy += Seconds(t0, Clock::now());
+    }
+    return busy;
+  }
+  // Two threads, nodes by parity; window w's batches are prepared before the barrier that
+  // starts it, and the clock runs from that barrier to the one that ends it.
+  std::barrier sync(threads);
+  Clock::time_point t0;
+  auto work = [&](int t) {
+    for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
+      for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
+        SetWindow(i, w, &c.batches[i]);
+      }
+      sync.arrive_and_wait();
+      if (t == 0) t0 = Clock::now();
+      sync.arrive_and_wait();
+      for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
+        if (!state.OnBatch(c.names[i], i + 1, c.batches[i]).ok()) std::abort();
+      }
+      sync.arrive_and_wait();
+      if (t == 0) busy += Seconds(t0, Clock::now());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& th : pool) th.join();
+  return busy;
+}
+
+// Seconds to parse every node's serialized batch of window w (the baseline), over `count` windows.
+double ParseBaseline(Cluster& c, uint64_t first, int count) {
+  const size_t n = c.names.size();
+  std::vector<std::string> wire(n);
+  double busy = 0;
+  v1::Batch parsed;
+  for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
+    for (size_t i = 0; i < n; ++i) {
+      SetWindow(i, w, &c.batches[i]);
+      c.batches[i].SerializeToString(&wire[i]);
+    }
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      if (!parsed.ParseFromString(wire[i])) std::abort();
+    }
+    busy += Seconds(t0, Clock::now());
+  }
+  return busy;
+}
+
+int Run() {
+  PrintMachine();
+  std::printf(
+      "cluster: %zu nodes x %d ports x 1 s windows; %d collectives + %d analyses per "
+      "node per window; %zu rail communicators of %d ranks (one per node)\n",
+      g_nodes, kRails, g_collectives, g_collectives, g_nodes / kGroupNodes * kRails, kGroupNodes);
+  Cluster c;
+  for (size_t i = 0; i < g_nodes; ++i) {
+    c.names.push_back(NodeName(i));
+    c.batches.push_back(MakeTemplate(i));
+  }
+  SetWindow(0, 1, &c.batches[0]);
+  const size_t batch_bytes = c.batches[0].ByteSizeLong();
+  std::printf("batch: %zu bytes serialized\n", batch_bytes);
+
+  // Populate: Hello + warm-up windows, until the per-node rings are full.
+  malloc_trim(0);
+  const size_t heap0 = HeapInUse();
+  const size_t rss0 = RssBytes();
+  auto state = std::make_unique<exporters::ClusterState>();
+  for (size_t i = 0; i < g_nodes; ++i) {
+    if (!state->OnHello(MakeHello(i, kRails)).ok()) std::abort();
+  }
+  uint64_t window = 0;
+  const auto tw0 = Clock::now();
+  Ingest(c, *state, window, g_warmup, 1);
+  window += static_cast<uint64_t>(g_warmup);
+  const double warm_s = Seconds(tw0, Clock::now());
+  const size_t heap1 = HeapInUse();
+  const size_t rss1 = RssBytes();
+  const double n = static_cast<double>(g_nodes);
+  const uint64_t cr_bytes = state->cross_rank().memory_bytes();
+  std::printf("warm-up: %d windows (%zu batches) in %.1f s; instances matched %llu, pending %llu\n",
+              g_warmup, g_nodes * static_cast<size_t>(g_warmup), warm_s,
+              static_cast<unsigned long long>(state->cross_rank().instances_total()),
+              static_cast<unsigned long long>(state->cross_rank().pending()));
+  std::printf(
+      "memory: heap +%.1f MiB (%.0f KiB/node), RSS +%.1f MiB (%.0f KiB/node); "
+      "CrossRankAnalysis::memory_bytes() %.1f MiB (%.1f KiB/node); "
+      "per node / one serialized batch = %.1fx\n",
+      static_cast<double>(heap1 - heap0) / (1 << 20), static_cast<double>(heap1 - heap0) / n / 1024,
+      static_cast<double>(rss1 - rss0) / (1 << 20), static_cast<double>(rss1 - rss0) / n / 1024,
+      static_cast<double>(cr_bytes) / (1 << 20), static_cast<double>(cr_bytes) / n / 1024,
+      static_cast<double>(heap1 - heap0) / n / static_cast<double>(batch_bytes));
+
+  // Baseline, then one thread, then two threads; the same number of windows each.
+  const double batches = n * g_windows;
+  const double parse_s = ParseBaseline(c, window, g_windows);
+  const uint64_t inst0 = state->cross_rank().instances_total();
+  const double one_s = Ingest(c, *state, window, g_windows, 1);
+  window += static_cast<uint64_t>(g_windows);
+  const uint64_t inst1 = state->cross_rank().instances_total();
+  const double two_s = Ingest(c, *state, window, g_windows, 2);
+  window += static_cast<uint64_t>(g_windows);
+  const uint64_t inst2 = state->cross_rank().instances_total();
+
+  // Matching alone: a fresh CrossRankAnalysis over the same kind of windows.
+  exporters::CrossRankAnalysis cross;
+  for (size_t i = 0; i < g_nodes; ++i) cross.OnHello(MakeHello(i, kRails));
+  double match_s = 0;
+  const int match_windows = g_warmup + g_windows;
+  for (uint64_t w = 0; w < static_cast<uint64_t>(match_windows); ++w) {
+    for (size_t i = 0; i < g_nodes; ++i) SetWindow(i, w, &c.batches[i]);
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < g_nodes; ++i) cross.OnBatch(c.names[i], c.batches[i]);
+    match_s += Seconds(t0, Clock::now());
+  }
+  const double analyses = n * g_collectives * match_windows;
+
+  // /metrics for the whole cluster.
+  exporters::HttpServer http({state.get()}, state.get());
+  std::vector<double> render, copy;
+  std::string body;
+  for (int r = 0; r < g_repeat; ++r) {
+    const auto t0 = Clock::now();
+    body = http.RenderMetrics();
+    render.push_back(Seconds(t0, Clock::now()));
+    const auto t1 = Clock::now();
+    std::string dup = body;
+    copy.push_back(Seconds(t1, Clock::now()));
+    if (dup.size() != body.size()) std::abort();
+  }
+  size_t lines = 0;
+  for (char ch : body) lines += ch == '\n';
+
+  std::printf(
+      "\n=== cluster ingest summary (%zu nodes, %d windows per mode; noisy shared machine)\n",
+      g_nodes, g_windows);
+  std::printf(
+      "ingest 1 thread:   %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s "
+      "(%llu); OnBatch / protobuf parse = %.1fx (parse %.0f us/batch)\n",
+      batches / one_s, one_s / batches * 1e6, static_cast<double>(inst1 - inst0) / one_s,
+      static_cast<unsigned long long>(inst1 - inst0), one_s / parse_s, parse_s / batches * 1e6);
+  std::printf(
+      "ingest 2 threads:  %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s "
+      "(%llu); speed-up over 1 thread %.2fx\n",
+      batches / two_s, two_s / batches * 1e6, static_cast<double>(inst2 - inst1) / two_s,
+      static_cast<unsigned long long>(inst2 - inst1), one_s / two_s);
+  std::printf("needed at this scale: %.0f batches/s (1 per node per s): 1-thread headroom %.0fx\n",
+              n, batches / one_s / n);
+  std::printf(
+      "matching alone:    %8.0f analyses/s, %.0f instances/s (%llu instances of %d ranks); "
+      "CrossRankAnalysis::OnBatch / protobuf parse = %.2fx\n",
+      analyses / match_s, static_cast<double>(cross.instances_total()) / match_s,
+      static_cast<unsigned long long>(cross.instances_total()), kGroupNodes,
+      match_s / (parse_s / g_windows * match_windows));
+  std::printf(
+      "render /metrics:   %.1f ms median of %d (%.1f MiB, %zu lines, %.0f bytes/node); "
+      "copy of the body %.2f ms; render / copy = %.0fx\n",
+      Median(render) * 1e3, g_repeat, static_cast<double>(body.size()) / (1 << 20), lines,
+      static_cast<double>(body.size()) / n, Median(copy) * 1e3, Median(render) / Median(copy));
+  return 0;
+}
+
+}  // namespace
+}  // namespace fabricscope::bench
+
+int main(int argc, char** argv) {
+  using namespace fabricscope::bench;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      const size_t len = std::strlen(flag);
+      return a.compare(0, len, flag) == 0 ? argv[i] + len : nullptr;
+    };
+    if (const char* v = value("--nodes=")) {
+      g_nodes = static_cast<size_t>(std::atoll(v));
+    } else if (const char* v = value("--collectives=")) {
+      g_collectives = std::atoi(v);
+    } else if (const char* v = value("--warmup_windows=")) {
+      g_warmup = std::atoi(v);
+    } else if (const char* v = value("--windows=")) {
+      g_windows = std::atoi(v);
+    } else if (const char* v = value("--repeat=")) {
+      g_repeat = std::atoi(v);
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (g_nodes < kGroupNodes || g_collectives < 1 || g_warmup < 1 || g_windows < 1 || g_repeat < 1) {
+    std::fprintf(stderr, "need --nodes >= %d and positive counts\n", kGroupNodes);
+    return 2;
+  }
+  g_nodes -= g_nodes % kGroupNodes;  // whole groups only
+  return Run();
+}

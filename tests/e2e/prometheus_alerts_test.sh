@@ -62,6 +62,21 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/fabricscope-prom-e2e.XXXXXX") || exit 1
 PIDS=()
 FAILED=0
 
+# Background calls of in_* run in a subshell, so $! is that subshell, not the daemon: stop
+# everything still running inside a namespace before deleting it.
+stop_netns_pids() {
+  local pids
+  pids=$(ip netns pids "$1" 2>/dev/null)
+  [ -n "$pids" ] || return 0
+  kill -TERM $pids 2>/dev/null
+  for _ in $(seq 50); do
+    pids=$(ip netns pids "$1" 2>/dev/null)
+    [ -n "$pids" ] || return 0
+    sleep 0.1
+  done
+  kill -KILL $pids 2>/dev/null
+}
+
 cleanup() {
   local p
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -70,7 +85,9 @@ cleanup() {
     kill -KILL "$p" 2>/dev/null
     wait "$p" 2>/dev/null
   done
+  stop_netns_pids "$NS_A"
   ip netns del "$NS_A" 2>/dev/null
+  stop_netns_pids "$NS_B"
   ip netns del "$NS_B" 2>/dev/null
   if [ "$FAILED" -eq 0 ] && [ "$KEEP" != 1 ]; then rm -rf "$WORK"; else log "logs kept in $WORK"; fi
 }

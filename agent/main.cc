@@ -214,8 +214,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
   if (auto v = flag(FLAGS_gpu_allowed_uids); !v.empty()) {
     auto u = fabricscope::agent::ParseUidList(v);
     if (!u.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--gpu-allowed-uids: ", u.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("--gpu-allowed-uids: ", u.status().message()));
     }
     o->gpu_allowed_uids = *u;
   }

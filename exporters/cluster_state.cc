@@ -569,8 +569,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   return out;
 }
 
-std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter,
-                                                size_t limit) const {
+std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter, size_t limit) const {
   absl::MutexLock lock(&mu_);
   return gpu_.CollectivesJson(node_filter, limit);
 }

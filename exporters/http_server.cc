@@ -86,16 +86,15 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     std::string node;
     size_t limit;
     gpu_query(req, &node, &limit);
-    res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}",
-                    "application/json");
+    res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}", "application/json");
   });
-  server_->Get("/api/kernels", [this, gpu_query](const httplib::Request& req,
-                                                 httplib::Response& res) {
-    std::string node;
-    size_t limit;
-    gpu_query(req, &node, &limit);
-    res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
-  });
+  server_->Get(
+      "/api/kernels", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+        std::string node;
+        size_t limit;
+        gpu_query(req, &node, &limit);
+        res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
+      });
   if (state_) {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages);

@@ -12,6 +12,7 @@
 # Needs root; exits 77 (skip) without it or without namespaces/veth/tbf. 0 = pass, 1 = fail
 # (logs and responses are kept in the work directory).
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 AGENT=${1:-}
 BURST=${2:-}
@@ -40,33 +41,9 @@ V_RX=fsh$$rx
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fabricscope-heatmap.XXXXXX") || exit 1
 PIDS=()
 FAILED=0
-# Background calls of in_* run in a subshell, so $! is that subshell, not the daemon: stop
-# everything still running inside a namespace before deleting it.
-stop_netns_pids() {
-  local pids
-  pids=$(ip netns pids "$1" 2>/dev/null)
-  [ -n "$pids" ] || return 0
-  kill -TERM $pids 2>/dev/null
-  for _ in $(seq 50); do
-    pids=$(ip netns pids "$1" 2>/dev/null)
-    [ -n "$pids" ] || return 0
-    sleep 0.1
-  done
-  kill -KILL $pids 2>/dev/null
-}
-
 cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  done
-  stop_netns_pids "$NS_TX"
-  ip netns del "$NS_TX" 2>/dev/null
-  stop_netns_pids "$NS_RX"
-  ip netns del "$NS_RX" 2>/dev/null
+  stop_pids "${PIDS[@]}"
+  delete_netns "$NS_TX" "$NS_RX"
   if [ "$FAILED" -eq 0 ]; then rm -rf "$WORK"; else log "logs kept in $WORK"; fi
 }
 trap cleanup EXIT

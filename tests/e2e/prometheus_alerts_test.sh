@@ -30,6 +30,7 @@
 # Needs root, ip netns, veth, tbf, prometheus and promtool; exits 77 (skipped) without them.
 # FABRICSCOPE_E2E_KEEP=1 keeps the work directory (logs, Prometheus config) on success too.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 AGENT=${1:?agent binary}
 AGGREGATOR=${2:?aggregator binary}
@@ -62,33 +63,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/fabricscope-prom-e2e.XXXXXX") || exit 1
 PIDS=()
 FAILED=0
 
-# Background calls of in_* run in a subshell, so $! is that subshell, not the daemon: stop
-# everything still running inside a namespace before deleting it.
-stop_netns_pids() {
-  local pids
-  pids=$(ip netns pids "$1" 2>/dev/null)
-  [ -n "$pids" ] || return 0
-  kill -TERM $pids 2>/dev/null
-  for _ in $(seq 50); do
-    pids=$(ip netns pids "$1" 2>/dev/null)
-    [ -n "$pids" ] || return 0
-    sleep 0.1
-  done
-  kill -KILL $pids 2>/dev/null
-}
-
 cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  stop_netns_pids "$NS_A"
-  ip netns del "$NS_A" 2>/dev/null
-  stop_netns_pids "$NS_B"
-  ip netns del "$NS_B" 2>/dev/null
+  stop_pids "${PIDS[@]}"
+  delete_netns "$NS_A" "$NS_B"
   if [ "$FAILED" -eq 0 ] && [ "$KEEP" != 1 ]; then rm -rf "$WORK"; else log "logs kept in $WORK"; fi
 }
 trap cleanup EXIT

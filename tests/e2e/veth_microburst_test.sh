@@ -63,6 +63,7 @@
 #     busy host can starve the shaper for long enough to split a burst even at 1 ms (measured:
 #     1 first attempt in 8 at load 2 on 2 vCPUs).
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 AGENT=${1:-}
 BURST=${2:-}
@@ -110,17 +111,8 @@ PIDS=()
 FAILED=0
 
 cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null
-  done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  done
-  ip netns del "$NS_TX" 2>/dev/null
-  ip netns del "$NS_RX" 2>/dev/null
+  stop_pids "${PIDS[@]}"
+  delete_netns "$NS_TX" "$NS_RX"
   if [ "$FAILED" -eq 0 ] && [ "$KEEP" != 1 ]; then
     rm -rf "$WORK"
   else

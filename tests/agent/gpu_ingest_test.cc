@@ -20,6 +20,7 @@
 #include "collectors/gpu/producer.h"
 #include "collectors/gpu/wire.h"
 #include "gtest/gtest.h"
+#include "tests/common/unix_socket.h"
 #include "tests/common/wait.h"
 
 namespace fabricscope::agent {
@@ -44,14 +45,8 @@ class TempDir {
 
 // A raw producer connection (the test's own, independent of ProducerChannel).
 int Connect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
+  const int fd = fabricscope::testing::ConnectSeqpacket(path);
+  if (fd < 0) return -1;
   int big = 1 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
   return fd;

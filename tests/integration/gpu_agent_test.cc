@@ -17,6 +17,7 @@
 #include "collectors/gpu/wire.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/subprocess.h"
+#include "tests/common/unix_socket.h"
 #include "tests/common/wait.h"
 #include "tests/integration/exposition.h"
 
@@ -25,18 +26,6 @@ namespace {
 
 namespace gpu = collectors::gpu;
 using namespace std::chrono_literals;
-
-int Connect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 struct Agent {
   Agent(const FakeTree& tree, const std::string& socket)
@@ -60,7 +49,7 @@ struct Agent {
 // 1 ms each on GPU (busBw = 8e6 / 1e-3 x 2 x 7/8 = 1.4e10 B/s), and a proxy send of 1 MB per
 // collective to rank (rank + 1) % 8. Reports 7 records dropped on its side.
 void Produce(const std::string& path, uint64_t comm, int32_t rank, int n) {
-  const int fd = Connect(path);
+  const int fd = ConnectSeqpacket(path);
   if (fd < 0) _exit(2);
   alignas(8) static unsigned char buf[gpu::kMaxDatagramBytes];
   gpu::DatagramWriter w(buf, sizeof(buf), gpu::Source::kNcclProfiler, getpid());

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -117,8 +118,12 @@ struct Drained {
   }
 };
 
-void DrainInto(GpuIngest& ingest, Drained* d) {
-  while (const GpuEvent* e = ingest.Peek()) {
+// Moves up to `max` queued events into `d`. A bound matters when a producer never stops: the
+// queue is then never empty and an unbounded drain would never return.
+void DrainInto(GpuIngest& ingest, Drained* d, size_t max = SIZE_MAX) {
+  for (size_t n = 0; n < max; ++n) {
+    const GpuEvent* e = ingest.Peek();
+    if (e == nullptr) break;
     switch (e->type) {
       case gpu::RecordType::kComm:
         d->comms.push_back(*e);
@@ -387,15 +392,28 @@ TEST(GpuIngest, AProducerKilledMidStreamLeavesTheOthersAlone) {
     _exit(0);
   }
   Drained d;
-  ASSERT_TRUE(WaitFor([&] {
-    DrainInto(ingest, &d);
+  const bool victim_streamed = WaitFor([&] {
+    DrainInto(ingest, &d, 4096);
     return d.collectives.size() > 2000;
-  }));
+  });
   std::atomic<int64_t> sent{-1};
-  std::thread survivor([&] { sent = Produce(o.socket_path, 0xa11e, 2, 1, 20000); });
+  std::atomic<bool> finished{false};
+  std::thread survivor([&] {
+    sent = Produce(o.socket_path, 0xa11e, 2, 1, 20000);
+    finished = true;
+  });
   kill(victim, SIGKILL);
   waitpid(victim, nullptr, 0);
+  // Keep draining while the survivor sends, so the queue never fills behind it.
+  const bool survivor_done = WaitFor(
+      [&] {
+        DrainInto(ingest, &d, 4096);
+        return finished.load();
+      },
+      60s);
   survivor.join();
+  ASSERT_TRUE(victim_streamed);
+  ASSERT_TRUE(survivor_done);
   ASSERT_EQ(sent.load(), 20000);
   ASSERT_TRUE(WaitFor([&] {
     DrainInto(ingest, &d);

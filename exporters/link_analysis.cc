@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collectors/priority_stat.h"
 #include "exporters/loss_patterns.h"
 #include "exporters/metric_util.h"
 #include "exporters/utilization_codec.h"
@@ -17,6 +18,9 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 namespace {
+
+// PFC priorities (IEEE 802.1Qbb: eight, 0-7).
+constexpr size_t kPfcPriorities = 8;
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
@@ -181,9 +185,16 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   }
   std::vector<double> bytes[2];
   double total_bytes = 0;
+  std::vector<PriorityLoss> priority_loss;
   for (const v1::PortWindow& pw : batch.ports()) {
     if (pw.port_index() >= n.ports.size()) continue;
     PortLinks& p = n.ports[pw.port_index()];
+    for (const v1::CounterValue& c : pw.counters()) {
+      if (c.delta() == 0 || !IsLossCounterName(c.name())) continue;
+      if (std::optional<collectors::EthtoolStatName> s = collectors::ParsePriorityStat(c.name())) {
+        priority_loss.push_back(PriorityLoss{pw.port_index(), s->priority, c.delta()});
+      }
+    }
     const uint64_t loss = LossEventsInWindow(pw);
     p.loss.push_back(loss);
     p.loss_sum += loss;
@@ -196,6 +207,10 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
     if (any_rdma && !p.info.rdma()) continue;
     if (pw.transmit().has_bytes()) bytes[0].push_back(static_cast<double>(pw.transmit().bytes()));
     if (pw.receive().has_bytes()) bytes[1].push_back(static_cast<double>(pw.receive().bytes()));
+  }
+  if (batch.ports_size() > 0) {
+    n.priority_loss.push_back(std::move(priority_loss));
+    while (n.priority_loss.size() > options_.loss_windows) n.priority_loss.pop_front();
   }
   for (int d = 0; d < 2; ++d) n.imbalance[d] = CoefficientOfVariation(bytes[d]);
   CheckAnomaly(node, n, n.window_bytes, "bytes", total_bytes, end_unix);
@@ -486,12 +501,20 @@ std::string LinkAnalysis::LossPatternsJson() const {
     std::string node;
     const v1::PortInfo* info;
     uint64_t events;
+    std::array<uint64_t, kPfcPriorities> by_priority;
   };
   absl::MutexLock lock(&mu_);
   std::vector<LinkLoss> links;
   for (const auto& [name, n] : nodes_) {
-    for (const PortLinks& p : n.ports) {
-      if (!p.loss.empty()) links.push_back(LinkLoss{name, &p.info, p.loss_sum});
+    std::vector<std::array<uint64_t, kPfcPriorities>> by_priority(n.ports.size());
+    for (const std::vector<PriorityLoss>& window : n.priority_loss) {
+      for (const PriorityLoss& e : window) {
+        if (e.port_index < by_priority.size()) by_priority[e.port_index][e.priority] += e.events;
+      }
+    }
+    for (size_t i = 0; i < n.ports.size(); ++i) {
+      const PortLinks& p = n.ports[i];
+      if (!p.loss.empty()) links.push_back(LinkLoss{name, &p.info, p.loss_sum, by_priority[i]});
     }
   }
   std::stable_sort(links.begin(), links.end(),
@@ -509,6 +532,26 @@ std::string LinkAnalysis::LossPatternsJson() const {
   if (int top = ConcentratedGroup(link_counts, rule); top >= 0) {
     reasons.push_back(absl::StrCat("link ", LinkName(links[top].node, *links[top].info), " holds ",
                                    links[top].events, " of ", total, " loss events"));
+  }
+  // PFC priorities, and the link that holds most of the top priority's loss if one does.
+  std::vector<uint64_t> priority_counts(kPfcPriorities, 0);
+  uint64_t priority_total = 0;
+  for (const LinkLoss& l : links) {
+    for (size_t q = 0; q < kPfcPriorities; ++q) {
+      priority_counts[q] += l.by_priority[q];
+      priority_total += l.by_priority[q];
+    }
+  }
+  if (int top = ConcentratedGroup(priority_counts, rule); top >= 0) {
+    std::string reason = absl::StrCat("priority ", top, " holds ", priority_counts[top], " of ",
+                                      priority_total, " priority-tagged loss events");
+    std::vector<uint64_t> on_link;
+    for (const LinkLoss& l : links) on_link.push_back(l.by_priority[top]);
+    if (int link = ConcentratedGroup(on_link, rule); link >= 0) {
+      absl::StrAppend(&reason, ", ", on_link[link], " of them on link ",
+                      LinkName(links[link].node, *links[link].info));
+    }
+    reasons.push_back(std::move(reason));
   }
   // Peers and timing from captured loss events.
   std::map<std::pair<std::string, std::string>, uint64_t> peers;
@@ -561,10 +604,11 @@ std::string LinkAnalysis::LossPatternsJson() const {
   out += ",";
   Str(&out, "rule",
       absl::StrFormat(
-          "systematic when, over the last %d windows with at least %d events, one link (or one "
-          "captured peer pair) holds >= %.0f%% of the loss events and >= %.0fx an even share, "
-          "or a node's captured loss events cluster at one phase of its step period (Rayleigh "
-          "p < 0.01); random otherwise",
+          "systematic when, over the last %d windows with at least %d events, one link, one PFC "
+          "priority (of the loss counters named {rx,tx}_prio<p>_*) or one captured peer pair "
+          "holds >= %.0f%% of the loss events and >= %.0fx an even share, or a node's captured "
+          "loss events cluster at one phase of its step period (Rayleigh p < 0.01); random "
+          "otherwise",
           options_.loss_windows, rule.min_events, rule.min_share * 100, rule.even_share_factor));
   out += ",\"reasons\":[";
   for (size_t i = 0; i < reasons.size(); ++i) {
@@ -589,6 +633,24 @@ std::string LinkAnalysis::LossPatternsJson() const {
     Num(&out, "loss_events", static_cast<double>(links[i].events));
     out += ",";
     Num(&out, "share", static_cast<double>(links[i].events) / static_cast<double>(total));
+    out += "}";
+  }
+  out += "],";
+  Num(&out, "total_priority_loss_events", static_cast<double>(priority_total));
+  out += ",\"priorities\":[";
+  std::vector<size_t> order(kPfcPriorities);
+  for (size_t q = 0; q < kPfcPriorities; ++q) order[q] = q;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return priority_counts[a] > priority_counts[b]; });
+  for (size_t i = 0; i < order.size() && priority_counts[order[i]] > 0; ++i) {
+    if (i) out += ",";
+    out += "{";
+    Num(&out, "priority", static_cast<double>(order[i]));
+    out += ",";
+    Num(&out, "loss_events", static_cast<double>(priority_counts[order[i]]));
+    out += ",";
+    Num(&out, "share",
+        static_cast<double>(priority_counts[order[i]]) / static_cast<double>(priority_total));
     out += "}";
   }
   out += "],\"peers\":[";

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -76,7 +77,12 @@ class LinkAnalysis {
   std::string AnomaliesJson(absl::string_view node_filter) const;
   // {"rule": "...", "classification": ..., "reasons": [...], "total_loss_events", "gini",
   //  "links": [{node, device, port, loss_events, share}...] (top first, at most 20),
+  //  "total_priority_loss_events", "priorities": [{priority, loss_events, share}...] (PFC
+  //  priorities 0-7 with loss, top first; share of the priority-tagged loss events),
   //  "peers": [...], "nodes": [{node, step_period_seconds, rayleigh_p, ...}]}.
+  // Priority-tagged loss events are the deltas of the {rx,tx}_prio<p>_<kind> counters
+  // (collectors::ParsePriorityStat) that IsLossCounterName accepts: rx_prio3_discards,
+  // rx_prio3_buf_discard, rx_prio3_cong_discard; not pause, bytes, packets or marked.
   std::string LossPatternsJson() const;
   // {"recordings":[{node, device, port, reason, from_unix_seconds, to_unix_seconds, truncated,
   //   samples:[{time_unix_seconds, interval_seconds, transmit_bytes, receive_bytes,
@@ -129,6 +135,12 @@ class LinkAnalysis {
     v1::FlightRecording r;
     int64_t offset_ns;
   };
+  // Loss events of one port and PFC priority in one window (only nonzero ones are kept).
+  struct PriorityLoss {
+    uint32_t port_index;
+    uint8_t priority;  // 0-7
+    uint64_t events;
+  };
   struct NodeLinks {
     uint64_t instance_id = 0;
     std::vector<PortLinks> ports;
@@ -141,6 +153,9 @@ class LinkAnalysis {
     double imbalance[2] = {NAN, NAN};  // transmit, receive
     std::deque<PeerWindow> peers;
     std::deque<std::pair<std::pair<std::string, std::string>, int64_t>> loss_events;
+    // Priority-tagged loss of the last loss_windows batches that carried port windows, newest
+    // last (empty vectors for windows without any).
+    std::deque<std::vector<PriorityLoss>> priority_loss;
     std::deque<Recording> recordings;
     uint64_t flight_recorder_bytes = 0;
     bool has_flight_recorder = false;

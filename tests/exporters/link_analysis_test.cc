@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "exporters/utilization_codec.h"
 
 namespace fabricscope::exporters {
@@ -204,6 +206,153 @@ TEST(LinkAnalysis, LossConcentratedOnOneLinkIsSystematic) {
   }
   even.OnBatch("n1", b);
   EXPECT_NE(even.LossPatternsJson().find("\"classification\":\"random\""), std::string::npos);
+}
+
+// Window i (seq i + 1, starting at 10 + i s) of `ports` ports at a flat 10% utilization.
+v1::Batch FlatWindow(int i, int ports) {
+  return Window(static_cast<uint64_t>(i + 1), (10 + i) * kSec, ports, [](int, int) { return 0.1; });
+}
+
+void AddCounter(v1::Batch* b, int port, const std::string& name, uint64_t delta) {
+  v1::CounterValue* c = b->mutable_ports(port)->add_counters();
+  c->set_group("ethtool");
+  c->set_name(name);
+  c->set_delta(delta);
+}
+
+// The "reasons" array of a LossPatternsJson() answer, as text.
+std::string Reasons(const std::string& json) {
+  const size_t from = json.find("\"reasons\":[");
+  if (from == std::string::npos) return "<no reasons>";
+  return json.substr(from, json.find(']', from) - from + 1);
+}
+
+TEST(LinkAnalysis, LossOnOnePriorityOverManyLinksIsSystematic) {
+  // Two nodes x 4 ports, 5 windows. Every link discards the same on priority 3 (3 a window) and
+  // priority 0 (1 a window): no link concentrates loss, priority 3 does. Pause counters and
+  // malformed priority names are not priority-tagged loss (the malformed ones, named "discards",
+  // still count as the link's loss events).
+  constexpr int kPorts = 4, kWindows = 5, kLinks = 2 * kPorts;
+  constexpr uint64_t kPrio3 = 3, kPrio0 = 1, kMalformed = 50;
+  LinkAnalysis a;
+  a.OnHello(Hello("n1", kPorts));
+  a.OnHello(Hello("n2", kPorts, 2));
+  for (int i = 0; i < kWindows; ++i) {
+    for (const char* node : {"n1", "n2"}) {
+      v1::Batch b = FlatWindow(i, kPorts);
+      for (int p = 0; p < kPorts; ++p) {
+        AddCounter(&b, p, "rx_prio3_discards", kPrio3);
+        AddCounter(&b, p, "rx_prio0_buf_discard", kPrio0);
+        AddCounter(&b, p, "rx_prio3_pause", 1000);
+        AddCounter(&b, p, "rx_prio3_pause_duration", 5000);
+        AddCounter(&b, p, "rx_prio9_discards", kMalformed);
+        AddCounter(&b, p, "rx_prio_discards", kMalformed);
+      }
+      a.OnBatch(node, b);
+    }
+  }
+  const uint64_t prio3 = kPrio3 * kWindows * kLinks, prio0 = kPrio0 * kWindows * kLinks;
+  const uint64_t link_total = (kPrio3 + kPrio0 + 2 * kMalformed) * kWindows * kLinks;
+  const std::string json = a.LossPatternsJson();
+  EXPECT_NE(json.find("\"classification\":\"systematic\""), std::string::npos) << json;
+  EXPECT_EQ(Reasons(json), absl::StrCat("\"reasons\":[\"priority 3 holds ", prio3, " of ",
+                                        prio3 + prio0, " priority-tagged loss events\"]"))
+      << json;
+  EXPECT_NE(json.find(absl::StrCat("\"total_loss_events\":", link_total)), std::string::npos)
+      << json;
+  EXPECT_NE(
+      json.find(absl::StrFormat("\"total_priority_loss_events\":%d,\"priorities\":["
+                                "{\"priority\":3,\"loss_events\":%d,\"share\":%.9g},"
+                                "{\"priority\":0,\"loss_events\":%d,\"share\":%.9g}]",
+                                prio3 + prio0, prio3, static_cast<double>(prio3) / (prio3 + prio0),
+                                prio0, static_cast<double>(prio0) / (prio3 + prio0))),
+      std::string::npos)
+      << json;
+  EXPECT_NE(json.find("one PFC priority"), std::string::npos) << json;
+}
+
+TEST(LinkAnalysis, PriorityLossOnOneLinkNamesTheLink) {
+  LinkAnalysis a;
+  a.OnHello(Hello("n1", 4));
+  for (int i = 0; i < 5; ++i) {
+    v1::Batch b = FlatWindow(i, 4);
+    for (int p = 0; p < 4; ++p) AddCounter(&b, p, "rx_prio5_cong_discard", p == 1 ? 8 : 1);
+    a.OnBatch("n1", b);
+  }
+  // Priority 5: 5 x (8 + 3 x 1) = 55 events, 40 of them on mlx5_1.
+  const std::string json = a.LossPatternsJson();
+  EXPECT_NE(
+      Reasons(json).find("\"priority 5 holds 55 of 55 priority-tagged loss events, 40 of them on "
+                         "link n1/mlx5_1:1\""),
+      std::string::npos)
+      << json;
+  EXPECT_NE(Reasons(json).find("\"link n1/mlx5_1:1 holds 40 of 55 loss events\""),
+            std::string::npos)
+      << json;
+}
+
+TEST(LinkAnalysis, LossSpreadOverPrioritiesAndLinksIsRandom) {
+  LinkAnalysis a;
+  a.OnHello(Hello("n1", 4));
+  for (int i = 0; i < 3; ++i) {
+    v1::Batch b = FlatWindow(i, 4);
+    for (int p = 0; p < 4; ++p) {
+      for (int q = 0; q < 8; ++q) AddCounter(&b, p, absl::StrCat("rx_prio", q, "_discards"), 2);
+    }
+    a.OnBatch("n1", b);
+  }
+  const std::string json = a.LossPatternsJson();
+  EXPECT_NE(json.find("\"classification\":\"random\""), std::string::npos) << json;
+  EXPECT_EQ(Reasons(json), "\"reasons\":[]") << json;
+  // 8 priorities x 3 windows x 4 ports x 2 = 192; each priority 24, an eighth.
+  EXPECT_NE(json.find("\"total_priority_loss_events\":192"), std::string::npos) << json;
+  for (int q = 0; q < 8; ++q) {
+    EXPECT_NE(json.find(absl::StrCat("{\"priority\":", q, ",\"loss_events\":24,\"share\":0.125}")),
+              std::string::npos)
+        << q << " " << json;
+  }
+}
+
+TEST(LinkAnalysis, PauseAndMalformedPriorityNamesAreNotPriorityLoss) {
+  LinkAnalysis a;
+  a.OnHello(Hello("n1", 2));
+  for (int i = 0; i < 3; ++i) {
+    v1::Batch b = FlatWindow(i, 2);
+    for (int p = 0; p < 2; ++p) {
+      AddCounter(&b, p, "rx_prio3_pause", 500);
+      AddCounter(&b, p, "tx_prio3_pause_duration", 500);
+      AddCounter(&b, p, "rx_prio3_packets", 500);
+      AddCounter(&b, p, "rx_prio3_marked", 500);
+      AddCounter(&b, p, "rx_prio9_discards", 7);
+      AddCounter(&b, p, "rx_prio_discards", 7);
+      AddCounter(&b, p, "rx_prio33_discards", 7);
+    }
+    a.OnBatch("n1", b);
+  }
+  const std::string json = a.LossPatternsJson();
+  EXPECT_NE(json.find("\"total_priority_loss_events\":0,\"priorities\":[]"), std::string::npos)
+      << json;
+  // The malformed "discards" counters are still the links' loss: 3 windows x 2 ports x 21.
+  EXPECT_NE(json.find("\"total_loss_events\":126"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"classification\":\"random\""), std::string::npos) << json;
+}
+
+TEST(LinkAnalysis, PriorityLossCountsOnlyTheLastLossWindows) {
+  LinkAnalysisOptions o;
+  o.loss_windows = 3;
+  LinkAnalysis a(o);
+  a.OnHello(Hello("n1", 2));
+  // Windows 1-2: priority 3; windows 3-5 (the last 3): priority 6.
+  for (int i = 0; i < 5; ++i) {
+    v1::Batch b = FlatWindow(i, 2);
+    AddCounter(&b, 0, i < 2 ? "rx_prio3_discards" : "rx_prio6_discards", 10);
+    a.OnBatch("n1", b);
+  }
+  const std::string json = a.LossPatternsJson();
+  EXPECT_NE(json.find("\"total_priority_loss_events\":30,\"priorities\":[{\"priority\":6,"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("\"priority\":3"), std::string::npos) << json;
 }
 
 TEST(LinkAnalysis, NodesHeatmapMapsAddressesToNodesAndCountsAPairOnce) {

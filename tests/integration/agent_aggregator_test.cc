@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/common/fake_tree.h"
+#include "tests/common/promtool.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/wait.h"
 
@@ -139,14 +140,8 @@ TEST(AgentAggregator, TwoAgentsAreTwoNodes) {
                   "port=\"1\"}") == 4.0 * 345091702026;
   })) << body;
   // The exposition parses and passes Prometheus's own lint (naming, units, _total).
-  tree.Write("metrics.txt", body);
-  const std::string cmd = "promtool check metrics < " + tree.Path("metrics.txt") + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string lint;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p)) lint += buf;
-  EXPECT_EQ(pclose(p), 0) << "promtool check metrics: " << lint;
+  const PromtoolResult lint = PromtoolCheckMetrics(body);
+  EXPECT_TRUE(lint.ok) << "promtool check metrics: " << lint.output;
   for (auto& a : agents) EXPECT_EQ(a->Stop(SIGTERM), 0);
 }
 

@@ -566,6 +566,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   links_.Collect(&out);
   cross_rank_.Collect(&out);
   gpu_.Collect(&out);
+  // fabricscope_traffic_imbalance_ratio comes in two parts (links_: rails, gpu_: ranks).
+  MergeFamiliesByName(&out);
   return out;
 }
 

@@ -4,10 +4,12 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exporters/imbalance.h"
 #include "exporters/metric_util.h"
 
 namespace fabricscope::exporters {
@@ -84,6 +86,7 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
             LastBusBw{t.window_busbw_bytes_per_second(), t.window_seconds()};
       }
     }
+    AddRankWindow(n, batch.gpu());
   }
   for (const v1::Collective& c : batch.collectives()) {
     n.collectives.push_back(Collective{{batch.unix_offset_ns()}, c});
@@ -93,6 +96,32 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
     n.kernels.push_back(Kernel{{batch.unix_offset_ns()}, k});
   }
   while (n.kernels.size() > options_.recent_kernels_per_node) n.kernels.pop_front();
+}
+
+void GpuState::AddRankWindow(NodeGpu& n, const v1::GpuWindow& w) {
+  std::map<PairKey, uint64_t> totals;
+  for (const v1::RankPairBytes& rp : w.rank_pairs()) {
+    totals[{rp.comm_hash(), rp.src_rank(), rp.dst_rank()}] = rp.bytes_total();
+  }
+  if (n.have_pair_totals) {
+    std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> per_rank;  // comm, rank, direction
+    for (const auto& [key, total] : totals) {
+      const auto it = n.pair_totals.find(key);
+      const uint64_t before = it == n.pair_totals.end() || total < it->second ? 0 : it->second;
+      const auto& [comm, src, dst] = key;
+      per_rank[{comm, src, 0}] += total - before;
+      per_rank[{comm, dst, 1}] += total - before;
+    }
+    std::vector<RankBytes> window;
+    window.reserve(per_rank.size());
+    for (const auto& [key, bytes] : per_rank) {
+      window.push_back(RankBytes{std::get<0>(key), std::get<1>(key), std::get<2>(key), bytes});
+    }
+    n.rank_windows.push_back(std::move(window));
+    while (n.rank_windows.size() > options_.imbalance_windows) n.rank_windows.pop_front();
+  }
+  n.pair_totals = std::move(totals);
+  n.have_pair_totals = true;
 }
 
 void GpuState::Collect(std::vector<MetricFamily>* out) const {
@@ -141,11 +170,22 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
                             "Connections to the GPU socket refused, by reason (limit, uid).",
                             MetricType::Counter);
 
-  // Communicators ranked by collectives, the first max_comm_labels get their own label.
+  auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
+
+  // Communicators ranked by collectives, the first max_comm_labels get their own label (those
+  // seen only in rank pairs rank last).
   std::map<uint64_t, uint64_t> comm_counts;
+  // Per direction, comm -> rank -> bytes over each node's recent batches.
+  std::map<uint64_t, std::map<int32_t, double>> rank_bytes[2];
   for (const auto& [node, n] : nodes_) {
     for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
       comm_counts[t.comm_hash()] += t.count();
+    }
+    for (const std::vector<RankBytes>& window : n.rank_windows) {
+      for (const RankBytes& r : window) {
+        comm_counts.try_emplace(r.comm, 0);
+        rank_bytes[r.direction][r.comm][r.rank] += static_cast<double>(r.bytes);
+      }
     }
   }
   std::vector<std::pair<uint64_t, uint64_t>> ranked(comm_counts.begin(), comm_counts.end());
@@ -210,6 +250,26 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
     if (s.seconds > 0) AddValue(busbw, labels, s.weighted_busbw / s.seconds);
   }
   for (const auto& [func, v] : per_func) AddValue(total, {{"func", func}}, v);
+  for (int d = 0; d < 2; ++d) {
+    // Communicators whose hashes share a label merge, as in the families above.
+    std::map<std::string, std::map<int32_t, double>> by_label;
+    for (const auto& [comm, ranks] : rank_bytes[d]) {
+      const std::string& label = comm_label.at(comm);
+      if (label == "other") continue;
+      for (const auto& [rank, bytes] : ranks) by_label[label][rank] += bytes;
+    }
+    for (const auto& [label, ranks] : by_label) {
+      std::vector<double> bytes;
+      bytes.reserve(ranks.size());
+      for (const auto& [rank, b] : ranks) bytes.push_back(b);
+      const double cov = CoefficientOfVariation(bytes);
+      if (!std::isfinite(cov)) continue;
+      AddValue(
+          imbalance,
+          {{"scope", "ranks"}, {"comm", label}, {"direction", d == 0 ? "transmit" : "receive"}},
+          cov);
+    }
+  }
   std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, double>> top(pair_bytes.begin(),
                                                                              pair_bytes.end());
   const size_t k = std::min(options_.rank_pair_top_k, top.size());
@@ -224,7 +284,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
              top[i].second);
   }
   for (MetricFamily* f : {&duration, &busbw, &bus_bytes, &total, &dropped, &pairs, &kernels,
-                          &kernel_secs, &conns, &datagrams, &bad, &refused}) {
+                          &kernel_secs, &conns, &datagrams, &bad, &refused, &imbalance}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
 }

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -21,6 +22,18 @@ namespace fabricscope::exporters {
 // max_comm_labels communicators with the most collectives (the rest fold into comm="other");
 // rank pairs are the top rank_pair_top_k by bytes over all nodes.
 //
+// Rank imbalance (fabricscope_traffic_imbalance_ratio{scope="ranks",comm,direction}): per
+// communicator, the coefficient of variation (exporters/imbalance.h) across its ranks of the
+// network bytes each rank sent (transmit: its pairs as src) or received (receive: as dst) over
+// each node's last imbalance_windows batches. A batch's bytes are the deltas of the node's
+// cumulative rank_pairs against its previous batch: the first batch of a node (or of a new agent
+// instance, after ResetNode) is only the baseline, a pair new since the previous batch counts its
+// whole total, a total below the previous one (a counter reset) counts from zero. A rank
+// appears when some node reported a pair of it in those batches (an idle rank shows as 0);
+// absent for fewer than 2 ranks, no bytes, or a communicator beyond max_comm_labels. Ranks on
+// nodes without an agent are missing from transmit and under-counted in receive. Memory: per
+// node at most imbalance_windows x 2 x (its tracked pairs) entries of 24 bytes.
+//
 // Not thread-safe: ClusterState calls it under its own lock.
 class GpuState {
  public:
@@ -29,6 +42,8 @@ class GpuState {
     size_t recent_kernels_per_node = 1024;
     size_t rank_pair_top_k = 20;
     size_t max_comm_labels = 64;
+    // Batches per node summed for the rank imbalance (10 s at the agent's default 1 s window).
+    size_t imbalance_windows = 10;
   };
   GpuState() : GpuState(Options{}) {}
   explicit GpuState(Options options) : options_(options) {}
@@ -69,6 +84,14 @@ class GpuState {
     double busbw = 0;
     double seconds = 0;
   };
+  using PairKey = std::tuple<uint64_t, int32_t, int32_t>;  // comm, src rank, dst rank
+  // Bytes one rank of one communicator sent (direction 0) or received (1) in one batch.
+  struct RankBytes {
+    uint64_t comm;
+    int32_t rank;
+    int32_t direction;
+    uint64_t bytes;
+  };
   struct NodeGpu {
     v1::GpuWindow last;
     bool have = false;
@@ -76,7 +99,15 @@ class GpuState {
     std::deque<Kernel> kernels;
     // (comm, func) -> the last window in which it ran with a known duration.
     std::map<std::pair<uint64_t, std::string>, LastBusBw> last_busbw;
+    // The previous batch's cumulative rank_pairs (the delta baseline) and the per-rank bytes
+    // of the last imbalance_windows batches, oldest first.
+    std::map<PairKey, uint64_t> pair_totals;
+    bool have_pair_totals = false;
+    std::deque<std::vector<RankBytes>> rank_windows;
   };
+
+  // Appends the per-rank bytes of `w` since n's previous batch (see the class comment).
+  void AddRankWindow(NodeGpu& n, const v1::GpuWindow& w);
 
   Options options_;
   std::map<std::string, NodeGpu> nodes_;

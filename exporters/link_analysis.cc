@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectors/priority_stat.h"
+#include "exporters/imbalance.h"
 #include "exporters/loss_patterns.h"
 #include "exporters/metric_util.h"
 #include "exporters/utilization_codec.h"
@@ -26,19 +27,6 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0
 
 std::string LinkName(const std::string& node, const v1::PortInfo& p) {
   return absl::StrCat(node, "/", p.device(), ":", p.port());
-}
-
-// Coefficient of variation (population standard deviation / mean) of the values; NaN for fewer
-// than 2 values or a zero mean.
-double CoefficientOfVariation(const std::vector<double>& v) {
-  if (v.size() < 2) return NAN;
-  double sum = 0;
-  for (double x : v) sum += x;
-  const double mean = sum / static_cast<double>(v.size());
-  if (mean <= 0) return NAN;
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  return std::sqrt(ss / static_cast<double>(v.size())) / mean;
 }
 
 void Num(std::string* out, const char* key, double v) {
@@ -412,11 +400,7 @@ void LinkAnalysis::Collect(std::vector<MetricFamily>* out) const {
                  "Windows whose bytes or microburst count departed from the node's own "
                  "baseline (|robust z| > threshold), by kind.",
                  MetricType::Counter);
-  auto imbalance =
-      MakeFamily("fabricscope_traffic_imbalance_ratio",
-                 "Coefficient of variation (std/mean) of the last window's bytes across "
-                 "the node's RDMA ports (all ports when it has none); 0 = even.",
-                 MetricType::Gauge);
+  auto imbalance = TrafficImbalanceFamily();  // scope="rails"; GpuState adds "ranks"
   auto concentration =
       MakeFamily("fabricscope_loss_concentration_ratio",
                  "Share of the cluster's loss events of the last loss windows that "
@@ -443,10 +427,12 @@ void LinkAnalysis::Collect(std::vector<MetricFamily>* out) const {
       AddValue(anomalies, {{"node", name}, {"kind", kind}}, static_cast<double>(v));
     }
     if (std::isfinite(n.imbalance[0])) {
-      AddValue(imbalance, {{"node", name}, {"direction", "transmit"}}, n.imbalance[0]);
+      AddValue(imbalance, {{"scope", "rails"}, {"node", name}, {"direction", "transmit"}},
+               n.imbalance[0]);
     }
     if (std::isfinite(n.imbalance[1])) {
-      AddValue(imbalance, {{"node", name}, {"direction", "receive"}}, n.imbalance[1]);
+      AddValue(imbalance, {{"scope", "rails"}, {"node", name}, {"direction", "receive"}},
+               n.imbalance[1]);
     }
     if (cluster_loss > 0) {
       for (const PortLinks& p : n.ports) {

@@ -2,10 +2,12 @@
 
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "fabricscope/v1/telemetry.pb.h"
+#include "glog/logging.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 
@@ -57,6 +59,28 @@ inline void AddHistogram(prometheus::MetricFamily& f,
   m.histogram.sample_count = h.count();
   m.histogram.sample_sum = h.sum();
   f.metric.push_back(std::move(m));
+}
+
+// Merges families that share a name into the first of them (its help and position; the later
+// ones' samples appended in order), so that each name is serialized once: the text format allows
+// one `# TYPE` line per name and Prometheus rejects a scrape with two. Modules that feed one
+// family (fabricscope_traffic_imbalance_ratio) each append their part; the caller merges.
+// Families of one name must share a type: anything else is a programming error and crashes.
+inline void MergeFamiliesByName(std::vector<prometheus::MetricFamily>* families) {
+  std::unordered_map<std::string, size_t> index;
+  std::vector<prometheus::MetricFamily> out;
+  out.reserve(families->size());
+  for (prometheus::MetricFamily& f : *families) {
+    auto [it, inserted] = index.try_emplace(f.name, out.size());
+    if (inserted) {
+      out.push_back(std::move(f));
+      continue;
+    }
+    prometheus::MetricFamily& into = out[it->second];
+    CHECK(into.type == f.type) << "metric family " << f.name << " built with two types";
+    for (prometheus::ClientMetric& m : f.metric) into.metric.push_back(std::move(m));
+  }
+  *families = std::move(out);
 }
 
 }  // namespace fabricscope::exporters

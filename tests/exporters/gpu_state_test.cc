@@ -1,7 +1,10 @@
 #include "exporters/gpu_state.h"
 
+#include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -155,6 +158,131 @@ TEST(GpuState, JsonKeepsTheNewestAndConvertsTimes) {
   const std::string kernels = s.KernelsJson("", 0);
   EXPECT_NE(kernels.find("\"name\":\"gemm\""), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("\"duration_seconds\":2e-06"), std::string::npos) << kernels;
+}
+
+// A batch of one node with cumulative rank_pairs {comm, src, dst, bytes_total}.
+v1::Batch RankPairs(const std::vector<std::tuple<uint64_t, int32_t, int32_t, uint64_t>>& pairs) {
+  v1::Batch b;
+  b.mutable_gpu();
+  for (const auto& [comm, src, dst, total] : pairs) {
+    v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
+    p->set_comm_hash(comm);
+    p->set_src_rank(src);
+    p->set_dst_rank(dst);
+    p->set_bytes_total(total);
+  }
+  return b;
+}
+
+// fabricscope_traffic_imbalance_ratio{scope="ranks"} by "comm/direction".
+std::map<std::string, double> RankImbalance(const GpuState& s) {
+  std::vector<prometheus::MetricFamily> fs;
+  s.Collect(&fs);
+  std::map<std::string, double> out;
+  const auto* f = Family(fs, "fabricscope_traffic_imbalance_ratio");
+  if (f == nullptr) return out;
+  for (const auto& m : f->metric) {
+    auto l = Labels(m);
+    EXPECT_EQ(l.at("scope"), "ranks");
+    EXPECT_EQ(l.size(), 3u);
+    out[l.at("comm") + "/" + l.at("direction")] = m.gauge.value;
+  }
+  return out;
+}
+
+constexpr uint64_t kComm = 0xc0ffee0012345678;
+
+// A 4-rank ring over two nodes (ranks 0, 1 on n1; 2, 3 on n2): rank r sends to r + 1 mod 4,
+// with the cumulative totals `t[r]`.
+void Ring(GpuState& s, const std::vector<uint64_t>& t) {
+  s.OnBatch("n1", RankPairs({{kComm, 0, 1, t[0]}, {kComm, 1, 2, t[1]}}));
+  s.OnBatch("n2", RankPairs({{kComm, 2, 3, t[2]}, {kComm, 3, 0, t[3]}}));
+}
+
+TEST(GpuState, RankImbalanceIsTheCoefficientOfVariationOfRecentRankBytes) {
+  GpuState::Options o;
+  o.imbalance_windows = 2;
+  GpuState s(o);
+  // The first batches are the baseline only: rank 2's huge history must not count.
+  Ring(s, {1000, 1000, 1'000'000'000'000, 1000});
+  EXPECT_TRUE(RankImbalance(s).empty());
+  // Rank 0 sends 3x the others: bytes {3b, b, b, b}, mean 1.5b, population variance
+  // ((1.5b)^2 + 3 (0.5b)^2) / 4 = 0.75 b^2. Rank 1 receives rank 0's, so receive is the same.
+  const uint64_t b = 1000;
+  Ring(s, {1000 + 3 * b, 1000 + b, 1'000'000'000'000 + b, 1000 + b});
+  auto r = RankImbalance(s);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.at("c0ffee00/transmit"), std::sqrt(0.75) / 1.5);
+  EXPECT_DOUBLE_EQ(r.at("c0ffee00/receive"), std::sqrt(0.75) / 1.5);
+  // An even batch: the span (2 batches) holds {4b, 2b, 2b, 2b}: mean 2.5b, variance 0.75 b^2.
+  Ring(s, {1000 + 4 * b, 1000 + 2 * b, 1'000'000'000'000 + 2 * b, 1000 + 2 * b});
+  EXPECT_DOUBLE_EQ(RankImbalance(s).at("c0ffee00/transmit"), std::sqrt(0.75) / 2.5);
+  // A second even batch pushes the uneven one out of the span: {2b, 2b, 2b, 2b}.
+  Ring(s, {1000 + 5 * b, 1000 + 3 * b, 1'000'000'000'000 + 3 * b, 1000 + 3 * b});
+  r = RankImbalance(s);
+  EXPECT_EQ(r.at("c0ffee00/transmit"), 0.0);
+  EXPECT_EQ(r.at("c0ffee00/receive"), 0.0);
+}
+
+TEST(GpuState, RankImbalanceSurvivesAgentRestartsAndCounterResets) {
+  GpuState::Options o;
+  o.imbalance_windows = 1;
+  GpuState s(o);
+  const uint64_t big = 5'000'000'000'000;
+  Ring(s, {big, big, big, big});
+  Ring(s, {big + 1000, big + 1000, big + 1000, big + 1000});
+  EXPECT_EQ(RankImbalance(s).at("c0ffee00/transmit"), 0.0);
+  // n1's agent restarts: its new totals (700) are far below the old ones. Its first batch is a
+  // baseline, so only n2's ranks 2 and 3 count (1000 each): no negative or wrapped delta.
+  s.ResetNode("n1");
+  Ring(s, {700, 700, big + 2000, big + 2000});
+  auto r = RankImbalance(s);
+  EXPECT_EQ(r.at("c0ffee00/transmit"), 0.0);
+  // Receivers: rank 3 (from 2) and rank 0 (from 3), 1000 each.
+  EXPECT_EQ(r.at("c0ffee00/receive"), 0.0);
+  // n1 moves 1000 per rank again; n2's counters reset without a new agent (totals 300): their
+  // bytes count from zero. {1000, 1000, 300, 300}: mean 650, std 350 -> 7/13.
+  Ring(s, {1700, 1700, 300, 300});
+  EXPECT_DOUBLE_EQ(RankImbalance(s).at("c0ffee00/transmit"), 350.0 / 650.0);
+}
+
+TEST(GpuState, RankImbalanceIsAbsentForOneRankOrNoBytes) {
+  GpuState s;
+  const uint64_t single = 0x0000000100000000, idle = 0x0000000200000000;
+  const uint64_t pair = 0x0000000300000000;
+  s.OnBatch("n", RankPairs({{single, 0, 1, 10}, {idle, 0, 1, 10}, {idle, 1, 0, 10}}));
+  // `pair` is new in the second batch: its whole totals moved since the first.
+  s.OnBatch("n", RankPairs({{single, 0, 1, 20},
+                            {idle, 0, 1, 10},
+                            {idle, 1, 0, 10},
+                            {pair, 0, 1, 20},
+                            {pair, 1, 0, 10}}));
+  // pair: rank 0 sent 20, rank 1 sent 10: mean 15, std 5 -> 1/3 (receive mirrors it).
+  // single: one rank per direction; idle: two ranks without bytes. Neither appears.
+  const auto r = RankImbalance(s);
+  EXPECT_EQ(r.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.at("00000003/transmit"), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(r.at("00000003/receive"), 1.0 / 3);
+}
+
+TEST(GpuState, RankImbalanceKeepsToTheCommLabels) {
+  GpuState::Options o;
+  o.max_comm_labels = 1;
+  GpuState s(o);
+  const uint64_t busy = 0x0000000300000000, folded = 0x0000000400000000;
+  for (uint64_t i = 1; i <= 2; ++i) {
+    v1::Batch b = RankPairs(
+        {{busy, 0, 1, 30 * i}, {busy, 1, 0, 10 * i}, {folded, 0, 1, 30 * i}, {folded, 1, 0, 20}});
+    // busy runs the most collectives and keeps the one comm label; folded is beyond it.
+    *b.mutable_gpu()->add_collective_totals() = Totals(busy, "AllReduce", 50 * i, 0, 0);
+    *b.mutable_gpu()->add_collective_totals() = Totals(folded, "AllReduce", 5 * i, 0, 0);
+    s.OnBatch("n", b);
+  }
+  // busy: {30, 10}: mean 20, std 10 -> 0.5. folded is omitted, not folded into "other".
+  const auto r = RankImbalance(s);
+  EXPECT_EQ(r.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.at("00000003/transmit"), 0.5);
+  EXPECT_DOUBLE_EQ(r.at("00000003/receive"), 0.5);
 }
 
 }  // namespace

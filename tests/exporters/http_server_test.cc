@@ -7,6 +7,7 @@
 #include "exporters/cluster_state.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
+#include "tests/common/promtool.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -51,6 +52,65 @@ TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
   EXPECT_THAT(c.Get("/")->body, HasSubstr("/metrics"));
   EXPECT_EQ(c.Get("/nope")->status, 404);
   EXPECT_THAT(c.Get("/api/microbursts?node=n1")->body, HasSubstr("\"microbursts\""));
+  server.Stop();
+}
+
+// Both modules that feed fabricscope_traffic_imbalance_ratio (LinkAnalysis: a node's rails,
+// GpuState: a communicator's ranks) end up in one family of the served exposition, which
+// Prometheus's own checker accepts.
+TEST(HttpServer, TrafficImbalanceIsOneFamilyWithBothScopes) {
+  ClusterState state;
+  v1::Hello h;
+  h.set_node("n1");
+  h.set_instance_id(1);
+  for (const char* dev : {"mlx5_0", "mlx5_1"}) {
+    v1::PortInfo* p = h.add_ports();
+    p->set_device(dev);
+    p->set_port(1);
+    p->set_rdma(true);
+  }
+  ASSERT_TRUE(state.OnHello(h).ok());
+  for (uint64_t seq = 1; seq <= 2; ++seq) {
+    v1::Batch b;
+    b.set_seq(seq);
+    b.set_window_start_ns(static_cast<int64_t>(seq) * 1'000'000'000);
+    b.set_window_end_ns(static_cast<int64_t>(seq + 1) * 1'000'000'000);
+    for (uint32_t i = 0; i < 2; ++i) {
+      v1::PortWindow* pw = b.add_ports();
+      pw->set_port_index(i);
+      pw->mutable_transmit()->set_has_bytes(true);
+      pw->mutable_transmit()->set_bytes(i == 0 ? 3000 : 1000);
+    }
+    for (int32_t r = 0; r < 2; ++r) {
+      v1::RankPairBytes* rp = b.mutable_gpu()->add_rank_pairs();
+      rp->set_comm_hash(0xabcdef0100000000);
+      rp->set_src_rank(r);
+      rp->set_dst_rank(1 - r);
+      rp->set_bytes_total(seq * (r == 0 ? 3000 : 1000));
+    }
+    ASSERT_TRUE(state.OnBatch("n1", 1, b).ok());
+  }
+  HttpServer server({&state}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  auto r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  const std::string& body = r->body;
+  size_t types = 0;
+  for (size_t at = 0;
+       (at = body.find("# TYPE fabricscope_traffic_imbalance_ratio ", at)) != std::string::npos;
+       ++at) {
+    ++types;
+  }
+  EXPECT_EQ(types, 1u) << body;
+  // Both {3000, 1000}: mean 2000, population std 1000 -> 0.5.
+  EXPECT_THAT(body, HasSubstr("fabricscope_traffic_imbalance_ratio{scope=\"rails\",node=\"n1\","
+                              "direction=\"transmit\"} 0.5\n"));
+  EXPECT_THAT(body, HasSubstr("fabricscope_traffic_imbalance_ratio{scope=\"ranks\",comm="
+                              "\"abcdef01\",direction=\"transmit\"} 0.5\n"));
+  const testing::PromtoolResult lint = testing::PromtoolCheckMetrics(body);
+  EXPECT_TRUE(lint.ok) << "promtool check metrics: " << lint.output;
   server.Stop();
 }
 

@@ -129,7 +129,10 @@ TEST(LinkAnalysis, ImbalanceIsTheCoefficientOfVariationOfPortBytes) {
   for (const auto& fam : f) {
     if (fam.name != "fabricscope_traffic_imbalance_ratio") continue;
     for (const auto& m : fam.metric) {
-      if (m.label[1].value == "transmit") {
+      ASSERT_EQ(m.label.size(), 3u);
+      EXPECT_EQ(m.label[0].name, "scope");
+      EXPECT_EQ(m.label[0].value, "rails");
+      if (m.label[2].value == "transmit") {
         // mean 200, population std sqrt((3 x 100^2 + 300^2) / 4) = 173.2 -> 0.866.
         EXPECT_NEAR(m.gauge.value, std::sqrt(3.0) / 2, 1e-9);
         found = true;

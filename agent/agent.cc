@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -440,6 +442,13 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     gpu_timeline_ = std::make_unique<GpuTimeline>(to);
     CollectiveAnalysisOptions co = options_.collectives;
     co.sample_period_ns = options_.sample_period_ns;
+    // A captured packet reaches the analysis up to one TPACKET_V3 block timeout late
+    // (collectors/pcap/capture.h): wait twice that past a collective's end, plus 50 ms.
+    if (capture_) {
+      const int64_t block_ns =
+          int64_t{collectors::pcap::LiveCaptureOptions{}.timeout_ms} * 1'000'000;
+      co.delay_ns = std::max(co.delay_ns, 2 * block_ns + 50'000'000);
+    }
     collective_analyzer_ =
         std::make_unique<CollectiveAnalyzer>(pipeline_->ports(), pipeline_->flight_recorder(), co);
     pipeline_->set_counter_observer(collective_analyzer_.get());
@@ -467,6 +476,13 @@ void Agent::SubmitReady() {
   if (gpu_ingest_) {
     gpu_ingest_->Stats(&gpu_stats);
     gpu_pids = gpu_ingest_->ConnectedPids();
+  }
+  // The capture's window is taken once, before the collectives are analysed, so that its loss
+  // events are in for every collective the batches below complete; it rides on the last batch.
+  std::optional<v1::CaptureWindow> capture;
+  if (capture_) {
+    capture = capture_->TakeWindow();
+    if (gpu_ingest_) collective_analyzer_->AddCaptureLoss(*capture, offset);
   }
   for (v1::Batch& b : ready) {
     b.set_unix_offset_ns(offset);
@@ -525,7 +541,7 @@ void Agent::SubmitReady() {
       r->set_sample_period_seconds(static_cast<double>(pe.first) / 1e9);
       r->set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
     }
-    if (capture_ && &b == &ready.back()) *b.mutable_capture() = capture_->TakeWindow();
+    if (capture && &b == &ready.back()) *b.mutable_capture() = std::move(*capture);
     if (gpu_ingest_) {
       gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);
       collective_analyzer_->AddBursts(b);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -153,6 +155,27 @@ void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
   while (bursts_.size() > options_.history_events) bursts_.pop_front();
 }
 
+size_t CollectiveAnalyzer::AddCaptureLoss(const v1::CaptureWindow& window, int64_t unix_offset_ns) {
+  std::vector<uint32_t> ports;
+  for (uint32_t pi : candidates_) {
+    if (!window.interface().empty() && Named(ports_[pi], window.interface())) ports.push_back(pi);
+  }
+  if (ports.empty()) return 0;
+  size_t kept = 0;
+  for (const v1::PacketLossEvent& e : window.loss_events()) {
+    const std::string& k = e.kind();
+    if (k != "psn_gap" && k != "go_back_n" && k != "ack_timeout" && k != "nak_sequence_error" &&
+        k != "retransmission" && k != "fast_retransmission") {
+      continue;
+    }
+    for (uint32_t pi : ports)
+      captured_.push_back(CapturedLoss{pi, e.time_unix_ns() - unix_offset_ns});
+    ++kept;
+  }
+  while (captured_.size() > options_.history_events) captured_.pop_front();
+  return kept;
+}
+
 void CollectiveAnalyzer::AddCollective(const v1::Collective& c) {
   if (c.start_ns() <= 0 || c.end_ns() < c.start_ns()) return;
   if (pending_.size() >= options_.max_pending) {
@@ -256,6 +279,11 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
           break;
       }
     }
+    uint64_t captured = 0;
+    for (const CapturedLoss& e : captured_) {
+      if (e.port == pi && e.t_ns >= t0 && e.t_ns <= t1) ++captured;
+    }
+    pa->set_captured_loss_events(captured);
     pa->set_loss_events(loss);
     pa->set_retransmits(retx);
     pa->set_cnps(cnp);
@@ -274,7 +302,7 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
     total_samples += p.samples();
-    const uint64_t events = p.loss_events() + p.retransmits();
+    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
     const double packets =
         static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;  // estimate
     const bool pause = duration_s > 0 &&
@@ -306,8 +334,12 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
     const v1::PortActivity& p = a->ports(lossy);
     a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
     a->set_port_index(static_cast<int32_t>(p.port_index()));
-    a->set_detail(absl::StrFormat("%s: %d lost, %d retransmitted, %.3g s paused during it",
-                                  port_name(lossy), p.loss_events(), p.retransmits(),
+    std::string captured;
+    if (p.captured_loss_events() > 0) {
+      captured = absl::StrFormat(", %d loss events in the capture", p.captured_loss_events());
+    }
+    a->set_detail(absl::StrFormat("%s: %d lost, %d retransmitted%s, %.3g s paused during it",
+                                  port_name(lossy), p.loss_events(), p.retransmits(), captured,
                                   p.pause_seconds()));
   } else if (saturated >= 0) {
     const v1::PortActivity& p = a->ports(saturated);
@@ -440,6 +472,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
   if (!pending_.empty()) oldest = std::min(oldest, pending_.front().c.start_ns());
   while (!events_.empty() && events_.front().to_ns < oldest) events_.pop_front();
   while (!bursts_.empty() && bursts_.front().end_ns < oldest) bursts_.pop_front();
+  while (!captured_.empty() && captured_.front().t_ns < oldest) captured_.pop_front();
 
   v1::CollectiveAnalysisStats* s = batch->mutable_collective_analysis();
   bool marker = false;

@@ -52,6 +52,9 @@ class P2Quantile {
 //
 // A counter delta counts for a collective when its read interval (previous read, this read]
 // overlaps the collective's; node-level TCP retransmissions count on every network interface.
+// Packet-capture loss events (AddCaptureLoss) count when their time falls in [start, end]; as
+// they see the same losses as the counters, the lossy rule takes the larger of the two counts
+// (loss + retransmit counters, or captured events) per port.
 //
 // Not thread-safe: owned by the pipeline thread (as the Pipeline and the FlightRecorder).
 class CollectiveAnalyzer : public CounterDeltaObserver {
@@ -65,6 +68,12 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
                       uint64_t delta) override;
   // The microbursts of a closed window (Batch.microbursts).
   void AddBursts(const v1::Batch& batch);
+  // The packet capture's loss events of one window (v1::CaptureWindow.loss_events, unix time;
+  // unix = monotonic + unix_offset_ns as in Batch.unix_offset_ns). Those that mean a lost packet
+  // (kinds psn_gap, go_back_n, ack_timeout, nak_sequence_error, retransmission,
+  // fast_retransmission; not spurious retransmissions, RNR NAKs or reordering) count on the
+  // candidate ports whose interface is window.interface. Returns how many were kept.
+  size_t AddCaptureLoss(const v1::CaptureWindow& window, int64_t unix_offset_ns);
   // A completed collective (queued until its samples are in). Records without both times are
   // ignored.
   void AddCollective(const v1::Collective& c);
@@ -89,6 +98,10 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
     uint32_t port;
     int64_t start_ns, end_ns;
   };
+  struct CapturedLoss {
+    uint32_t port;
+    int64_t t_ns;  // monotonic
+  };
   struct Pending {
     v1::Collective c;
     int64_t queued_data_ns;  // data_until_ns when it arrived (0 before the first Process)
@@ -107,6 +120,7 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   std::vector<bool> netdev_;                  // a network interface (gets TCP retransmits)
   std::deque<CounterEvent> events_;
   std::deque<Burst> bursts_;
+  std::deque<CapturedLoss> captured_;  // by arrival, roughly by time
   std::deque<Pending> pending_;
   std::map<Kind, P2Quantile> p99_;
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s

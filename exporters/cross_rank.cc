@@ -107,7 +107,8 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
         if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
         e.saturated_ratio =
             std::max(p.saturated_ratio(), dur > 0 ? p.microburst_seconds() / dur : 0);
-        e.events = p.loss_events() + p.retransmits();
+        // Counters and the capture see the same losses: the larger count (as the agent's rule).
+        e.events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
       }
     }
     if (e.slow) {

@@ -165,6 +165,77 @@ TEST_F(CollectiveAnalysisTest, LossInsideTheIntervalMakesItLossy) {
   EXPECT_EQ(b.Analyze(Coll(1, 20 * kMs, 65 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
 }
 
+// Packet-capture loss events count on the captured interface's port, inside the interval only,
+// and only the kinds that mean a lost packet.
+TEST_F(CollectiveAnalysisTest, CapturedLossOnTheCapturedInterfaceMakesItLossy) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  Fill(recorder_, 2, 0, 100, 0.5);
+  CollectiveAnalysisOptions o;
+  o.lossy_min_ratio = 1e-6;
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  const int64_t offset = 1'700'000'000'000'000'000;  // unix = monotonic + offset
+  v1::CaptureWindow w;
+  w.set_interface("eth1");
+  auto add = [&](const char* kind, int64_t mono_ns) {
+    v1::PacketLossEvent* e = w.add_loss_events();
+    e->set_kind(kind);
+    e->set_time_unix_ns(mono_ns + offset);
+  };
+  add("psn_gap", 30 * kMs);
+  add("go_back_n", 31 * kMs);
+  add("fast_retransmission", 45 * kMs);
+  add("spurious_retransmission", 40 * kMs);  // no packet was lost
+  add("rnr_nak", 41 * kMs);                  // the receiver was not ready: not the network
+  add("retransmission", 90 * kMs);           // after the collective
+  EXPECT_EQ(a.AddCaptureLoss(w, offset), 4u);
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 20 * kMs, 60 * kMs));
+  ASSERT_EQ(r.ports_size(), 2);
+  EXPECT_EQ(r.ports(0).captured_loss_events(), 0u);  // eth0 was not captured
+  EXPECT_EQ(r.ports(1).captured_loss_events(), 3u);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  EXPECT_EQ(r.port_index(), 2);
+  EXPECT_NE(r.detail().find("3 loss events in the capture"), std::string::npos) << r.detail();
+  // The counters see the same losses: the larger count decides, they are not added up.
+  a.OnCounterDelta(1, 0, 25 * kMs, 35 * kMs, 2);  // TCP RetransSegs
+  const v1::CollectiveAnalysis both = a.Analyze(Coll(1, 20 * kMs, 60 * kMs));
+  EXPECT_EQ(both.ports(1).retransmits(), 2u);
+  EXPECT_EQ(both.ports(1).captured_loss_events(), 3u);
+  EXPECT_EQ(both.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  // Before the losses: normal.
+  EXPECT_EQ(a.Analyze(Coll(2, 2 * kMs, 20 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  // A capture on an interface the collectives cannot use is not joined.
+  w.set_interface("eth9");
+  EXPECT_EQ(a.AddCaptureLoss(w, offset), 0u);
+  w.set_interface("");
+  EXPECT_EQ(a.AddCaptureLoss(w, offset), 0u);
+}
+
+// With the default ratio rule (2%), captured events are weighed against the packets moved: 3 in
+// 30 MB (~20,000 packets of 1,500 bytes) is not a lossy link, 1,000 are.
+TEST_F(CollectiveAnalysisTest, CapturedLossIsWeighedAgainstThePacketsMoved) {
+  Fill(recorder_, 2, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  v1::CaptureWindow w;
+  w.set_interface("eth1");
+  for (int i = 0; i < 3; ++i) {
+    v1::PacketLossEvent* e = w.add_loss_events();
+    e->set_kind("psn_gap");
+    e->set_time_unix_ns(30 * kMs + i);
+  }
+  a.AddCaptureLoss(w, 0);
+  EXPECT_EQ(a.Analyze(Coll(1, 20 * kMs, 60 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  w.clear_loss_events();
+  for (int i = 0; i < 997; ++i) {
+    v1::PacketLossEvent* e = w.add_loss_events();
+    e->set_kind("retransmission");
+    e->set_time_unix_ns(40 * kMs + i);
+  }
+  a.AddCaptureLoss(w, 0);
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 20 * kMs, 60 * kMs));
+  EXPECT_EQ(r.ports(1).captured_loss_events(), 1000u);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+}
+
 TEST_F(CollectiveAnalysisTest, ShortSamplesAreMergedBeforeJudgingUtilization) {
   // 1 ms samples at 0.5, but a late tick leaves a 100 us sample holding 300,000 bytes (3.0 on
   // its own): merged with the next 1.9 ms sample it is 0.375.

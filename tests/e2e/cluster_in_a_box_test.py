@@ -19,7 +19,8 @@ fresh agents and its own communicator:
            straggler by network): n1's collectives network_saturated with microbursts on its
            veth, the instances' bottleneck n1 and its veth, the others waiting_on_peers;
   lossy    n2's shaper has a queue of two frames (tail drops, TCP retransmits): its
-           collectives network_lossy, the instances' bottleneck n2.
+           collectives network_lossy, the instances' bottleneck n2; n2's agent also captures
+           its veth, and its collectives carry the TCP retransmissions the capture saw.
 Then: the rank heat map shows ring-neighbour traffic only, /metrics passes promtool check
 metrics, and the heat-map SVGs rendered by headless Chromium show the expected hot cells.
 
@@ -184,8 +185,12 @@ def wait_for(what, cond, timeout=30.0):
     raise RuntimeError("timed out waiting for " + what)
 
 
-def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0):
-    """Runs one all-reduce job with fresh agents; returns the instances of its communicator."""
+def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0,
+          capture_node=-1):
+    """Runs one all-reduce job with fresh agents; returns the instances of its communicator.
+
+    capture_node: that node's agent also captures its veth (--capture), so its
+    collectives are joined with the packet-level loss events too."""
     log(f"phase {name}: declared {declared}")
     agents = []
     for i in range(NODES):
@@ -197,7 +202,8 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
                               f"--node=n{i}", f"--interfaces={VETH[i]}",
                               f"--line-rate={VETH[i]}={declared[i]}", "--sample-period=1ms",
                               "--window=200ms", f"--aggregator={HUB_ADDR}:{grpc_port}",
-                              f"--gpu-socket={sock}", "--status=off"],
+                              f"--gpu-socket={sock}", "--status=off"] +
+                             ([f"--capture={VETH[i]}"] if i == capture_node else []),
                              stdout=logf, stderr=logf)
         PROCS.append(p)
         agents.append((p, sock))
@@ -372,11 +378,18 @@ def main():
 
         # A lossy link: n2's shaper queue holds two frames.
         shape(2, HEALTHY_TBF, burst="3kb", limit="3kb")
-        got = phase("lossy", grpc_port, http_port, 0x1055e5ee_00000003, healthy)
+        got = phase("lossy", grpc_port, http_port, 0x1055e5ee_00000003, healthy,
+                    capture_node=2)
         shape(2, HEALTHY_TBF)
         check(majority(got, lambda c: c["cause"] == "network_lossy" and
                        c["bottleneck"]["node"] == "n2"),
               "lossy phase: instances network_lossy, bottleneck n2")
+        # n2's agent also captured its veth: the retransmissions it saw are joined per collective.
+        n2 = [r for c in got for r in c["ranks"] if r["node"] == "n2"]
+        check(majority(n2, lambda r: re.search(r"[1-9]\d* loss events in the capture",
+                                               r["detail"])),
+              "lossy phase: n2's collectives carry the capture's loss events "
+              f"(e.g. {n2[0]['detail'] if n2 else 'none'!r})")
 
         causes = metric_values(http_port, "fabricscope_collectives_by_cause_total")
         check(all(causes.get(f'{{cause="{c}"}}', 0) >= 7 for c in

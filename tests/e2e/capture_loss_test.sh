@@ -63,7 +63,7 @@ tc -n "$RT" qdisc add dev crt2 root tbf rate "$RATE" burst 16kb limit 24kb || sk
 
 printf 'node: capture-test\n' > "$WORK/agent.yaml"
 ip netns exec "$TX" "$AGENT" --config="$WORK/agent.yaml" --interfaces=ctx --capture=ctx \
-  --window=200ms --http-listen=127.0.0.1:0 --status=off > "$WORK/agent.log" 2>&1 &
+  --window=200ms --http-listen=127.0.0.1:0 --status=off --gpu-socket=off > "$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 port=""
 for _ in $(seq 100); do

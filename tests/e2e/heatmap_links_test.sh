@@ -75,6 +75,7 @@ in_rx sysctl -q -w net.ipv4.tcp_rmem="4096 16777216 33554432" >/dev/null 2>&1
 : >"$WORK/agent.yaml"
 in_tx "$AGENT" --config="$WORK/agent.yaml" --node="$NODE" --interfaces="$V_TX" \
   --line-rate="$V_TX=$RATE_SPEC" --sample-period=1ms --http-listen=127.0.0.1:0 --status=off \
+  --gpu-socket=off \
   >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 PIDS+=("$AGENT_PID")

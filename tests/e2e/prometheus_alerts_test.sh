@@ -119,10 +119,10 @@ done
 
 : >"$WORK/agent.yaml"  # hermetic: no /etc/fabricscope/agent.yaml
 in_a "$AGENT" --config="$WORK/agent.yaml" --node=e2e-a --interfaces=va --line-rate="va=$LINE" \
-  --capture=va --aggregator="$A_ADDR:$GRPC_PORT" --status=off >"$WORK/agent-a.log" 2>&1 &
+  --capture=va --aggregator="$A_ADDR:$GRPC_PORT" --status=off --gpu-socket=off >"$WORK/agent-a.log" 2>&1 &
 PIDS+=($!)
 in_b "$AGENT" --config="$WORK/agent.yaml" --node=e2e-b --interfaces=vb --line-rate="vb=$LINE" \
-  --aggregator="$A_ADDR:$GRPC_PORT" --status=off >"$WORK/agent-b.log" 2>&1 &
+  --aggregator="$A_ADDR:$GRPC_PORT" --status=off --gpu-socket=off >"$WORK/agent-b.log" 2>&1 &
 PIDS+=($!)
 
 # Prometheus: the example config with the test's target, intervals and rules. Each edit must

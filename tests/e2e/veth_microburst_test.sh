@@ -186,7 +186,7 @@ start_agent() {  # period, log file
   : >"$WORK/agent.yaml"  # hermetic: no /etc/fabricscope/agent.yaml
   ip netns exec "$NS_TX" "$AGENT" --config="$WORK/agent.yaml" --node="$NODE" \
     --interfaces="$V_TX" --line-rate="$V_TX=$RATE_SPEC" --sample-period="$1" \
-    --http-listen=127.0.0.1:0 --status=off ${FABRICSCOPE_E2E_AGENT_FLAGS:-} >"$2" 2>&1 &
+    --http-listen=127.0.0.1:0 --status=off --gpu-socket=off ${FABRICSCOPE_E2E_AGENT_FLAGS:-} >"$2" 2>&1 &
   AGENT_PID=$!
   PIDS+=("$AGENT_PID")
   PORT=

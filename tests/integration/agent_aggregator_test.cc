@@ -71,7 +71,7 @@ TEST(AgentAggregator, ValuesSurviveAnAggregatorCrashAndRestart) {
   Subprocess agent({FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("agent.yaml"),
                     "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(),
                     "--interfaces=mlx5_0", "--window=200ms", "--sample-period=1ms", "--status=off",
-                    absl::StrCat("--aggregator=127.0.0.1:", grpc_port)});
+                    "--gpu-socket=off", absl::StrCat("--aggregator=127.0.0.1:", grpc_port)});
   ASSERT_TRUE(agent.Start());
   ASSERT_TRUE(agent.WaitForLine(std::regex("streaming to"), 10s)) << agent.Output();
 
@@ -127,7 +127,7 @@ TEST(AgentAggregator, TwoAgentsAreTwoNodes) {
   for (const char* node : {"node-a", "node-b"}) {
     agents.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
         FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("empty.yaml"), "--sysfs-root=" + tree.root(),
-        "--procfs-root=" + tree.root(), "--window=100ms", "--status=off",
+        "--procfs-root=" + tree.root(), "--window=100ms", "--status=off", "--gpu-socket=off",
         std::string("--node=") + node, absl::StrCat("--aggregator=127.0.0.1:", agg.grpc_port)}));
     ASSERT_TRUE(agents.back()->Start());
   }

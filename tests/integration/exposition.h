@@ -197,10 +197,13 @@ class StandaloneAgent {
                                        std::vector<std::string> extra,
                                        std::vector<std::string> prefix, std::string binary) {
     std::vector<std::string> argv = std::move(prefix);
-    for (std::string a : {binary, "--config=" + config, "--sysfs-root=" + sysfs_root,
-                          "--procfs-root=" + procfs_root, std::string("--http-listen=127.0.0.1:0"),
-                          std::string("--status=off"), std::string("--window=100ms"),
-                          std::string("--ethtool=off")}) {
+    for (std::string a :
+         {binary, "--config=" + config, "--sysfs-root=" + sysfs_root,
+          "--procfs-root=" + procfs_root, std::string("--http-listen=127.0.0.1:0"),
+          std::string("--status=off"), std::string("--window=100ms"), std::string("--ethtool=off"),
+          // Never the system's /run/fabricscope/gpu.sock (a later --gpu-socket
+          // in `extra` wins).
+          std::string("--gpu-socket=off")}) {
       argv.push_back(std::move(a));
     }
     for (std::string& a : extra) argv.push_back(std::move(a));

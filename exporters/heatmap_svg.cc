@@ -134,7 +134,11 @@ std::string RenderHeatmapSvg(const HeatmapModel& m) {
   const bool named_cols = !m.col_labels.empty();
   const double bottom = named_cols ? 130 : 60;
   const double legend_x = left + plot_w + 30;
-  const double width = legend_x + 110;
+  // Wide enough for the title (15 px bold: ~9 px a character in a sans-serif face) and the note
+  // (11 px: ~6.5 px) when they are longer than the plot and its legend.
+  const double width =
+      std::max({legend_x + 110, left + 9.0 * static_cast<double>(m.title.size()) + 20,
+                left + 6.5 * static_cast<double>(m.note.size()) + 20});
   const double height = top + std::max(plot_h, 220.0) + bottom;
 
   std::string out;

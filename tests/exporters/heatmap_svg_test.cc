@@ -126,6 +126,32 @@ TEST(HeatmapSvg, IsWellFormedWithTitleAxesLegendAndEscapedNames) {
   EXPECT_NE(svg.find("utilization of line rate"), std::string::npos);
 }
 
+// A title or note longer than the plot and legend widens the picture instead of running off
+// its right edge: the canvas reaches past the title's start by its length at ~9 px a character.
+TEST(HeatmapSvg, ALongTitleOrNoteWidensTheCanvas) {
+  auto canvas_width = [](const std::string& svg) {
+    std::vector<Element> elements;
+    std::string error;
+    EXPECT_TRUE(ParseXml(svg, &elements, &error)) << error;
+    double width = 0, title_x = 0;
+    for (const Element& e : elements) {
+      if (e.name == "svg") width = std::stod(e.attrs.at("width"));
+      if (e.attrs.count("id") && e.attrs.at("id") == "title") title_x = std::stod(e.attrs.at("x"));
+    }
+    return std::make_pair(width, title_x);
+  };
+  HeatmapModel m = TwoLinks();
+  const auto [narrow, x0] = canvas_width(RenderHeatmapSvg(m));
+  m.title = std::string(200, 'T');
+  const auto [wide, x1] = canvas_width(RenderHeatmapSvg(m));
+  EXPECT_LT(narrow, x0 + 200 * 9.0);
+  EXPECT_GE(wide, x1 + 200 * 9.0);
+  m.title = "short";
+  m.note = std::string(300, 'n');
+  const auto [noted, x2] = canvas_width(RenderHeatmapSvg(m));
+  EXPECT_GE(noted, x2 + 300 * 6.5);
+}
+
 TEST(HeatmapSvg, CellsCarryTheViridisColorOfTheirValueAndRunsMerge) {
   const std::string svg = RenderHeatmapSvg(TwoLinks());
   std::vector<Element> elements;

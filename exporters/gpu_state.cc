@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string_view>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -54,8 +56,28 @@ const char* TimingSourceName(v1::TimingSource s) {
   }
 }
 
+// mono_ns + offset_ns, saturated at the int64 range (a broken agent's clock); 0 for an unknown
+// time (mono_ns 0).
+int64_t UnixNs(int64_t mono_ns, int64_t offset_ns) {
+  if (mono_ns == 0) return 0;
+  int64_t unix_ns;
+  if (__builtin_add_overflow(mono_ns, offset_ns, &unix_ns)) {
+    return mono_ns > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return unix_ns;
+}
+
 double UnixSeconds(int64_t mono_ns, int64_t offset_ns) {
-  return mono_ns == 0 ? 0.0 : static_cast<double>(mono_ns + offset_ns) / 1e9;
+  return static_cast<double>(UnixNs(mono_ns, offset_ns)) / 1e9;
+}
+
+// s cut to at most max_bytes at the start of the character that would be cut (UTF-8
+// continuation bytes are 10xxxxxx, RFC 3629 section 3), so that the JSON stays valid UTF-8.
+std::string_view Bounded(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
 }
 
 std::string ToJson(const google::protobuf::Struct& root) {
@@ -72,7 +94,31 @@ std::string GpuState::CommLabel(uint64_t comm_hash) {
   return absl::StrFormat("%08x", static_cast<uint32_t>(comm_hash >> 32));
 }
 
-void GpuState::ResetNode(const std::string& node) { nodes_.erase(node); }
+size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
+  // Boost's hash_combine constant (2^64 / golden ratio); the fields are few and small.
+  size_t h = std::hash<uint64_t>{}(p.comm_hash);
+  for (const uint64_t v :
+       {static_cast<uint64_t>(static_cast<uint32_t>(p.rank)) << 32 |
+            static_cast<uint32_t>(p.nranks),
+        static_cast<uint64_t>(static_cast<uint32_t>(p.root)) << 32 | static_cast<uint32_t>(p.peer),
+        static_cast<uint64_t>(static_cast<uint32_t>(p.pid)) << 32 | static_cast<uint32_t>(p.gpu),
+        static_cast<uint64_t>(p.channels) << 32 | p.func,
+        static_cast<uint64_t>(p.datatype) << 32 | p.algo,
+        static_cast<uint64_t>(p.proto) << 32 | static_cast<uint64_t>(p.timing_source) << 16 |
+            static_cast<uint64_t>(p.p2p) << 8 | static_cast<uint64_t>(p.graph_captured)}) {
+    h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+void GpuState::ResetNode(const std::string& node) {
+  const auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  const NodeGpu& n = it->second;
+  for (size_t i = 0; i < n.collectives.size(); ++i) ReleaseCollective(n.collectives[i]);
+  for (size_t i = 0; i < n.kernels.size(); ++i) ReleaseString(n.kernels[i].name);
+  nodes_.erase(it);
+}
 
 void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
   if (!batch.has_gpu() && batch.collectives_size() == 0 && batch.kernel_spans_size() == 0) return;
@@ -88,14 +134,99 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
     }
     AddRankWindow(n, batch.gpu());
   }
-  for (const v1::Collective& c : batch.collectives()) {
-    n.collectives.push_back(Collective{{batch.unix_offset_ns()}, c});
+  if (options_.recent_collectives_per_node > 0) {
+    for (const v1::Collective& c : batch.collectives()) {
+      AddCollective(n, batch.unix_offset_ns(), c);
+    }
   }
-  while (n.collectives.size() > options_.recent_collectives_per_node) n.collectives.pop_front();
-  for (const v1::KernelSpan& k : batch.kernel_spans()) {
-    n.kernels.push_back(Kernel{{batch.unix_offset_ns()}, k});
+  if (options_.recent_kernels_per_node > 0) {
+    for (const v1::KernelSpan& k : batch.kernel_spans()) AddKernel(n, batch.unix_offset_ns(), k);
   }
-  while (n.kernels.size() > options_.recent_kernels_per_node) n.kernels.pop_front();
+}
+
+void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c) {
+  const size_t peers = std::min<size_t>(static_cast<size_t>(c.proxy_peers_size()), kMaxProxyPeers);
+  const CollectiveProfile profile{
+      .comm_hash = c.comm_hash(),
+      .rank = c.rank(),
+      .nranks = c.nranks(),
+      .root = c.root(),
+      .peer = c.peer(),
+      .pid = c.pid(),
+      .gpu = c.gpu(),
+      .channels = c.channels(),
+      .func = strings_.Intern(Bounded(c.func(), kMaxLabelBytes)),
+      .datatype = strings_.Intern(Bounded(c.datatype(), kMaxLabelBytes)),
+      .algo = strings_.Intern(Bounded(c.algo(), kMaxLabelBytes)),
+      .proto = strings_.Intern(Bounded(c.proto(), kMaxLabelBytes)),
+      .timing_source =
+          static_cast<uint8_t>(v1::TimingSource_IsValid(c.timing_source()) ? c.timing_source() : 0),
+      .p2p = c.p2p(),
+      .graph_captured = c.graph_captured(),
+  };
+  const size_t profiles_before = profiles_.size();
+  const uint32_t profile_id = profiles_.Intern(profile);
+  if (profiles_.size() == profiles_before) {
+    // An existing profile holds its own references to the strings.
+    for (const uint32_t id : {profile.func, profile.datatype, profile.algo, profile.proto}) {
+      ReleaseString(id);
+    }
+  }
+  const Collective stored{
+      .seq = c.seq(),
+      .bytes = c.bytes(),
+      .count = c.count(),
+      .proxy_bytes = c.proxy_bytes(),
+      .enqueue_start_unix_ns = UnixNs(c.enqueue_start_ns(), unix_offset_ns),
+      .start_unix_ns = UnixNs(c.start_ns(), unix_offset_ns),
+      .end_unix_ns = UnixNs(c.end_ns(), unix_offset_ns),
+      .duration_seconds = c.duration_seconds(),
+      .algbw_bytes_per_second = c.algbw_bytes_per_second(),
+      .busbw_bytes_per_second = c.busbw_bytes_per_second(),
+      .profile = profile_id,
+      .proxy_peers = static_cast<uint8_t>(peers),
+  };
+  for (size_t i = 0; i < peers; ++i) {
+    const v1::ProxyPeer& p = c.proxy_peers(static_cast<int>(i));
+    n.proxy_peers.push_back(ProxyPeer{p.peer(), p.bytes_sent(), p.bytes_received()});
+  }
+  Collective evicted{};
+  if (n.collectives.Push(stored, options_.recent_collectives_per_node, &evicted)) {
+    ReleaseCollective(evicted);
+    // The oldest collective's peers are the oldest in the FIFO.
+    n.proxy_peers.erase(n.proxy_peers.begin(), n.proxy_peers.begin() + evicted.proxy_peers);
+  }
+}
+
+void GpuState::AddKernel(NodeGpu& n, int64_t unix_offset_ns, const v1::KernelSpan& k) {
+  const Kernel stored{
+      .unix_offset_ns = unix_offset_ns,
+      .start_ns = k.start_ns(),
+      .end_ns = k.end_ns(),
+      .bytes = k.bytes(),
+      .graph_id = k.graph_id(),
+      .correlation_id = k.correlation_id(),
+      .device = k.device(),
+      .stream = k.stream(),
+      .pid = k.pid(),
+      .name = strings_.Intern(Bounded(k.name(), kMaxKernelNameBytes)),
+      .is_nccl = k.is_nccl(),
+      .memcpy = k.memcpy(),
+  };
+  Kernel evicted{};
+  if (n.kernels.Push(stored, options_.recent_kernels_per_node, &evicted)) {
+    ReleaseString(evicted.name);
+  }
+}
+
+void GpuState::ReleaseString(uint32_t id) {
+  strings_.Release(id, [](const std::string&) {});
+}
+
+void GpuState::ReleaseCollective(const Collective& c) {
+  profiles_.Release(c.profile, [this](const CollectiveProfile& p) {
+    for (const uint32_t id : {p.func, p.datatype, p.algo, p.proto}) ReleaseString(id);
+  });
 }
 
 void GpuState::AddRankWindow(NodeGpu& n, const v1::GpuWindow& w) {
@@ -296,42 +427,47 @@ std::string GpuState::CollectivesJson(absl::string_view node_filter, size_t limi
     if (!node_filter.empty() && node != node_filter) continue;
     const size_t skip =
         limit > 0 && n.collectives.size() > limit ? n.collectives.size() - limit : 0;
+    size_t peer_index = 0;  // of collective i's first proxy peer in n.proxy_peers
+    for (size_t i = 0; i < skip; ++i) peer_index += n.collectives[i].proxy_peers;
     for (size_t i = skip; i < n.collectives.size(); ++i) {
-      const v1::Collective& c = n.collectives[i].c;
-      const int64_t off = n.collectives[i].unix_offset_ns;
+      const Collective& c = n.collectives[i];
+      const CollectiveProfile& p = profiles_.Get(c.profile);
       auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
       f["node"].set_string_value(node);
-      f["comm"].set_string_value(absl::StrFormat("%016x", c.comm_hash()));
-      f["rank"].set_number_value(c.rank());
-      f["nranks"].set_number_value(c.nranks());
-      f["func"].set_string_value(c.func());
-      f["seq"].set_number_value(static_cast<double>(c.seq()));
-      f["bytes"].set_number_value(static_cast<double>(c.bytes()));
-      f["count"].set_number_value(static_cast<double>(c.count()));
-      f["datatype"].set_string_value(c.datatype());
-      f["algo"].set_string_value(c.algo());
-      f["proto"].set_string_value(c.proto());
-      f["channels"].set_number_value(c.channels());
-      f["root"].set_number_value(c.root());
-      f["peer"].set_number_value(c.peer());
-      f["timing_source"].set_string_value(TimingSourceName(c.timing_source()));
-      f["enqueue_unix_seconds"].set_number_value(UnixSeconds(c.enqueue_start_ns(), off));
-      f["start_unix_seconds"].set_number_value(UnixSeconds(c.start_ns(), off));
-      f["end_unix_seconds"].set_number_value(UnixSeconds(c.end_ns(), off));
-      f["duration_seconds"].set_number_value(c.duration_seconds());
-      f["algbw_bytes_per_second"].set_number_value(c.algbw_bytes_per_second());
-      f["busbw_bytes_per_second"].set_number_value(c.busbw_bytes_per_second());
-      f["pid"].set_number_value(c.pid());
-      f["gpu"].set_number_value(c.gpu());
-      f["p2p"].set_bool_value(c.p2p());
-      f["graph_captured"].set_bool_value(c.graph_captured());
-      f["proxy_bytes"].set_number_value(static_cast<double>(c.proxy_bytes()));
+      f["comm"].set_string_value(absl::StrFormat("%016x", p.comm_hash));
+      f["rank"].set_number_value(p.rank);
+      f["nranks"].set_number_value(p.nranks);
+      f["func"].set_string_value(strings_.Get(p.func));
+      f["seq"].set_number_value(static_cast<double>(c.seq));
+      f["bytes"].set_number_value(static_cast<double>(c.bytes));
+      f["count"].set_number_value(static_cast<double>(c.count));
+      f["datatype"].set_string_value(strings_.Get(p.datatype));
+      f["algo"].set_string_value(strings_.Get(p.algo));
+      f["proto"].set_string_value(strings_.Get(p.proto));
+      f["channels"].set_number_value(p.channels);
+      f["root"].set_number_value(p.root);
+      f["peer"].set_number_value(p.peer);
+      f["timing_source"].set_string_value(
+          TimingSourceName(static_cast<v1::TimingSource>(p.timing_source)));
+      f["enqueue_unix_seconds"].set_number_value(static_cast<double>(c.enqueue_start_unix_ns) /
+                                                 1e9);
+      f["start_unix_seconds"].set_number_value(static_cast<double>(c.start_unix_ns) / 1e9);
+      f["end_unix_seconds"].set_number_value(static_cast<double>(c.end_unix_ns) / 1e9);
+      f["duration_seconds"].set_number_value(c.duration_seconds);
+      f["algbw_bytes_per_second"].set_number_value(c.algbw_bytes_per_second);
+      f["busbw_bytes_per_second"].set_number_value(c.busbw_bytes_per_second);
+      f["pid"].set_number_value(p.pid);
+      f["gpu"].set_number_value(p.gpu);
+      f["p2p"].set_bool_value(p.p2p);
+      f["graph_captured"].set_bool_value(p.graph_captured);
+      f["proxy_bytes"].set_number_value(static_cast<double>(c.proxy_bytes));
       google::protobuf::ListValue* peers = f["proxy_peers"].mutable_list_value();
-      for (const v1::ProxyPeer& p : c.proxy_peers()) {
+      for (size_t j = 0; j < c.proxy_peers; ++j) {
+        const ProxyPeer& pp = n.proxy_peers[peer_index++];
         auto& pf = *peers->add_values()->mutable_struct_value()->mutable_fields();
-        pf["peer"].set_number_value(p.peer());
-        pf["bytes_sent"].set_number_value(static_cast<double>(p.bytes_sent()));
-        pf["bytes_received"].set_number_value(static_cast<double>(p.bytes_received()));
+        pf["peer"].set_number_value(pp.peer);
+        pf["bytes_sent"].set_number_value(static_cast<double>(pp.bytes_sent));
+        pf["bytes_received"].set_number_value(static_cast<double>(pp.bytes_received));
       }
     }
   }
@@ -345,23 +481,26 @@ std::string GpuState::KernelsJson(absl::string_view node_filter, size_t limit) c
     if (!node_filter.empty() && node != node_filter) continue;
     const size_t skip = limit > 0 && n.kernels.size() > limit ? n.kernels.size() - limit : 0;
     for (size_t i = skip; i < n.kernels.size(); ++i) {
-      const v1::KernelSpan& k = n.kernels[i].k;
-      const int64_t off = n.kernels[i].unix_offset_ns;
+      const Kernel& k = n.kernels[i];
+      const int64_t off = k.unix_offset_ns;
       auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
       f["node"].set_string_value(node);
-      f["device"].set_number_value(k.device());
-      f["stream"].set_number_value(k.stream());
-      f["name"].set_string_value(k.name());
-      f["is_nccl"].set_bool_value(k.is_nccl());
-      f["memcpy"].set_bool_value(k.memcpy());
-      f["bytes"].set_number_value(static_cast<double>(k.bytes()));
-      f["start_unix_seconds"].set_number_value(UnixSeconds(k.start_ns(), off));
-      f["end_unix_seconds"].set_number_value(UnixSeconds(k.end_ns(), off));
+      f["device"].set_number_value(k.device);
+      f["stream"].set_number_value(k.stream);
+      f["name"].set_string_value(strings_.Get(k.name));
+      f["is_nccl"].set_bool_value(k.is_nccl);
+      f["memcpy"].set_bool_value(k.memcpy);
+      f["bytes"].set_number_value(static_cast<double>(k.bytes));
+      f["start_unix_seconds"].set_number_value(UnixSeconds(k.start_ns, off));
+      f["end_unix_seconds"].set_number_value(UnixSeconds(k.end_ns, off));
       f["duration_seconds"].set_number_value(
-          k.end_ns() > k.start_ns() ? static_cast<double>(k.end_ns() - k.start_ns()) / 1e9 : 0.0);
-      f["pid"].set_number_value(k.pid());
-      f["graph_id"].set_number_value(static_cast<double>(k.graph_id()));
-      f["correlation_id"].set_number_value(static_cast<double>(k.correlation_id()));
+          k.end_ns > k.start_ns ? static_cast<double>(static_cast<uint64_t>(k.end_ns) -
+                                                      static_cast<uint64_t>(k.start_ns)) /
+                                      1e9
+                                : 0.0);
+      f["pid"].set_number_value(k.pid);
+      f["graph_id"].set_number_value(static_cast<double>(k.graph_id));
+      f["correlation_id"].set_number_value(static_cast<double>(k.correlation_id));
     }
   }
   return ToJson(root);

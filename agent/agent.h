@@ -22,7 +22,7 @@ namespace fabricscope::agent {
 
 // The node daemon: owns the collectors, the sample ring, the sampler and pipeline threads, the
 // batch sink (gRPC uplink, or an in-process aggregator in standalone mode), and stops them in
-// reverse order (STYLE.md habit 5).
+// reverse order.
 //
 // Threading: Create/Start/Stop/StatusLine from the control thread.
 class Agent {

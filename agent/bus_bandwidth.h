@@ -29,8 +29,8 @@ CollectiveFunc ParseCollectiveFunc(absl::string_view name);
 const char* CollectiveFuncName(CollectiveFunc func);
 
 // nccl-tests' bandwidth convention (nccl-tests doc/PERFORMANCE.md and the *GetBw functions of
-// src/{all_reduce,all_gather,reduce_scatter,alltoall,gather,scatter,sendrecv}.cu; table in
-// docs/nccl-profiler-abi.md section 7), with n = nranks:
+// src/{all_reduce,all_gather,reduce_scatter,alltoall,gather,scatter,sendrecv}.cu), with n =
+// nranks:
 //
 //   func                       S (algorithm bytes)            busBw factor
 //   AllReduce                  bytes                          2(n-1)/n

@@ -20,8 +20,9 @@ struct CounterWindow {
 // only when the counters they need exist. window_seconds > 0; rx_packets_delta is the port's
 // received packets in the window (0 when it has no packet counter).
 //
-// Formulas and sources (docs/rdma-counters.md, which quotes NVIDIA "Understanding mlx5 Linux
-// counters" and the kernel's mlx5 counters.rst; kernel Documentation/networking/snmp_counter.rst):
+// Formulas and sources (NVIDIA "Understanding mlx5 Linux counters" and the kernel's
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst for the RDMA and
+// ethtool counters; kernel Documentation/networking/snmp_counter.rst for TCP):
 // - RDMA loss_ratio = Δout_of_sequence / Δport_rcv_packets: each out-of-sequence arrival at the
 //   responder means packets before it were lost upstream.
 // - netdev loss_ratio = Δ(rx_dropped + rx_missed_errors) / (Δrx_packets + Δthose drops).

@@ -51,7 +51,8 @@ v1::Collective GpuTimeline::ToProto(const GpuEvent& e) {
     default:
       c.set_timing_source(v1::TIMING_SOURCE_UNSPECIFIED);
   }
-  // Zero or inverted times mean "unknown" (nccl-profiler-abi.md 6.9): no duration, no rates.
+  // Zero or inverted times mean "unknown" (ABI §6.9, collectors/nccl/profiler_abi.h): no duration,
+  // no rates.
   const int64_t duration_ns =
       r.start_ns > 0 && r.end_ns > r.start_ns ? r.end_ns - r.start_ns : int64_t{0};
   const Bandwidth bw = ComputeBandwidth(func, r.bytes, r.nranks, duration_ns);

@@ -23,7 +23,7 @@ struct PmaTargetOption {
 // Errors: InvalidArgument naming the entry.
 absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& text);
 
-// Everything the agent can be told. Defaults work on a plain Linux box (STYLE.md habit 6).
+// Everything the agent can be told. Defaults work on a plain Linux box.
 // Parsed in one place (agent/main.cc from flags, LoadYamlConfig from the file) and passed to
 // the Agent's constructor; libraries never read flags.
 struct AgentOptions {

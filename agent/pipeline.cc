@@ -56,7 +56,7 @@ void FillDirection(const Histogram& durations, const Histogram& util, uint64_t b
 // feedback on the port: every error counter (corrupted or dropped frames), the loss counters of
 // exporters::IsLossCounterName (RDMA out_of_sequence, packet_seq_err, ..., discards and drops),
 // and the mlx5 CNP/ECN counters np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets
-// (docs/rdma-counters.md).
+// (kernel drivers/infiniband/hw/mlx5/counters.c; NVIDIA "Understanding mlx5 Linux counters").
 bool IsLossSignal(const collectors::CounterDescriptor& cd) {
   if (cd.role == CounterRole::kError) return true;
   if (cd.role != CounterRole::kOther) return false;

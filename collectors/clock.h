@@ -6,7 +6,8 @@
 namespace fabricscope::collectors {
 
 // CLOCK_MONOTONIC in nanoseconds: the one time base shared by every process on a node
-// (DESIGN.md "Time"). Async-signal-safe, does not allocate; safe on any thread.
+// (also the NCCL plugin's and CUPTI library's). Async-signal-safe, does not allocate; safe on any
+// thread.
 inline int64_t MonotonicNowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -25,7 +25,7 @@
 namespace fabricscope::collectors {
 namespace {
 
-// docs/rdma-counters.md "RoCE netdev / ethtool counters" (mlx5 counters.rst).
+// Kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst.
 constexpr const char* kRxPriorityKinds[] = {
     "bytes",    "packets",     "pause",        "pause_duration", "pause_transition",
     "discards", "buf_discard", "cong_discard", "marked",

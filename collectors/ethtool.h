@@ -13,14 +13,14 @@
 
 namespace fabricscope::collectors {
 
-// True for the RoCE-relevant mlx5 stats exported by default (docs/rdma-counters.md "RoCE netdev
-// / ethtool counters"): rx_prio<p>_{bytes, packets, pause, pause_duration, pause_transition,
-// discards, buf_discard, cong_discard, marked}, tx_prio<p>_{bytes, packets, pause,
-// pause_duration} for p in 0-7, and the port-level rx/tx_pause_ctrl_phy, rx/tx_discards_phy,
-// rx_out_of_buffer, rx_buffer_passed_thres_phy, tx_pause_storm_{warning,error}_events,
-// rx_crc_errors_phy, rx_symbol_err_phy, rx_corrected_bits_phy, rx_bits_phy,
-// link_down_events_phy. Pause durations count microseconds; the rest count events, packets,
-// bytes or bits as their names say.
+// True for the RoCE-relevant mlx5 stats exported by default (kernel
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst): rx_prio<p>_{bytes,
+// packets, pause, pause_duration, pause_transition, discards, buf_discard, cong_discard, marked},
+// tx_prio<p>_{bytes, packets, pause, pause_duration} for p in 0-7, and the port-level
+// rx/tx_pause_ctrl_phy, rx/tx_discards_phy, rx_out_of_buffer, rx_buffer_passed_thres_phy,
+// tx_pause_storm_{warning,error}_events, rx_crc_errors_phy, rx_symbol_err_phy,
+// rx_corrected_bits_phy, rx_bits_phy, link_down_events_phy. Pause durations count microseconds; the
+// rest count events, packets, bytes or bits as their names say.
 bool IsDefaultRoceStat(absl::string_view name);
 
 // Which of a driver's ETH_SS_STATS statistics become counters.
@@ -34,7 +34,7 @@ struct EthtoolSelection {
 // Driver statistics of network interfaces read with the SIOCETHTOOL ioctl (include/uapi/linux/
 // ethtool.h: ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS, ETHTOOL_GSTATS; kernel net/ethtool/ioctl.c).
 // One ETHTOOL_GSTATS per interface returns all of its stats at once; on mlx5 this is where the
-// per-priority PFC, buffer-discard and PHY error counters live (docs/rdma-counters.md).
+// per-priority PFC, buffer-discard and PHY error counters live (mlx5 counters.rst, above).
 //
 // One PortDescriptor per interface that has at least one selected stat: device = ifname, port =
 // its dev_port, rdma = false, and one CounterDescriptor per selected stat (group "ethtool", role

@@ -21,7 +21,8 @@ struct CounterDescriptor {
   CounterSpec spec;
   CounterRole role = CounterRole::kError;
   // Read on every tick when 1; every Nth tick for slower groups (e.g. error counters that cost
-  // a firmware command on mlx5, docs/rdma-counters.md).
+  // a firmware command on mlx5: QUERY_VPORT_COUNTER or a PPCNT register read, kernel
+  // drivers/infiniband/hw/mlx5/mad.c).
   uint32_t tick_divisor = 1;
 };
 

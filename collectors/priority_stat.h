@@ -23,10 +23,10 @@ struct EthtoolStatName {
 };
 
 // Splits an mlx5-style per-priority stat name "<rx|tx>_prio<p>_<kind>" (kernel
-// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst; docs/
-// rdma-counters.md "RoCE netdev / ethtool counters"). <p> is one digit 0-7; <kind> is any
-// non-empty rest made of lowercase letters, digits and '_'. Returns nullopt for anything else
-// (rx_prio8_bytes, rx_prio03_bytes, rx_prio3_, rx_bytes_phy). Pure; safe on any thread.
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst). <p> is one
+// digit 0-7; <kind> is any non-empty rest made of lowercase letters, digits and '_'. Returns
+// nullopt for anything else (rx_prio8_bytes, rx_prio03_bytes, rx_prio3_, rx_bytes_phy). Pure; safe
+// on any thread.
 std::optional<EthtoolStatName> ParsePriorityStat(absl::string_view name);
 
 }  // namespace fabricscope::collectors

@@ -41,7 +41,8 @@ struct Wanted {
   const char* column;
 };
 
-// docs/rdma-counters.md "TCP"; kernel Documentation/networking/snmp_counter.rst.
+// Kernel Documentation/networking/snmp_counter.rst (Tcp: in /proc/net/snmp, TcpExt: in
+// /proc/net/netstat).
 constexpr Wanted kWanted[] = {
     {"snmp", "Tcp", "InSegs"},
     {"snmp", "Tcp", "OutSegs"},

@@ -32,13 +32,13 @@ absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text);
 absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text);
 
 // The standard counter set of an RDMA port (counters/*), with widths from the IB PMA
-// PortCounters attribute (IBTA vol. 1 16.1.3.5; docs/rdma-counters.md table). Data counters are
-// 4-octet words (scale 4). Error counters saturate.
+// PortCounters attribute (IBTA vol. 1 16.1.3.5; kernel drivers/infiniband/core/sysfs.c). Data
+// counters are 4-octet words (scale 4). Error counters saturate.
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
                                               uint32_t error_tick_divisor);
 
 // Every file of an RDMA port's hw_counters/ directory except `lifespan`, as group "hw_counters",
-// role kOther. Widths (docs/rdma-counters.md, mlx5 drivers/infiniband/hw/mlx5/counters.c):
+// role kOther. Widths (mlx5 drivers/infiniband/hw/mlx5/counters.c):
 // congestion counters (np_*, rp_*) and rx_icrc_encapsulated are 64-bit; the queue counters are
 // 32-bit in firmware and wrap.
 std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_dir,
@@ -70,7 +70,7 @@ absl::StatusOr<DiscoveryResult> DiscoverNetdevs(const std::string& sysfs_root,
                                                 uint32_t error_tick_divisor = 1);
 
 // The network interface of an RDMA port (RoCE: where its ethtool stats live), per kernel
-// Documentation/ABI/stable/sysfs-class-infiniband and docs/rdma-counters.md "sysfs layout":
+// Documentation/ABI/stable/sysfs-class-infiniband and drivers/infiniband/core/sysfs.c:
 // 1. <root>/class/infiniband/<dev>/ports/<port>/gid_attrs/ndevs/<i>, in ascending i: the first
 //    that reads non-empty (the kernel fails the read of a GID entry without a netdev).
 // 2. Else the directories <root>/class/infiniband/<dev>/device/net/<ifname> of the port's PCI

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git
-  # libraries (DESIGN.md "Decisions")
+  # libraries (Debian 12 packages only: README "Quick start")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libcpp-httplib-dev
   libpcap-dev libibverbs-dev libibumad-dev

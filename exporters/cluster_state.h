@@ -27,7 +27,7 @@ namespace fabricscope::exporters {
 //
 // Thread-safe: every method may be called from any thread (gRPC reactors, the HTTP server's
 // scrape threads, the in-process agent). Collect() builds the whole snapshot at scrape time
-// under the lock (DESIGN.md: snapshot serialized at scrape time).
+// under the lock; nothing is rendered between scrapes.
 class ClusterState : public prometheus::Collectable {
  public:
   struct Options {

@@ -12,8 +12,9 @@ namespace fabricscope::exporters {
 // True for a counter name whose increase means lost, dropped or retransmitted packets or a NAK:
 // the mlx5 hw_counters out_of_sequence, packet_seq_err, local_ack_timeout_err,
 // duplicate_request, roce_adp_retrans, implied_nak_seq_err, rnr_nak_retry_err
-// (docs/rdma-counters.md), and any name containing "discard", "drop" or "out_of_buffer"
-// (rx_discards_phy, rx_out_of_buffer, rx_dropped, port_xmit_discards, rx_prio3_discards...).
+// (NVIDIA "Understanding mlx5 Linux counters"), and any name containing "discard", "drop" or
+// "out_of_buffer" (rx_discards_phy, rx_out_of_buffer, rx_dropped, port_xmit_discards,
+// rx_prio3_discards...).
 bool IsLossCounterName(absl::string_view name);
 
 // Loss events of one port in one window: the deltas of its error counters plus those of its

@@ -59,7 +59,7 @@ const char* ResultString(CUptiResult result) {
   return text;
 }
 
-// CUPTI's timestamp source: CLOCK_MONOTONIC ns, the agent's clock (DESIGN.md "Time"). CUPTI
+// CUPTI's timestamp source: CLOCK_MONOTONIC ns, the agent's clock (collectors/clock.h). CUPTI
 // converts GPU timestamps into this clock by linear interpolation (cupti_activity.h,
 // cuptiActivityRegisterTimestampCallback), so records line up with the agent's port samples.
 uint64_t CUPTIAPI MonotonicTimestamp() {

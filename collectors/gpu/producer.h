@@ -20,7 +20,7 @@ namespace fabricscope::collectors::gpu {
 // environment (getenv): call it at init time, not on a hot path.
 std::string ResolveSocketPath();
 
-// Monotonic clock in ns (CLOCK_MONOTONIC, DESIGN.md "Time").
+// Monotonic clock in ns (CLOCK_MONOTONIC, the agent's time base: collectors/clock.h).
 int64_t MonotonicNowNs();
 
 // One connection to the agent's ingest socket.

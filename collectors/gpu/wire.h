@@ -11,7 +11,7 @@
 //   DatagramHeader | RecordHeader + payload | RecordHeader + payload | ...   (record_count records)
 //
 // All integers are in host byte order (producer and agent share the host). Times are
-// CLOCK_MONOTONIC nanoseconds (DESIGN.md "Time"); 0 means "unknown". Strings are fixed-size,
+// CLOCK_MONOTONIC nanoseconds (collectors/clock.h); 0 means "unknown". Strings are fixed-size,
 // NUL-padded char arrays, truncated by the producer; a reader never trusts them to be terminated.
 //
 // Producers send with MSG_DONTWAIT: when the agent is absent or slow, a datagram is dropped and
@@ -75,7 +75,8 @@ static_assert(sizeof(CommRecord) == 72);
 
 enum class OpKind : uint8_t { kCollective = 0, kP2p = 1 };
 
-// Where CollectiveRecord::start_ns/end_ns come from (nccl-profiler-abi.md section 6.4).
+// Where CollectiveRecord::start_ns/end_ns come from (NCCL profiler ABI §6.4,
+// collectors/nccl/profiler_abi.h).
 enum class TimingSource : uint8_t {
   kEnqueueOnly = 0,    // no completion signal: start/end are the CPU enqueue interval
   kKernelChannel = 1,  // earliest KernelCh start .. latest KernelCh stop, GPU clock fitted to CPU
@@ -87,7 +88,7 @@ struct CollectiveRecord {
   uint64_t seq;    // Coll: NCCL's seqNumber (per communicator and function); P2p: plugin's
                    // own counter per communicator and function
   uint64_t count;  // NCCL's task count (AllGather/Broadcast: bytes, datatype "ncclInt8")
-  uint64_t bytes;  // message bytes per rank: count x sizeof(datatype) (ABI doc section 7)
+  uint64_t bytes;  // message bytes per rank: count x sizeof(datatype) (ABI §7)
   int64_t enqueue_start_ns;  // CPU: Coll/P2p start event
   int64_t enqueue_end_ns;    // CPU: Coll/P2p stop event (enqueued, not completed)
   int64_t start_ns;          // start of the work per timing_source; 0 when unknown

@@ -1,6 +1,6 @@
-// The two symbols libnccl-profiler-fabricscope.so exports (ABI doc section 1): data objects, not
-// functions, with C linkage and default visibility; everything else in the library is hidden.
-// NCCL 2.28-2.30 pick ncclProfiler_v5, NCCL 2.27 ncclProfiler_v4.
+// The two symbols libnccl-profiler-fabricscope.so exports (ABI §1, collectors/nccl/profiler_abi.h):
+// data objects, not functions, with C linkage and default visibility; everything else in the
+// library is hidden. NCCL 2.28-2.30 pick ncclProfiler_v5, NCCL 2.27 ncclProfiler_v4.
 
 #include "collectors/nccl/profiler.h"
 #include "collectors/nccl/profiler_abi.h"

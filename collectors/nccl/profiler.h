@@ -3,7 +3,7 @@
 // The NCCL profiler plugin's core: the functions of the ncclProfiler_v5 / _v4 tables
 // (collectors/nccl/plugin_exports.cc exports them as libnccl-profiler-fabricscope.so).
 //
-// What it records (ABI facts: ../shared/docs/nccl-profiler-abi.md, referenced as "ABI §N"):
+// What it records ("ABI §N": the topics and their NCCL sources listed in profiler_abi.h):
 // - one CollectiveRecord per Coll or P2p event: identity (comm hash, func, seq), sizes, algorithm,
 //   protocol, channels, enqueue interval (CPU start/stop of the event), and the work interval
 //   from the kernel-channel timers (GPU %globaltimer fitted to CLOCK_MONOTONIC), else from the

@@ -1,9 +1,29 @@
 #pragma once
 
 // Our own declarations of the NCCL profiler plugin ABI, v5 (NCCL 2.28) and v4 (NCCL 2.27), written
-// from ../shared/docs/nccl-profiler-abi.md (sections 2-5). NCCL ships no plugin headers; the sizes
-// and offsets below are checked against the values that document lists (LP64 Linux, NCCL
-// v2.28.9-1 headers). Names follow our style; the comments give NCCL's names.
+// from the facts of NCCL v2.28.9-1's headers (github.com/NVIDIA/nccl tag v2.28.9-1:
+// src/include/plugin/profiler/profiler_v5.h and profiler_v4.h, src/include/nccl_common.h); the
+// sizes and offsets below were measured with a test program compiled against those headers (LP64
+// Linux). NCCL installs no plugin headers. Names follow our style; the comments give NCCL's names.
+//
+// "ABI §N" in the comments of collectors/nccl and tests/common/nccl_harness.h names a topic of
+// the plugin ABI, with the NCCL v2.28.9-1 sources it was read from:
+//   §1 loading: NCCL_PROFILER_PLUGIN, the exported ncclProfiler_v5/_v4 symbols, dlclose at the
+//      last finalize (src/plugin/plugin_open.cc, src/plugin/profiler.cc);
+//   §2 basic types and the logger (src/include/nccl_common.h); §3 the function table
+//      ncclProfiler_v5_t; §4 the event descriptor ncclProfilerEventDescr_v5_t; §5 event types,
+//      states and state arguments (src/include/plugin/profiler/profiler_v5.h);
+//   §6 semantics, from where NCCL emits events (src/enqueue.cc, src/group.cc, src/proxy.cc,
+//      src/init.cc, src/transport/net.cc, src/device/common.h): §6.1 calling threads, §6.2 call
+//      order of one collective, §6.3 the activation mask, §6.4 completion time (Coll stop means
+//      enqueued; KernelCh timers or ProxyOp stops give completion), §6.5 parents stopping before
+//      children, §6.6 PXN (ProxyOps of another process), §6.7 CUDA graphs, §6.8 errors (only init
+//      can fail), §6.9 known 2.28 hazards (never-cleared CollApi and KernelCh slots stopped again,
+//      zero or inverted timers: NVIDIA/nccl issues #1961, #1992, #2000, PR #2391);
+//   §7 busBw and algBw (NVIDIA/nccl-tests doc/PERFORMANCE.md);
+//   §8 testing without a GPU: a harness standing in for NCCL (tests/common/nccl_harness.h);
+//      §8.4 its edge cases (PXN, stopped parents, repeated stops, NULL handles, bad timers, mask
+//      changes, failing init).
 
 #include <sys/types.h>
 
@@ -20,7 +40,7 @@ inline constexpr NcclResult kNcclInternalError = 3;
 inline constexpr NcclResult kNcclInvalidArgument = 4;
 
 // ncclDebugLogger_t: void (*)(ncclDebugLogLevel level, unsigned long flags, const char* file,
-// int line, const char* fmt, ...). Levels and subsystem flags: ABI doc section 2.
+// int line, const char* fmt, ...). Levels and subsystem flags: ABI §2.
 using NcclDebugLogger = void (*)(int level, unsigned long flags, const char* file, int line,
                                  const char* fmt, ...);
 inline constexpr int kNcclLogWarn = 2;
@@ -43,7 +63,7 @@ enum EventType : uint64_t {
   kEventKernelLaunch = 1 << 11,
 };
 
-// ncclProfilerEventState_v5_t (4-byte enum), section 5.
+// ncclProfilerEventState_v5_t (4-byte enum), ABI §5.
 enum EventState : int32_t {
   kStateProxyStepSendGpuWait = 8,
   kStateProxyStepSendWait = 9,
@@ -203,7 +223,7 @@ union EventStateArgs {
   } kernel_ch;
 };
 
-// ncclProfiler_v5_t: 48 bytes, section 3.
+// ncclProfiler_v5_t: 48 bytes, ABI §3.
 struct ProfilerV5 {
   const char* name;
   NcclResult (*init)(void** context, uint64_t comm_id, int* activation_mask, const char* comm_name,
@@ -225,7 +245,7 @@ struct ProfilerV4 {
   NcclResult (*finalize)(void* context);
 };
 
-// Layout checks: nccl-profiler-abi.md sections 3-5.
+// Layout checks: ABI §3-5, the values measured against the v2.28.9-1 headers.
 static_assert(sizeof(EventDescrV5) == 112 && alignof(EventDescrV5) == 8);
 static_assert(offsetof(EventDescrV5, parent_obj) == 8 && offsetof(EventDescrV5, rank) == 16);
 static_assert(offsetof(EventDescrV5, group_api.graph_captured) == 24);

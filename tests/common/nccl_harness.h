@@ -1,11 +1,12 @@
 #pragma once
 
 // FakeNccl: loads an NCCL profiler plugin with dlopen(RTLD_NOW | RTLD_LOCAL), as NCCL 2.28 does,
-// and drives its ABI the way NCCL does (../shared/docs/nccl-profiler-abi.md, sections 6.2 and 8):
-// per-communicator init, the application ("user") thread's API, group and collective events in
-// the 6.2 order, and a proxy thread that runs ProxyOp / ProxyStep state sequences, ProxyCtrl
-// events and KernelCh start / state 22 / stop with synthetic GPU timer values. Events are emitted
-// according to the live activation mask, with NCCL's parent rules (section 6.3).
+// and drives its ABI the way NCCL does (ABI §6.2 and §8; the topics and their NCCL sources are
+// listed in collectors/nccl/profiler_abi.h): per-communicator init, the application ("user")
+// thread's API, group and collective events in the §6.2 order, and a proxy thread that runs ProxyOp
+// / ProxyStep state sequences, ProxyCtrl events and KernelCh start / state 22 / stop with synthetic
+// GPU timer values. Events are emitted according to the live activation mask, with NCCL's parent
+// rules (ABI §6.3).
 //
 // It remembers what each collective should have produced (Expected) so that a test can compare
 // the records a receiver got. Header-only; used by the plugin's ABI tests, its end-to-end test
@@ -181,7 +182,7 @@ class FakeNccl {
 
   // A ring all-reduce of `bytes` (float32) on `channels` channels as NCCL's proxy would run it:
   // per channel one send to rank+1 and one receive from rank-1, each moving 2(n-1)/n of the
-  // channel's share in steps of at most `chunk` bytes (nccl-profiler-abi.md §7). When
+  // channel's share in steps of at most `chunk` bytes (ABI §7). When
   // cpu_start_ns/cpu_end_ns are set, every channel reports that work interval (e.g. a real
   // transfer the caller timed); else synthetic times.
   static CollSpec AllReduceSpec(size_t bytes, int rank, int nranks, int channels = 2,

@@ -12,7 +12,7 @@
 #      wall-clock interval (CUPTI's times are CLOCK_MONOTONIC, which the agent converts to Unix
 #      time: a misaligned clock puts them hours or years away),
 #   4. the producers reached the agent (well-formed datagrams on its GPU socket).
-# NCCL 2.28 emits no collective events for 1-rank communicators (nccl-profiler-abi.md), so no
+# NCCL 2.28 emits no collective events for 1-rank communicators (ABI §6.2, collectors/nccl/profiler_abi.h), so no
 # collective records are expected; the count on /api/collectives is printed for information.
 # Prints one PASS/FAIL line per check and exits 1 when any check failed. Runs in about a minute.
 #

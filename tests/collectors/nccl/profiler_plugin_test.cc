@@ -32,9 +32,9 @@ using Timers = FakeNccl::TimerKind;
 constexpr char kPlugin[] = FABRICSCOPE_NCCL_PLUGIN;
 constexpr int kDefaultMask = 2 | 8 | 16 | 64;
 
-// Operation i of a communicator of `nranks`: a mix of every kind NCCL emits, with the ABI
-// doc's quirks (AllGather/Broadcast in bytes with "ncclInt8", ReduceScatter per-rank count) and
-// the timer faults of section 6.9 on some of them.
+// Operation i of a communicator of `nranks`: a mix of every kind NCCL emits, with NCCL 2.28's
+// quirks (AllGather/Broadcast in bytes with "ncclInt8", ReduceScatter per-rank count) and
+// the timer faults of ABI §6.9 on some of them.
 Spec MakeSpec(int i, int rank, int nranks) {
   static const char* kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast"};
   Spec s;
@@ -309,8 +309,8 @@ TEST_F(ProfilerPluginTest, ExportsBothTablesAsDataObjects) {
 }
 
 // The main scenario: two communicators, thousands of operations, a concurrent proxy thread,
-// the ABI doc's edge cases, mask changes through the control file, finalize from another thread,
-// dlclose and a second load.
+// the ABI's edge cases (ABI §8.4, collectors/nccl/profiler_abi.h), mask changes through the control
+// file, finalize from another thread, dlclose and a second load.
 TEST_F(ProfilerPluginTest, EveryRecordArrivesWithTheRightFieldsOrIsCountedAsDropped) {
   GpuReceiver rx;
   ASSERT_TRUE(rx.Start());

@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,17 @@ std::string ReadFile(const std::string& path) {
 
 const std::string kSource = FABRICSCOPE_SOURCE_DIR;
 const std::string kBinary = FABRICSCOPE_BINARY_DIR;
+
+// The libraries training processes load (NCCL_PROFILER_PLUGIN, CUDA_INJECTION64_PATH), as
+// installed under <prefix>/FABRICSCOPE_PLUGINDIR; the CUPTI one only where this tree built it.
+std::vector<std::string> GpuLibraries() {
+  std::vector<std::string> libs = {std::string(FABRICSCOPE_PLUGINDIR) +
+                                   "/libnccl-profiler-fabricscope.so"};
+#ifdef FABRICSCOPE_HAVE_CUPTI
+  libs.push_back(std::string(FABRICSCOPE_PLUGINDIR) + "/libfabricscope-cupti.so");
+#endif
+  return libs;
+}
 
 // A copy of deploy/systemd/<unit> whose ExecStart= names the built binary (verify checks that
 // the binary exists), in `dir`.
@@ -145,6 +157,15 @@ void ExpectInstalled(const std::string& root, const std::string& prefix,
   for (const char* bin : {"fabricscope-agent", "fabricscope-aggregator", "fabricscope-pcap"}) {
     EXPECT_TRUE(fs::exists(root + prefix + "/bin/" + bin)) << bin;
   }
+  for (const std::string& lib : GpuLibraries()) {
+    const std::string path = root + prefix + "/" + lib;
+    ASSERT_TRUE(fs::is_regular_file(path)) << path;
+    // The installed copy is the built one: an ELF shared object, no build-tree RUNPATH.
+    Result r = Sh("readelf -h -d " + path);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "DYN (Shared object file)")) << path << r.output;
+    EXPECT_FALSE(absl::StrContains(r.output, kBinary)) << path << r.output;
+  }
   EXPECT_TRUE(fs::exists(root + config_dir + "/agent.yaml"));
   EXPECT_TRUE(fs::exists(root + config_dir + "/aggregator.yaml"));
   EXPECT_TRUE(fs::exists(root + prefix + "/share/fabricscope/dashboards/fabricscope-links.json"));
@@ -213,6 +234,10 @@ void CheckContents(const std::string& deb) {
     EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string(" ") + path + "(\\n|$)")))
         << path << "\n"
         << r.output;
+  }
+  for (const std::string& lib : GpuLibraries()) {
+    EXPECT_TRUE(std::regex_search(r.output, std::regex(" ./usr/" + lib + "(\\n|$)"))) << lib << "\n"
+                                                                                      << r.output;
   }
   if (fs::exists(kSource + "/deploy/prometheus")) {
     EXPECT_TRUE(absl::StrContains(r.output, "./usr/share/fabricscope/prometheus/")) << r.output;

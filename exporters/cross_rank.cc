@@ -30,18 +30,6 @@ const char* CollectiveCauseName(v1::CollectiveCause c) {
   }
 }
 
-namespace {
-
-void AppendNumber(std::string* out, double v) {
-  if (!std::isfinite(v)) {
-    out->append("null");
-    return;
-  }
-  absl::StrAppendFormat(out, "%.9g", v);
-}
-
-}  // namespace
-
 std::vector<double> ArrivalSkewBounds() {
   std::vector<double> b;
   for (double decade = 1e-5; decade < 10; decade *= 10) {
@@ -338,9 +326,9 @@ std::string CrossRankAnalysis::SlowJson(size_t limit) const {
     AppendJsonString(&out, std::get<1>(d.key));
     absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
                     ",\"cause\":\"", d.cause, "\",\"skew_seconds\":");
-    AppendNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
+    AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
     out += ",\"duration_seconds\":";
-    AppendNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
+    AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
     out += ",\"bottleneck\":";
     if (d.bottleneck >= 0) {
       const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
@@ -366,9 +354,9 @@ std::string CrossRankAnalysis::SlowJson(size_t limit) const {
       out += ",\"detail\":";
       AppendJsonString(&out, r.detail);
       out += ",\"start_unix_seconds\":";
-      AppendNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
+      AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
       out += ",\"duration_seconds\":";
-      AppendNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
+      AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
       absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false");
       if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
         const v1::FlightRecording& rec = r.recording;
@@ -376,28 +364,29 @@ std::string CrossRankAnalysis::SlowJson(size_t limit) const {
         absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
         AppendJsonString(&out, rec.reason());
         out += ",\"from_unix_seconds\":";
-        AppendNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
+        AppendJsonNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
         out += ",\"to_unix_seconds\":";
-        AppendNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
+        AppendJsonNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
         absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false",
                         ",\"samples\":[");
         for (int s = 0; s < rec.time_ns_size(); ++s) {
           if (s > 0) out += ",";
           out += "{\"time_unix_seconds\":";
-          AppendNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
+          AppendJsonNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
           out += ",\"interval_seconds\":";
-          AppendNumber(&out, s < rec.interval_ns_size()
-                                 ? static_cast<double>(rec.interval_ns(s)) / 1e9
-                                 : NAN);
+          AppendJsonNumber(&out, s < rec.interval_ns_size()
+                                     ? static_cast<double>(rec.interval_ns(s)) / 1e9
+                                     : NAN);
           absl::StrAppend(
               &out,
               ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
               ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
               ",\"transmit_utilization\":");
-          AppendNumber(&out,
-                       s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
+          AppendJsonNumber(&out,
+                           s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
           out += ",\"receive_utilization\":";
-          AppendNumber(&out, s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
+          AppendJsonNumber(&out,
+                           s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
           out += "}";
         }
         out += "]}";
@@ -603,8 +592,9 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                res.set_content(analysis.SlowJson(limit), "application/json");
              });
   pages->push_back({"/heatmap/collectives",
-                    "collective duration per rank x sequence number (a straggler is a hot row "
-                    "or, for the ranks that waited, a hot column); ?comm=, ?func=, "
+                    "collective duration per rank x sequence number (a compute straggler is the "
+                    "dark row among bright ones: the other ranks' collectives wait for it and "
+                    "run long); ?comm=, ?func=, "
                     "?instances=100, ?format=json"});
   pages->push_back({"/heatmap/ranks",
                     "rank x rank bytes of a communicator from the NCCL proxy (who talks to "

@@ -253,6 +253,14 @@ std::string RenderHeatmapSvg(const HeatmapModel& m) {
   return out;
 }
 
+void AppendJsonNumber(std::string* out, double v) {
+  if (std::isfinite(v)) {
+    absl::StrAppendFormat(out, "%.16g", v);
+  } else {
+    out->append("null");
+  }
+}
+
 void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (char ch : s) {

@@ -56,6 +56,11 @@ std::string RenderHeatmapSvg(const HeatmapModel& model);
 // Appends s as a JSON string literal (quotes, backslashes and control characters escaped).
 void AppendJsonString(std::string* out, absl::string_view s);
 
+// Appends v as a JSON number with 16 significant digits (null when not finite): enough for a
+// unix time in seconds to keep microseconds (1.8e9 s needs 16 digits for 1e-6 s), while short
+// decimals stay short (0.3, not 0.30000000000000004).
+void AppendJsonNumber(std::string* out, double v);
+
 // JSON for scripts and Grafana: {"title", "row_axis", "col_axis", "value_label", "scale_min",
 // "scale_max", "note", "start_unix_seconds", "bucket_seconds" (time axis) or "col_labels",
 // "rows": [label...], "values": [[v|null, ...] per row]} (values with 4 decimals).

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "collectors/priority_stat.h"
 #include "exporters/imbalance.h"
 #include "exporters/loss_patterns.h"
@@ -30,11 +32,8 @@ std::string LinkName(const std::string& node, const v1::PortInfo& p) {
 }
 
 void Num(std::string* out, const char* key, double v) {
-  if (std::isfinite(v)) {
-    absl::StrAppendFormat(out, "\"%s\":%.9g", key, v);
-  } else {
-    absl::StrAppendFormat(out, "\"%s\":null", key);
-  }
+  absl::StrAppend(out, "\"", key, "\":");
+  AppendJsonNumber(out, v);
 }
 
 void Str(std::string* out, const char* key, absl::string_view v) {
@@ -292,12 +291,23 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
       }
     }
   }
-  int64_t to = q.to_unix_ns > 0 ? q.to_unix_ns : (newest == INT64_MIN ? 0 : (newest + 1) * base);
+  // Without any data the window ends now (not at the epoch).
+  const int64_t to = q.to_unix_ns > 0      ? q.to_unix_ns
+                     : newest != INT64_MIN ? (newest + 1) * base
+                                           : absl::ToUnixNanos(absl::Now());
   const int64_t span = q.from_unix_ns > 0 && q.from_unix_ns < to
                            ? to - q.from_unix_ns
                            : static_cast<int64_t>(std::max(q.seconds, 0.001) * 1e9);
   int64_t bucket = std::max<int64_t>(base, q.bucket_ns);
   bucket = (bucket + base - 1) / base * base;
+  if (rows.empty()) {
+    // One column for the whole window, and the reason, rather than an empty plot thousands of
+    // pixels wide.
+    bucket = std::max(base, (span + base - 1) / base * base);
+    m.note =
+        "no link utilization in this window: it needs the port's line rate (its sysfs speed, or "
+        "--line-rate=IFACE=RATE on the agent)";
+  }
   // Coarser buckets up front when the requested grid exceeds the cell cap.
   const size_t max_cols =
       std::max<size_t>(1, options_.max_cells / std::max<size_t>(1, rows.size()));

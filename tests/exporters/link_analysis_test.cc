@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "exporters/utilization_codec.h"
 
 namespace fabricscope::exporters {
@@ -389,6 +391,25 @@ TEST(LinkAnalysis, NodesHeatmapMapsAddressesToNodesAndCountsAPairOnce) {
   EXPECT_DOUBLE_EQ(m.scale_max, 5000);
 }
 
+// No port with utilization data: the window ends now (not at the epoch), one column, and a note
+// that says why the plot is empty.
+TEST(LinkAnalysis, AnEmptyLinksHeatmapEndsNowAndSaysWhy) {
+  LinkAnalysis a;
+  a.OnHello(Hello("n1", 2));
+  const int64_t before = absl::ToUnixNanos(absl::Now());
+  LinkAnalysis::LinkQuery q;
+  q.seconds = 10;
+  const HeatmapModel m = a.LinksHeatmap(q);
+  const int64_t after = absl::ToUnixNanos(absl::Now());
+  EXPECT_TRUE(m.rows.empty());
+  EXPECT_EQ(m.cols, 1u);
+  EXPECT_GE(m.start_unix_ns, before - 10 * kSec - kMs);
+  EXPECT_LE(m.start_unix_ns, after - 10 * kSec);
+  EXPECT_NE(m.note.find("line rate"), std::string::npos) << m.note;
+  const std::string svg = RenderHeatmapSvg(m);
+  EXPECT_NE(svg.find("line rate"), std::string::npos);
+}
+
 TEST(LinkAnalysis, FlightRecordingsAndRecorderBytesAreKept) {
   LinkAnalysis a;
   a.OnHello(Hello("n1", 2));
@@ -412,6 +433,11 @@ TEST(LinkAnalysis, FlightRecordingsAndRecorderBytesAreKept) {
   EXPECT_NE(json.find("\"device\":\"mlx5_1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"transmit_bytes\":999"), std::string::npos) << json;
   EXPECT_EQ(json.find("\"port\":9"), std::string::npos);
+  // Times keep their microseconds: a unix time of ~1.7e9 s needs 16 significant digits.
+  const int64_t sample_unix_ns = 10 * kSec + kMs + kOffset;
+  const std::string want = absl::StrCat("\"time_unix_seconds\":", sample_unix_ns / kSec, ".",
+                                        absl::StrFormat("%03d", (sample_unix_ns % kSec) / kMs));
+  EXPECT_NE(json.find(want), std::string::npos) << want << "\n" << json;
   std::vector<prometheus::MetricFamily> f;
   a.Collect(&f);
   bool found = false;

@@ -49,21 +49,9 @@ std::string HttpServer::RenderMetrics() const {
   return out.str();
 }
 
-absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
-  auto hp = SplitHostPort(listen);
-  if (!hp.ok()) return hp.status();
-  server_ = std::make_unique<httplib::Server>();
-  // httplib's default adds SO_REUSEPORT, which would let a second daemon share the port
-  // silently; keep only SO_REUSEADDR (quick restarts).
-  server_->set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+void HttpServer::RegisterDataRoutes() {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
   });
   server_->Get("/api/microbursts", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
@@ -101,12 +89,24 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     RegisterCrossRankRoutes(*server_, state_->cross_rank(), &pages);
     RegisterHeatmapIndex(*server_, std::move(pages));
   }
-  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
+  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    std::string page =
         "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
-        "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>"
-        "<li><a href=\"/heatmap\">/heatmap</a> heat maps (links x time, node x node) and "
-        "anomaly / loss-pattern JSON</li>"
+        "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>";
+    if (state_) {
+      page +=
+          "<li><a href=\"/heatmap\">/heatmap</a> heat maps: links x time, node x node, rank x "
+          "rank, collective duration per rank x sequence</li>"
+          "<li><a href=\"/api/collectives/slow\">/api/collectives/slow</a> the slowest recent "
+          "collectives matched across ranks, with cause and flight-recorder samples (JSON)</li>"
+          "<li><a href=\"/api/anomalies\">/api/anomalies</a> departures from each node's own "
+          "baseline (JSON; ?node=NAME)</li>"
+          "<li><a href=\"/api/loss_patterns\">/api/loss_patterns</a> systematic or random "
+          "loss, with the links, PFC priorities and peers that concentrate it (JSON)</li>"
+          "<li><a href=\"/api/flight_recordings\">/api/flight_recordings</a> raw sub-ms samples "
+          "around bursts with loss and slow collectives (JSON; ?node=NAME)</li>";
+    }
+    page +=
         "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
         "?node=NAME to filter)</li>"
         "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
@@ -115,9 +115,37 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
         "node (JSON; ?node=NAME, ?limit=N)</li>"
         "<li><a href=\"/api/kernels\">/api/kernels</a> recent GPU kernel spans (JSON; "
         "?node=NAME, ?limit=N)</li>"
-        "<li><a href=\"/healthz\">/healthz</a></li></ul>",
-        "text/html");
+        "<li><a href=\"/healthz\">/healthz</a></li></ul>";
+    res.set_content(page, "text/html");
   });
+}
+
+absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
+  auto hp = SplitHostPort(listen);
+  if (!hp.ok()) return hp.status();
+  server_ = std::make_unique<httplib::Server>();
+  // httplib's default adds SO_REUSEPORT, which would let a second daemon share the port
+  // silently; keep only SO_REUSEADDR (quick restarts).
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  // Nothing to serve but liveness (the agent's --health-listen): /healthz alone, everything
+  // else 404, so that a scrape pointed here fails loudly instead of reading an empty page.
+  if (collectables_.empty() && state_ == nullptr) {
+    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(
+          "<!doctype html><title>fabricscope</title><h1>fabricscope</h1>"
+          "<p>Health endpoint only: <a href=\"/healthz\">/healthz</a>. Metrics and heat maps "
+          "are served by the aggregator.</p>",
+          "text/html");
+    });
+  } else {
+    RegisterDataRoutes();
+  }
   const auto& [host, port] = *hp;
   int bound = port;
   if (port == 0) {

@@ -16,8 +16,10 @@ namespace fabricscope::exporters {
 
 class ClusterState;
 
-// The one HTTP server of a daemon (DESIGN.md): /metrics in the Prometheus text format (0.0.4),
-// rendered at scrape time from the collectables; /healthz; /api/microbursts; an index at /.
+// The one HTTP server of a daemon: /metrics in the Prometheus text format (0.0.4), rendered at
+// scrape time from the collectables; /healthz; /api/*; with a ClusterState the heat maps and
+// their JSON; an index at /. With neither collectables nor a state (the agent's
+// --health-listen) it serves /healthz and a one-line index only, and 404 for the rest.
 //
 // Threading: Start/Stop from the control thread; requests are served on the server's own pool.
 class HttpServer {
@@ -38,6 +40,9 @@ class HttpServer {
   std::string RenderMetrics() const;
 
  private:
+  // /metrics, /api/*, the heat maps (with a state) and the index page.
+  void RegisterDataRoutes();
+
   std::vector<const prometheus::Collectable*> collectables_;
   const ClusterState* state_;
   std::unique_ptr<httplib::Server> server_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "absl/strings/str_cat.h"
 #include "exporters/cluster_state.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
@@ -53,6 +54,38 @@ TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
   EXPECT_EQ(c.Get("/nope")->status, 404);
   EXPECT_THAT(c.Get("/api/microbursts?node=n1")->body, HasSubstr("\"microbursts\""));
   server.Stop();
+}
+
+// The index lists the aggregator's JSON endpoints along with the pages.
+TEST(HttpServer, IndexListsEveryEndpointItServes) {
+  ClusterState state;
+  HttpServer server({&state}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  const std::string index = c.Get("/")->body;
+  for (const char* path : {"/metrics", "/heatmap", "/api/collectives/slow", "/api/anomalies",
+                           "/api/loss_patterns", "/api/flight_recordings", "/api/microbursts",
+                           "/api/loss_events", "/api/collectives", "/api/kernels", "/healthz"}) {
+    EXPECT_THAT(index, HasSubstr(absl::StrCat("href=\"", path, "\"")));
+    const std::string route = std::string(path) == "/heatmap" ? "/heatmap/links" : path;
+    EXPECT_EQ(c.Get(route)->status, 200) << route;
+  }
+}
+
+// Nothing to serve but liveness (the agent's --health-listen): /healthz answers, a scrape of
+// /metrics fails with 404 rather than reading an empty page.
+TEST(HttpServer, HealthOnlyServesHealthzAndNotFoundForTheRest) {
+  HttpServer server({}, nullptr);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  EXPECT_EQ(c.Get("/healthz")->body, "ok\n");
+  EXPECT_EQ(c.Get("/")->status, 200);
+  EXPECT_THAT(c.Get("/")->body, HasSubstr("/healthz"));
+  for (const char* path : {"/metrics", "/api/microbursts", "/api/collectives", "/heatmap"}) {
+    EXPECT_EQ(c.Get(path)->status, 404) << path;
+  }
 }
 
 // Both modules that feed fabricscope_traffic_imbalance_ratio (LinkAnalysis: a node's rails,

@@ -360,7 +360,10 @@ int main(int argc, char** argv) {
       "  e.g. fabricscope-agent --sample-period=100us --http-listen=127.0.0.1:9470\n"
       "SIGHUP re-reads the config file (flags stay as given) and rebuilds the port selection; "
       "SIGTERM or SIGINT flushes the last window and stops.\n"
-      "Flags may be written with dashes or underscores (--sample-period = --sample_period).");
+      "Flags may be written with dashes or underscores (--sample-period = --sample_period).\n"
+      "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value, config file or "
+      "argument; 1 an environment that cannot be sampled (missing sysfs root, no matching "
+      "port, a taken address), and also --help and an unknown flag (Abseil's flag parser).");
   std::vector<std::string> storage;
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   int nargs = static_cast<int>(args.size());

@@ -66,7 +66,10 @@ int main(int argc, char** argv) {
       "Usage: fabricscope-aggregator [--config=FILE] [--grpc-listen=HOST:PORT] "
       "[--http-listen=HOST:PORT]\n"
       "SIGHUP re-reads the config file; SIGTERM or SIGINT stops.\n"
-      "Flags may be written with dashes or underscores.");
+      "Flags may be written with dashes or underscores.\n"
+      "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value or config file; 1 an "
+      "address that cannot be bound, and also --help and an unknown flag (Abseil's flag "
+      "parser).");
   std::vector<std::string> storage;
   std::vector<char*> fixed = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   int fixed_argc = static_cast<int>(fixed.size());

@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
       "RoCEv2 (PSN gaps, go-back-N retransmissions, NAKs, RNR NAKs, ACK timeouts, CNPs, ECN CE) "
       "and TCP (retransmissions, fast retransmissions, out-of-order, duplicate ACKs, counted as "
       "tshark's tcp.analysis flags count frames).\n\nUsage: fabricscope-pcap FILE [--json] "
-      "[--top=N]\nExit status: 0 analyzed, 2 unusable file or arguments.");
+      "[--top=N]\nExit status: 0 analyzed; 2 an unusable file, or not exactly one FILE; 1 "
+      "--help, an unknown flag or a bad flag value such as --top=x (Abseil's flag parser).");
   std::vector<std::string> storage;
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   int nargs = static_cast<int>(args.size());

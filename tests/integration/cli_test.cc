@@ -1,5 +1,6 @@
 // The daemons' command lines: --help, bad flags and bad environments give a clear message and
-// exit status 2 (usage) or 1 (environment), never a crash.
+// exit status 2 (usage) or 1 (environment; also --help and unknown flags, Abseil's flag parser),
+// never a crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -49,10 +50,18 @@ TEST(AgentCli, HelpDocumentsEveryOption) {
                            "pma_port",
                            "pma_period",
                            "max_queued_batches",
+                           "flight_recorder_seconds",
+                           "series_bucket",
+                           "collective_rails",
+                           "collective_step_marker",
+                           "gpu_socket",
                            "status"}) {
     EXPECT_THAT(r.output, HasSubstr(flag));
   }
   EXPECT_THAT(r.output, HasSubstr("standalone"));
+  // The exit statuses the help text (and README) state.
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag"));
 }
 
 TEST(AgentCli, BadValuesAreUsageErrors) {
@@ -75,7 +84,10 @@ TEST(AgentCli, BadValuesAreUsageErrors) {
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--aggregator=nohostport"});
   EXPECT_EQ(r.status, 2);
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--no-such-flag"});
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 1);  // Abseil's flag parser, before our checks
+  EXPECT_THAT(r.output, HasSubstr("no_such_flag"));
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "stray"});
+  EXPECT_EQ(r.status, 2);
 }
 
 TEST(AgentCli, EnvironmentErrorsExitOne) {
@@ -95,6 +107,10 @@ TEST(AggregatorCli, HelpAndBadAddress) {
   Result r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--help"});
   EXPECT_THAT(r.output, HasSubstr("grpc_listen"));
   EXPECT_THAT(r.output, HasSubstr("http_listen"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag"));
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--no-such-flag"});
+  EXPECT_EQ(r.status, 1);
   r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--http-listen=nonsense"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.output, HasSubstr("nonsense"));

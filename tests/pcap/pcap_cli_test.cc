@@ -1,5 +1,5 @@
 // fabricscope-pcap as a user runs it: a capture file in, a table or one JSON object out, exit 2
-// for anything that is not a usable capture.
+// for anything that is not a usable capture, 1 for what Abseil's flag parser rejects.
 #include <gmock/gmock.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -88,6 +88,19 @@ TEST(PcapCli, UnusableFilesExitTwoWithOneLine) {
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   }
   EXPECT_EQ(RunPcap({}).status, 2);
+}
+
+// What --help says about exit statuses is what happens: usage errors our code detects exit 2,
+// the flag parser's (--help, unknown flag, bad flag value) exit 1.
+TEST(PcapCli, ExitStatusesAreTheOnesHelpStates) {
+  Result help = RunPcap({"--help"});
+  EXPECT_EQ(help.status, 1);
+  EXPECT_THAT(help.output, HasSubstr("Exit status: 0 analyzed; 2 an unusable file"));
+  EXPECT_THAT(help.output, HasSubstr("--top"));
+  // A missing file would exit 2: 1 shows the flag parser stopped first.
+  EXPECT_EQ(RunPcap({"--no-such-flag", "missing.pcap"}).status, 1);
+  EXPECT_EQ(RunPcap({"--top=x", "missing.pcap"}).status, 1);
+  EXPECT_EQ(RunPcap({"a.pcap", "b.pcap"}).status, 2);
 }
 
 TEST(PcapCli, TruncatedAndGarbageFramesAreCountedNotFatal) {

@@ -299,6 +299,18 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (fast.collectors.empty() && slow.collectors.empty()) {
     return absl::FailedPreconditionError("no counter file of the chosen ports could be opened");
   }
+  // A rail that names no port is a typo, not an empty set: say so (as for --interfaces).
+  for (const std::string& rail : o.collectives.rails) {
+    if (std::none_of(agent->ports_.begin(), agent->ports_.end(),
+                     [&](const PortDescriptor& p) { return MatchesRail(p, rail); })) {
+      std::vector<std::string> names;
+      for (const PortDescriptor& p : agent->ports_) {
+        if (!p.node_level) names.push_back(p.rdma ? p.Key() : p.device);
+      }
+      return absl::InvalidArgumentError(absl::StrCat("collective rails: no port matches \"", rail,
+                                                     "\"; ports: ", absl::StrJoin(names, ", ")));
+    }
+  }
   PipelineOptions po{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds};
   po.series_bucket_ns = o.series_bucket_ns;
   po.flight_recorder_seconds = o.flight_recorder_seconds;

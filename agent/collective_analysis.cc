@@ -76,11 +76,11 @@ double P2Quantile::Value() const {
   return q_[2];
 }
 
-namespace {
-
-bool Named(const PortDescriptor& p, const std::string& name) {
+bool MatchesRail(const PortDescriptor& p, const std::string& name) {
   return p.device == name || p.Key() == name || (!p.netdev.empty() && p.netdev == name);
 }
+
+namespace {
 
 std::string PortName(const PortDescriptor& p) { return p.rdma ? p.Key() : p.device; }
 
@@ -110,7 +110,7 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
     bool candidate;
     if (!options_.rails.empty()) {
       candidate = std::any_of(options_.rails.begin(), options_.rails.end(),
-                              [&](const std::string& n) { return Named(p, n); });
+                              [&](const std::string& n) { return MatchesRail(p, n); });
     } else {
       candidate = !p.node_level && (any_rdma ? p.rdma : true);
     }
@@ -158,7 +158,8 @@ void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
 size_t CollectiveAnalyzer::AddCaptureLoss(const v1::CaptureWindow& window, int64_t unix_offset_ns) {
   std::vector<uint32_t> ports;
   for (uint32_t pi : candidates_) {
-    if (!window.interface().empty() && Named(ports_[pi], window.interface())) ports.push_back(pi);
+    if (!window.interface().empty() && MatchesRail(ports_[pi], window.interface()))
+      ports.push_back(pi);
   }
   if (ports.empty()) return 0;
   size_t kept = 0;

@@ -34,6 +34,10 @@ class P2Quantile {
   double np_[5] = {};  // desired positions
 };
 
+// True when `name` (a --collective-rails entry or a captured interface) names port p: its device
+// ("mlx5_0", "eth0"), its "device:port" key, or its network interface.
+bool MatchesRail(const collectors::PortDescriptor& p, const std::string& name);
+
 // The per-collective correlation of the agent: each collective record (from the GPU timeline,
 // agent/gpu_timeline.h) is joined with what the node's ports did during its [start_ns, end_ns]:
 // the flight recorder's raw samples (bytes, utilization, saturated time), the microbursts the

@@ -131,6 +131,23 @@ TEST(Agent, UnknownInterfaceIsAClearError) {
   EXPECT_THAT(a.status().message(), HasSubstr("mlx5_0:1"));  // lists what exists
 }
 
+// A collective rail that names no chosen port is a typo: a clear error that lists the ports.
+TEST(Agent, CollectiveRailThatNamesNoPortIsAClearError) {
+  FakeTree t;
+  t.CopyTestdata("sysfs-real/class", "class");
+  t.AddLinkedNetdev("eth1", "pci0000:00", "10000");
+  AgentOptions o = TreeOptions(t);
+  o.collectives.rails = {"mlx5_0", "nosuch"};
+  auto a = Agent::Create(o);
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(), HasSubstr("\"nosuch\""));
+  EXPECT_THAT(a.status().message(), HasSubstr("mlx5_0:1"));
+  // By device, device:port or interface name: all fine.
+  o.collectives.rails = {"mlx5_0", "mlx4_0:2", "eth1"};
+  auto b = Agent::Create(o);
+  EXPECT_TRUE(b.ok()) << b.status();
+}
+
 TEST(Agent, LineRateOverrideAppliesToTheNamedPort) {
   FakeTree t;
   t.AddNetdev("veth0");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -67,13 +68,18 @@ int main(int argc, char** argv) {
       "[--http-listen=HOST:PORT]\n"
       "SIGHUP re-reads the config file; SIGTERM or SIGINT stops.\n"
       "Flags may be written with dashes or underscores.\n"
-      "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value or config file; 1 an "
+      "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value, a stray argument or "
+      "config file; 1 an "
       "address that cannot be bound, and also --help and an unknown flag (Abseil's flag "
       "parser).");
   std::vector<std::string> storage;
   std::vector<char*> fixed = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   int fixed_argc = static_cast<int>(fixed.size());
-  absl::ParseCommandLine(fixed_argc, fixed.data());
+  std::vector<char*> rest = absl::ParseCommandLine(fixed_argc, fixed.data());
+  if (rest.size() > 1) {
+    fprintf(stderr, "fabricscope-aggregator: unexpected argument \"%s\"; see --help\n", rest[1]);
+    return 2;
+  }
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
 

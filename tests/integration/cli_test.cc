@@ -61,7 +61,10 @@ TEST(AgentCli, HelpDocumentsEveryOption) {
   EXPECT_THAT(r.output, HasSubstr("standalone"));
   // The exit statuses the help text (and README) state.
   EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.output, HasSubstr("Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr(
+          "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value, a stray argument"));
 }
 
 TEST(AgentCli, BadValuesAreUsageErrors) {
@@ -114,6 +117,10 @@ TEST(AggregatorCli, HelpAndBadAddress) {
   r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--http-listen=nonsense"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.output, HasSubstr("nonsense"));
+  // A stray positional argument (a config path without --config=) is an error, not ignored.
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "aggregator.yaml"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("unexpected argument \"aggregator.yaml\""));
 }
 
 }  // namespace

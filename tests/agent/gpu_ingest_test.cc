@@ -21,6 +21,7 @@
 #include "collectors/gpu/producer.h"
 #include "collectors/gpu/wire.h"
 #include "gtest/gtest.h"
+#include "tests/common/fake_tree.h"
 #include "tests/common/unix_socket.h"
 #include "tests/common/wait.h"
 
@@ -29,20 +30,9 @@ namespace {
 
 namespace gpu = collectors::gpu;
 using fabricscope::testing::WaitFor;
+// A temporary directory for the socket, removed with everything in it.
+using TempDir = fabricscope::testing::FakeTree;
 using namespace std::chrono_literals;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/fs-gpu-ingest-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // A raw producer connection (the test's own, independent of ProducerChannel).
 int Connect(const std::string& path) {

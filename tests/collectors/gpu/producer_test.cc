@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"
 
 namespace fabricscope::collectors::gpu {
@@ -18,20 +19,8 @@ namespace {
 using ::fabricscope::testing::WaitFor;
 
 // A temporary directory holding the socket, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/fs_producer_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    unlink((path_ + "/gpu.sock").c_str());
-    rmdir(path_.c_str());
-  }
-  std::string Socket() const { return path_ + "/gpu.sock"; }
-
- private:
-  std::string path_;
+struct TempDir : fabricscope::testing::FakeTree {
+  std::string Socket() const { return Path("gpu.sock"); }
 };
 
 // A listening SOCK_SEQPACKET socket (what the agent offers), optionally never listen()ing.

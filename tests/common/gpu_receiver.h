@@ -19,21 +19,14 @@
 
 #include "collectors/gpu/wire.h"
 #include "collectors/gpu/wire_decode.h"
+#include "tests/common/fake_tree.h"
 
 namespace fabricscope::testing {
 
 class GpuReceiver : public collectors::gpu::RecordVisitor {
  public:
-  GpuReceiver() {
-    char tmpl[] = "/tmp/fs_gpu_rx_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    path_ = dir_ + "/gpu.sock";
-  }
-  ~GpuReceiver() override {
-    Stop();
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
+  GpuReceiver() : path_(dir_.Path("gpu.sock")) {}
+  ~GpuReceiver() override { Stop(); }  // then dir_ goes, with the socket file
 
   const std::string& path() const { return path_; }
 
@@ -170,7 +163,7 @@ class GpuReceiver : public collectors::gpu::RecordVisitor {
     }
   }
 
-  std::string dir_;
+  FakeTree dir_;  // declared before path_, which is made from it
   std::string path_;
   int listener_ = -1;
   std::atomic<bool> stop_{false};

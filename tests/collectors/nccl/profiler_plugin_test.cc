@@ -231,19 +231,13 @@ class Checker {
 class ProfilerPluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/fs_nccl_test_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    mask_file_ = dir_ + "/nccl-mask";
+    mask_file_ = dir_.Path("nccl-mask");
     setenv("FABRICSCOPE_NCCL_MASK_FILE", mask_file_.c_str(), 1);
     unsetenv("FABRICSCOPE_NCCL_EVENT_MASK");
     unsetenv("FABRICSCOPE_NCCL_POOL_EVENTS");
     HarnessLog::Get().Clear();
   }
-  void TearDown() override {
-    unlink(mask_file_.c_str());
-    rmdir(dir_.c_str());
-    unsetenv("FABRICSCOPE_GPU_SOCKET");
-  }
+  void TearDown() override { unsetenv("FABRICSCOPE_GPU_SOCKET"); }
 
   void WriteMask(int mask) {
     FILE* f = std::fopen(mask_file_.c_str(), "w");
@@ -286,7 +280,7 @@ class ProfilerPluginTest : public ::testing::Test {
     return comms;
   }
 
-  std::string dir_;
+  FakeTree dir_;  // removed with the fixture
   std::string mask_file_;
 };
 
@@ -413,7 +407,7 @@ TEST_F(ProfilerPluginTest, EveryRecordArrivesWithTheRightFieldsOrIsCountedAsDrop
 
 // No agent: every record is counted as dropped and the training thread's calls still return.
 TEST_F(ProfilerPluginTest, AgentAbsentDropsAndCountsEverythingWithoutBlocking) {
-  setenv("FABRICSCOPE_GPU_SOCKET", (dir_ + "/nobody.sock").c_str(), 1);
+  setenv("FABRICSCOPE_GPU_SOCKET", dir_.Path("nobody.sock").c_str(), 1);
   std::string error;
   auto nccl = FakeNccl::Load(kPlugin, &error);
   ASSERT_NE(nccl, nullptr) << error;

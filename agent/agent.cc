@@ -40,6 +40,16 @@ bool Matches(const PortDescriptor& p, const std::string& name) {
   return p.device == name || p.Key() == name;
 }
 
+// "mlx5_0:1, eth0" (RDMA ports by device:port, interfaces by name; not the node-wide TCP port),
+// "(none)" for none: the list an error about an unmatched port name shows.
+std::string PortList(const std::vector<PortDescriptor>& ports) {
+  std::vector<std::string> names;
+  for (const PortDescriptor& p : ports) {
+    if (!p.node_level) names.push_back(p.rdma ? p.Key() : p.device);
+  }
+  return names.empty() ? "(none)" : absl::StrJoin(names, ", ");
+}
+
 v1::LinkLayer ToProto(collectors::LinkLayer l) {
   switch (l) {
     case collectors::LinkLayer::kInfiniBand:
@@ -128,11 +138,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
         }
       }
       if (!found) {
-        std::vector<std::string> names;
-        for (const PortDescriptor& p : all) names.push_back(p.rdma ? p.Key() : p.device);
-        return absl::InvalidArgumentError(
-            absl::StrCat("no port matches \"", name, "\" under ", o.sysfs_root,
-                         "; found: ", names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+        return absl::InvalidArgumentError(absl::StrCat("no port matches \"", name, "\" under ",
+                                                       o.sysfs_root, "; found: ", PortList(all)));
       }
     }
   } else {
@@ -303,12 +310,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   for (const std::string& rail : o.collectives.rails) {
     if (std::none_of(agent->ports_.begin(), agent->ports_.end(),
                      [&](const PortDescriptor& p) { return MatchesRail(p, rail); })) {
-      std::vector<std::string> names;
-      for (const PortDescriptor& p : agent->ports_) {
-        if (!p.node_level) names.push_back(p.rdma ? p.Key() : p.device);
-      }
       return absl::InvalidArgumentError(absl::StrCat("collective rails: no port matches \"", rail,
-                                                     "\"; ports: ", absl::StrJoin(names, ", ")));
+                                                     "\"; ports: ", PortList(agent->ports_)));
     }
   }
   PipelineOptions po{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds};

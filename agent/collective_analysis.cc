@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "collectors/pcap/flow.h"
 #include "exporters/cross_rank.h"
 #include "exporters/loss_patterns.h"
 
@@ -81,6 +82,18 @@ bool MatchesRail(const PortDescriptor& p, const std::string& name) {
 }
 
 namespace {
+
+// A capture event kind that means a lost packet (the names are collectors/pcap/flow.h's):
+// not spurious retransmissions, RNR NAKs, other NAKs or reordering.
+bool IsCapturedLoss(const std::string& kind) {
+  using collectors::pcap::LossKind;
+  for (LossKind k : {LossKind::kRocePsnGap, LossKind::kRoceRetransmission,
+                     LossKind::kRoceAckTimeout, LossKind::kRoceNakSequence,
+                     LossKind::kTcpRetransmission, LossKind::kTcpFastRetransmission}) {
+    if (kind == collectors::pcap::LossKindName(k)) return true;
+  }
+  return false;
+}
 
 std::string PortName(const PortDescriptor& p) { return p.rdma ? p.Key() : p.device; }
 
@@ -164,11 +177,7 @@ size_t CollectiveAnalyzer::AddCaptureLoss(const v1::CaptureWindow& window, int64
   if (ports.empty()) return 0;
   size_t kept = 0;
   for (const v1::PacketLossEvent& e : window.loss_events()) {
-    const std::string& k = e.kind();
-    if (k != "psn_gap" && k != "go_back_n" && k != "ack_timeout" && k != "nak_sequence_error" &&
-        k != "retransmission" && k != "fast_retransmission") {
-      continue;
-    }
+    if (!IsCapturedLoss(e.kind())) continue;
     for (uint32_t pi : ports)
       captured_.push_back(CapturedLoss{pi, e.time_unix_ns() - unix_offset_ns});
     ++kept;

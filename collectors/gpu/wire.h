@@ -81,6 +81,8 @@ enum class TimingSource : uint8_t {
   kEnqueueOnly = 0,    // no completion signal: start/end are the CPU enqueue interval
   kKernelChannel = 1,  // earliest KernelCh start .. latest KernelCh stop, GPU clock fitted to CPU
   kProxyOp = 2,        // earliest ProxyOp start .. latest ProxyOp stop (network completion)
+  kCopyEngine = 3,     // CeColl start .. stop (ABI v6): the CPU enqueue of the copy-engine work,
+                       // not its GPU completion (NCCL gives none), so no bandwidth is derived
 };
 
 struct CollectiveRecord {

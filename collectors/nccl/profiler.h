@@ -1,13 +1,16 @@
 #pragma once
 
-// The NCCL profiler plugin's core: the functions of the ncclProfiler_v5 / _v4 tables
+// The NCCL profiler plugin's core: the functions of the ncclProfiler_v6 / _v5 / _v4 tables
 // (collectors/nccl/plugin_exports.cc exports them as libnccl-profiler-fabricscope.so).
 //
 // What it records ("ABI §N": the topics and their NCCL sources listed in profiler_abi.h):
-// - one CollectiveRecord per Coll or P2p event: identity (comm hash, func, seq), sizes, algorithm,
-//   protocol, channels, enqueue interval (CPU start/stop of the event), and the work interval
-//   from the kernel-channel timers (GPU %globaltimer fitted to CLOCK_MONOTONIC), else from the
-//   ProxyOp start/stop times, else the enqueue interval; timing_source says which (ABI §6.4);
+// - one CollectiveRecord per Coll, P2p or CeColl event: identity (comm hash, func, seq), sizes,
+//   algorithm, protocol, channels, enqueue interval (CPU start/stop of the event), and the work
+//   interval from the kernel-channel timers (GPU %globaltimer fitted to CLOCK_MONOTONIC), else
+//   from the ProxyOp start/stop times, else the enqueue interval; copy-engine collectives carry
+//   their CeColl interval; timing_source says which (ABI §6.4). Children attach in any order
+//   NCCL produces (ABI §6.2): before or after the Coll's stop, after their siblings stopped;
+//   collectors/nccl/plugin_flush.cc (Plugin::Complete) says when a record is closed;
 // - one ProxyOpRecord per ProxyOp: peer, direction, channel, steps and bytes (sum of ProxyStep
 //   transSize at states 9/11, so bytes need the ProxyStep bit), times, creating pid (PXN);
 // - one CommRecord per communicator init, re-sent after every reconnect to the agent.
@@ -20,6 +23,9 @@
 // the last finalize) closes completed records, batches them into datagrams (collectors/gpu/wire.h)
 // and sends them with ProducerChannel; a full pool or queue, or a failed send, drops records and
 // counts them in DatagramHeader::dropped_records_total. Only init returns an error.
+//
+// Chaining (collectors/nccl/chain.h): with FABRICSCOPE_NCCL_CHAIN=/path/other.so, every call is
+// also forwarded to that plugin, with its own contexts and handles.
 
 #include <cstddef>
 #include <cstdint>
@@ -41,26 +47,33 @@ inline constexpr char kEventMaskEnv[] = "FABRICSCOPE_NCCL_EVENT_MASK";  // decim
 inline constexpr char kMaskFileEnv[] = "FABRICSCOPE_NCCL_MASK_FILE";
 inline constexpr char kDefaultMaskFile[] = "/run/fabricscope/nccl-mask";
 inline constexpr char kPoolEnv[] = "FABRICSCOPE_NCCL_POOL_EVENTS";  // collectives in flight
+inline constexpr char kChainEnv[] = "FABRICSCOPE_NCCL_CHAIN";       // path of a plugin to chain
 
 struct PluginOptions {
   int event_mask = kDefaultEventMask;
   std::string socket_path;  // ResolveSocketPath()
   std::string mask_file = kDefaultMaskFile;
-  uint32_t pool_ops = 4096;             // Coll/P2p in flight (enqueued, not yet completed)
-  uint32_t pool_proxy_ops = 4 * 4096;   // ProxyOps in flight
-  uint32_t pool_kernel_ch = 4096;       // KernelCh events in flight
+  std::string chain_path;  // FABRICSCOPE_NCCL_CHAIN: another profiler plugin to forward to
+  // Pools, allocated once at the first init. A Coll/P2p holds its slot from its start until the
+  // flush thread closes it (normally within one flush period of its last KernelCh stop), so
+  // pool_ops is the number of collectives in flight: 16,384 covers a burst of 10,000 enqueued
+  // before the GPU runs any. README "NCCL profiler plugin" gives the memory.
+  uint32_t pool_ops = 16384;
+  uint32_t pool_proxy_ops = 4 * 16384;  // ProxyOps in flight (one per channel, peer, direction)
+  uint32_t pool_kernel_ch = 16384;      // KernelCh events in flight
   int64_t flush_period_ns = 5'000'000;  // flush thread cycle
-  // A stopped Coll/P2p without live children is closed once all its expected KernelCh events
-  // (nChannels, when the KernelCh bit was set at its start) have stopped, or after these
-  // quiet times since its last activity when they have not.
-  int64_t linger_ns = 100'000'000;          // KernelCh not expected
-  int64_t kernel_wait_ns = 10'000'000'000;  // KernelCh expected but missing
+  // Closing (plugin_flush.cc Plugin::Complete): at once when every expected KernelCh stopped and
+  // no child is open; else after linger_ns of quiet (no KernelCh expected, or children that do
+  // not stop); max_wait_ns while KernelCh is expected and none came yet (the kernel may queue
+  // behind compute), unless a later op of the communicator completed its kernel.
+  int64_t linger_ns = 100'000'000;
+  int64_t max_wait_ns = 10'000'000'000;
   int64_t mask_check_period_ns = 1'000'000'000;
   int64_t offset_window_ns = 10'000'000'000;  // GPU->CPU offset: min over the last 1-2 windows
 
   // Defaults overridden by the environment: FABRICSCOPE_NCCL_EVENT_MASK,
   // FABRICSCOPE_NCCL_MASK_FILE, FABRICSCOPE_NCCL_POOL_EVENTS (scales all three pools),
-  // FABRICSCOPE_GPU_SOCKET (wire.h).
+  // FABRICSCOPE_NCCL_CHAIN, FABRICSCOPE_GPU_SOCKET (wire.h).
   static PluginOptions FromEnvironment();
 };
 
@@ -71,12 +84,17 @@ struct PluginStats {
   uint64_t dropped = 0;          // records dropped (full pool/queue, failed send)
   uint64_t datagrams_sent = 0;
   uint64_t connects = 0;
+  uint64_t expired_proxy_ops = 0;     // ProxyOps NCCL never stopped, closed after max_wait_ns
+  uint64_t closed_by_timing[4] = {};  // Collective records per gpu::TimingSource
+  uint64_t chain_dropped = 0;         // events not forwarded to the chained plugin (pool full)
   size_t pool_bytes = 0;  // memory of pools, queues and buffers allocated at the first init
   int contexts = 0;
+  bool chained = false;  // a chained plugin is loaded and initialized
 };
 
-// The table functions, v5 shapes (ABI §3). Exposed for the benchmark, which links the core
-// statically and calls them through a function table like NCCL does.
+// The table functions, v5/v6 shapes (ABI §3; v6 has the same shapes with the v6 descriptor,
+// which adds the copy-engine events CeColl, CeSync, CeBatch). Exposed for the benchmark, which
+// links the core statically and calls them through a function table like NCCL does.
 NcclResult Init(void** context, uint64_t comm_hash, int* activation_mask, const char* comm_name,
                 int n_nodes, int nranks, int rank, NcclDebugLogger logfn);
 NcclResult StartEvent(void* context, void** event_handle, EventDescrV5* descr);
@@ -87,6 +105,9 @@ NcclResult Finalize(void* context);
 NcclResult InitV4(void** context, int* activation_mask, const char* comm_name, uint64_t comm_hash,
                   int n_nodes, int nranks, int rank, NcclDebugLogger logfn);
 NcclResult StartEventV4(void* context, void** event_handle, EventDescrV4* descr);
+// The v5 startEvent: as StartEvent, but a v5 NCCL never sends CE events and their bits are not
+// ours to ask for, so CE types are ignored as NCCL 2.29's v5 adapter does.
+NcclResult StartEventV5(void* context, void** event_handle, EventDescrV5* descr);
 
 // Sets the options the next first init uses instead of FromEnvironment() (tests, benchmark).
 // Call only while no communicator is initialized.

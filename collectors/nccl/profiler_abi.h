@@ -1,15 +1,17 @@
 #pragma once
 
-// Our own declarations of the NCCL profiler plugin ABI, v5 (NCCL 2.28) and v4 (NCCL 2.27), written
-// from the facts of NCCL v2.28.9-1's headers (github.com/NVIDIA/nccl tag v2.28.9-1:
-// src/include/plugin/profiler/profiler_v5.h and profiler_v4.h, src/include/nccl_common.h); the
+// Our own declarations of the NCCL profiler plugin ABI, v6 (NCCL 2.29-2.30), v5 (NCCL 2.28) and v4
+// (NCCL 2.27), written from the facts of NCCL's headers (github.com/NVIDIA/nccl tag v2.28.9-1:
+// src/include/plugin/profiler/profiler_v5.h and profiler_v4.h, src/include/nccl_common.h; tags
+// v2.29.7-1 and v2.30.7-1: src/include/plugin/profiler/profiler_v6.h); the
 // sizes and offsets below were measured with a test program compiled against those headers (LP64
 // Linux). NCCL installs no plugin headers. Names follow our style; the comments give NCCL's names.
 //
 // "ABI §N" in the comments of collectors/nccl and tests/common/nccl_harness.h names a topic of
 // the plugin ABI, with the NCCL v2.28.9-1 sources it was read from:
-//   §1 loading: NCCL_PROFILER_PLUGIN, the exported ncclProfiler_v5/_v4 symbols, dlclose at the
-//      last finalize (src/plugin/plugin_open.cc, src/plugin/profiler.cc);
+//   §1 loading: NCCL_PROFILER_PLUGIN, the exported ncclProfiler_v6/_v5/_v4 symbols (NCCL 2.29+
+//      tries v6 first, then v5, v4, ...), dlclose at the last finalize (src/plugin/plugin_open.cc,
+//      src/plugin/profiler.cc);
 //   §2 basic types and the logger (src/include/nccl_common.h); §3 the function table
 //      ncclProfiler_v5_t; §4 the event descriptor ncclProfilerEventDescr_v5_t; §5 event types,
 //      states and state arguments (src/include/plugin/profiler/profiler_v5.h);
@@ -61,6 +63,11 @@ enum EventType : uint64_t {
   kEventCollApi = 1 << 9,
   kEventP2pApi = 1 << 10,
   kEventKernelLaunch = 1 << 11,
+  // ABI v6 (NCCL 2.29.2+, src/include/plugin/nccl_profiler.h): copy-engine (symmetric-memory)
+  // collectives, which emit no Coll, ProxyOp or KernelCh events.
+  kEventCeColl = 1 << 12,
+  kEventCeSync = 1 << 13,
+  kEventCeBatch = 1 << 14,
 };
 
 // ncclProfilerEventState_v5_t (4-byte enum), ABI §5.
@@ -82,9 +89,15 @@ enum EventState : int32_t {
   kStateKernelChStop = 22,
   kStateGroupStartApiStop = 23,
   kStateGroupEndApiStart = 24,
+  // 25-30 (CeCollStart ... CeBatchComplete) are declared by v6 but never recorded by NCCL 2.29 /
+  // 2.30: CE events get start and stop only (profiler_v6.h, "CE events do not use
+  // recordEventState").
 };
 
-// ncclProfilerEventDescr_v5_t: 112 bytes, the union at offset 24.
+// ncclProfilerEventDescr_v5_t and _v6_t: 112 bytes, the union at offset 24. v6 (NCCL 2.29.2 to
+// 2.30.7, src/include/plugin/profiler/profiler_v6.h) keeps every v5 member at its offset and adds
+// ceColl, ceCollSync and ceCollBatch inside the same 88-byte union, so one declaration serves both
+// (a v5 NCCL never sends the CE types).
 struct EventDescrV5 {
   uint64_t type;     // EventType
   void* parent_obj;  // parentObj
@@ -154,8 +167,33 @@ struct EventDescrV5 {
       int64_t id;
       void* data;
     } net_plugin;
+    struct {                // v6: CeColl
+      uint64_t seq_number;  // comm->ceColl.ceSeqNum: counts CE syncs, not collectives
+      const char* func;
+      const void* send_buff;
+      void* recv_buff;
+      size_t count;  // AllGather: bytes with "ncclInt8", as for Coll
+      int root;
+      const char* datatype;
+      const char* sync_strategy;  // "MC" (multicast) or "UC"
+      bool intra_batch_sync;
+      uint32_t batch_size;
+      uint32_t num_batches;
+      uint32_t ce_seq_num;
+      void* stream;
+    } ce_coll;
+    struct {  // v6: CeSync
+      bool is_complete;
+      int nranks;
+    } ce_sync;
+    struct {  // v6: CeBatch
+      int num_ops;
+      size_t total_bytes;
+      bool use_intra_sync;
+    } ce_batch;
   };
 };
+using EventDescrV6 = EventDescrV5;
 
 // ncclProfilerEventDescr_v4_t: 104 bytes. `type` is one byte (7 padding bytes that may hold
 // garbage); no API members; coll/p2p lack parentGroup; other offsets as v5.
@@ -234,6 +272,9 @@ struct ProfilerV5 {
   NcclResult (*finalize)(void* context);
 };
 
+// ncclProfiler_v6_t: the v5 shape (48 bytes, the same init), with the v6 descriptor.
+using ProfilerV6 = ProfilerV5;
+
 // ncclProfiler_v4_t: same shape; init takes the mask before the name and the hash after it.
 struct ProfilerV4 {
   const char* name;
@@ -291,6 +332,25 @@ static_assert(offsetof(EventDescrV5, kernel_ch.channel_id) == 24);
 static_assert(offsetof(EventDescrV5, kernel_ch.p_timer) == 32);
 static_assert(offsetof(EventDescrV5, net_plugin.id) == 24);
 static_assert(offsetof(EventDescrV5, net_plugin.data) == 32);
+// v6 additions (profiler_v6.h at v2.29.7-1 and v2.30.7-1, measured the same way).
+static_assert(offsetof(EventDescrV6, ce_coll.seq_number) == 24);
+static_assert(offsetof(EventDescrV6, ce_coll.func) == 32);
+static_assert(offsetof(EventDescrV6, ce_coll.send_buff) == 40);
+static_assert(offsetof(EventDescrV6, ce_coll.recv_buff) == 48);
+static_assert(offsetof(EventDescrV6, ce_coll.count) == 56);
+static_assert(offsetof(EventDescrV6, ce_coll.root) == 64);
+static_assert(offsetof(EventDescrV6, ce_coll.datatype) == 72);
+static_assert(offsetof(EventDescrV6, ce_coll.sync_strategy) == 80);
+static_assert(offsetof(EventDescrV6, ce_coll.intra_batch_sync) == 88);
+static_assert(offsetof(EventDescrV6, ce_coll.batch_size) == 92);
+static_assert(offsetof(EventDescrV6, ce_coll.num_batches) == 96);
+static_assert(offsetof(EventDescrV6, ce_coll.ce_seq_num) == 100);
+static_assert(offsetof(EventDescrV6, ce_coll.stream) == 104);
+static_assert(offsetof(EventDescrV6, ce_sync.is_complete) == 24);
+static_assert(offsetof(EventDescrV6, ce_sync.nranks) == 28);
+static_assert(offsetof(EventDescrV6, ce_batch.num_ops) == 24);
+static_assert(offsetof(EventDescrV6, ce_batch.total_bytes) == 32);
+static_assert(offsetof(EventDescrV6, ce_batch.use_intra_sync) == 40);
 
 static_assert(sizeof(EventDescrV4) == 104 && alignof(EventDescrV4) == 8);
 static_assert(offsetof(EventDescrV4, parent_obj) == 8 && offsetof(EventDescrV4, rank) == 16);

@@ -1,0 +1,164 @@
+#pragma once
+
+// Internal to the NCCL profiler plugin: the Plugin object behind the table functions of
+// collectors/nccl/profiler.h. Hot-path members (plugin_events.cc) run on NCCL's threads and use
+// atomics only; flush-thread members (plugin_flush.cc) close records, batch and send them.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "collectors/gpu/producer.h"
+#include "collectors/gpu/wire.h"
+#include "collectors/nccl/chain.h"
+#include "collectors/nccl/lockfree.h"
+#include "collectors/nccl/profiler.h"
+#include "collectors/nccl/profiler_abi.h"
+#include "collectors/nccl/slots.h"
+
+namespace fabricscope::collectors::nccl::internal {
+
+// Parses a decimal or 0x-hex mask (the environment variable or the mask file, trailing
+// whitespace allowed); `fallback` when malformed or outside [0, INT32_MAX]. (profiler.cc)
+int ParseMask(const char* s, int fallback);
+
+class Plugin {
+ public:
+  explicit Plugin(const PluginOptions& options);
+  ~Plugin() { StopFlushThread(); }
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  size_t MemoryBytes() const;
+  void StartFlushThread();
+  void StopFlushThread();
+
+  // Called under the lifecycle mutex.
+  NcclResult AddContext(void** context, uint64_t comm_hash, int* mask, const char* name, int nnodes,
+                        int nranks, int rank);
+  // Called under the lifecycle mutex; returns false when `context` is not a live context of ours.
+  bool RemoveContext(void* context);
+  ContextSlot* LookupContext(const void* context, uint32_t* index_out);
+
+  // ---- Hot path (any NCCL thread, concurrently; never locks, allocates or blocks) ----
+  void* StartOp(void* context, const EventDescrV5& d, bool p2p);
+  void StopOp(const Handle& h);
+  void* StartProxyOp(void* context, const EventDescrV5& d);
+  void* StartProxyStep(const EventDescrV5& d);
+  void RecordStep(const Handle& h, EventState state, const EventStateArgs* args);
+  void StopProxyOp(const Handle& h) { StopProxyOpAt(h, 0); }
+  void* StartKernelCh(void* context, const EventDescrV5& d);
+  void RecordKernelCh(const Handle& h, EventState state, const EventStateArgs* args);
+  void StopKernelCh(const Handle& h);
+  // Copy-engine collectives (ABI v6, NCCL 2.29+): CeColl is an op of its own; CeSync and CeBatch
+  // are children on the same thread, nested inside it (src/ce_coll.cc ncclLaunchCeColl).
+  void* StartCeColl(void* context, const EventDescrV6& d);
+  void* StartCeChild(const EventDescrV6& d);
+  void StopCeChild(const Handle& h);
+
+  int32_t pid() const { return pid_; }
+  void SetLogger(NcclDebugLogger logfn) {
+    if (logfn_ == nullptr) logfn_ = logfn;
+  }
+  NcclDebugLogger logger() const { return logfn_; }
+  PluginStats Stats() const;
+  const PluginOptions& options() const { return options_; }
+  ContextSlot& context_slot(uint32_t index) { return contexts_[index]; }
+  // The mask a chained plugin asked for (collectors/nccl/chain.h), or-ed into ours.
+  void SetExtraMask(int mask) { extra_mask_.store(mask, std::memory_order_relaxed); }
+  // Chaining (chain.h): the loaded chained plugin, owned from the first init on; and where the
+  // chained handle of one of our pooled events is kept (nullptr when `h` is not a pooled event
+  // of ours in its current generation).
+  void SetChain(std::unique_ptr<Chain> chain) { chain_ = std::move(chain); }
+  Chain* chain() const { return chain_.get(); }
+  void** ChainField(const Handle& h);
+  int desired_mask() const {
+    return desired_mask_.load(std::memory_order_relaxed) |
+           extra_mask_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  static int64_t OffsetEstimate(const ContextSlot& ctx) {
+    return std::min(ctx.offset_current.load(std::memory_order_relaxed),
+                    ctx.offset_previous.load(std::memory_order_relaxed));
+  }
+  static void FreeSlot(std::atomic<uint64_t>& word, IndexFreeList& list, uint32_t index,
+                       uint32_t gen) {
+    word.store(GenWord(gen + 1), std::memory_order_release);
+    list.Push(index);
+  }
+  int CurrentMask() const {
+    int* mask = mask_ptr_.load(std::memory_order_relaxed);
+    return mask != nullptr ? std::atomic_ref<int>(*mask).load(std::memory_order_relaxed) : 0;
+  }
+  // Pops and initializes an op slot for `ctx`; kNone when the pool is empty (counted).
+  uint32_t NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now);
+  // Stops a ProxyOp; end_ns 0 = now (a real stop), else the time of its last step (expired).
+  void StopProxyOpAt(const Handle& h, int64_t end_ns);
+
+  // ---- Flush thread (plugin_flush.cc) ----
+  void FlushLoop();
+  void FlushOnce(int64_t now, bool final_pass);
+  bool ContextAlive(uint32_t index, uint32_t gen) const;
+  bool Complete(const OpSlot& s, uint64_t w, int64_t now) const;
+  bool TryClose(const OpRef& r, int64_t now, bool force);
+  void ForceCloseOrphans(bool all);
+  void ExpireProxyOps(int64_t now);
+  void EmitOp(const OpSlot& s, bool ctx_alive);
+  template <typename T>
+  void Emit(const T& record);
+  void SendDatagram();
+  void SendComms();
+  void CheckMaskFile();
+  void RotateOffsets();
+
+  static constexpr uint32_t kCommsPerDatagram = 64;
+
+  const PluginOptions options_;
+  const int32_t pid_;
+  std::unique_ptr<ContextSlot[]> contexts_;
+  std::unique_ptr<OpSlot[]> ops_;
+  IndexFreeList op_free_;
+  std::unique_ptr<ProxyOpSlot[]> proxy_ops_;
+  IndexFreeList proxy_free_;
+  std::unique_ptr<KernelChSlot[]> kernel_ch_;
+  IndexFreeList kernel_ch_free_;
+  MpmcQueue<OpRef> stopped_;
+  MpmcQueue<gpu::ProxyOpRecord> proxy_records_;
+  std::atomic<int*> mask_ptr_{nullptr};
+  NcclDebugLogger logfn_ = nullptr;
+
+  // Flush thread state.
+  std::unique_ptr<OpRef[]> pending_;
+  uint32_t pending_count_ = 0;
+  std::unique_ptr<uint8_t[]> buffer_;
+  gpu::DatagramWriter writer_;
+  uint8_t comm_buffer_[sizeof(gpu::DatagramHeader) +
+                       kCommsPerDatagram * (sizeof(gpu::RecordHeader) + sizeof(gpu::CommRecord))];
+  gpu::ProducerChannel channel_;
+  uint64_t sequence_ = 0;
+  uint64_t comm_epoch_ = 0;
+  std::atomic<int> desired_mask_;
+  std::atomic<int> extra_mask_{0};
+  int applied_mask_ = -1;  // flush thread: the mask CheckMaskFile last stored
+
+  std::atomic<bool> finalized_contexts_{false};
+  alignas(64) std::atomic<uint64_t> dropped_{0};
+  alignas(64) std::atomic<uint64_t> emitted_{0};
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> datagrams_{0};
+  std::atomic<uint64_t> connects_{0};
+  std::atomic<uint64_t> expired_proxy_ops_{0};
+  std::atomic<uint64_t> timing_counts_[4] = {};  // closed ops per gpu::TimingSource
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::unique_ptr<Chain> chain_;  // destroyed (dlclose) after the flush thread is joined
+  std::thread flush_thread_;
+};
+
+}  // namespace fabricscope::collectors::nccl::internal

@@ -1,0 +1,433 @@
+// The NCCL profiler plugin's contexts and hot path (collectors/nccl/plugin.h): what NCCL's user,
+// launch and proxy threads call. Every function here is lock-free and allocation-free; "ABI §N"
+// names the topics listed in collectors/nccl/profiler_abi.h.
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "collectors/nccl/plugin.h"
+
+namespace fabricscope::collectors::nccl::internal {
+
+using gpu::CopyFixed;
+using gpu::MonotonicNowNs;
+using gpu::ProxyOpRecord;
+
+Plugin::Plugin(const PluginOptions& options)
+    : options_(options),
+      pid_(getpid()),
+      contexts_(new ContextSlot[kMaxContexts]),
+      ops_(new OpSlot[options.pool_ops]),
+      op_free_(options.pool_ops),
+      proxy_ops_(new ProxyOpSlot[options.pool_proxy_ops]),
+      proxy_free_(options.pool_proxy_ops),
+      kernel_ch_(new KernelChSlot[options.pool_kernel_ch]),
+      kernel_ch_free_(options.pool_kernel_ch),
+      stopped_(options.pool_ops),
+      proxy_records_(options.pool_proxy_ops),
+      pending_(new OpRef[options.pool_ops]),
+      buffer_(new uint8_t[gpu::kMaxDatagramBytes]),
+      writer_(buffer_.get(), gpu::kMaxDatagramBytes, gpu::Source::kNcclProfiler, pid_),
+      channel_(gpu::Source::kNcclProfiler, options.socket_path),
+      desired_mask_(options.event_mask) {}
+
+size_t Plugin::MemoryBytes() const {
+  return sizeof(*this) + kMaxContexts * sizeof(ContextSlot) +
+         options_.pool_ops * (sizeof(OpSlot) + sizeof(OpRef)) + op_free_.memory_bytes() +
+         options_.pool_proxy_ops * sizeof(ProxyOpSlot) + proxy_free_.memory_bytes() +
+         options_.pool_kernel_ch * sizeof(KernelChSlot) + kernel_ch_free_.memory_bytes() +
+         stopped_.memory_bytes() + proxy_records_.memory_bytes() + gpu::kMaxDatagramBytes;
+}
+
+void Plugin::StartFlushThread() {
+  flush_thread_ = std::thread([this] { FlushLoop(); });
+}
+
+void Plugin::StopFlushThread() {
+  if (!flush_thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  flush_thread_.join();
+}
+
+NcclResult Plugin::AddContext(void** context, uint64_t comm_hash, int* mask, const char* name,
+                              int nnodes, int nranks, int rank) {
+  for (uint32_t i = 0; i < kMaxContexts; ++i) {
+    ContextSlot& c = contexts_[i];
+    if (c.live.load(std::memory_order_relaxed) || c.unsent.load(std::memory_order_acquire)) {
+      continue;
+    }
+    c.comm_hash = comm_hash;
+    c.rank = rank;
+    c.nranks = nranks;
+    c.nnodes = nnodes;
+    CopyFixed(c.name, name);
+    c.p2p_seq[0].store(0, std::memory_order_relaxed);
+    c.p2p_seq[1].store(0, std::memory_order_relaxed);
+    c.offset_current.store(kNone64, std::memory_order_relaxed);
+    c.offset_previous.store(kNone64, std::memory_order_relaxed);
+    c.kernels_done_enqueue_ns.store(0, std::memory_order_relaxed);
+    c.chain_context = nullptr;
+    const uint32_t gen = (c.gen.load(std::memory_order_relaxed) + 1) & 0xFFFFFF;
+    c.gen.store(gen, std::memory_order_relaxed);
+    c.live.store(true, std::memory_order_release);
+    c.unsent.store(true, std::memory_order_release);
+    *context = reinterpret_cast<void*>(
+        static_cast<uintptr_t>(kContextMagic | static_cast<uint64_t>(pid_ & 0xFFFF) << 40 |
+                               static_cast<uint64_t>(gen) << 16 | i));
+    mask_ptr_.store(mask, std::memory_order_release);
+    std::atomic_ref<int>(*mask).store(desired_mask(), std::memory_order_relaxed);
+    return kNcclSuccess;
+  }
+  return kNcclInternalError;  // more than kMaxContexts communicators
+}
+
+bool Plugin::RemoveContext(void* context) {
+  ContextSlot* c = LookupContext(context, nullptr);
+  if (c == nullptr) return false;
+  c->live.store(false, std::memory_order_release);
+  c->gen.store((c->gen.load(std::memory_order_relaxed) + 1) & 0xFFFFFF, std::memory_order_release);
+  finalized_contexts_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  return true;
+}
+
+ContextSlot* Plugin::LookupContext(const void* context, uint32_t* index_out) {
+  const uint64_t v = reinterpret_cast<uintptr_t>(context);
+  if ((v & (0xFFull << 56)) != kContextMagic) return nullptr;
+  if (((v >> 40) & 0xFFFF) != static_cast<uint64_t>(pid_ & 0xFFFF)) return nullptr;
+  const uint32_t index = static_cast<uint32_t>(v & 0xFFFF);
+  const uint32_t gen = static_cast<uint32_t>(v >> 16) & 0xFFFFFF;
+  if (index >= kMaxContexts) return nullptr;
+  ContextSlot& c = contexts_[index];
+  if (!c.live.load(std::memory_order_acquire) || c.gen.load(std::memory_order_acquire) != gen) {
+    return nullptr;
+  }
+  if (index_out != nullptr) *index_out = index;
+  return &c;
+}
+
+uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
+  const uint32_t index = op_free_.Pop();
+  if (index == IndexFreeList::kNone) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return index;
+  }
+  OpSlot& s = ops_[index];
+  s.ctx_index = ctx_index;
+  s.ctx_gen = ctx.gen.load(std::memory_order_relaxed);
+  s.comm_hash = ctx.comm_hash;
+  s.rank = ctx.rank;
+  s.nranks = ctx.nranks;
+  s.enqueue_start_ns = now;
+  s.enqueue_end_ns.store(0, std::memory_order_relaxed);
+  s.last_activity_ns.store(now, std::memory_order_relaxed);
+  s.gpu_start_min.store(kNone64, std::memory_order_relaxed);
+  s.gpu_end_max.store(0, std::memory_order_relaxed);
+  s.offset_snapshot.store(kNone64, std::memory_order_relaxed);
+  s.proxy_start_min.store(kNone64, std::memory_order_relaxed);
+  s.proxy_end_max.store(0, std::memory_order_relaxed);
+  s.proxy_bytes.store(0, std::memory_order_relaxed);
+  s.proxy_ops.store(0, std::memory_order_relaxed);
+  s.kernel_ch_done.store(0, std::memory_order_relaxed);
+  s.chain_handle = nullptr;
+  return index;
+}
+
+void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
+  uint32_t ctx_index = 0;
+  ContextSlot* ctx = LookupContext(context, &ctx_index);
+  if (ctx == nullptr) return nullptr;
+  const uint32_t index = NewOp(*ctx, ctx_index, MonotonicNowNs());
+  if (index == IndexFreeList::kNone) return nullptr;
+  OpSlot& s = ops_[index];
+  const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
+  s.kind = p2p ? kOpP2p : kOpColl;
+  const Handle parent = DecodeHandle(d.parent_obj);
+  s.graph = parent.kind == kKindApi && parent.graph ? 1 : 0;
+  if (p2p) {
+    s.func = d.p2p.func;
+    s.datatype = d.p2p.datatype;
+    s.count = d.p2p.count;
+    s.peer = d.p2p.peer;
+    s.root = -1;
+    s.nchannels = d.p2p.n_channels;
+    s.algo = nullptr;
+    s.proto = nullptr;
+    const int which = (s.func != nullptr && s.func[0] == 'R') ? 1 : 0;
+    s.seq = ctx->p2p_seq[which].fetch_add(1, std::memory_order_relaxed);
+  } else {
+    s.func = d.coll.func;
+    s.datatype = d.coll.datatype;
+    s.count = d.coll.count;
+    s.peer = -1;
+    s.root = d.coll.root;
+    s.nchannels = d.coll.n_channels;
+    s.algo = d.coll.algo;
+    s.proto = d.coll.proto;
+    s.seq = d.coll.seq_number;
+  }
+  // NCCL creates one KernelCh per channel when the bit is set (src/enqueue.cc
+  // addProfilerProxyOpIfNeeded, channelLo..channelHi).
+  s.expect_kernel_ch = (CurrentMask() & kEventKernelCh) != 0 && s.nchannels > 0 ? 1 : 0;
+  s.word.store(GenWord(gen) | 1, std::memory_order_release);
+  return MakeHandle(kKindOp, gen, index);
+}
+
+void Plugin::StopOp(const Handle& h) {
+  if (h.index >= options_.pool_ops) return;
+  OpSlot& s = ops_[h.index];
+  const int64_t now = MonotonicNowNs();
+  // The fields are written before the hold is released so that the flush thread sees them.
+  if (!IsLive(s.word, h.gen)) return;
+  s.enqueue_end_ns.store(now, std::memory_order_relaxed);
+  s.last_activity_ns.store(now, std::memory_order_relaxed);
+  if (!MarkStopped(s.word, h.gen)) return;  // repeated or stale stop
+  // Never full: it holds at most one entry per op slot.
+  stopped_.TryPush(OpRef{h.index, h.gen});
+}
+
+void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
+  uint32_t ctx_index = UINT32_MAX;
+  ContextSlot* ctx = nullptr;
+  const bool foreign = d.proxy_op.pid != pid_;  // PXN: context and parent are not ours
+  if (!foreign) {
+    ctx = LookupContext(context, &ctx_index);
+    if (ctx == nullptr) return nullptr;
+  }
+  const uint32_t index = proxy_free_.Pop();
+  if (index == IndexFreeList::kNone) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  ProxyOpSlot& s = proxy_ops_[index];
+  const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
+  ProxyOpRecord& r = s.record;
+  r = ProxyOpRecord{};
+  r.op_seq = UINT64_MAX;
+  r.start_ns = MonotonicNowNs();
+  r.rank = foreign ? d.rank : ctx->rank;
+  r.peer = d.proxy_op.peer;
+  r.steps = 0;
+  r.chunk_size = d.proxy_op.chunk_size;
+  r.pid = d.proxy_op.pid;
+  r.channel = d.proxy_op.channel_id;
+  r.is_send = d.proxy_op.is_send != 0 ? 1 : 0;
+  r.kind = static_cast<uint8_t>(gpu::OpKind::kCollective);
+  s.has_parent = false;
+  s.ctx_index = ctx_index;
+  s.ctx_gen = foreign ? 0 : ctx->gen.load(std::memory_order_relaxed);
+  if (!foreign) {
+    r.comm_hash = ctx->comm_hash;
+    const Handle parent = DecodeHandle(d.parent_obj);
+    if (parent.kind == kKindOp && parent.index < options_.pool_ops) {
+      OpSlot& op = ops_[parent.index];
+      // Attaches whether or not the Coll has stopped (ABI §6.2: usually it has).
+      if (Attach(op.word, parent.gen)) {
+        s.has_parent = true;
+        s.parent_index = parent.index;
+        s.parent_gen = parent.gen;
+        r.op_seq = op.seq;
+        r.kind =
+            static_cast<uint8_t>(op.kind == kOpP2p ? gpu::OpKind::kP2p : gpu::OpKind::kCollective);
+        CopyFixed(r.func, op.func);
+        op.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
+      }
+    }
+  }
+  s.bytes.store(0, std::memory_order_relaxed);
+  s.steps.store(0, std::memory_order_relaxed);
+  s.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
+  s.chain_handle = nullptr;
+  s.word.store(GenWord(gen) | 1, std::memory_order_release);
+  return MakeHandle(kKindProxyOp, gen, index);
+}
+
+void* Plugin::StartProxyStep(const EventDescrV5& d) {
+  const Handle parent = DecodeHandle(d.parent_obj);
+  if (parent.kind != kKindProxyOp || parent.index >= options_.pool_proxy_ops) return nullptr;
+  if (!IsLive(proxy_ops_[parent.index].word, parent.gen)) return nullptr;
+  return MakeHandle(kKindProxyStep, parent.gen, parent.index);
+}
+
+void Plugin::RecordStep(const Handle& h, EventState state, const EventStateArgs* args) {
+  if (args == nullptr || h.index >= options_.pool_proxy_ops) return;
+  if (state != kStateProxyStepSendWait && state != kStateProxyStepRecvFlushWait) return;
+  ProxyOpSlot& s = proxy_ops_[h.index];
+  if (!IsLive(s.word, h.gen)) return;  // the step's ProxyOp stopped: update after stop
+  s.bytes.fetch_add(args->proxy_step.trans_size, std::memory_order_relaxed);
+  s.steps.fetch_add(1, std::memory_order_relaxed);
+  s.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+}
+
+void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
+  if (h.index >= options_.pool_proxy_ops) return;
+  ProxyOpSlot& s = proxy_ops_[h.index];
+  if (!MarkStopped(s.word, h.gen)) return;
+  ProxyOpRecord& r = s.record;
+  r.end_ns = end_ns != 0 ? end_ns : MonotonicNowNs();
+  r.bytes = s.bytes.load(std::memory_order_relaxed);
+  r.steps = s.steps.load(std::memory_order_relaxed);
+  if (s.has_parent) {
+    OpSlot& op = ops_[s.parent_index];
+    if (IsOpen(op.word, s.parent_gen)) {
+      AtomicMin(op.proxy_start_min, r.start_ns);
+      AtomicMax(op.proxy_end_max, r.end_ns);
+      op.proxy_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+      op.proxy_ops.fetch_add(1, std::memory_order_relaxed);
+      op.last_activity_ns.store(r.end_ns, std::memory_order_relaxed);
+    }
+    Detach(op.word, s.parent_gen);
+  }
+  if (!proxy_records_.TryPush(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
+  FreeSlot(s.word, proxy_free_, h.index, h.gen);
+}
+
+void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
+  uint32_t ctx_index = 0;
+  if (LookupContext(context, &ctx_index) == nullptr) return nullptr;
+  const Handle parent = DecodeHandle(d.parent_obj);
+  if (parent.kind != kKindOp || parent.index >= options_.pool_ops) return nullptr;
+  const uint32_t index = kernel_ch_free_.Pop();
+  if (index == IndexFreeList::kNone) return nullptr;  // a lost timer, not a lost record
+  OpSlot& op = ops_[parent.index];
+  // Attaches whether or not the Coll stopped and whether or not its ProxyOps are done (ABI §6.2).
+  if (!Attach(op.word, parent.gen)) {
+    kernel_ch_free_.Push(index);
+    return nullptr;
+  }
+  KernelChSlot& s = kernel_ch_[index];
+  const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
+  s.has_parent = true;
+  s.parent_index = parent.index;
+  s.parent_gen = parent.gen;
+  s.ctx_index = ctx_index;
+  s.gpu_start = d.kernel_ch.p_timer;
+  s.cpu_start = MonotonicNowNs();
+  s.gpu_end.store(0, std::memory_order_relaxed);
+  s.cpu_end.store(0, std::memory_order_relaxed);
+  s.chain_handle = nullptr;
+  op.last_activity_ns.store(s.cpu_start, std::memory_order_relaxed);
+  s.word.store(GenWord(gen) | 1, std::memory_order_release);
+  return MakeHandle(kKindKernelCh, gen, index);
+}
+
+void Plugin::RecordKernelCh(const Handle& h, EventState state, const EventStateArgs* args) {
+  if (args == nullptr || state != kStateKernelChStop || h.index >= options_.pool_kernel_ch) {
+    return;
+  }
+  KernelChSlot& s = kernel_ch_[h.index];
+  if (!IsLive(s.word, h.gen)) return;  // stale handle of a recycled NCCL slot (ABI §6.9)
+  s.gpu_end.store(args->kernel_ch.p_timer, std::memory_order_relaxed);
+  s.cpu_end.store(MonotonicNowNs(), std::memory_order_relaxed);
+}
+
+void Plugin::StopKernelCh(const Handle& h) {
+  if (h.index >= options_.pool_kernel_ch) return;
+  KernelChSlot& s = kernel_ch_[h.index];
+  if (!MarkStopped(s.word, h.gen)) return;
+  const uint64_t gs = s.gpu_start;
+  const uint64_t ge = s.gpu_end.load(std::memory_order_relaxed);
+  OpSlot& op = ops_[s.parent_index];
+  if (IsOpen(op.word, s.parent_gen)) {
+    ContextSlot& ctx = contexts_[s.ctx_index];
+    // pTimer 0 or end <= start: this channel's timers are missing (ABI §6.9).
+    if (gs != 0 && ge > gs && ge < static_cast<uint64_t>(INT64_MAX)) {
+      const int64_t cpu_end = s.cpu_end.load(std::memory_order_relaxed);
+      AtomicMin(ctx.offset_current, s.cpu_start - static_cast<int64_t>(gs));
+      if (cpu_end != 0) AtomicMin(ctx.offset_current, cpu_end - static_cast<int64_t>(ge));
+      AtomicMin(op.gpu_start_min, static_cast<int64_t>(gs));
+      AtomicMax(op.gpu_end_max, static_cast<int64_t>(ge));
+      op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
+    }
+    const uint32_t done = op.kernel_ch_done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (done == op.nchannels) AtomicMax(ctx.kernels_done_enqueue_ns, op.enqueue_start_ns);
+    op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+  }
+  Detach(op.word, s.parent_gen);
+  FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);
+}
+
+void* Plugin::StartCeColl(void* context, const EventDescrV6& d) {
+  uint32_t ctx_index = 0;
+  ContextSlot* ctx = LookupContext(context, &ctx_index);
+  if (ctx == nullptr) return nullptr;
+  const uint32_t index = NewOp(*ctx, ctx_index, MonotonicNowNs());
+  if (index == IndexFreeList::kNone) return nullptr;
+  OpSlot& s = ops_[index];
+  const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
+  s.kind = kOpCe;
+  const Handle parent = DecodeHandle(d.parent_obj);
+  s.graph = parent.kind == kKindApi && parent.graph ? 1 : 0;
+  s.func = d.ce_coll.func;
+  s.datatype = d.ce_coll.datatype;
+  s.count = d.ce_coll.count;
+  s.root = d.ce_coll.root;
+  s.peer = -1;
+  s.nchannels = 0;
+  s.algo = "CE";
+  s.proto = d.ce_coll.sync_strategy;
+  // ceSeqNum counts CE syncs (src/ce_coll.cc), the same on every rank of the communicator but
+  // not in the Coll seqNumber space: bit 63 keeps the two from colliding.
+  s.seq = d.ce_coll.seq_number | (1ull << 63);
+  s.expect_kernel_ch = 0;
+  s.word.store(GenWord(gen) | 1, std::memory_order_release);
+  return MakeHandle(kKindOp, gen, index);
+}
+
+void* Plugin::StartCeChild(const EventDescrV6& d) {
+  const Handle parent = DecodeHandle(d.parent_obj);
+  if (parent.kind != kKindOp || parent.index >= options_.pool_ops) return nullptr;
+  OpSlot& op = ops_[parent.index];
+  if (!IsLive(op.word, parent.gen) || op.kind != kOpCe) return nullptr;
+  op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+  return MakeHandle(kKindCeChild, parent.gen, parent.index);
+}
+
+void Plugin::StopCeChild(const Handle& h) {
+  // CeSync / CeBatch stop before their CeColl on the same thread (src/ce_coll.cc): no hold is
+  // taken, so a stale or repeated stop only touches a timestamp of a live op.
+  if (h.index >= options_.pool_ops) return;
+  OpSlot& op = ops_[h.index];
+  if (IsLive(op.word, h.gen))
+    op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+}
+
+void** Plugin::ChainField(const Handle& h) {
+  auto same_gen = [&](const std::atomic<uint64_t>& word) {
+    return WordGen(word.load(std::memory_order_acquire)) == h.gen;
+  };
+  if (h.kind == kKindOp && h.index < options_.pool_ops && same_gen(ops_[h.index].word)) {
+    return &ops_[h.index].chain_handle;
+  }
+  if (h.kind == kKindProxyOp && h.index < options_.pool_proxy_ops &&
+      same_gen(proxy_ops_[h.index].word)) {
+    return &proxy_ops_[h.index].chain_handle;
+  }
+  if (h.kind == kKindKernelCh && h.index < options_.pool_kernel_ch &&
+      same_gen(kernel_ch_[h.index].word)) {
+    return &kernel_ch_[h.index].chain_handle;
+  }
+  return nullptr;
+}
+
+PluginStats Plugin::Stats() const {
+  PluginStats s;
+  s.records_emitted = emitted_.load(std::memory_order_relaxed);
+  s.records_sent = sent_.load(std::memory_order_relaxed);
+  s.dropped = dropped_.load(std::memory_order_relaxed);
+  s.datagrams_sent = datagrams_.load(std::memory_order_relaxed);
+  s.connects = connects_.load(std::memory_order_relaxed);
+  s.expired_proxy_ops = expired_proxy_ops_.load(std::memory_order_relaxed);
+  for (int i = 0; i < 4; ++i)
+    s.closed_by_timing[i] = timing_counts_[i].load(std::memory_order_relaxed);
+  s.pool_bytes = MemoryBytes();
+  if (chain_ != nullptr) s.chain_dropped = chain_->dropped();
+  return s;
+}
+
+}  // namespace fabricscope::collectors::nccl::internal

@@ -1,0 +1,228 @@
+#pragma once
+
+// Internal to the NCCL profiler plugin (collectors/nccl): event handles, the per-slot state word
+// and the pooled event slots. Everything here is allocated once, at the first init, and touched
+// by the hot path with atomics only (no locks, no allocation). "ABI §N": the topics listed in
+// collectors/nccl/profiler_abi.h.
+
+#include <atomic>
+#include <cstdint>
+
+#include "collectors/gpu/wire.h"
+
+namespace fabricscope::collectors::nccl::internal {
+
+// ---- Handles ---------------------------------------------------------------------------------
+// An event handle is not a pointer: it is the word
+//   magic (8 bits) | kind (4) | graph flag (1) | generation (27) | slot index (24)
+// so decoding a stale, repeated, foreign or poisoned handle reads no memory outside our pools.
+inline constexpr uint64_t kHandleMagic = 0xFBull << 56;
+inline constexpr int kKindShift = 52;
+inline constexpr uint64_t kGraphBit = 1ull << 51;
+inline constexpr int kGenShift = 24;
+inline constexpr uint32_t kGenMask = (1u << 27) - 1;
+inline constexpr uint32_t kIndexMask = (1u << 24) - 1;
+
+enum HandleKind : uint32_t {
+  kKindOp = 1,         // Coll / P2p / CeColl, pooled
+  kKindProxyOp = 2,    // pooled
+  kKindKernelCh = 3,   // pooled
+  kKindProxyStep = 4,  // token naming its ProxyOp slot and generation
+  kKindApi = 5,        // CollApi / P2pApi token, carries graphCaptured
+  kKindOther = 6,      // Group, GroupApi, KernelLaunch, ProxyCtrl, NetPlugin: token, no state
+  kKindCeChild = 7,    // CeSync / CeBatch: token naming its CeColl op slot and generation
+  kKindChain = 8,      // chaining on (collectors/nccl/chain.h): a ChainSlot index
+};
+
+inline void* MakeHandle(uint32_t kind, uint32_t gen, uint32_t index, bool graph = false) {
+  const uint64_t word = kHandleMagic | static_cast<uint64_t>(kind) << kKindShift |
+                        (graph ? kGraphBit : 0) |
+                        static_cast<uint64_t>(gen & kGenMask) << kGenShift | (index & kIndexMask);
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(word));
+}
+
+struct Handle {
+  uint32_t kind = 0;  // 0 = not ours
+  uint32_t gen = 0;
+  uint32_t index = 0;
+  bool graph = false;
+};
+
+inline Handle DecodeHandle(const void* handle) {
+  const uint64_t word = reinterpret_cast<uintptr_t>(handle);
+  Handle h;
+  if ((word & (0xFFull << 56)) != kHandleMagic) return h;
+  h.kind = static_cast<uint32_t>(word >> kKindShift) & 0xF;
+  h.graph = (word & kGraphBit) != 0;
+  h.gen = static_cast<uint32_t>(word >> kGenShift) & kGenMask;
+  h.index = static_cast<uint32_t>(word) & kIndexMask;
+  return h;
+}
+
+// A context is (magic 0xFC | pid low 16 bits | generation 24 | index 16): contexts from another
+// process (PXN, ABI §6.6) do not decode as ours even when that process runs this plugin.
+inline constexpr uint64_t kContextMagic = 0xFCull << 56;
+inline constexpr uint32_t kMaxContexts = 1024;
+
+// ---- Slot state words ------------------------------------------------------------------------
+// Pooled slots carry one atomic word: generation (bits 32-58) | STOPPED (31) | CLOSED (30) |
+// live holds (0-29). A free slot has no flags and no holds. An event starts with one hold (its
+// own, released by its stopEvent); each attached child (ProxyOp, KernelCh, CE child) adds one
+// until it stops. A Coll stays attachable after its own stop until the flush thread closes it:
+// NCCL's proxy thread starts ProxyOp and KernelCh events on its own schedule, usually after the
+// Coll stopped (ABI §6.2, §6.5).
+inline constexpr uint64_t kStopped = 1ull << 31;
+inline constexpr uint64_t kClosed = 1ull << 30;
+inline constexpr uint64_t kLiveMask = (1ull << 30) - 1;
+
+inline uint32_t WordGen(uint64_t w) { return static_cast<uint32_t>(w >> 32) & kGenMask; }
+inline uint64_t GenWord(uint32_t gen) { return static_cast<uint64_t>(gen & kGenMask) << 32; }
+
+// Adds one hold if the slot still has generation `gen`, is in use and not closed: whether or
+// not the event itself has stopped, and whether or not other children still hold it.
+inline bool Attach(std::atomic<uint64_t>& word, uint32_t gen) {
+  uint64_t w = word.load(std::memory_order_acquire);
+  for (;;) {
+    if (WordGen(w) != gen || (w & kClosed) != 0) return false;
+    if ((w & (kStopped | kLiveMask)) == 0) return false;  // free (never started this gen)
+    if (word.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) return true;
+  }
+}
+
+// Releases one hold if the slot still has generation `gen` (a force-closed slot ignores it).
+inline void Detach(std::atomic<uint64_t>& word, uint32_t gen) {
+  uint64_t w = word.load(std::memory_order_acquire);
+  for (;;) {
+    if (WordGen(w) != gen || (w & kLiveMask) == 0) return;
+    if (word.compare_exchange_weak(w, w - 1, std::memory_order_acq_rel)) return;
+  }
+}
+
+// Marks the slot stopped (and releases the owner's hold) once per generation.
+inline bool MarkStopped(std::atomic<uint64_t>& word, uint32_t gen) {
+  uint64_t w = word.load(std::memory_order_acquire);
+  for (;;) {
+    if (WordGen(w) != gen || (w & (kStopped | kClosed)) != 0 || (w & kLiveMask) == 0) return false;
+    if (word.compare_exchange_weak(w, (w | kStopped) - 1, std::memory_order_acq_rel)) return true;
+  }
+}
+
+// Started in this generation and neither stopped nor closed.
+inline bool IsLive(const std::atomic<uint64_t>& word, uint32_t gen) {
+  const uint64_t w = word.load(std::memory_order_acquire);
+  return WordGen(w) == gen && (w & (kStopped | kClosed)) == 0 && (w & kLiveMask) != 0;
+}
+
+// Started in this generation and not closed yet (possibly stopped).
+inline bool IsOpen(const std::atomic<uint64_t>& word, uint32_t gen) {
+  const uint64_t w = word.load(std::memory_order_acquire);
+  return WordGen(w) == gen && (w & kClosed) == 0 && (w & (kStopped | kLiveMask)) != 0;
+}
+
+inline void AtomicMin(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+inline void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+inline constexpr int64_t kNone64 = INT64_MAX;
+
+// ---- Pools -----------------------------------------------------------------------------------
+struct ContextSlot {
+  std::atomic<uint32_t> gen{0};
+  std::atomic<bool> live{false};
+  uint64_t comm_hash = 0;
+  int32_t rank = 0;
+  int32_t nranks = 0;
+  int32_t nnodes = 0;
+  char name[48] = {};
+  std::atomic<uint64_t> p2p_seq[2] = {};  // Send, Recv
+  // GPU->CPU offset estimate: min of (CPU arrival - GPU timer) over this and the last window.
+  std::atomic<int64_t> offset_current{kNone64};
+  std::atomic<int64_t> offset_previous{kNone64};
+  // The latest enqueue start of an op of this context whose every expected KernelCh stopped.
+  // KernelCh events of one channel come in enqueue order (NCCL's per-channel profiler proxy op
+  // is chained, src/proxy.cc ProxyAppend), so an older op still waiting for its first KernelCh
+  // will get none: it only waits the linger, not PluginOptions::max_wait_ns.
+  std::atomic<int64_t> kernels_done_enqueue_ns{0};
+  // Set by init (and for live contexts at every reconnect), cleared once its CommRecord was
+  // sent; a finalized context's slot is not reused before that.
+  std::atomic<bool> unsent{false};
+  void* chain_context = nullptr;  // the chained plugin's context (collectors/nccl/chain.h)
+};
+
+// Kinds of pooled op (a CollectiveRecord when closed).
+enum OpSlotKind : uint8_t { kOpColl = 0, kOpP2p = 1, kOpCe = 2 };
+
+struct alignas(64) OpSlot {
+  std::atomic<uint64_t> word{0};
+  uint32_t ctx_index = 0;
+  uint32_t ctx_gen = 0;
+  uint64_t comm_hash = 0;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  const char* func = nullptr;  // static literals inside libnccl (ABI §4)
+  const char* datatype = nullptr;
+  const char* algo = nullptr;
+  const char* proto = nullptr;
+  int32_t rank = 0;
+  int32_t nranks = 0;
+  int32_t root = -1;
+  int32_t peer = -1;
+  uint8_t kind = 0;  // OpSlotKind
+  uint8_t nchannels = 0;
+  uint8_t graph = 0;
+  uint8_t expect_kernel_ch = 0;
+  int64_t enqueue_start_ns = 0;
+  std::atomic<int64_t> enqueue_end_ns{0};
+  std::atomic<int64_t> last_activity_ns{0};
+  std::atomic<int64_t> gpu_start_min{kNone64};
+  std::atomic<int64_t> gpu_end_max{0};
+  std::atomic<int64_t> offset_snapshot{kNone64};
+  std::atomic<int64_t> proxy_start_min{kNone64};
+  std::atomic<int64_t> proxy_end_max{0};
+  std::atomic<uint64_t> proxy_bytes{0};
+  std::atomic<uint32_t> proxy_ops{0};
+  std::atomic<uint32_t> kernel_ch_done{0};
+  void* chain_handle = nullptr;  // the chained plugin's handle for this event (chain.h)
+};
+
+struct alignas(64) ProxyOpSlot {
+  std::atomic<uint64_t> word{0};
+  bool has_parent = false;
+  uint32_t parent_index = 0;
+  uint32_t parent_gen = 0;
+  uint32_t ctx_index = UINT32_MAX;  // UINT32_MAX: foreign (PXN)
+  uint32_t ctx_gen = 0;
+  gpu::ProxyOpRecord record{};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<int32_t> steps{0};
+  std::atomic<int64_t> last_activity_ns{0};
+  void* chain_handle = nullptr;
+};
+
+struct alignas(64) KernelChSlot {
+  std::atomic<uint64_t> word{0};
+  bool has_parent = false;
+  uint32_t parent_index = 0;
+  uint32_t parent_gen = 0;
+  uint32_t ctx_index = 0;
+  uint64_t gpu_start = 0;
+  int64_t cpu_start = 0;
+  std::atomic<uint64_t> gpu_end{0};
+  std::atomic<int64_t> cpu_end{0};
+  void* chain_handle = nullptr;
+};
+
+// Pending op reference kept by the flush thread.
+struct OpRef {
+  uint32_t index;
+  uint32_t gen;
+};
+
+}  // namespace fabricscope::collectors::nccl::internal

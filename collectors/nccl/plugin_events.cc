@@ -345,7 +345,9 @@ void Plugin::StopKernelCh(const Handle& h) {
       op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
     }
     const uint32_t done = op.kernel_ch_done.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (done == op.nchannels) AtomicMax(ctx.kernels_done_enqueue_ns, op.enqueue_start_ns);
+    if (done == op.nchannels && op.kind == kOpColl) {
+      AtomicMax(ctx.kernels_done_enqueue_ns, op.enqueue_start_ns);
+    }
     op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
   }
   Detach(op.word, s.parent_gen);

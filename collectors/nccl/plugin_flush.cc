@@ -87,7 +87,8 @@ bool Plugin::ContextAlive(uint32_t index, uint32_t gen) const {
 // - no KernelCh expected (mask without it, copy-engine ops): the linger of quiet without holds;
 //   a copy-engine op (all its children nested on one thread) closes at once;
 // - KernelCh expected, none yet: max_wait_ns (the kernel may queue behind compute), but only the
-//   linger once a later op of the same communicator completed its kernel (per-channel order).
+//   linger once a later Coll of the same communicator completed its kernel (per-channel order,
+//   ContextSlot::kernels_done_enqueue_ns).
 bool Plugin::Complete(const OpSlot& s, uint64_t w, int64_t now) const {
   const bool held = (w & kLiveMask) != 0;
   const int64_t quiet = now - s.last_activity_ns.load(std::memory_order_relaxed);
@@ -98,8 +99,8 @@ bool Plugin::Complete(const OpSlot& s, uint64_t w, int64_t now) const {
   }
   if (held) return quiet >= options_.max_wait_ns;
   if (s.expect_kernel_ch == 0 || kernels > 0) return quiet >= options_.linger_ns;
-  const bool superseded = contexts_[s.ctx_index].kernels_done_enqueue_ns.load(
-                              std::memory_order_relaxed) > s.enqueue_start_ns;
+  const bool superseded = s.kind == kOpColl && contexts_[s.ctx_index].kernels_done_enqueue_ns.load(
+                                                   std::memory_order_relaxed) > s.enqueue_start_ns;
   return quiet >= (superseded ? options_.linger_ns : options_.max_wait_ns);
 }
 

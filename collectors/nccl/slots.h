@@ -145,10 +145,13 @@ struct ContextSlot {
   // GPU->CPU offset estimate: min of (CPU arrival - GPU timer) over this and the last window.
   std::atomic<int64_t> offset_current{kNone64};
   std::atomic<int64_t> offset_previous{kNone64};
-  // The latest enqueue start of an op of this context whose every expected KernelCh stopped.
-  // KernelCh events of one channel come in enqueue order (NCCL's per-channel profiler proxy op
-  // is chained, src/proxy.cc ProxyAppend), so an older op still waiting for its first KernelCh
-  // will get none: it only waits the linger, not PluginOptions::max_wait_ns.
+  // The latest enqueue start of a Coll of this context whose every expected KernelCh stopped.
+  // KernelCh events of one channel come in enqueue order (the per-channel profiler connection
+  // is not shared: a later op is chained as nextPeer and activated after the earlier one is
+  // removed, src/proxy.cc ProxyAppend:440-447, removeOp:727-736), and every Coll uses channel 0
+  // on the send-side connection (src/proxy.cc SaveProxyProfiler:551), so an older Coll still
+  // waiting for its first KernelCh will get none: it waits the linger, not max_wait_ns. (P2p
+  // ops use per-peer channels and the recv side its own connection: no such inference.)
   std::atomic<int64_t> kernels_done_enqueue_ns{0};
   // Set by init (and for live contexts at every reconnect), cleared once its CommRecord was
   // sent; a finalized context's slot is not reused before that.

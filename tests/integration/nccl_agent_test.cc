@@ -34,7 +34,12 @@ TEST(NcclAgent, HarnessDrivenPluginFeedsTheAgentsMetrics) {
 
   setenv("FABRICSCOPE_GPU_SOCKET", socket.c_str(), 1);
   std::string error;
-  auto nccl = FakeNccl::Load(FABRICSCOPE_NCCL_PLUGIN, &error);
+  // Inline proxy side, seeded: the children of one collective interleave with the enqueue of the
+  // next ones in an order drawn from the seed, as NCCL's proxy thread allows (harness header).
+  FakeNccl::Options options;
+  options.inline_proxy = true;
+  options.seed = 20261201;
+  auto nccl = FakeNccl::Load(FABRICSCOPE_NCCL_PLUGIN, &error, options);
   ASSERT_NE(nccl, nullptr) << error;
   FakeNccl::Comm comm;
   comm.hash = 0x5eed000011112222;
@@ -49,8 +54,11 @@ TEST(NcclAgent, HarnessDrivenPluginFeedsTheAgentsMetrics) {
   constexpr size_t kBytes = 4 << 20;
   for (int i = 0; i < kCollectives; ++i) {
     const int64_t now = HarnessNowNs();
-    nccl->Run(comm, FakeNccl::AllReduceSpec(kBytes, comm.rank, comm.nranks, 2, 512 * 1024,
-                                            now - 3'000'000, now - 1'000'000));
+    FakeNccl::CollSpec spec = FakeNccl::AllReduceSpec(kBytes, comm.rank, comm.nranks, 2);
+    spec.gate = std::make_shared<GpuGate>();
+    spec.gate->started_ns = now - 3'000'000;
+    spec.gate->ended_ns = now - 1'000'000;
+    nccl->Run(comm, spec);
   }
   nccl->Drain();
   ASSERT_EQ(nccl->Finalize(comm), 0);

@@ -2,9 +2,12 @@
 // socket transport runs it (reduce-scatter then all-gather, n-1 steps each, every step sending
 // one chunk to the right neighbour while receiving one from the left), on real float32 data
 // that is checked at the end. Each collective is reported through the NCCL profiler plugin
-// (libnccl-profiler-fabricscope.so) driven by the test harness (tests/common/nccl_harness.h)
-// exactly as NCCL would drive it, with the measured start and completion times and the proxy
-// operations' bytes per peer. Used by the cluster-in-a-box test (tests/e2e).
+// (libnccl-profiler-fabricscope.so) driven by the test harness (tests/common/nccl_harness.h) in
+// NCCL's own order: the Coll starts and stops when the all-reduce is enqueued, just before the
+// transfer (src/enqueue.cc hostStreamPlanTask), and the harness's proxy thread emits the ProxyOps
+// when it picks them up, the KernelCh start once the transfer began and its stop, the steps and
+// the ProxyOp stops once it ended (a GpuGate carries the measured times, as the GPU's counters
+// do for NCCL's proxy). Used by the cluster-in-a-box test (tests/e2e).
 //
 // Every wait is bounded by --timeout. Prints one line per collective on stdout
 // ("collective seq=S start_ns=T0 end_ns=T1") and "ok iterations=N" at the end; errors go to
@@ -195,7 +198,15 @@ int main(int argc, char** argv) {
       data[i] = static_cast<float>(a.rank + 1) + static_cast<float>(i % 7);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(a.compute_ms + a.delay_ms));
+    // Enqueue (ncclAllReduce): Coll start, proxy ops posted, Coll stop; nothing waits.
+    FakeNccl::CollSpec spec = FakeNccl::AllReduceSpec(chunk * 4 * static_cast<size_t>(n), a.rank, n,
+                                                      /*channels=*/1, /*chunk=*/chunk * 4);
+    auto gate = std::make_shared<fabricscope::testing::GpuGate>();
+    spec.gate = gate;
+    nccl->Run(comm, spec);
     const int64_t t0 = HarnessNowNs();
+    gate->started_ns.store(t0);  // the "kernel" runs: the proxy may start the KernelCh
+    nccl->Notify();
     // Reduce-scatter: step s sends chunk (rank - s), receives chunk (rank - s - 1) and adds it.
     for (int s = 0; s < n - 1; ++s) {
       float* out = chunk_ptr(a.rank - s);
@@ -215,6 +226,8 @@ int main(int argc, char** argv) {
       sender.join();
     }
     const int64_t t1 = HarnessNowNs();
+    gate->ended_ns.store(t1);  // done: steps, KernelCh stop and ProxyOp stops follow
+    nccl->Notify();
     // Every element is the sum over ranks of (r + 1) + i % 7.
     const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
     for (size_t i = 0; i < data.size(); ++i) {
@@ -224,13 +237,11 @@ int main(int argc, char** argv) {
             std::to_string(data[i]) + " != " + std::to_string(want));
       }
     }
-    nccl->Run(comm, FakeNccl::AllReduceSpec(chunk * 4 * static_cast<size_t>(n), a.rank, n,
-                                            /*channels=*/1, /*chunk=*/chunk * 4, t0, t1));
-    nccl->Drain();
     std::printf("collective seq=%d start_ns=%lld end_ns=%lld\n", it, static_cast<long long>(t0),
                 static_cast<long long>(t1));
     std::fflush(stdout);
   }
+  nccl->Drain();
   nccl->Finalize(comm);
   close(left);
   close(right);

@@ -62,7 +62,6 @@ Spec MakeSpec(int i, int rank, int nranks) {
     s.proxy.push_back(recv);
     FakeNccl::KernelWork k;
     k.channel = ch;
-    k.before_coll_stop = ch == 0;
     if (i % 7 == 3 && ch == 1) k.timers = Timers::kZeroStart;
     if (i % 11 == 5) k.timers = ch == 0 ? Timers::kZeroStart : Timers::kEndBeforeStart;
     if (i % 17 == 8 && ch == 1) k.timers = Timers::kMissing;
@@ -490,7 +489,11 @@ TEST_F(ProfilerPluginTest, CallerTimedAllReduceKeepsItsInterval) {
   ASSERT_EQ(nccl->Init(comm), 0);
   const int64_t start = HarnessNowNs() - 2'000'000;  // "the transfer ran for the last 2 ms"
   const int64_t end = HarnessNowNs() - 1'000'000;
-  const auto e = nccl->Run(comm, FakeNccl::AllReduceSpec(8 << 20, 2, 4, 2, 1 << 20, start, end));
+  FakeNccl::CollSpec spec = FakeNccl::AllReduceSpec(8 << 20, 2, 4, 2, 1 << 20);
+  spec.gate = std::make_shared<GpuGate>();
+  spec.gate->started_ns = start;
+  spec.gate->ended_ns = end;
+  const auto e = nccl->Run(comm, spec);
   nccl->Drain();
   EXPECT_EQ(nccl->Finalize(comm), 0);
   ASSERT_TRUE(WaitFor([&] { return rx.event_records() == 5; }));  // 1 collective + 4 proxy ops

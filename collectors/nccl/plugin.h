@@ -110,7 +110,13 @@ class Plugin {
   void EmitOp(const OpSlot& s, bool ctx_alive);
   template <typename T>
   void Emit(const T& record);
-  void SendDatagram();
+  // Sends the datagram being built. A full socket (the agent reads slower than we close) holds
+  // it for a retry on the next cycle, up to kHoldNs, while records wait in the pools; no agent,
+  // the final pass, or a longer hold drops it (counted). True when nothing is held.
+  bool SendDatagram(bool final_pass);
+  bool RetryHeld(bool final_pass);
+  // Whether one more record fits now (sending or retrying as needed).
+  bool Room(bool final_pass);
   void SendComms();
   void CheckMaskFile();
   void RotateOffsets();
@@ -141,6 +147,9 @@ class Plugin {
   gpu::ProducerChannel channel_;
   uint64_t sequence_ = 0;
   uint64_t comm_epoch_ = 0;
+  static constexpr int64_t kHoldNs = 1'000'000'000;
+  size_t held_size_ = 0;  // a finished datagram in buffer_ the socket did not take yet
+  int64_t held_since_ns_ = 0;
   std::atomic<int> desired_mask_;
   std::atomic<int> extra_mask_{0};
   int applied_mask_ = -1;  // flush thread: the mask CheckMaskFile last stored

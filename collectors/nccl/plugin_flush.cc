@@ -63,12 +63,13 @@ void Plugin::FlushOnce(int64_t now, bool final_pass) {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < pending_count_; ++i) {
     const OpRef r = pending_[i];
-    if (!TryClose(r, now, final_pass)) pending_[kept++] = r;
+    // A full socket: what is not closed yet waits (in the pools) for the next cycle.
+    if (!Room(final_pass) || !TryClose(r, now, final_pass)) pending_[kept++] = r;
   }
   pending_count_ = kept;
   ProxyOpRecord pr;
-  while (proxy_records_.TryPop(&pr)) Emit(pr);
-  SendDatagram();
+  while (Room(final_pass) && proxy_records_.TryPop(&pr)) Emit(pr);
+  SendDatagram(final_pass);
 }
 
 bool Plugin::ContextAlive(uint32_t index, uint32_t gen) const {
@@ -98,7 +99,9 @@ bool Plugin::Complete(const OpSlot& s, uint64_t w, int64_t now) const {
     return !held || quiet >= options_.linger_ns;
   }
   if (held) return quiet >= options_.max_wait_ns;
-  if (s.expect_kernel_ch == 0 || kernels > 0) return quiet >= options_.linger_ns;
+  if (s.expect_kernel_ch == 0) return quiet >= options_.linger_ns;
+  // Some or all KernelCh still due: each channel's profiler connection reports in its own
+  // order, so a lagging channel may come much later than the others.
   const bool superseded = s.kind == kOpColl && contexts_[s.ctx_index].kernels_done_enqueue_ns.load(
                                                    std::memory_order_relaxed) > s.enqueue_start_ns;
   return quiet >= (superseded ? options_.linger_ns : options_.max_wait_ns);
@@ -216,25 +219,56 @@ void Plugin::EmitOp(const OpSlot& s, bool ctx_alive) {
 
 template <typename T>
 void Plugin::Emit(const T& record) {
+  // Room() was true: the writer has space for a record (CollectiveRecord is the largest).
   emitted_.fetch_add(1, std::memory_order_relaxed);
-  if (writer_.Append(record)) return;
-  SendDatagram();
-  writer_.Append(record);
+  if (!writer_.Append(record)) dropped_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Plugin::SendDatagram() {
-  if (writer_.empty()) return;
+bool Plugin::Room(bool final_pass) {
+  if (held_size_ > 0 && !RetryHeld(final_pass)) return false;
+  static_assert(sizeof(CollectiveRecord) >= sizeof(ProxyOpRecord));
+  if (writer_.size() + sizeof(gpu::RecordHeader) + sizeof(CollectiveRecord) <=
+      gpu::kMaxDatagramBytes) {
+    return true;
+  }
+  return SendDatagram(final_pass);
+}
+
+bool Plugin::RetryHeld(bool final_pass) {
+  const uint32_t n = writer_.record_count();
+  if (channel_.Send(buffer_.get(), held_size_)) {
+    sent_.fetch_add(n, std::memory_order_relaxed);
+    datagrams_.fetch_add(1, std::memory_order_relaxed);
+  } else if (channel_.connected() && !final_pass && MonotonicNowNs() - held_since_ns_ < kHoldNs) {
+    return false;  // still full: keep holding
+  } else {
+    dropped_.fetch_add(n, std::memory_order_relaxed);
+  }
+  held_size_ = 0;
+  writer_.Reset();
+  return true;
+}
+
+bool Plugin::SendDatagram(bool final_pass) {
+  if (held_size_ > 0) return RetryHeld(final_pass);
+  if (writer_.empty()) return true;
   const uint32_t n = writer_.record_count();
   const size_t size =
       writer_.Finish(++sequence_, dropped_.load(std::memory_order_relaxed), MonotonicNowNs());
+  connects_.store(channel_.connects(), std::memory_order_relaxed);
   if (channel_.Send(buffer_.get(), size)) {
     sent_.fetch_add(n, std::memory_order_relaxed);
     datagrams_.fetch_add(1, std::memory_order_relaxed);
+  } else if (channel_.connected() && !final_pass) {
+    held_size_ = size;  // the socket is full: retry on the next cycle
+    held_since_ns_ = MonotonicNowNs();
+    return false;
   } else {
     dropped_.fetch_add(n, std::memory_order_relaxed);
   }
   connects_.store(channel_.connects(), std::memory_order_relaxed);
   writer_.Reset();
+  return true;
 }
 
 // CommRecords go first on every connection, in their own datagrams, and are not counted as

@@ -518,7 +518,6 @@ class FakeNccl {
                                                       &expected_proxy_ops_,
                                                       {},
                                                       false,
-                                                      {},
                                                       {}},
                                          [keep_alive](ProxyJob* j) { delete j; });
     {
@@ -527,7 +526,6 @@ class FakeNccl {
       if (order == nullptr) order = std::make_shared<ChannelOrder>();
       job->order = order;
     }
-    TakeKernelTickets(*job);  // the user thread posts in order
     if (options_.inline_proxy) {
       AddProxyLanes(job, engine_);
       return;

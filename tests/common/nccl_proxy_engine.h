@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <random>
 #include <vector>
@@ -59,26 +60,30 @@ class ProxyEngine {
   bool idle() const { return lanes_.empty(); }
   size_t lanes() const { return lanes_.size(); }
 
-  // Runs one ready step of a lane picked at random; false when no step is ready.
+  // Runs one ready step, picked at random among up to kWindow ready lanes found by sweeping the
+  // lanes cyclically from where the last sweep stopped (NCCL's proxy progresses its ops list
+  // round and round, src/proxy.cc progressOps); false when no step is ready.
   bool RunOne() {
+    static constexpr size_t kWindow = 16;
     if (lanes_.empty()) return false;
-    const size_t n = lanes_.size();
-    const size_t first = std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = (first + k) % n;
-      Active& a = lanes_[i];
-      const Step& s = a.lane[a.next];
-      if (s.ready && !s.ready()) continue;
-      // Copy out: run() may Add lanes and move lanes_.
-      std::function<void()> run = s.run;
-      if (++a.next == a.lane.size()) {
-        lanes_[i] = std::move(lanes_.back());
-        lanes_.pop_back();
-      }
-      run();
-      return true;
+    std::list<Active>::iterator ready[kWindow];
+    size_t n = 0;
+    if (cursor_ == lanes_.end()) cursor_ = lanes_.begin();
+    for (size_t seen = 0, total = lanes_.size(); seen < total && n < kWindow; ++seen) {
+      const Step& s = cursor_->lane[cursor_->next];
+      if (!s.ready || s.ready()) ready[n++] = cursor_;
+      if (++cursor_ == lanes_.end()) cursor_ = lanes_.begin();
     }
-    return false;
+    if (n == 0) return false;
+    auto it = ready[std::uniform_int_distribution<size_t>(0, n - 1)(rng_)];
+    // Copy out: run() may Add lanes.
+    std::function<void()> run = it->lane[it->next].run;
+    if (++it->next == it->lane.size()) {
+      if (cursor_ == it) ++cursor_;
+      lanes_.erase(it);
+    }
+    run();
+    return true;
   }
 
  private:
@@ -87,7 +92,8 @@ class ProxyEngine {
     size_t next;
   };
   std::mt19937_64 rng_;
-  std::vector<Active> lanes_;
+  std::list<Active> lanes_;
+  std::list<Active>::iterator cursor_ = lanes_.end();
 };
 
 }  // namespace fabricscope::testing

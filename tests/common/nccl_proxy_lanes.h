@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -101,9 +102,12 @@ struct ExpectedProxyOp {
 // src/proxy.cc SaveProxyProfiler:551) is not shared, so a later op's profiler op is chained as
 // nextPeer and only activated after the earlier one is removed (proxy.cc:440-447, 727-736):
 // on one (side, channel), KernelCh(A) start < A stop < KernelCh(B) start < B stop.
+// Used on the proxy side only (AddProxyLanes runs there, in post order): a KernelCh lane enters
+// the engine when its turn comes.
 struct ChannelOrder {
-  std::atomic<uint64_t> next[2][64] = {};    // tickets handed out at post (user thread)
-  std::atomic<uint64_t> served[2][64] = {};  // KernelCh lanes done (proxy side)
+  uint64_t next[2][64] = {};
+  uint64_t served[2][64] = {};
+  std::map<uint64_t, ProxyEngine::Lane> waiting[2][64];
 };
 
 // Everything the lanes of one posted collective share.
@@ -129,18 +133,9 @@ struct ProxyJob {
   std::vector<Op> ops;
   bool kernel_waits_for_proxy = false;  // schedule choice: KernelCh after all ProxyOps stopped
   std::shared_ptr<ChannelOrder> order;  // of this communicator
-  std::vector<uint64_t> tickets;        // per KernelWork, taken at post
 };
 
 inline int KernelSide(const CollSpec& s) { return s.p2p && s.func[0] == 'R' ? 1 : 0; }
-
-// Takes this job's place in its communicator's per-channel KernelCh order (at post time).
-inline void TakeKernelTickets(ProxyJob& j) {
-  const CollSpec& s = j.expected->spec;
-  for (const KernelWork& k : s.kernels) {
-    j.tickets.push_back(j.order->next[KernelSide(s)][k.channel & 63].fetch_add(1));
-  }
-}
 
 inline void* LaneStart(const ProxyJob& j, void* ctx, nccl_abi::EventDescrV5& d) {
   void* h = reinterpret_cast<void*>(0x2);  // NCCL's slot may hold anything before the call
@@ -345,38 +340,49 @@ inline void AddProxyLanes(std::shared_ptr<ProxyJob> job, ProxyEngine& engine) {
     lane.push_back({gate_ended, [job, i] { LaneFinishProxyOp(*job, i); }});
     engine.Add(std::move(lane));
   }
+  ProxyEngine* eng = &engine;
   for (size_t n = 0; n < s.kernels.size(); ++n) {
     const KernelWork k = s.kernels[n];
     const int side = KernelSide(s);
-    const uint64_t ticket = job->tickets[n];
-    auto my_turn = [job, side, k, ticket] {
-      return job->order->served[side][k.channel & 63].load() == ticket;
+    const int ch = k.channel & 63;
+    ChannelOrder* order = job->order.get();
+    const uint64_t ticket = order->next[side][ch]++;
+    auto pass_turn = [job, order, side, ch, eng] {
+      const uint64_t turn = ++order->served[side][ch];
+      auto it = order->waiting[side][ch].find(turn);
+      if (it == order->waiting[side][ch].end()) return;
+      eng->Add(std::move(it->second));
+      order->waiting[side][ch].erase(it);
     };
-    auto pass_turn = [job, side, k] { job->order->served[side][k.channel & 63].fetch_add(1); };
+    ProxyEngine::Lane lane;
     if (!emit_kch || k.timers == TimerKind::kMissing) {  // no KernelCh: only keep the order
-      engine.Add({{my_turn, pass_turn}});
-      continue;
+      lane.push_back({nullptr, pass_turn});
+    } else {
+      auto kl = std::make_shared<KernelLane>();
+      // The KernelCh of a channel starts on a later progress pass than the append of that
+      // channel's ops (src/enqueue.cc:595-596 enqueues the net op before the profiler op), and
+      // after the previous op's KernelCh on that channel (ChannelOrder).
+      auto ready = [job, k, gate, emit_op] {
+        if (gate && gate->started_ns.load() == 0) return false;
+        const std::vector<ProxyWork>& works = job->expected->spec.proxy;
+        for (size_t i = 0; emit_op && i < works.size(); ++i) {
+          if (works[i].pxn) continue;
+          if (works[i].channel == k.channel && !job->ops[i].started) return false;
+          if (job->kernel_waits_for_proxy && !job->ops[i].done) return false;
+        }
+        return true;
+      };
+      lane.push_back({ready, [job, k, kl] { LaneKernelStart(*job, k, *kl); }});
+      lane.push_back({gate_ended, [job, k, kl, pass_turn] {
+                        LaneKernelStop(*job, k, *kl);
+                        pass_turn();
+                      }});
     }
-    auto kl = std::make_shared<KernelLane>();
-    // The KernelCh of a channel starts on a later progress pass than the append of that
-    // channel's ops (src/enqueue.cc:595-596 enqueues the net op before the profiler op), and
-    // after the previous op's KernelCh on that channel (ChannelOrder).
-    auto ready = [job, k, gate, emit_op, my_turn] {
-      if (gate && gate->started_ns.load() == 0) return false;
-      if (!my_turn()) return false;
-      const std::vector<ProxyWork>& works = job->expected->spec.proxy;
-      for (size_t i = 0; emit_op && i < works.size(); ++i) {
-        if (works[i].pxn) continue;
-        if (works[i].channel == k.channel && !job->ops[i].started) return false;
-        if (job->kernel_waits_for_proxy && !job->ops[i].done) return false;
-      }
-      return true;
-    };
-    engine.Add({{ready, [job, k, kl] { LaneKernelStart(*job, k, *kl); }},
-                {gate_ended, [job, k, kl, pass_turn] {
-                   LaneKernelStop(*job, k, *kl);
-                   pass_turn();
-                 }}});
+    if (ticket == order->served[side][ch]) {
+      engine.Add(std::move(lane));
+    } else {
+      order->waiting[side][ch].emplace(ticket, std::move(lane));
+    }
   }
 }
 

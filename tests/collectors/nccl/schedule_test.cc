@@ -1,0 +1,221 @@
+// The plugin under every order NCCL allows (tests/common/nccl_proxy_engine.h cites each one):
+// 10,000 seeded schedules of the inline proxy side, a sustained rate through a real proxy thread
+// at the default pools, and the copy-engine events of ABI v6.
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/collectors/nccl/plugin_checker.h"
+#include "tests/common/fake_tree.h"
+#include "tests/common/gpu_receiver.h"
+#include "tests/common/nccl_harness.h"
+#include "tests/common/wait.h"
+
+namespace fabricscope::testing {
+namespace {
+
+constexpr char kPlugin[] = FABRICSCOPE_NCCL_PLUGIN;
+
+class ScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("FABRICSCOPE_NCCL_MASK_FILE", dir_.Path("no-mask-file").c_str(), 1);
+    unsetenv("FABRICSCOPE_NCCL_EVENT_MASK");
+    unsetenv("FABRICSCOPE_NCCL_POOL_EVENTS");
+    unsetenv("FABRICSCOPE_NCCL_CHAIN");
+    ASSERT_TRUE(rx_.Start());
+    setenv("FABRICSCOPE_GPU_SOCKET", rx_.path().c_str(), 1);
+    HarnessLog::Get().Clear();
+  }
+  void TearDown() override { unsetenv("FABRICSCOPE_GPU_SOCKET"); }
+
+  // Finalizes, then checks that received + dropped == issued and returns the drops.
+  uint64_t Finish(FakeNccl& nccl, std::vector<FakeNccl::Comm>& comms) {
+    const uint64_t issued = nccl.issued();
+    for (auto& c : comms) EXPECT_EQ(nccl.Finalize(c), 0);
+    uint64_t records = 0, sent = 0, dropped = 0;
+    EXPECT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+    EXPECT_TRUE(WaitFor([&] { return rx_.event_records() >= sent; }));
+    rx_.Stop();
+    EXPECT_EQ(rx_.event_records(), sent);
+    EXPECT_EQ(sent + dropped, issued);
+    return dropped;
+  }
+
+  FakeTree dir_;
+  GpuReceiver rx_;
+};
+
+std::vector<FakeNccl::Comm> TwoComms() {
+  std::vector<FakeNccl::Comm> comms(2);
+  comms[0].hash = 0xabc0000000000001;
+  comms[0].rank = 2;
+  comms[0].nranks = 4;
+  comms[1].hash = 0xabc0000000000002;
+  comms[1].rank = 0;
+  comms[1].nranks = 2;
+  return comms;
+}
+
+// 10,000 schedules, each from its own seed: a few operations (single, fused in a user group,
+// Send/Recv pairs), with the proxy side running at random points of the user thread's calls, so
+// that children start before or after their Coll's stop, KernelCh after every ProxyOp stopped,
+// and several collectives are in flight (the proxy side of one schedule may run into the next).
+// Every record must carry exactly what was driven: kernel_channel timing equal to the driven GPU
+// interval, its proxy ops and bytes; none lost or doubled.
+TEST_F(ScheduleTest, TenThousandSeededSchedulesEveryRecordExact) {
+  FakeNccl::Options options;
+  options.inline_proxy = true;
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error, options);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = TwoComms();
+  for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);
+  Checker checker;
+  size_t before_stop = 0, after_stop = 0, kernel_after_proxy = 0, collectives = 0;
+  std::vector<std::shared_ptr<FakeNccl::Expected>> all;
+  constexpr int kSchedules = 10000;
+  for (int seed = 1; seed <= kSchedules; ++seed) {
+    nccl->Reseed(static_cast<uint64_t>(seed));
+    FakeNccl::Comm& c = comms[seed % 2];
+    const int i = seed;
+    std::vector<std::shared_ptr<FakeNccl::Expected>> v;
+    switch (seed % 4) {
+      case 0:
+      case 1:
+        v.push_back(nccl->Run(c, MakeSpec(i, c.rank, c.nranks)));
+        break;
+      case 2:
+        v = nccl->RunGroup(c, {MakeSpec(i, c.rank, c.nranks), MakeSpec(i + 1, c.rank, c.nranks)});
+        break;
+      default: {
+        const int peer = (c.rank + 1) % c.nranks;
+        v = nccl->RunGroup(c, {MakeP2p(true, peer), MakeP2p(false, peer)});
+      }
+    }
+    if (seed % 5 == 0) nccl->Drain();  // else the next schedule starts with this one in flight
+    checker.Add(v);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  nccl->Drain();
+  for (const auto& e : all) {
+    if (!e->coll_emitted) continue;
+    ++collectives;
+    (e->child_before_stop ? before_stop : after_stop) += 1;
+    kernel_after_proxy += e->kernel_after_proxy ? 1 : 0;
+  }
+  checker.AddProxy(nccl->expected_proxy_ops());
+  const uint64_t dropped = Finish(*nccl, comms);
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(checker.Check(rx_), rx_.event_records());
+  EXPECT_EQ(rx_.collectives.size(), collectives);
+  // Every order was driven, many times.
+  EXPECT_GT(before_stop, 1000u);
+  EXPECT_GT(after_stop, 1000u);
+  EXPECT_GT(kernel_after_proxy, 1000u);
+  // The Checker held every record to its exact timing source; those with a valid kernel timer
+  // (all but the 1 in 11 whose timers MakeSpec zeroes or inverts) carry the kernel interval.
+  EXPECT_GE(checker.kernel_timed * 100, collectives * 85);
+  EXPECT_EQ(checker.kernel_timed + checker.proxy_timed, collectives);
+  std::printf(
+      "schedules %d: collectives %zu (children before the Coll stop %zu, after %zu, "
+      "KernelCh after every ProxyOp stop %zu), kernel-timed %zu, proxy-timed %zu\n",
+      kSchedules, collectives, before_stop, after_stop, kernel_after_proxy, checker.kernel_timed,
+      checker.proxy_timed);
+}
+
+// A training loop of small all-reduces, one in flight (the next is enqueued once the proxy side
+// finished the previous one), through a real proxy thread at the default pools: nothing lost.
+TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = TwoComms();
+  comms.resize(1);
+  ASSERT_EQ(nccl->Init(comms[0]), 0);
+  Checker checker;
+  const int64_t t0 = HarnessNowNs();
+  for (int i = 0; i < 10000; ++i) {
+    checker.Add({nccl->Run(comms[0], FakeNccl::AllReduceSpec(65536, 2, 4, 2, 16384))});
+    nccl->Drain();
+  }
+  const double rate = 10000 / ((HarnessNowNs() - t0) / 1e9);
+  checker.AddProxy(nccl->expected_proxy_ops());
+  EXPECT_EQ(Finish(*nccl, comms), 0u);
+  EXPECT_EQ(checker.Check(rx_), rx_.event_records());
+  EXPECT_EQ(rx_.collectives.size(), 10000u);
+  EXPECT_EQ(checker.kernel_timed, 10000u);
+  std::printf("one in flight: %.0f collectives/s\n", rate);
+}
+
+// ABI v6 copy-engine collectives (src/ce_coll.cc ncclLaunchCeColl, on the launch thread):
+// CeColl start, CeSync, CeBatch, CeSync, CeColl stop; parent: the already-stopped CollApi.
+TEST_F(ScheduleTest, CopyEngineCollectiveThroughV6AndNotThroughV5) {
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = TwoComms();
+  comms.resize(1);
+  ASSERT_EQ(nccl->Init(comms[0]), 0);
+  namespace abi = collectors::nccl;
+  for (const abi::ProfilerV5* t : {nccl->v6(), &nccl->v5()}) {
+    abi::EventDescrV6 api{};
+    api.type = abi::kEventCollApi;
+    api.coll_api.func = "AllGather";
+    void* api_h = nullptr;
+    t->start_event(comms[0].context, &api_h, &api);
+    t->stop_event(api_h);
+    abi::EventDescrV6 d{};
+    d.type = abi::kEventCeColl;
+    d.parent_obj = api_h;
+    d.rank = comms[0].rank;
+    d.ce_coll.seq_number = 6;
+    d.ce_coll.func = "AllGather";
+    d.ce_coll.count = 1 << 20;
+    d.ce_coll.datatype = "ncclInt8";
+    d.ce_coll.sync_strategy = "MC";
+    void* coll = nullptr;
+    const int64_t lo = HarnessNowNs();
+    t->start_event(comms[0].context, &coll, &d);
+    for (uint64_t type : {abi::kEventCeSync, abi::kEventCeBatch, abi::kEventCeSync}) {
+      abi::EventDescrV6 c{};
+      c.type = type;
+      c.parent_obj = coll;
+      c.ce_batch.num_ops = 3;
+      void* h = nullptr;
+      t->start_event(comms[0].context, &h, &c);
+      EXPECT_EQ(h != nullptr, t == nccl->v6());
+      t->stop_event(h);
+    }
+    t->stop_event(coll);
+    const int64_t hi = HarnessNowNs();
+    if (t == nccl->v6()) {
+      ASSERT_NE(coll, nullptr);
+      ASSERT_TRUE(WaitFor([&] { return rx_.event_records() == 1; }));
+      const gpu::CollectiveRecord& r = rx_.collectives[0];
+      EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kCopyEngine));
+      EXPECT_EQ(r.seq, 6u | (1ull << 63));
+      EXPECT_EQ(gpu::FixedString(r.func), "AllGather");
+      EXPECT_EQ(gpu::FixedString(r.algo), "CE");
+      EXPECT_EQ(gpu::FixedString(r.proto), "MC");
+      EXPECT_EQ(r.bytes, 1u << 20);
+      EXPECT_GE(r.start_ns, lo);
+      EXPECT_LE(r.end_ns, hi);
+      EXPECT_LT(r.start_ns, r.end_ns);
+    } else {
+      EXPECT_EQ(coll, nullptr);  // the v5 table drops CE events, as NCCL's v5 adapter
+    }
+  }
+  EXPECT_EQ(nccl->Finalize(comms[0]), 0);
+  rx_.Stop();
+  EXPECT_EQ(rx_.collectives.size(), 1u);
+}
+
+}  // namespace
+}  // namespace fabricscope::testing

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectors/nccl/plugin.h"
@@ -70,7 +71,7 @@ NcclResult Plugin::AddContext(void** context, uint64_t comm_hash, int* mask, con
     c.p2p_seq[1].store(0, std::memory_order_relaxed);
     c.offset_current.store(kNone64, std::memory_order_relaxed);
     c.offset_previous.store(kNone64, std::memory_order_relaxed);
-    c.kernels_done_enqueue_ns.store(0, std::memory_order_relaxed);
+    for (auto& done : c.kernels_done_enqueue_ns) done.store(0, std::memory_order_relaxed);
     c.chain_context = nullptr;
     const uint32_t gen = (c.gen.load(std::memory_order_relaxed) + 1) & 0xFFFFFF;
     c.gen.store(gen, std::memory_order_relaxed);
@@ -261,7 +262,10 @@ void Plugin::RecordStep(const Handle& h, EventState state, const EventStateArgs*
   if (!IsLive(s.word, h.gen)) return;  // the step's ProxyOp stopped: update after stop
   s.bytes.fetch_add(args->proxy_step.trans_size, std::memory_order_relaxed);
   s.steps.fetch_add(1, std::memory_order_relaxed);
-  s.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+  const int64_t now = MonotonicNowNs();
+  s.last_activity_ns.store(now, std::memory_order_relaxed);
+  // A transfer still moving keeps its collective open (Plugin::Complete).
+  if (s.has_parent) ops_[s.parent_index].last_activity_ns.store(now, std::memory_order_relaxed);
 }
 
 void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
@@ -346,7 +350,8 @@ void Plugin::StopKernelCh(const Handle& h) {
     }
     const uint32_t done = op.kernel_ch_done.fetch_add(1, std::memory_order_relaxed) + 1;
     if (done == op.nchannels && op.kind == kOpColl) {
-      AtomicMax(ctx.kernels_done_enqueue_ns, op.enqueue_start_ns);
+      AtomicMax(ctx.kernels_done_enqueue_ns[std::min<int>(op.nchannels, ContextSlot::kMaxChannels)],
+                op.enqueue_start_ns);
     }
     op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
   }

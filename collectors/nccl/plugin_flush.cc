@@ -83,7 +83,8 @@ bool Plugin::ContextAlive(uint32_t index, uint32_t gen) const {
 // workStarted counter (src/transport/profiler.cc profilerProxyProgress), on a later progress pass
 // than the ProxyOps of that channel; a send ProxyOp may stop after the kernel ended. So:
 // - complete (close now): every expected KernelCh (one per channel) stopped and no child holds it;
-// - children still open after the kernel ended: wait for them, at most the linger of quiet (only
+// - children still open after the kernel ended: wait for them, at most open_child_wait_ns
+//   without a step (a send ProxyOp may still move its last steps over a slow or lossy link; only
 //   NET ProxyOps are ever stopped, src/transport/net.cc; SHM/P2P/CollNet ones never are);
 // - no KernelCh expected (mask without it, copy-engine ops): the linger of quiet without holds;
 //   a copy-engine op (all its children nested on one thread) closes at once;
@@ -96,14 +97,21 @@ bool Plugin::Complete(const OpSlot& s, uint64_t w, int64_t now) const {
   if (s.kind == kOpCe) return !held || quiet >= options_.max_wait_ns;
   const uint32_t kernels = s.kernel_ch_done.load(std::memory_order_relaxed);
   if (s.expect_kernel_ch != 0 && kernels >= s.nchannels) {
-    return !held || quiet >= options_.linger_ns;
+    return !held || quiet >= options_.open_child_wait_ns;
   }
   if (held) return quiet >= options_.max_wait_ns;
   if (s.expect_kernel_ch == 0) return quiet >= options_.linger_ns;
   // Some or all KernelCh still due: each channel's profiler connection reports in its own
   // order, so a lagging channel may come much later than the others.
-  const bool superseded = s.kind == kOpColl && contexts_[s.ctx_index].kernels_done_enqueue_ns.load(
-                                                   std::memory_order_relaxed) > s.enqueue_start_ns;
+  bool superseded = false;
+  if (s.kind == kOpColl) {
+    const ContextSlot& ctx = contexts_[s.ctx_index];
+    for (int n = std::min<int>(s.nchannels, ContextSlot::kMaxChannels);
+         n <= ContextSlot::kMaxChannels && !superseded; ++n) {
+      superseded =
+          ctx.kernels_done_enqueue_ns[n].load(std::memory_order_relaxed) > s.enqueue_start_ns;
+    }
+  }
   return quiet >= (superseded ? options_.linger_ns : options_.max_wait_ns);
 }
 

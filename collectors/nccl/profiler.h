@@ -63,10 +63,12 @@ struct PluginOptions {
   uint32_t pool_kernel_ch = 16384;      // KernelCh events in flight
   int64_t flush_period_ns = 5'000'000;  // flush thread cycle
   // Closing (plugin_flush.cc Plugin::Complete): at once when every expected KernelCh stopped and
-  // no child is open; else after linger_ns of quiet (no KernelCh expected, or children that do
-  // not stop); max_wait_ns while KernelCh is expected and none came yet (the kernel may queue
-  // behind compute), unless a later op of the communicator completed its kernel.
+  // no child is open; open_child_wait_ns without a step when a child stays open after that (NCCL
+  // never stops non-NET ProxyOps); linger_ns of quiet when no KernelCh is expected; max_wait_ns
+  // while a KernelCh is still due (the kernel may queue behind compute, a channel may lag),
+  // unless a later Coll of the communicator completed its kernel (then linger_ns).
   int64_t linger_ns = 100'000'000;
+  int64_t open_child_wait_ns = 1'000'000'000;  // kernel done, a ProxyOp without steps this long
   int64_t max_wait_ns = 10'000'000'000;
   int64_t mask_check_period_ns = 1'000'000'000;
   int64_t offset_window_ns = 10'000'000'000;  // GPU->CPU offset: min over the last 1-2 windows

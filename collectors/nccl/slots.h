@@ -151,8 +151,11 @@ struct ContextSlot {
   // removed, src/proxy.cc ProxyAppend:440-447, removeOp:727-736), and every Coll uses channel 0
   // on the send-side connection (src/proxy.cc SaveProxyProfiler:551), so an older Coll still
   // waiting for its first KernelCh will get none: it waits the linger, not max_wait_ns. (P2p
-  // ops use per-peer channels and the recv side its own connection: no such inference.)
-  std::atomic<int64_t> kernels_done_enqueue_ns{0};
+  // ops use per-peer channels and the recv side its own connection: no such inference.) Indexed
+  // by the later Coll's channel count: a Coll on channels 0..n-1 only vouches for ops with at
+  // most n channels.
+  static constexpr int kMaxChannels = 64;
+  std::atomic<int64_t> kernels_done_enqueue_ns[kMaxChannels + 1] = {};
   // Set by init (and for live contexts at every reconnect), cleared once its CommRecord was
   // sent; a finalized context's slot is not reused before that.
   std::atomic<bool> unsent{false};

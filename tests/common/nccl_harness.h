@@ -284,9 +284,11 @@ class FakeNccl {
     table_->record_event_state(nullptr, nccl_abi::kStateKernelChStop, nullptr);
     nccl_abi::EventStateArgs args{};
     table_->record_event_state(nullptr, nccl_abi::kStateProxyStepSendWait, &args);
+    // Poisoned words shaped like our handles, with generations no live event reaches in a
+    // test (a small generation can name a live KernelCh: then this would stop it early).
     for (uintptr_t poison : {uintptr_t{0xdeadbeefdeadbeef}, uintptr_t{0xFB00000000000001},
-                             uintptr_t{0xFB1FFFFFFFFFFFFF}, uintptr_t{0xFB30000001000000},
-                             uintptr_t{0xFB80000001000000}}) {
+                             uintptr_t{0xFB1FFFFFFFFFFFFF}, uintptr_t{0xFB37FFFFFF000000},
+                             uintptr_t{0xFB87FFFFFF000000}}) {
       table_->stop_event(reinterpret_cast<void*>(poison));
       table_->record_event_state(reinterpret_cast<void*>(poison), nccl_abi::kStateKernelChStop,
                                  &args);

@@ -85,6 +85,7 @@ struct Expected {
   bool steps_emitted = false;
   bool kernel_after_proxy = false;  // this schedule ran every KernelCh after every ProxyOp stop
   bool child_before_stop = false;   // a child started before the Coll's stop
+  std::string kernel_log;           // per KernelCh: channel, handle, GPU start and end (failures)
 };
 struct ExpectedProxyOp {
   uint64_t comm_hash = 0;  // 0 for PXN
@@ -292,6 +293,10 @@ inline void LaneKernelStop(ProxyJob& j, const KernelWork& k, KernelLane& kl) {
     e.gpu_start_min = std::min(e.gpu_start_min, kl.gpu_start);
     e.gpu_end_max = std::max(e.gpu_end_max, gpu_end);
   }
+  e.kernel_log += " ch" + std::to_string(k.channel) + " " +
+                  std::to_string(reinterpret_cast<uintptr_t>(kl.handle)) + " [" +
+                  std::to_string(kl.gpu_start - kGpuClockOffsetNs) + ", " +
+                  std::to_string(gpu_end - kGpuClockOffsetNs) + "]";
   EventStateArgs late{};
   late.kernel_ch.p_timer = static_cast<uint64_t>(gpu_end + 1'000'000'000);
   j.table->record_event_state(kl.handle, kStateKernelChStop, &late);

@@ -33,9 +33,7 @@ using CallsFn = size_t (*)(const RecordingCall**);
 
 class ChainTest : public ::testing::TestWithParam<int> {};
 
-// DISABLED: fails today (issue 11, item 4 open): with chaining on, some records' kernel-channel
-// ends shift differently from their starts, and the v4/v5 chains miss some stops.
-TEST_P(ChainTest, DISABLED_ChainedPluginSeesEveryEventWithItsOwnHandles) {
+TEST_P(ChainTest, ChainedPluginSeesEveryEventWithItsOwnHandles) {
   const int version = GetParam();
   const std::string path = std::string(FABRICSCOPE_RECORDING_PLUGIN_DIR) +
                            "/libfabricscope_recording_plugin_v" + std::to_string(version) + ".so";
@@ -84,21 +82,27 @@ TEST_P(ChainTest, DISABLED_ChainedPluginSeesEveryEventWithItsOwnHandles) {
   EXPECT_EQ(seen.back().op, 'f');
   EXPECT_EQ(seen.back().context, seen.front().context);
   std::map<void*, uint64_t> started;  // its handle -> type
+  std::map<void*, bool> stopped;      // handles of starts on its context -> stop seen
   std::map<uint64_t, int> starts_by_type;
-  size_t stops = 0, bad_parents = 0, bad_stops = 0;
+  size_t bad_parents = 0, bad_stops = 0;
   for (const RecordingCall& c : seen) {
     if (c.op == 's') {
       if (c.parent != nullptr && started.count(c.parent) == 0) ++bad_parents;
       started[c.handle] = c.type;
       ++starts_by_type[c.type];
+      // NULL: CallWithBadArguments' start on a failed init's context, never stopped by NCCL.
       EXPECT_TRUE(c.context == seen.front().context || c.context == nullptr);
+      if (c.context != nullptr) stopped[c.handle] = false;
     } else if (c.op == 'e' || c.op == 'r') {
       if (started.count(c.handle) == 0) ++bad_stops;
-      stops += c.op == 'e';
+      if (c.op == 'e' && stopped.count(c.handle) != 0) stopped[c.handle] = true;
     }
   }
   EXPECT_EQ(bad_parents, 0u);
   EXPECT_EQ(bad_stops, 0u);
+  size_t never_stopped = 0;
+  for (const auto& [handle, done] : stopped) never_stopped += done ? 0 : 1;
+  EXPECT_EQ(never_stopped, 0u);  // every event it saw start on its context, it saw stop
   namespace abi = collectors::nccl;
   EXPECT_GE(starts_by_type[abi::kEventColl], 200u);  // + CallWithBadArguments' starts
   EXPECT_GT(starts_by_type[abi::kEventProxyOp], 700u);
@@ -109,7 +113,6 @@ TEST_P(ChainTest, DISABLED_ChainedPluginSeesEveryEventWithItsOwnHandles) {
   } else {
     EXPECT_EQ(starts_by_type[abi::kEventCollApi], 200u);
   }
-  EXPECT_GE(stops, started.size());
   // Ours: every record exact, none lost.
   uint64_t records = 0, sent = 0, dropped = 0;
   ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));

@@ -196,7 +196,12 @@ class Checker {
       // least the synthetic report lag and at most that plus the harness's call latency.
       const int64_t shift_start = r.start_ns - (e.gpu_start_min - FakeNccl::kGpuClockOffsetNs);
       const int64_t shift_end = r.end_ns - (e.gpu_end_max - FakeNccl::kGpuClockOffsetNs);
-      EXPECT_EQ(shift_start, shift_end);
+      EXPECT_EQ(shift_start, shift_end)
+          << "record [" << r.start_ns << ", " << r.end_ns << "] driven GPU ["
+          << e.gpu_start_min - FakeNccl::kGpuClockOffsetNs << ", "
+          << e.gpu_end_max - FakeNccl::kGpuClockOffsetNs << "] enqueue [" << r.enqueue_start_ns
+          << ", " << r.enqueue_end_ns << "] proxy ops " << r.proxy_ops
+          << " kernels:" << e.kernel_log;
       EXPECT_GE(shift_start, FakeNccl::kEndLagNs);
       EXPECT_LT(shift_start, FakeNccl::kEndLagNs + max_report_lag_ns);
     } else if (e.proxy_ops > 0) {

@@ -33,8 +33,11 @@ __attribute__((visibility("default"))) size_t fabricscope_recording_calls(
 
 namespace {
 
+// Destroyed at dlclose (the plugin unloads it at its last finalize; the test keeps its own
+// reference while it reads the calls).
 std::mutex g_mu;
-std::vector<RecordingCall>* g_calls = new std::vector<RecordingCall>();
+std::vector<RecordingCall> g_calls_storage;
+std::vector<RecordingCall>* const g_calls = &g_calls_storage;
 uint64_t g_next = 0x1000;
 
 void Add(RecordingCall c) {

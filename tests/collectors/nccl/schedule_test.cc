@@ -1,6 +1,6 @@
 // The plugin under every order NCCL allows (tests/common/nccl_proxy_engine.h cites each one):
-// 10,000 seeded schedules of the inline proxy side, a sustained rate through a real proxy thread
-// at the default pools, and the copy-engine events of ABI v6.
+// 10,000 seeded schedules of the inline proxy side, sustained and burst rates through a real
+// proxy thread at the default pools, and the copy-engine events of ABI v6.
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -152,6 +152,41 @@ TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
   EXPECT_EQ(rx_.collectives.size(), 10000u);
   EXPECT_EQ(checker.kernel_timed, 10000u);
   std::printf("one in flight: %.0f collectives/s\n", rate);
+}
+
+// A burst: 10,000 collectives enqueued before the GPU runs any (their KernelCh wait on gates),
+// all in the plugin's pools at once; then the GPU runs them. Nothing lost at the default pools.
+TEST_F(ScheduleTest, BurstOfTenThousandInFlightLosesNothing) {
+  std::string error;
+  auto nccl = FakeNccl::Load(kPlugin, &error);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = TwoComms();
+  comms.resize(1);
+  ASSERT_EQ(nccl->Init(comms[0]), 0);
+  Checker checker;
+  checker.max_report_lag_ns = 120'000'000'000;  // the proxy reports long after the "GPU" ran
+  std::vector<std::shared_ptr<GpuGate>> gates;
+  for (int i = 0; i < 10000; ++i) {
+    FakeNccl::CollSpec s = FakeNccl::AllReduceSpec(65536, 2, 4, 2, 32768);
+    s.gate = std::make_shared<GpuGate>();
+    gates.push_back(s.gate);
+    auto e = nccl->Run(comms[0], s);
+    ASSERT_TRUE(e->coll_emitted) << "pool full at collective " << i;
+    checker.Add({e});
+  }
+  // The GPU runs them in order.
+  for (auto& g : gates) {
+    const int64_t now = HarnessNowNs();
+    g->started_ns = now - 20000;
+    g->ended_ns = now - 5000;
+  }
+  nccl->Notify();
+  nccl->Drain();
+  checker.AddProxy(nccl->expected_proxy_ops());
+  EXPECT_EQ(Finish(*nccl, comms), 0u);
+  EXPECT_EQ(checker.Check(rx_), rx_.event_records());
+  EXPECT_EQ(rx_.collectives.size(), 10000u);
+  EXPECT_EQ(checker.kernel_timed, 10000u);
 }
 
 // ABI v6 copy-engine collectives (src/ce_coll.cc ncclLaunchCeColl, on the launch thread):

@@ -188,6 +188,12 @@ size_t CollectiveAnalyzer::AddCaptureLoss(const v1::CaptureWindow& window, int64
 
 void CollectiveAnalyzer::AddCollective(const v1::Collective& c) {
   if (c.start_ns() <= 0 || c.end_ns() < c.start_ns()) return;
+  // Without a completion signal (enqueue_only, copy_engine) the interval is host enqueue work of
+  // microseconds, not the collective: joining port samples over it would be noise.
+  if (c.timing_source() != v1::TIMING_SOURCE_KERNEL_CHANNEL &&
+      c.timing_source() != v1::TIMING_SOURCE_PROXY_OP) {
+    return;
+  }
   if (pending_.size() >= options_.max_pending) {
     ++dropped_;
     return;

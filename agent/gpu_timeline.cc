@@ -48,13 +48,20 @@ v1::Collective GpuTimeline::ToProto(const GpuEvent& e) {
     case gpu::TimingSource::kProxyOp:
       c.set_timing_source(v1::TIMING_SOURCE_PROXY_OP);
       break;
+    case gpu::TimingSource::kCopyEngine:
+      c.set_timing_source(v1::TIMING_SOURCE_COPY_ENGINE);
+      break;
     default:
       c.set_timing_source(v1::TIMING_SOURCE_UNSPECIFIED);
   }
-  // Zero or inverted times mean "unknown" (ABI §6.9, collectors/nccl/profiler_abi.h): no duration,
-  // no rates.
+  // Zero or inverted times mean "unknown" (ABI §6.9, collectors/nccl/profiler_abi.h), and so does
+  // an interval without a completion signal (the CPU enqueue of an enqueue_only or copy_engine
+  // record, ABI §6.4: nanoseconds to microseconds of host work, not the collective): no duration,
+  // no rates, nothing in the duration histogram or the busBw gauge.
+  const bool completion = c.timing_source() == v1::TIMING_SOURCE_KERNEL_CHANNEL ||
+                          c.timing_source() == v1::TIMING_SOURCE_PROXY_OP;
   const int64_t duration_ns =
-      r.start_ns > 0 && r.end_ns > r.start_ns ? r.end_ns - r.start_ns : int64_t{0};
+      completion && r.start_ns > 0 && r.end_ns > r.start_ns ? r.end_ns - r.start_ns : int64_t{0};
   const Bandwidth bw = ComputeBandwidth(func, r.bytes, r.nranks, duration_ns);
   c.set_duration_seconds(static_cast<double>(duration_ns) / 1e9);
   c.set_algbw_bytes_per_second(bw.algbw_bytes_per_second);
@@ -162,6 +169,8 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, v1::Batch* batch, bool sen
   const Bandwidth bw = ComputeBandwidth(func, c.bytes(), c.nranks(), 0);
   ++t.count;
   ++t.window_count;
+  const int source = static_cast<int>(c.timing_source());
+  if (source >= 0 && source < 5) ++t.by_timing_source[source];
   t.bytes += bw.algorithm_bytes;
   t.bus_bytes += bw.bus_bytes;
   if (c.duration_seconds() > 0) {
@@ -291,6 +300,7 @@ void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
     ct->set_window_seconds(t.window_seconds);
     ct->set_window_busbw_bytes_per_second(
         t.window_seconds > 0 ? t.window_bus_bytes / t.window_seconds : 0.0);
+    for (uint64_t n : t.by_timing_source) ct->add_count_by_timing_source(n);
     t.window_count = 0;
     t.window_bus_bytes = 0;
     t.window_seconds = 0;

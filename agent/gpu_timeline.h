@@ -83,6 +83,7 @@ class GpuTimeline {
     uint32_t window_count = 0;
     double window_bus_bytes = 0;  // of collectives with a known duration
     double window_seconds = 0;
+    uint64_t by_timing_source[5] = {};  // v1::TimingSource values
   };
   struct DeviceTotals {
     uint64_t kernels = 0;

@@ -51,6 +51,8 @@ const char* TimingSourceName(v1::TimingSource s) {
       return "kernel_channel";
     case v1::TIMING_SOURCE_PROXY_OP:
       return "proxy_op";
+    case v1::TIMING_SOURCE_COPY_ENGINE:
+      return "copy_engine";
     default:
       return "unknown";
   }
@@ -273,6 +275,12 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   auto total = MakeFamily("fabricscope_collectives_total",
                           "NCCL collectives and point-to-point operations completed, per rank.",
                           MetricType::Counter);
+  auto by_source = MakeFamily(
+      "fabricscope_collective_timing_source_total",
+      "NCCL collectives completed, per rank, by where their interval came from: kernel_channel "
+      "or proxy_op (a completion signal), enqueue_only or copy_engine (none: no duration, no "
+      "busBw).",
+      MetricType::Counter);
   auto dropped = MakeFamily("fabricscope_plugin_dropped_events_total",
                             "GPU records dropped before the agent used them: by the producer "
                             "(source nccl, cupti: full pool, agent away) or by the agent (source "
@@ -336,6 +344,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   };
   std::map<std::pair<std::string, std::string>, Series> series;  // (func, comm label)
   std::map<std::string, double> per_func;
+  std::map<std::pair<std::string, int>, double> per_source;  // (func, v1::TimingSource)
   std::map<std::tuple<uint64_t, int32_t, int32_t>, double> pair_bytes;
   for (const auto& [node, n] : nodes_) {
     for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
@@ -343,6 +352,9 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
       MergeHistogram(&s.durations, t.duration_seconds());
       s.bus_bytes += static_cast<double>(t.bus_bytes_total());
       per_func[t.func()] += static_cast<double>(t.count());
+      for (int i = 1; i < t.count_by_timing_source_size() && i <= 4; ++i) {
+        per_source[{t.func(), i}] += static_cast<double>(t.count_by_timing_source(i));
+      }
     }
     for (const auto& [key, last] : n.last_busbw) {
       Series& s = series[{key.second, comm_label[key.first]}];
@@ -381,6 +393,12 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
     if (s.seconds > 0) AddValue(busbw, labels, s.weighted_busbw / s.seconds);
   }
   for (const auto& [func, v] : per_func) AddValue(total, {{"func", func}}, v);
+  for (const auto& [key, v] : per_source) {
+    AddValue(by_source,
+             {{"func", key.first},
+              {"timing_source", TimingSourceName(static_cast<v1::TimingSource>(key.second))}},
+             v);
+  }
   for (int d = 0; d < 2; ++d) {
     // Communicators whose hashes share a label merge, as in the families above.
     std::map<std::string, std::map<int32_t, double>> by_label;
@@ -414,8 +432,8 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
               {"dst_rank", absl::StrCat(dst)}},
              top[i].second);
   }
-  for (MetricFamily* f : {&duration, &busbw, &bus_bytes, &total, &dropped, &pairs, &kernels,
-                          &kernel_secs, &conns, &datagrams, &bad, &refused, &imbalance}) {
+  for (MetricFamily* f : {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs,
+                          &kernels, &kernel_secs, &conns, &datagrams, &bad, &refused, &imbalance}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
 }

@@ -70,6 +70,7 @@ v1::Collective Coll(uint64_t seq, int64_t start_ns, int64_t end_ns, uint64_t byt
   c.set_bytes(bytes);
   c.set_start_ns(start_ns);
   c.set_end_ns(end_ns);
+  c.set_timing_source(v1::TIMING_SOURCE_KERNEL_CHANNEL);
   return c;
 }
 
@@ -289,6 +290,22 @@ TEST_F(CollectiveAnalysisTest, IdleLinksMeanWaitingOnPeers) {
   EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NORMAL);
   // No samples at all.
   EXPECT_EQ(a.Analyze(Coll(3, 500 * kMs, 600 * kMs)).cause(), v1::COLLECTIVE_CAUSE_UNKNOWN);
+}
+
+// An enqueue-only interval (no completion signal) is microseconds of host work: not joined.
+TEST_F(CollectiveAnalysisTest, IntervalsWithoutCompletionAreNotJoined) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  v1::Collective enqueued = Coll(1, 10 * kMs, 10 * kMs + 2000);
+  enqueued.set_timing_source(v1::TIMING_SOURCE_ENQUEUE_ONLY);
+  a.AddCollective(enqueued);
+  a.AddCollective(Coll(2, 20 * kMs, 50 * kMs));
+  v1::Batch b;
+  b.set_window_start_ns(0);
+  b.set_window_end_ns(100 * kMs);
+  a.Process(100 * kMs, &b);
+  ASSERT_EQ(b.collective_analyses_size(), 1);
+  EXPECT_EQ(b.collective_analyses(0).seq(), 2u);
 }
 
 TEST_F(CollectiveAnalysisTest, WaitsForTheSamplesBeforeAnalysing) {

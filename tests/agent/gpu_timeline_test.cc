@@ -117,6 +117,41 @@ TEST(GpuTimeline, UnknownFunctionsAndMissingTimesGiveNoRates) {
   EXPECT_EQ(c.busbw_bytes_per_second(), 0.0);
 }
 
+// Without a completion signal the interval is host enqueue work (ABI §6.4): no duration, no
+// algBw/busBw, nothing in the histogram or the busBw gauge; counted per timing source.
+TEST(GpuTimeline, IntervalsWithoutCompletionCarryNoBandwidth) {
+  GpuTimeline t(GpuTimelineOptions{});
+  GpuEvent timed = Collective(7, 1, "AllReduce", 1'000'000, 1'000, 2'001'000);
+  GpuEvent enqueued = Collective(7, 2, "AllReduce", 1'000'000, 3'000'000, 3'000'080);
+  enqueued.collective.timing_source = static_cast<uint8_t>(gpu::TimingSource::kEnqueueOnly);
+  GpuEvent ce = Collective(7, 3, "AllReduce", 1'000'000, 4'000'000, 4'002'000);
+  ce.collective.timing_source = static_cast<uint8_t>(gpu::TimingSource::kCopyEngine);
+  for (const GpuEvent* e : {&enqueued, &ce}) {
+    const v1::Collective c = GpuTimeline::ToProto(*e);
+    EXPECT_EQ(c.duration_seconds(), 0.0);
+    EXPECT_EQ(c.algbw_bytes_per_second(), 0.0);
+    EXPECT_EQ(c.busbw_bytes_per_second(), 0.0);
+    EXPECT_EQ(c.start_ns(), e->collective.start_ns);  // the interval itself is kept
+  }
+  EXPECT_EQ(GpuTimeline::ToProto(ce).timing_source(), v1::TIMING_SOURCE_COPY_ENGINE);
+  t.Add(timed);
+  t.Add(enqueued);
+  t.Add(ce);
+  v1::Batch b;
+  t.FillBatch(0, 10'000'000, nullptr, {}, &b);
+  ASSERT_EQ(b.gpu().collective_totals_size(), 1);
+  const v1::CollectiveTotals& ct = b.gpu().collective_totals(0);
+  EXPECT_EQ(ct.count(), 3u);
+  EXPECT_EQ(ct.duration_seconds().count(), 1u);  // only the kernel-timed one
+  // busBw from the timed one alone: 1.5 MB of bus bytes over 2 ms.
+  EXPECT_NEAR(ct.window_busbw_bytes_per_second(), 7.5e8, 1e-3);
+  ASSERT_EQ(ct.count_by_timing_source_size(), 5);
+  EXPECT_EQ(ct.count_by_timing_source(v1::TIMING_SOURCE_KERNEL_CHANNEL), 1u);
+  EXPECT_EQ(ct.count_by_timing_source(v1::TIMING_SOURCE_ENQUEUE_ONLY), 1u);
+  EXPECT_EQ(ct.count_by_timing_source(v1::TIMING_SOURCE_COPY_ENGINE), 1u);
+  EXPECT_EQ(ct.count_by_timing_source(v1::TIMING_SOURCE_PROXY_OP), 0u);
+}
+
 TEST(GpuTimeline, AttachesCollectivesToTheWindowTheyCompleteIn) {
   GpuTimeline t;
   t.Add(Collective(1, 1, "AllReduce", 1000, 100, 900, 950));

@@ -93,6 +93,33 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   EXPECT_EQ(Family(fs, "fabricscope_collectives_total")->metric[0].counter.value, 10);
 }
 
+// The share of collectives without a completion signal, summed over nodes per (func, source).
+TEST(GpuState, CountsCollectivesByTimingSource) {
+  GpuState s;
+  v1::Batch a;
+  v1::CollectiveTotals* t = a.mutable_gpu()->add_collective_totals();
+  *t = Totals(0x11, "AllReduce", 10, 0, 0);
+  for (uint64_t n : {0, 2, 7, 1, 0}) t->add_count_by_timing_source(n);  // enqueue, kernel, proxy
+  v1::Batch b;
+  t = b.mutable_gpu()->add_collective_totals();
+  *t = Totals(0x22, "AllReduce", 5, 0, 0);
+  for (uint64_t n : {0, 0, 4, 0, 1}) t->add_count_by_timing_source(n);  // kernel, copy engine
+  s.OnBatch("n1", a);
+  s.OnBatch("n2", b);
+  std::vector<prometheus::MetricFamily> fs;
+  s.Collect(&fs);
+  const auto* f = Family(fs, "fabricscope_collective_timing_source_total");
+  ASSERT_NE(f, nullptr);
+  std::map<std::string, double> got;
+  for (const auto& m : f->metric) {
+    EXPECT_EQ(Labels(m).at("func"), "AllReduce");
+    got[Labels(m).at("timing_source")] = m.counter.value;
+  }
+  EXPECT_EQ(got, (std::map<std::string, double>{
+                     {"enqueue_only", 2}, {"kernel_channel", 11}, {"proxy_op", 1},
+                     {"copy_engine", 1}}));
+}
+
 TEST(GpuState, BoundsCommLabelsAndRankPairs) {
   GpuState::Options o;
   o.max_comm_labels = 2;

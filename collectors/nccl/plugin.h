@@ -103,7 +103,7 @@ class Plugin {
   void FlushLoop();
   void FlushOnce(int64_t now, bool final_pass);
   bool ContextAlive(uint32_t index, uint32_t gen) const;
-  bool Complete(const OpSlot& s, uint64_t w, int64_t now) const;
+  bool Complete(OpSlot& s, uint64_t w, int64_t now);
   bool TryClose(const OpRef& r, int64_t now, bool force);
   void ForceCloseOrphans(bool all);
   void ExpireProxyOps(int64_t now);

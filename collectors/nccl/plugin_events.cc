@@ -135,6 +135,9 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   s.proxy_bytes.store(0, std::memory_order_relaxed);
   s.proxy_ops.store(0, std::memory_order_relaxed);
   s.kernel_ch_done.store(0, std::memory_order_relaxed);
+  s.child_progress.store(0, std::memory_order_relaxed);
+  s.seen_progress = 0;
+  s.seen_at_ns = now;
   s.chain_handle = nullptr;
   return index;
 }
@@ -242,7 +245,6 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   }
   s.bytes.store(0, std::memory_order_relaxed);
   s.steps.store(0, std::memory_order_relaxed);
-  s.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
   s.chain_handle = nullptr;
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindProxyOp, gen, index);
@@ -261,11 +263,12 @@ void Plugin::RecordStep(const Handle& h, EventState state, const EventStateArgs*
   ProxyOpSlot& s = proxy_ops_[h.index];
   if (!IsLive(s.word, h.gen)) return;  // the step's ProxyOp stopped: update after stop
   s.bytes.fetch_add(args->proxy_step.trans_size, std::memory_order_relaxed);
-  s.steps.fetch_add(1, std::memory_order_relaxed);
-  const int64_t now = MonotonicNowNs();
-  s.last_activity_ns.store(now, std::memory_order_relaxed);
+  const int32_t steps = s.steps.fetch_add(1, std::memory_order_relaxed) + 1;
   // A transfer still moving keeps its collective open (Plugin::Complete).
-  if (s.has_parent) ops_[s.parent_index].last_activity_ns.store(now, std::memory_order_relaxed);
+  if (s.has_parent) {
+    ops_[s.parent_index].child_progress.store(static_cast<uint64_t>(h.index) << 32 | steps,
+                                              std::memory_order_relaxed);
+  }
 }
 
 void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
@@ -311,11 +314,8 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
   s.parent_gen = parent.gen;
   s.ctx_index = ctx_index;
   s.gpu_start = d.kernel_ch.p_timer;
-  s.cpu_start = MonotonicNowNs();
   s.gpu_end.store(0, std::memory_order_relaxed);
-  s.cpu_end.store(0, std::memory_order_relaxed);
   s.chain_handle = nullptr;
-  op.last_activity_ns.store(s.cpu_start, std::memory_order_relaxed);
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindKernelCh, gen, index);
 }
@@ -326,14 +326,15 @@ void Plugin::RecordKernelCh(const Handle& h, EventState state, const EventStateA
   }
   KernelChSlot& s = kernel_ch_[h.index];
   if (!IsLive(s.word, h.gen)) return;  // stale handle of a recycled NCCL slot (ABI §6.9)
+  // Its CPU arrival time is taken at the stop NCCL sends right after (one clock read less).
   s.gpu_end.store(args->kernel_ch.p_timer, std::memory_order_relaxed);
-  s.cpu_end.store(MonotonicNowNs(), std::memory_order_relaxed);
 }
 
 void Plugin::StopKernelCh(const Handle& h) {
   if (h.index >= options_.pool_kernel_ch) return;
   KernelChSlot& s = kernel_ch_[h.index];
   if (!MarkStopped(s.word, h.gen)) return;
+  const int64_t now = MonotonicNowNs();
   const uint64_t gs = s.gpu_start;
   const uint64_t ge = s.gpu_end.load(std::memory_order_relaxed);
   OpSlot& op = ops_[s.parent_index];
@@ -341,9 +342,10 @@ void Plugin::StopKernelCh(const Handle& h) {
     ContextSlot& ctx = contexts_[s.ctx_index];
     // pTimer 0 or end <= start: this channel's timers are missing (ABI §6.9).
     if (gs != 0 && ge > gs && ge < static_cast<uint64_t>(INT64_MAX)) {
-      const int64_t cpu_end = s.cpu_end.load(std::memory_order_relaxed);
-      AtomicMin(ctx.offset_current, s.cpu_start - static_cast<int64_t>(gs));
-      if (cpu_end != 0) AtomicMin(ctx.offset_current, cpu_end - static_cast<int64_t>(ge));
+      // GPU->CPU offset: the least (CPU arrival - GPU end) seen; the proxy reports the end
+      // after the GPU wrote it, so each value is an upper bound (ABI §6.4). One clock read per
+      // channel, at its stop.
+      AtomicMin(ctx.offset_current, now - static_cast<int64_t>(ge));
       AtomicMin(op.gpu_start_min, static_cast<int64_t>(gs));
       AtomicMax(op.gpu_end_max, static_cast<int64_t>(ge));
       op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
@@ -353,7 +355,7 @@ void Plugin::StopKernelCh(const Handle& h) {
       AtomicMax(ctx.kernels_done_enqueue_ns[std::min<int>(op.nchannels, ContextSlot::kMaxChannels)],
                 op.enqueue_start_ns);
     }
-    op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+    op.last_activity_ns.store(now, std::memory_order_relaxed);
   }
   Detach(op.word, s.parent_gen);
   FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);

@@ -91,9 +91,15 @@ bool Plugin::ContextAlive(uint32_t index, uint32_t gen) const {
 // - KernelCh expected, none yet: max_wait_ns (the kernel may queue behind compute), but only the
 //   linger once a later Coll of the same communicator completed its kernel (per-channel order,
 //   ContextSlot::kernels_done_enqueue_ns).
-bool Plugin::Complete(const OpSlot& s, uint64_t w, int64_t now) const {
+bool Plugin::Complete(OpSlot& s, uint64_t w, int64_t now) {
   const bool held = (w & kLiveMask) != 0;
-  const int64_t quiet = now - s.last_activity_ns.load(std::memory_order_relaxed);
+  const uint64_t progress = s.child_progress.load(std::memory_order_relaxed);
+  if (progress != s.seen_progress) {  // a step of a child since the last look
+    s.seen_progress = progress;
+    s.seen_at_ns = now;
+  }
+  const int64_t quiet =
+      now - std::max(s.seen_at_ns, s.last_activity_ns.load(std::memory_order_relaxed));
   if (s.kind == kOpCe) return !held || quiet >= options_.max_wait_ns;
   const uint32_t kernels = s.kernel_ch_done.load(std::memory_order_relaxed);
   if (s.expect_kernel_ch != 0 && kernels >= s.nchannels) {
@@ -159,17 +165,22 @@ void Plugin::ForceCloseOrphans(bool all) {
 }
 
 // ProxyOps NCCL never stops (SHM, P2P and CollNet proxies: only src/transport/net.cc stops one)
-// would hold their slot forever: after max_wait_ns without a step they are stopped here, at the
-// time of their last activity, and counted.
+// would hold their slot forever: after max_wait_ns without a step they are stopped here (end:
+// when this scan, once a second, first saw it or last saw a step), and counted.
 void Plugin::ExpireProxyOps(int64_t now) {
   for (uint32_t i = 0; i < options_.pool_proxy_ops; ++i) {
     ProxyOpSlot& s = proxy_ops_[i];
     const uint64_t w = s.word.load(std::memory_order_acquire);
     if ((w & kLiveMask) == 0 || (w & (kStopped | kClosed)) != 0) continue;
-    const int64_t last = s.last_activity_ns.load(std::memory_order_relaxed);
-    if (now - last < options_.max_wait_ns) continue;
+    const int32_t steps = s.steps.load(std::memory_order_relaxed);
+    if (s.seen_gen != WordGen(w) || s.seen_steps != steps) {  // new, or moved since last look
+      s.seen_gen = WordGen(w);
+      s.seen_steps = steps;
+      s.seen_at_ns = now;
+    }
+    if (now - s.seen_at_ns < options_.max_wait_ns) continue;
     expired_proxy_ops_.fetch_add(1, std::memory_order_relaxed);
-    StopProxyOpAt(Handle{kKindProxyOp, WordGen(w), i, false}, last);
+    StopProxyOpAt(Handle{kKindProxyOp, WordGen(w), i, false}, s.seen_at_ns);
   }
 }
 

@@ -195,6 +195,11 @@ struct alignas(64) OpSlot {
   std::atomic<uint64_t> proxy_bytes{0};
   std::atomic<uint32_t> proxy_ops{0};
   std::atomic<uint32_t> kernel_ch_done{0};
+  // Changes at every step of an attached ProxyOp (a store, not a clock read, on the hot path);
+  // the flush thread notes when it last saw it change (seen_*, flush thread only).
+  std::atomic<uint64_t> child_progress{0};
+  uint64_t seen_progress = 0;
+  int64_t seen_at_ns = 0;
   void* chain_handle = nullptr;  // the chained plugin's handle for this event (chain.h)
 };
 
@@ -208,7 +213,10 @@ struct alignas(64) ProxyOpSlot {
   gpu::ProxyOpRecord record{};
   std::atomic<uint64_t> bytes{0};
   std::atomic<int32_t> steps{0};
-  std::atomic<int64_t> last_activity_ns{0};
+  // Flush thread only (ExpireProxyOps): the generation, step count and time it last saw.
+  uint32_t seen_gen = UINT32_MAX;
+  int32_t seen_steps = 0;
+  int64_t seen_at_ns = 0;
   void* chain_handle = nullptr;
 };
 
@@ -219,9 +227,7 @@ struct alignas(64) KernelChSlot {
   uint32_t parent_gen = 0;
   uint32_t ctx_index = 0;
   uint64_t gpu_start = 0;
-  int64_t cpu_start = 0;
   std::atomic<uint64_t> gpu_end{0};
-  std::atomic<int64_t> cpu_end{0};
   void* chain_handle = nullptr;
 };
 

@@ -3,7 +3,10 @@
 // callbacks called the same way in the same run. Each event (group of calls) is timed on its
 // own, so the figures are percentiles that a noisy, shared machine does not move much: p50 and
 // p99 per event on one thread and while a proxy thread runs ProxyOp/ProxyStep/KernelCh events
-// on the same communicator, and the plugin's pool memory.
+// on the same communicator; a whole collective with its children (2 ProxyOps, 2 KernelCh) in
+// both of NCCL's orders (children before the Coll's stop, and after it, the usual one), also
+// with a chained plugin that does nothing (FABRICSCOPE_NCCL_CHAIN); the record latency (last
+// child's stop to the record at a receiver); and the plugin's pool memory.
 // Plain binary: fabricscope_bench_nccl [--iterations=N]
 
 #include <time.h>
@@ -21,6 +24,7 @@
 
 #include "collectors/nccl/profiler.h"
 #include "collectors/nccl/profiler_abi.h"
+#include "tests/common/gpu_receiver.h"
 
 namespace nccl = fabricscope::collectors::nccl;
 
@@ -155,6 +159,115 @@ void Row(const char* what, const Stats& plugin, const Stats& empty) {
               plugin.p999, empty.p50, empty.p99, plugin.p50 - empty.p50);
 }
 
+// One collective with its children as NCCL's threads emit them (ABI §6.2): Coll start, two
+// ProxyOps (start + state 19) and two KernelCh (start, state 22, stop), the ProxyOp stops, and
+// the Coll's stop either after the children started (`children_first`) or right after its start
+// (NCCL's usual order: hostStreamPlanTask stops it once the ops are posted).
+void CollectiveWithChildren(const nccl::ProfilerV5* t, void* ctx, uint64_t seq,
+                            bool children_first) {
+  nccl::EventDescrV5 d = CollDescr(seq);
+  void* coll = nullptr;
+  t->start_event(ctx, &coll, &d);
+  if (!children_first) t->stop_event(coll);
+  void* ops[2];
+  nccl::EventStateArgs a{};
+  for (void*& op : ops) {
+    op = StartProxyOp(t, ctx, coll);
+    t->record_event_state(op, nccl::kStateProxyOpInProgress, &a);
+  }
+  void* kch[2];
+  for (int c = 0; c < 2; ++c) {
+    nccl::EventDescrV5 k{};
+    k.type = nccl::kEventKernelCh;
+    k.parent_obj = coll;
+    k.kernel_ch.channel_id = static_cast<uint8_t>(c);
+    k.kernel_ch.p_timer = 1'000'000 + seq;
+    t->start_event(ctx, &kch[c], &k);
+  }
+  if (children_first) t->stop_event(coll);
+  for (void* k : kch) {
+    a.kernel_ch.p_timer = 2'000'000 + seq;
+    t->record_event_state(k, nccl::kStateKernelChStop, &a);
+    t->stop_event(k);
+  }
+  for (void* op : ops) t->stop_event(op);
+}
+
+// A receiver that notes when each collective record arrives.
+class TimedReceiver : public fabricscope::testing::GpuReceiver {
+ public:
+  void OnCollective(const fabricscope::collectors::gpu::CollectiveRecord& r) override {
+    const int64_t now = Now();
+    std::lock_guard<std::mutex> lock(mu_);
+    arrivals_.push_back({r.seq, now});
+  }
+  std::vector<std::pair<uint64_t, int64_t>> arrivals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arrivals_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<uint64_t, int64_t>> arrivals_;
+};
+
+// Record latency: from the last child's stop to the record's arrival at a receiver, for `n`
+// collectives issued one every 20 us with the default flush period (5 ms).
+Stats RecordLatency(int n, size_t* received) {
+  TimedReceiver rx;
+  if (!rx.Start()) return {0, 0, 0};
+  nccl::PluginOptions o;
+  o.socket_path = rx.path();
+  o.mask_file = "";
+  nccl::SetOptionsForTesting(o);
+  int mask = 0;
+  void* ctx = nullptr;
+  if (kPlugin.init(&ctx, 0x77, &mask, "latency", 1, 2, 0, nullptr) != 0) return {0, 0, 0};
+  std::vector<int64_t> last_stop(n);
+  for (int i = 0; i < n; ++i) {
+    const int64_t due = Now() + 20'000;
+    CollectiveWithChildren(g_plugin, ctx, static_cast<uint64_t>(i), false);
+    last_stop[i] = Now();
+    while (Now() < due) {
+    }
+  }
+  const int64_t give_up = Now() + 2'000'000'000;
+  while (rx.arrivals().size() < static_cast<size_t>(n) && Now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  kPlugin.finalize(ctx);
+  rx.Stop();
+  std::vector<int64_t> lat;
+  for (const auto& [seq, at] : rx.arrivals()) {
+    if (seq < static_cast<uint64_t>(n)) lat.push_back(at - last_stop[seq]);
+  }
+  *received = lat.size();
+  if (lat.empty()) return {0, 0, 0};
+  return Percentiles(lat);
+}
+
+// Both orders of a collective with its children on a fresh plugin instance (chained to the no-op
+// plugin when `chain`): children_first[0] and nccl_order[1].
+void CollectiveRows(int iterations, bool chain, Stats out[2]) {
+  nccl::PluginOptions o;
+  o.socket_path = "/nonexistent/fabricscope-bench.sock";  // agent absent: records are dropped
+  o.mask_file = "";
+  o.flush_period_ns = 1'000'000;
+  if (chain) o.chain_path = FABRICSCOPE_NOOP_PLUGIN;
+  nccl::SetOptionsForTesting(o);
+  int mask = 0;
+  void* ctx = nullptr;
+  if (kPlugin.init(&ctx, 0x4321, &mask, "rows", 1, 2, 0, nullptr) != 0) return;
+  if (chain && !nccl::CurrentStats().chained)
+    std::printf("chaining to %s FAILED\n", o.chain_path.c_str());
+  for (int order = 0; order < 2; ++order) {
+    auto one = [ctx, order](uint64_t i) { CollectiveWithChildren(g_plugin, ctx, i, order == 0); };
+    Measure(iterations / 10, one, true);  // warm-up
+    out[order] = Measure(iterations, one, true);
+  }
+  kPlugin.finalize(ctx);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,6 +346,18 @@ int main(int argc, char** argv) {
   kPlugin.stop_event(coll);
   const nccl::PluginStats stats = nccl::CurrentStats();
   kPlugin.finalize(ctx);
+  // A whole collective with its children, both orders; plain and chained; the empty baseline.
+  Stats plain[2], chained[2], empty[2];
+  CollectiveRows(iterations, false, plain);
+  CollectiveRows(iterations, true, chained);
+  for (int order = 0; order < 2; ++order) {
+    auto one = [empty_ctx, order](uint64_t i) {
+      CollectiveWithChildren(g_empty, empty_ctx, i, order == 0);
+    };
+    empty[order] = Measure(iterations, one, false);
+  }
+  size_t received = 0;
+  const Stats latency = RecordLatency(20000, &received);
 
   std::printf(
       "\n=== NCCL profiler plugin: ns per event incl. two clock reads; empty = same call path, "
@@ -244,8 +369,23 @@ int main(int argc, char** argv) {
   Row("KernelCh start+record(22)+stop (1 thread)", kch_p, kch_e);
   Row("KernelCh start+record(22)+stop (proxy running)", kch_c, kch_e);
   Row("ProxyStep start+3 records+stop (1 thread)", step_p, step_e);
-  std::printf("per-collective p99 target < 200 ns: %s (1 thread %.0f ns, contended %.0f ns)\n",
-              std::max(coll_p.p99, coll_c.p99) < 200 ? "met" : "NOT met", coll_p.p99, coll_c.p99);
+  Row("collective+2 ProxyOp+2 KernelCh, children first", plain[0], empty[0]);
+  Row("collective+children, NCCL order (Coll stop 1st)", plain[1], empty[1]);
+  Row("same, chained to a no-op plugin, children 1st", chained[0], empty[0]);
+  Row("same, chained to a no-op plugin, NCCL order", chained[1], empty[1]);
+  double worst = 0;
+  for (const Stats* r : {&plain[0], &plain[1], &chained[0], &chained[1]}) {
+    worst = std::max(worst, r->p99 - empty[r == &plain[0] || r == &chained[0] ? 0 : 1].p99);
+  }
+  std::printf(
+      "per-collective p99 target <= 200 ns added incl. children: %s (worst row %.0f ns over the "
+      "empty table's p99; Coll alone %.0f ns, contended %.0f ns)\n",
+      worst <= 200 ? "met" : "NOT met", worst, coll_p.p99, coll_c.p99);
+  std::printf(
+      "record latency, last child's stop -> record at a receiver (flush period 5 ms, %zu of "
+      "20000 received): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; target p99 <= 50 ms: %s\n",
+      received, latency.p50 / 1e6, latency.p99 / 1e6, latency.p999 / 1e6,
+      received == 20000 && latency.p99 <= 50e6 ? "met" : "NOT met");
   std::printf("proxy thread events during the contended rows: %lu\n",
               static_cast<unsigned long>(proxy_events.load()));
   std::printf(

@@ -4,7 +4,8 @@
 # GPU ingest socket in a temporary directory, runs a short PyTorch loop (matrix products and
 # all_reduce on a world-size-1 NCCL process group, one GPU) with the NCCL profiler plugin and the
 # CUPTI injection library loaded, and checks that
-#   1. NCCL loaded the plugin and called init and finalize (NCCL_DEBUG=INFO log lines),
+#   1. NCCL loaded the plugin (and which table: ncclProfiler_v6 on NCCL 2.29+, _v5 on 2.28, _v4
+#      on 2.27) and called init with real arguments and finalize (NCCL_DEBUG=INFO log lines),
 #   2. CUPTI started, did not stand down, and recorded the real kernels (its exit summary),
 #   3. the agent received them: fabricscope_gpu_kernels_total{device} on /metrics equals what
 #      the library sent, and /api/kernels lists kernels with names, durations > 0 and device 0,
@@ -216,6 +217,12 @@ check "workload exits 0" "$((rc != 0))" "exit $rc ($(wc -l <"$tmp/workload.log")
 grep -E 'NCCL INFO NCCL version|PROFILER|[Pp]rofiler|fabricscope' "$tmp/workload.log" | head -n 20 | sed 's/^/  log: /'
 
 log=$tmp/workload.log
+# NCCL logs the table it picked: "PROFILER/Plugin: Loaded fabricscope (vN)" (src/plugin/profiler/
+# profiler_vN.cc): v6 from NCCL 2.29, v5 on 2.28, v4 on 2.27.
+abi=$(grep -m1 -o 'PROFILER/Plugin: Loaded fabricscope (v[0-9])' "$log" | grep -o 'v[0-9]')
+nccl_version=$(grep -m1 -o 'NCCL version [0-9.+a-z]*' "$log" | sed 's/NCCL version //')
+check "NCCL picked a table we export (v6, v5 or v4)" "$( [[ $abi == v6 || $abi == v5 || $abi == v4 ]]; echo $?)" \
+  "NCCL ${nccl_version:-?} loaded ncclProfiler_${abi:-<none logged>}"
 check "NCCL loaded the profiler plugin and called init" \
   "$(grep -q 'fabricscope profiler: mask' "$log"; echo $?)" \
   "$(grep -m1 -o 'fabricscope profiler: mask.*' "$log" || echo 'no init line (NCCL_DEBUG_SUBSYS=PROFILE)')"

@@ -26,7 +26,7 @@ Plugin::Plugin(const PluginOptions& options)
       kernel_ch_(new KernelChSlot[options.pool_kernel_ch]),
       kernel_ch_free_(options.pool_kernel_ch),
       stopped_(options.pool_ops),
-      proxy_records_(options.pool_proxy_ops),
+      proxy_records_(options.pool_ops),  // drained every flush cycle
       pending_(new OpRef[options.pool_ops]),
       buffer_(new uint8_t[gpu::kMaxDatagramBytes]),
       writer_(buffer_.get(), gpu::kMaxDatagramBytes, gpu::Source::kNcclProfiler, pid_),

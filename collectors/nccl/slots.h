@@ -203,7 +203,8 @@ struct alignas(64) OpSlot {
   void* chain_handle = nullptr;  // the chained plugin's handle for this event (chain.h)
 };
 
-struct alignas(64) ProxyOpSlot {
+// Not cache-line aligned: one proxy thread writes them (the memory goes to the pool size).
+struct ProxyOpSlot {
   std::atomic<uint64_t> word{0};
   bool has_parent = false;
   uint32_t parent_index = 0;

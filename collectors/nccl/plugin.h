@@ -96,6 +96,9 @@ class Plugin {
   }
   // Pops and initializes an op slot for `ctx`; kNone when the pool is empty (counted).
   uint32_t NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now);
+  // NewOp for a live context of ours, with its kind and graph flag (from an API parent); kNone
+  // for a context that is not ours or an empty pool.
+  uint32_t BeginOp(void* context, const void* parent_obj, uint8_t kind);
   // Stops a ProxyOp; end_ns 0 = now (a real stop), else the time of its last step (expired).
   void StopProxyOpAt(const Handle& h, int64_t end_ns);
 
@@ -147,7 +150,7 @@ class Plugin {
   gpu::ProducerChannel channel_;
   uint64_t sequence_ = 0;
   uint64_t comm_epoch_ = 0;
-  static constexpr int64_t kHoldNs = 1'000'000'000;
+  static constexpr int64_t kHoldNs = 10'000'000'000;
   size_t held_size_ = 0;  // a finished datagram in buffer_ the socket did not take yet
   int64_t held_since_ns_ = 0;
   std::atomic<int> desired_mask_;

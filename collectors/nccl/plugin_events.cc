@@ -26,7 +26,7 @@ Plugin::Plugin(const PluginOptions& options)
       kernel_ch_(new KernelChSlot[options.pool_kernel_ch]),
       kernel_ch_free_(options.pool_kernel_ch),
       stopped_(options.pool_ops),
-      proxy_records_(options.pool_ops),  // drained every flush cycle
+      proxy_records_(options.pool_proxy_ops),  // every ProxyOp may stop while a datagram is held
       pending_(new OpRef[options.pool_ops]),
       buffer_(new uint8_t[gpu::kMaxDatagramBytes]),
       writer_(buffer_.get(), gpu::kMaxDatagramBytes, gpu::Source::kNcclProfiler, pid_),
@@ -142,17 +142,24 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   return index;
 }
 
-void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
+uint32_t Plugin::BeginOp(void* context, const void* parent_obj, uint8_t kind) {
   uint32_t ctx_index = 0;
   ContextSlot* ctx = LookupContext(context, &ctx_index);
-  if (ctx == nullptr) return nullptr;
+  if (ctx == nullptr) return IndexFreeList::kNone;
   const uint32_t index = NewOp(*ctx, ctx_index, MonotonicNowNs());
+  if (index == IndexFreeList::kNone) return index;
+  OpSlot& s = ops_[index];
+  s.kind = kind;
+  const Handle parent = DecodeHandle(parent_obj);
+  s.graph = parent.kind == kKindApi && parent.graph ? 1 : 0;
+  return index;
+}
+
+void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
+  const uint32_t index = BeginOp(context, d.parent_obj, p2p ? kOpP2p : kOpColl);
   if (index == IndexFreeList::kNone) return nullptr;
   OpSlot& s = ops_[index];
   const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
-  s.kind = p2p ? kOpP2p : kOpColl;
-  const Handle parent = DecodeHandle(d.parent_obj);
-  s.graph = parent.kind == kKindApi && parent.graph ? 1 : 0;
   if (p2p) {
     s.func = d.p2p.func;
     s.datatype = d.p2p.datatype;
@@ -163,7 +170,7 @@ void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
     s.algo = nullptr;
     s.proto = nullptr;
     const int which = (s.func != nullptr && s.func[0] == 'R') ? 1 : 0;
-    s.seq = ctx->p2p_seq[which].fetch_add(1, std::memory_order_relaxed);
+    s.seq = contexts_[s.ctx_index].p2p_seq[which].fetch_add(1, std::memory_order_relaxed);
   } else {
     s.func = d.coll.func;
     s.datatype = d.coll.datatype;
@@ -362,16 +369,10 @@ void Plugin::StopKernelCh(const Handle& h) {
 }
 
 void* Plugin::StartCeColl(void* context, const EventDescrV6& d) {
-  uint32_t ctx_index = 0;
-  ContextSlot* ctx = LookupContext(context, &ctx_index);
-  if (ctx == nullptr) return nullptr;
-  const uint32_t index = NewOp(*ctx, ctx_index, MonotonicNowNs());
+  const uint32_t index = BeginOp(context, d.parent_obj, kOpCe);
   if (index == IndexFreeList::kNone) return nullptr;
   OpSlot& s = ops_[index];
   const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
-  s.kind = kOpCe;
-  const Handle parent = DecodeHandle(d.parent_obj);
-  s.graph = parent.kind == kKindApi && parent.graph ? 1 : 0;
   s.func = d.ce_coll.func;
   s.datatype = d.ce_coll.datatype;
   s.count = d.ce_coll.count;

@@ -22,6 +22,17 @@ namespace {
 
 constexpr char kPlugin[] = FABRICSCOPE_NCCL_PLUGIN;
 
+std::vector<FakeNccl::Comm> TwoComms() {
+  std::vector<FakeNccl::Comm> comms(2);
+  comms[0].hash = 0xabc0000000000001;
+  comms[0].rank = 2;
+  comms[0].nranks = 4;
+  comms[1].hash = 0xabc0000000000002;
+  comms[1].rank = 0;
+  comms[1].nranks = 2;
+  return comms;
+}
+
 class ScheduleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -34,6 +45,18 @@ class ScheduleTest : public ::testing::Test {
     HarnessLog::Get().Clear();
   }
   void TearDown() override { unsetenv("FABRICSCOPE_GPU_SOCKET"); }
+
+  // The plugin loaded with a real proxy thread and one initialized communicator in comms_.
+  std::unique_ptr<FakeNccl> LoadOneComm() {
+    std::string error;
+    auto nccl = FakeNccl::Load(kPlugin, &error);
+    EXPECT_NE(nccl, nullptr) << error;
+    if (nccl == nullptr) return nullptr;
+    comms_ = TwoComms();
+    comms_.resize(1);
+    EXPECT_EQ(nccl->Init(comms_[0]), 0);
+    return nccl;
+  }
 
   // Finalizes, then checks that received + dropped == issued and returns the drops.
   uint64_t Finish(FakeNccl& nccl, std::vector<FakeNccl::Comm>& comms) {
@@ -50,18 +73,8 @@ class ScheduleTest : public ::testing::Test {
 
   FakeTree dir_;
   GpuReceiver rx_;
+  std::vector<FakeNccl::Comm> comms_;
 };
-
-std::vector<FakeNccl::Comm> TwoComms() {
-  std::vector<FakeNccl::Comm> comms(2);
-  comms[0].hash = 0xabc0000000000001;
-  comms[0].rank = 2;
-  comms[0].nranks = 4;
-  comms[1].hash = 0xabc0000000000002;
-  comms[1].rank = 0;
-  comms[1].nranks = 2;
-  return comms;
-}
 
 // 10,000 schedules, each from its own seed: a few operations (single, fused in a user group,
 // Send/Recv pairs), with the proxy side running at random points of the user thread's calls, so
@@ -133,12 +146,9 @@ TEST_F(ScheduleTest, TenThousandSeededSchedulesEveryRecordExact) {
 // A training loop of small all-reduces, one in flight (the next is enqueued once the proxy side
 // finished the previous one), through a real proxy thread at the default pools: nothing lost.
 TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
-  std::string error;
-  auto nccl = FakeNccl::Load(kPlugin, &error);
-  ASSERT_NE(nccl, nullptr) << error;
-  std::vector<FakeNccl::Comm> comms = TwoComms();
-  comms.resize(1);
-  ASSERT_EQ(nccl->Init(comms[0]), 0);
+  auto nccl = LoadOneComm();
+  ASSERT_NE(nccl, nullptr);
+  std::vector<FakeNccl::Comm>& comms = comms_;
   Checker checker;
   const int64_t t0 = HarnessNowNs();
   for (int i = 0; i < 10000; ++i) {
@@ -157,12 +167,9 @@ TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
 // A burst: 10,000 collectives enqueued before the GPU runs any (their KernelCh wait on gates),
 // all in the plugin's pools at once; then the GPU runs them. Nothing lost at the default pools.
 TEST_F(ScheduleTest, BurstOfTenThousandInFlightLosesNothing) {
-  std::string error;
-  auto nccl = FakeNccl::Load(kPlugin, &error);
-  ASSERT_NE(nccl, nullptr) << error;
-  std::vector<FakeNccl::Comm> comms = TwoComms();
-  comms.resize(1);
-  ASSERT_EQ(nccl->Init(comms[0]), 0);
+  auto nccl = LoadOneComm();
+  ASSERT_NE(nccl, nullptr);
+  std::vector<FakeNccl::Comm>& comms = comms_;
   Checker checker;
   checker.max_report_lag_ns = 120'000'000'000;  // the proxy reports long after the "GPU" ran
   std::vector<std::shared_ptr<GpuGate>> gates;

@@ -333,7 +333,10 @@ class FakeNccl {
           std::memset(&v4, 0xA5, sizeof(v4));  // garbage in the padding after the type byte
           if (d != nullptr) {
             v4.type = static_cast<uint8_t>(d->type);
-            v4.parent_obj = d->parent_obj;
+            // NCCL's v4 adapter parents a Coll/P2p on its Group (profiler_v4.cc).
+            v4.parent_obj = d->type == nccl_abi::kEventColl  ? d->coll.parent_group
+                            : d->type == nccl_abi::kEventP2p ? d->p2p.parent_group
+                                                             : d->parent_obj;
             v4.rank = d->rank;
             std::memcpy(reinterpret_cast<char*>(&v4) + 24, reinterpret_cast<const char*>(d) + 24,
                         sizeof(v4) - 24);

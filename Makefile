@@ -9,7 +9,7 @@ JOBS       ?= $(shell nproc)
 ARGS       ?=
 LISTEN     ?= 127.0.0.1:9470
 
-.PHONY: all deps configure build run test test-asan bench clean
+.PHONY: all deps configure build run test test-asan test-tsan bench clean
 
 all: build
 
@@ -38,8 +38,17 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) --timeout 300 -LE e2e
 
+# The NCCL plugin's tests (its lock-free pools and flush thread against NCCL's concurrent
+# threads) under ThreadSanitizer.
+test-tsan: deps
+	@cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRICSCOPE_TSAN=ON \
+	  -DFABRICSCOPE_BUILD_BENCH=OFF -DFABRICSCOPE_WERROR=$(WERROR) >/dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS) --target nccl_profiler_plugin_test
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(BUILD)-tsan --output-on-failure -j $(JOBS) \
+	  --timeout 300 -R '^collectors\.nccl\.'
+
 bench:
 	tests/bench/run.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

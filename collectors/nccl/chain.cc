@@ -152,9 +152,8 @@ void* Chain::Wrap(void* ours, void* theirs) {
   }
   Slot& s = slots_[index];
   s.ours.store(ours, std::memory_order_relaxed);
-  s.theirs.store(theirs, std::memory_order_relaxed);
+  s.theirs.store(theirs, std::memory_order_release);  // published with the handle
   const uint32_t gen = s.gen.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   return MakeHandle(kKindChain, gen, index);
 }
 
@@ -162,8 +161,8 @@ bool Chain::Unwrap(const Handle& h, void** ours, void** theirs) const {
   if (h.kind != kKindChain || h.index >= capacity_) return false;
   const Slot& s = slots_[h.index];
   if ((s.gen.load(std::memory_order_acquire) & kGenMask) != h.gen) return false;
+  *theirs = s.theirs.load(std::memory_order_acquire);
   *ours = s.ours.load(std::memory_order_relaxed);
-  *theirs = s.theirs.load(std::memory_order_relaxed);
   return true;
 }
 

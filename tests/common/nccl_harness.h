@@ -206,6 +206,8 @@ class FakeNccl {
   // The process-wide activation mask NCCL hands to every init (ABI §6.3).
   int* mask() { return &mask_; }
   int LoadMask() const { return __atomic_load_n(&mask_, __ATOMIC_RELAXED); }
+  // NCCL's own store to the mask (relaxed atomic: the plugin's flush thread stores it too).
+  void StoreMask(int m) { __atomic_store_n(&mask_, m, __ATOMIC_RELAXED); }
   // Inline mode: a new schedule from `seed`.
   void Reseed(uint64_t seed) {
     engine_.Reseed(seed);

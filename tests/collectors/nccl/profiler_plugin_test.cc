@@ -130,7 +130,7 @@ TEST_F(ProfilerPluginTest, EveryRecordArrivesWithTheRightFieldsOrIsCountedAsDrop
     // A failing init: error, NULL context, the mask left alone; its events are ignored.
     FakeNccl::Comm bad;
     bad.nranks = 0;
-    *nccl->mask() = kDefaultMask;
+    nccl->StoreMask(kDefaultMask);
     EXPECT_NE(nccl->Init(bad), 0);
     EXPECT_EQ(bad.context, nullptr);
     EXPECT_EQ(nccl->LoadMask(), kDefaultMask);

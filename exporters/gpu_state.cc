@@ -257,6 +257,113 @@ void GpuState::AddRankWindow(NodeGpu& n, const v1::GpuWindow& w) {
   n.have_pair_totals = true;
 }
 
+// Communicators ranked by collectives, the first max_comm_labels get their own label (those seen
+// only in rank pairs rank last); fills rank_bytes (per direction, comm -> rank -> bytes over each
+// node's recent batches) on the way.
+std::map<uint64_t, std::string> GpuState::CommLabels(
+    std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2]) const {
+  std::map<uint64_t, uint64_t> comm_counts;
+  for (const auto& [node, n] : nodes_) {
+    for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
+      comm_counts[t.comm_hash()] += t.count();
+    }
+    for (const std::vector<RankBytes>& window : n.rank_windows) {
+      for (const RankBytes& r : window) {
+        comm_counts.try_emplace(r.comm, 0);
+        rank_bytes[r.direction][r.comm][r.rank] += static_cast<double>(r.bytes);
+      }
+    }
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranked(comm_counts.begin(), comm_counts.end());
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::map<uint64_t, std::string> comm_label;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    comm_label[ranked[i].first] =
+        i < options_.max_comm_labels ? CommLabel(ranked[i].first) : "other";
+  }
+  return comm_label;
+}
+
+namespace {
+
+// fabricscope_traffic_imbalance_ratio{scope="ranks"}: per communicator label and direction, the
+// coefficient of variation of its ranks' bytes (labels shared by several hashes merge).
+void AddRankImbalance(const std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2],
+                      const std::map<uint64_t, std::string>& comm_label, MetricFamily& imbalance) {
+  for (int d = 0; d < 2; ++d) {
+    std::map<std::string, std::map<int32_t, double>> by_label;
+    for (const auto& [comm, ranks] : rank_bytes[d]) {
+      const std::string& label = comm_label.at(comm);
+      if (label == "other") continue;
+      for (const auto& [rank, bytes] : ranks) by_label[label][rank] += bytes;
+    }
+    for (const auto& [label, ranks] : by_label) {
+      std::vector<double> bytes;
+      bytes.reserve(ranks.size());
+      for (const auto& [rank, b] : ranks) bytes.push_back(b);
+      const double cov = CoefficientOfVariation(bytes);
+      if (!std::isfinite(cov)) continue;
+      AddValue(
+          imbalance,
+          {{"scope", "ranks"}, {"comm", label}, {"direction", d == 0 ? "transmit" : "receive"}},
+          cov);
+    }
+  }
+}
+
+// fabricscope_rank_pair_bytes_total: the top `k` (comm, src, dst) pairs by bytes.
+void AddTopRankPairs(const std::map<std::tuple<uint64_t, int32_t, int32_t>, double>& pair_bytes,
+                     size_t top_k, MetricFamily& pairs) {
+  std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, double>> top(pair_bytes.begin(),
+                                                                             pair_bytes.end());
+  const size_t k = std::min(top_k, top.size());
+  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k), top.end(),
+                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < k; ++i) {
+    const auto& [comm, src, dst] = top[i].first;
+    AddValue(pairs,
+             {{"comm", GpuState::CommLabel(comm)},
+              {"src_rank", absl::StrCat(src)},
+              {"dst_rank", absl::StrCat(dst)}},
+             top[i].second);
+  }
+}
+
+// The per-node GPU families: the ingest's counters and CUPTI's kernel totals.
+struct NodeFamilies {
+  MetricFamily& dropped;
+  MetricFamily& conns;
+  MetricFamily& datagrams;
+  MetricFamily& bad;
+  MetricFamily& refused;
+  MetricFamily& kernels;
+  MetricFamily& kernel_secs;
+};
+
+void AddNodeStats(const std::string& node, const v1::GpuWindow& last, NodeFamilies& f) {
+  const v1::GpuIngestStats& in = last.ingest();
+  for (const auto& [source, v] : in.dropped_records_total()) {
+    AddValue(f.dropped, {{"node", node}, {"source", source}}, static_cast<double>(v));
+  }
+  AddValue(f.conns, {{"node", node}}, in.connections());
+  AddValue(f.datagrams, {{"node", node}}, static_cast<double>(in.datagrams_total()));
+  for (const auto& [reason, v] : in.dropped_datagrams_total()) {
+    AddValue(f.bad, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
+  }
+  for (const auto& [reason, v] : in.rejected_connections_total()) {
+    AddValue(f.refused, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
+  }
+  for (const v1::KernelTotals& k : last.kernel_totals()) {
+    const std::string device = absl::StrCat(k.device());
+    AddValue(f.kernels, {{"node", node}, {"device", device}},
+             static_cast<double>(k.kernels_total()));
+    AddValue(f.kernel_secs, {{"node", node}, {"device", device}}, k.kernel_seconds_total());
+  }
+}
+
+}  // namespace
+
 void GpuState::Collect(std::vector<MetricFamily>* out) const {
   auto duration = MakeFamily("fabricscope_collective_duration_seconds",
                              "Duration of NCCL collectives per rank (start to completion per the "
@@ -310,31 +417,11 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
                             MetricType::Counter);
 
   auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
+  NodeFamilies node_families{dropped, conns, datagrams, bad, refused, kernels, kernel_secs};
 
-  // Communicators ranked by collectives, the first max_comm_labels get their own label (those
-  // seen only in rank pairs rank last).
-  std::map<uint64_t, uint64_t> comm_counts;
   // Per direction, comm -> rank -> bytes over each node's recent batches.
   std::map<uint64_t, std::map<int32_t, double>> rank_bytes[2];
-  for (const auto& [node, n] : nodes_) {
-    for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
-      comm_counts[t.comm_hash()] += t.count();
-    }
-    for (const std::vector<RankBytes>& window : n.rank_windows) {
-      for (const RankBytes& r : window) {
-        comm_counts.try_emplace(r.comm, 0);
-        rank_bytes[r.direction][r.comm][r.rank] += static_cast<double>(r.bytes);
-      }
-    }
-  }
-  std::vector<std::pair<uint64_t, uint64_t>> ranked(comm_counts.begin(), comm_counts.end());
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::map<uint64_t, std::string> comm_label;
-  for (size_t i = 0; i < ranked.size(); ++i) {
-    comm_label[ranked[i].first] =
-        i < options_.max_comm_labels ? CommLabel(ranked[i].first) : "other";
-  }
+  const std::map<uint64_t, std::string> comm_label = CommLabels(rank_bytes);
 
   struct Series {
     v1::Histogram durations;
@@ -348,7 +435,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   std::map<std::tuple<uint64_t, int32_t, int32_t>, double> pair_bytes;
   for (const auto& [node, n] : nodes_) {
     for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
-      Series& s = series[{t.func(), comm_label[t.comm_hash()]}];
+      Series& s = series[{t.func(), comm_label.at(t.comm_hash())}];
       MergeHistogram(&s.durations, t.duration_seconds());
       s.bus_bytes += static_cast<double>(t.bus_bytes_total());
       per_func[t.func()] += static_cast<double>(t.count());
@@ -357,7 +444,8 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
       }
     }
     for (const auto& [key, last] : n.last_busbw) {
-      Series& s = series[{key.second, comm_label[key.first]}];
+      auto label = comm_label.find(key.first);
+      Series& s = series[{key.second, label != comm_label.end() ? label->second : ""}];
       s.weighted_busbw += last.busbw * last.seconds;
       s.seconds += last.seconds;
     }
@@ -365,25 +453,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
       pair_bytes[{rp.comm_hash(), rp.src_rank(), rp.dst_rank()}] +=
           static_cast<double>(rp.bytes_total());
     }
-    if (!n.have) continue;
-    const v1::GpuIngestStats& in = n.last.ingest();
-    for (const auto& [source, v] : in.dropped_records_total()) {
-      AddValue(dropped, {{"node", node}, {"source", source}}, static_cast<double>(v));
-    }
-    AddValue(conns, {{"node", node}}, in.connections());
-    AddValue(datagrams, {{"node", node}}, static_cast<double>(in.datagrams_total()));
-    for (const auto& [reason, v] : in.dropped_datagrams_total()) {
-      AddValue(bad, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
-    }
-    for (const auto& [reason, v] : in.rejected_connections_total()) {
-      AddValue(refused, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
-    }
-    for (const v1::KernelTotals& k : n.last.kernel_totals()) {
-      const std::string device = absl::StrCat(k.device());
-      AddValue(kernels, {{"node", node}, {"device", device}},
-               static_cast<double>(k.kernels_total()));
-      AddValue(kernel_secs, {{"node", node}, {"device", device}}, k.kernel_seconds_total());
-    }
+    if (n.have) AddNodeStats(node, n.last, node_families);
   }
   for (const auto& [key, s] : series) {
     const std::vector<prometheus::ClientMetric::Label> labels = {{"func", key.first},
@@ -399,39 +469,8 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
               {"timing_source", TimingSourceName(static_cast<v1::TimingSource>(key.second))}},
              v);
   }
-  for (int d = 0; d < 2; ++d) {
-    // Communicators whose hashes share a label merge, as in the families above.
-    std::map<std::string, std::map<int32_t, double>> by_label;
-    for (const auto& [comm, ranks] : rank_bytes[d]) {
-      const std::string& label = comm_label.at(comm);
-      if (label == "other") continue;
-      for (const auto& [rank, bytes] : ranks) by_label[label][rank] += bytes;
-    }
-    for (const auto& [label, ranks] : by_label) {
-      std::vector<double> bytes;
-      bytes.reserve(ranks.size());
-      for (const auto& [rank, b] : ranks) bytes.push_back(b);
-      const double cov = CoefficientOfVariation(bytes);
-      if (!std::isfinite(cov)) continue;
-      AddValue(
-          imbalance,
-          {{"scope", "ranks"}, {"comm", label}, {"direction", d == 0 ? "transmit" : "receive"}},
-          cov);
-    }
-  }
-  std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, double>> top(pair_bytes.begin(),
-                                                                             pair_bytes.end());
-  const size_t k = std::min(options_.rank_pair_top_k, top.size());
-  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k), top.end(),
-                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (size_t i = 0; i < k; ++i) {
-    const auto& [comm, src, dst] = top[i].first;
-    AddValue(pairs,
-             {{"comm", CommLabel(comm)},
-              {"src_rank", absl::StrCat(src)},
-              {"dst_rank", absl::StrCat(dst)}},
-             top[i].second);
-  }
+  AddRankImbalance(rank_bytes, comm_label, imbalance);
+  AddTopRankPairs(pair_bytes, options_.rank_pair_top_k, pairs);
   for (MetricFamily* f : {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs,
                           &kernels, &kernel_secs, &conns, &datagrams, &bad, &refused, &imbalance}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));

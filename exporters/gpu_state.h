@@ -96,6 +96,9 @@ class GpuState {
   size_t interned_profiles() const { return profiles_.size(); }
 
  private:
+  struct RankBytes;
+  std::map<uint64_t, std::string> CommLabels(
+      std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2]) const;
   // Reference-counted interned values of type Key; ids are reused once freed. Keys stay put
   // while interned (unordered_map nodes do not move).
   template <typename Key, typename Hash>

@@ -115,9 +115,9 @@ TEST(GpuState, CountsCollectivesByTimingSource) {
     EXPECT_EQ(Labels(m).at("func"), "AllReduce");
     got[Labels(m).at("timing_source")] = m.counter.value;
   }
-  EXPECT_EQ(got, (std::map<std::string, double>{
-                     {"enqueue_only", 2}, {"kernel_channel", 11}, {"proxy_op", 1},
-                     {"copy_engine", 1}}));
+  EXPECT_EQ(got,
+            (std::map<std::string, double>{
+                {"enqueue_only", 2}, {"kernel_channel", 11}, {"proxy_op", 1}, {"copy_engine", 1}}));
 }
 
 TEST(GpuState, BoundsCommLabelsAndRankPairs) {

@@ -17,6 +17,13 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
+namespace {
+// The agent's bounds for its utilization series (agent/options.cc: series_bucket 10us..window,
+// window at most 1 h).
+constexpr int64_t kMinSeriesBucketNs = 10'000;
+constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
+}  // namespace
+
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   if (hello.node().empty()) return absl::InvalidArgumentError("Hello without a node name");
   absl::MutexLock lock(&mu_);
@@ -27,6 +34,10 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n = NodeState();
     gpu_.ResetNode(hello.node());
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
+  } else if (n.ports.size() != static_cast<size_t>(hello.ports_size())) {
+    // The same instance with another port inventory (a reload, or a forged Hello): the port
+    // states start over, as LinkAnalysis::OnHello does; writing past the old size crashed.
+    n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
   }
   n.hello = hello;
   links_.OnHello(hello);
@@ -68,6 +79,20 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
       invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
                                                         " has a microburst on port index ",
                                                         m.port_index(), " of ", n.ports.size()));
+    }
+  }
+  // Utilization series within the agent's own bounds (--series-bucket 10us..window, one byte
+  // per bucket within a window of at most kMaxSeriesWindowNs): the heat-map ingest loops over
+  // the series' span, so a span someone sent must not set its length.
+  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
+    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
+    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
+        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
+            static_cast<double>(kMaxSeriesWindowNs) ||
+        u.port_index() >= n.ports.size()) {
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
+                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
     }
   }
   if (!invalid.ok()) {

@@ -141,6 +141,66 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
             77);
 }
 
+// Hostile inputs of issue 13 that crashed or froze the aggregator: the same instance announcing
+// more ports than before (it wrote past its port vector), and a utilization series whose bucket
+// length or span is outside the agent's bounds (the heat-map ingest looped over its span).
+TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 10)).ok());
+  v1::Hello more = Hello("n1", 7, 2);
+  for (uint32_t port = 3; port <= 6; ++port) {
+    v1::PortInfo* p = more.add_ports();
+    p->set_device("mlx5_1");
+    p->set_port(port);
+  }
+  ASSERT_TRUE(s.OnHello(more).ok());
+  v1::Batch b = Batch(2, 20);
+  v1::PortWindow* w = b.add_ports();
+  w->set_port_index(5);
+  w->mutable_transmit()->set_bytes_total(555);
+  w->mutable_transmit()->set_has_bytes(true);
+  EXPECT_EQ(*s.OnBatch("n1", 7, b), 2u);
+  double port5 = -1;
+  const auto fams = s.Collect();
+  for (const auto& m : Find(fams, "fabricscope_port_transmit_bytes_total")->metric) {
+    for (const auto& l : m.label) {
+      if (l.name == "device" && l.value == "mlx5_1") port5 = m.counter.value;
+    }
+  }
+  EXPECT_EQ(port5, 555);
+
+  for (int64_t bucket :
+       {int64_t{100'000'000'000'000'000}, int64_t{0}, int64_t{-5}, int64_t{1'000}}) {
+    v1::Batch bad = Batch(0, 30);
+    v1::UtilizationSeries* u = bad.add_utilization_series();
+    u->set_port_index(0);
+    u->set_start_ns(1);
+    u->set_bucket_ns(bucket);
+    u->set_transmit(std::string(100, '\x10'));
+    static uint64_t seq = 3;
+    bad.set_seq(seq);
+    EXPECT_EQ(*s.OnBatch("n1", 7, bad), seq++) << bucket;  // refused, counted, acked
+  }
+  v1::Batch long_span = Batch(7, 30);
+  v1::UtilizationSeries* u = long_span.add_utilization_series();
+  u->set_bucket_ns(1'000'000'000);  // 1 s buckets, 4 h of them: past the agent's 1 h window
+  u->set_transmit(std::string(4 * 3600, '\x10'));
+  EXPECT_EQ(*s.OnBatch("n1", 7, long_span), 7u);
+  EXPECT_EQ(
+      Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")->metric[0].counter.value,
+      5);
+  // A series within bounds is taken (1 ms buckets over the window).
+  v1::Batch good = Batch(8, 30);
+  u = good.add_utilization_series();
+  u->set_bucket_ns(1'000'000);
+  u->set_transmit(std::string(1000, '\x10'));
+  EXPECT_EQ(*s.OnBatch("n1", 7, good), 8u);
+  EXPECT_EQ(
+      Find(s.Collect(), "fabricscope_aggregator_rejected_batches_total")->metric[0].counter.value,
+      5);
+}
+
 TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

@@ -140,6 +140,9 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
   if (!std::filesystem::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("config file ", path, " does not exist"));
   }
+  if (!std::filesystem::is_regular_file(path, ec)) {  // a directory read by YAML::LoadFile aborts
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, " is not a regular file"));
+  }
   try {
     const YAML::Node root = YAML::LoadFile(path);
     if (root.IsNull()) return absl::OkStatus();  // empty file
@@ -257,7 +260,7 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
       }
       if (!st.ok()) return st;
     }
-  } catch (const YAML::Exception& e) {
+  } catch (const std::exception& e) {  // YAML::Exception, or an I/O error while reading
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
   }
   return absl::OkStatus();

@@ -14,6 +14,9 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
   if (!std::filesystem::exists(path, ec)) {
     return absl::NotFoundError(absl::StrCat("config file ", path, " does not exist"));
   }
+  if (!std::filesystem::is_regular_file(path, ec)) {  // a directory read by YAML::LoadFile aborts
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, " is not a regular file"));
+  }
   AggregatorOptions o = *options;
   try {
     const YAML::Node root = YAML::LoadFile(path);
@@ -31,7 +34,7 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
         return absl::InvalidArgumentError(absl::StrCat(path, ": unknown key \"", key, "\""));
       }
     }
-  } catch (const YAML::Exception& e) {
+  } catch (const std::exception& e) {  // YAML::Exception, or an I/O error while reading
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
   }
   if (absl::Status s = ValidateAggregatorOptions(o); !s.ok()) {

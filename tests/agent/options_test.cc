@@ -89,6 +89,7 @@ TEST(LoadYamlConfig, ErrorsAreClear) {
   testing::FakeTree t;
   AgentOptions o;
   EXPECT_EQ(LoadYamlConfig(t.Path("missing.yaml"), &o).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(LoadYamlConfig(t.root(), &o).message(), HasSubstr("is not a regular file"));
   t.Write("bad.yaml", "sample_period: [1\n");
   EXPECT_EQ(LoadYamlConfig(t.Path("bad.yaml"), &o).code(), absl::StatusCode::kInvalidArgument);
   t.Write("unknown.yaml", "sampel_period: 1ms\n");

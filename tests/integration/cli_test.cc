@@ -81,6 +81,10 @@ TEST(AgentCli, BadValuesAreUsageErrors) {
   r = RunCommand({FABRICSCOPE_AGENT_BIN, "--config=" + t.Path("missing.yaml")});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.output, HasSubstr("does not exist"));
+  // A directory: a clear error (it aborted with an uncaught std::ios_base::failure, exit 134).
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, "--config=" + t.root()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("is not a regular file"));
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--aggregator=nohostport"});
   EXPECT_EQ(r.status, 2);
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--no-such-flag"});
@@ -115,6 +119,10 @@ TEST(AggregatorCli, HelpAndBadAddress) {
   r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--http-listen=nonsense"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.output, HasSubstr("nonsense"));
+  FakeTree t;
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--config=" + t.root()});  // a directory
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("is not a regular file"));
   // A stray positional argument (a config path without --config=) is an error, not ignored.
   r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "aggregator.yaml"});
   EXPECT_EQ(r.status, 2);

@@ -361,8 +361,11 @@ bool GpuIngest::Serve(Connection& c) {
         Drop("empty");
         continue;
       }
+      // poll() 0 (no event) is a live producer that sent an empty datagram last; treating it as
+      // a hang-up disconnected it (issue 13), whenever the next datagram was not queued yet.
       pollfd p{c.fd, POLLIN | POLLRDHUP, 0};
-      const bool hup = poll(&p, 1, 0) != 1 || (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+      const int ready = poll(&p, 1, 0);
+      const bool hup = ready < 0 || (ready == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0);
       if (hup) return false;
       absl::MutexLock lock(&mu_);
       Drop("empty");

@@ -304,6 +304,11 @@ TEST(GpuIngest, MalformedDatagramsAreCountedAndTheConnectionKeepsWorking) {
   std::map<std::string, uint64_t> expect;
   sendv({});  // empty
   ++expect["empty"];
+  // Read alone, with nothing queued behind it: an empty datagram, not a hang-up (it used to
+  // disconnect the producer whenever the next datagram had not arrived yet).
+  ASSERT_TRUE(
+      WaitFor([&] { return MapValue(StatsOf(ingest).dropped_datagrams_total(), "empty") == 1; }));
+  ASSERT_EQ(StatsOf(ingest).connections(), 1u);
   sendv(std::vector<unsigned char>(10, 0x46));  // shorter than the header
   ++expect["truncated"];
   std::vector<unsigned char> v = good(1);

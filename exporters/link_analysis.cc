@@ -333,10 +333,15 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   const int64_t first_abs = FloorDiv(from, base);
   for (size_t r = 0; r < rows.size(); ++r) {
     m.rows.push_back(rows[r].label);
+    // Only the buckets the ring holds can have a value: a requested span (from=1&to=9e9) must
+    // not set the length of this loop, which runs under the lock (issue 13).
+    const Ring<uint8_t>& ring = *rows[r].ring;
+    const int64_t held_lo = ring.latest - static_cast<int64_t>(ring.v.size()) + 1;
     for (size_t c = 0; c < m.cols; ++c) {
       float v = NAN;
       const int64_t a0 = first_abs + static_cast<int64_t>(c) * per_col;
-      for (int64_t a = a0; a < a0 + per_col; ++a) {
+      const int64_t a_end = std::min(a0 + per_col, ring.latest + 1);
+      for (int64_t a = std::max(a0, held_lo); a < a_end; ++a) {
         const uint8_t code = rows[r].ring->Get(a);
         if (code == kUtilizationMissing) continue;
         const float u = static_cast<float>(DecodeUtilization(code));

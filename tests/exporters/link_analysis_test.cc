@@ -98,6 +98,20 @@ TEST(LinkAnalysis, LinksHeatmapPutsABurstInTheRightLinkAndTimeCells) {
   EXPECT_FLOAT_EQ(range.at(3, 5), 0.0f);  // mlx5_1 rx
   r.node = "other";
   EXPECT_TRUE(a.LinksHeatmap(r).rows.empty());
+  // A span of ~285 years (from=1&to=9e9 over HTTP): the work is bounded by the history held,
+  // not by the span asked for (it looped span / 1 ms times per row under the lock), and the
+  // held burst is still in its (widened) cell.
+  LinkAnalysis::LinkQuery huge;
+  huge.from_unix_ns = 1'000'000'000;
+  huge.to_unix_ns = 9'000'000'000'000'000'000;
+  huge.direction = "transmit";
+  const HeatmapModel wide = a.LinksHeatmap(huge);
+  ASSERT_EQ(wide.rows.size(), 2u);
+  float hottest = 0;
+  for (size_t c = 0; c < wide.cols; ++c) {
+    if (!std::isnan(wide.at(1, c))) hottest = std::max(hottest, wide.at(1, c));
+  }
+  EXPECT_FLOAT_EQ(hottest, 1.0f);
 }
 
 TEST(LinkAnalysis, HistoryIsBoundedAndTheCellCapWidensBuckets) {

@@ -22,6 +22,7 @@ namespace {
 // window at most 1 h).
 constexpr int64_t kMinSeriesBucketNs = 10'000;
 constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
+constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
 }  // namespace
 
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
@@ -63,6 +64,18 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   NodeState& n = it->second;
   if (batch.seq() <= n.contiguous) {
     ++duplicate_batches_total_;
+    return n.contiguous;
+  }
+  // Sequence numbers step by one per window; a jump past kMaxSeqStep (136 years of 1 s windows)
+  // is no agent's: dropped and counted, the stream kept (the ack stays where it was), so it
+  // neither counts 2^63 batches lost nor freezes the instance behind a sequence number no real
+  // batch reaches.
+  if (batch.seq() - n.contiguous > kMaxSeqStep) {
+    ++rejected_batches_total_;
+    LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
+                              << " jumps past " << n.contiguous << " by more than " << kMaxSeqStep
+                              << "; dropped (counted in "
+                                 "fabricscope_aggregator_rejected_batches_total)";
     return n.contiguous;
   }
   // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:

@@ -201,6 +201,21 @@ TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
       5);
 }
 
+// A sequence number jumping from 1 to 2^63 (issue 13): refused and counted, nothing lost, and
+// the instance's next real batch is taken.
+TEST(ClusterState, AnAbsurdSequenceJumpIsRefused) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 10)).ok());
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(uint64_t{1} << 63, 20)), 1u);  // dropped, ack unchanged
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(2, 30)), 2u);
+  const auto fams = s.Collect();
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_rejected_batches_total")->metric[0].counter.value,
+            1);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
+  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 30);
+}
+
 TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

@@ -154,7 +154,9 @@ void* Chain::Wrap(void* ours, void* theirs) {
   s.ours.store(ours, std::memory_order_relaxed);
   s.theirs.store(theirs, std::memory_order_release);  // published with the handle
   const uint32_t gen = s.gen.load(std::memory_order_relaxed);
-  return MakeHandle(kKindChain, gen, index);
+  // An API token's graph flag rides along, so that it outlives the slot (Translate).
+  const Handle o = DecodeHandle(ours);
+  return MakeHandle(kKindChain, gen, index, o.kind == kKindApi && o.graph);
 }
 
 bool Chain::Unwrap(const Handle& h, void** ours, void** theirs) const {

@@ -74,7 +74,7 @@ class Plugin {
   // of ours in its current generation).
   void SetChain(std::unique_ptr<Chain> chain) { chain_ = std::move(chain); }
   Chain* chain() const { return chain_.get(); }
-  void** ChainField(const Handle& h);
+  std::atomic<void*>* ChainField(const Handle& h);
   int desired_mask() const {
     return desired_mask_.load(std::memory_order_relaxed) |
            extra_mask_.load(std::memory_order_relaxed);

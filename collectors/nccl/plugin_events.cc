@@ -138,7 +138,7 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   s.child_progress.store(0, std::memory_order_relaxed);
   s.seen_progress = 0;
   s.seen_at_ns = now;
-  s.chain_handle = nullptr;
+  s.chain_handle.store(nullptr, std::memory_order_relaxed);
   return index;
 }
 
@@ -252,12 +252,14 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   }
   s.bytes.store(0, std::memory_order_relaxed);
   s.steps.store(0, std::memory_order_relaxed);
-  s.chain_handle = nullptr;
+  s.chain_handle.store(nullptr, std::memory_order_relaxed);
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindProxyOp, gen, index);
 }
 
 void* Plugin::StartProxyStep(const EventDescrV5& d) {
+  // Under PXN a step carries a foreign context, but its parent is the ProxyOp handle this
+  // process's plugin returned (ABI §6.6): ours.
   const Handle parent = DecodeHandle(d.parent_obj);
   if (parent.kind != kKindProxyOp || parent.index >= options_.pool_proxy_ops) return nullptr;
   if (!IsLive(proxy_ops_[parent.index].word, parent.gen)) return nullptr;
@@ -295,7 +297,7 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
       op.proxy_ops.fetch_add(1, std::memory_order_relaxed);
       op.last_activity_ns.store(r.end_ns, std::memory_order_relaxed);
     }
-    Detach(op.word, s.parent_gen);
+    if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
   }
   if (!proxy_records_.TryPush(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
   FreeSlot(s.word, proxy_free_, h.index, h.gen);
@@ -322,7 +324,7 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
   s.ctx_index = ctx_index;
   s.gpu_start = d.kernel_ch.p_timer;
   s.gpu_end.store(0, std::memory_order_relaxed);
-  s.chain_handle = nullptr;
+  s.chain_handle.store(nullptr, std::memory_order_relaxed);
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindKernelCh, gen, index);
 }
@@ -364,7 +366,7 @@ void Plugin::StopKernelCh(const Handle& h) {
     }
     op.last_activity_ns.store(now, std::memory_order_relaxed);
   }
-  Detach(op.word, s.parent_gen);
+  if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
   FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);
 }
 
@@ -407,7 +409,7 @@ void Plugin::StopCeChild(const Handle& h) {
     op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
 }
 
-void** Plugin::ChainField(const Handle& h) {
+std::atomic<void*>* Plugin::ChainField(const Handle& h) {
   auto same_gen = [&](const std::atomic<uint64_t>& word) {
     return WordGen(word.load(std::memory_order_acquire)) == h.gen;
   };

@@ -128,13 +128,15 @@ bool Plugin::TryClose(const OpRef& r, int64_t now, bool force) {
   const bool ctx_alive = ContextAlive(s.ctx_index, s.ctx_gen);
   const bool forced = force || !ctx_alive;
   if (!forced && !Complete(s, w, now)) return false;
-  // Close: children that start later are not attached (their records still go out).
-  while (!s.word.compare_exchange_weak(w, w | kClosed, std::memory_order_acq_rel)) {
+  // Close, taking a hold of our own while the record is built: children that start later are
+  // not attached (their records still go out), and a slot still held by children (closed after
+  // a wait) is freed by the last of them (Detach), never under them.
+  while (!s.word.compare_exchange_weak(w, (w | kClosed) + 1, std::memory_order_acq_rel)) {
     if (WordGen(w) != r.gen) return true;
     if (!forced && !Complete(s, w, now)) return false;
   }
   EmitOp(s, ctx_alive);
-  FreeSlot(s.word, op_free_, r.index, r.gen);
+  if (Detach(s.word, r.gen)) op_free_.Push(r.index);
   return true;
 }
 
@@ -180,6 +182,9 @@ void Plugin::ExpireProxyOps(int64_t now) {
     }
     if (now - s.seen_at_ns < options_.max_wait_ns) continue;
     expired_proxy_ops_.fetch_add(1, std::memory_order_relaxed);
+    // The chained plugin's handle dies with our slot: stop it there too (NCCL never will).
+    void* theirs = s.chain_handle.load(std::memory_order_relaxed);
+    if (chain_ != nullptr && theirs != nullptr) chain_->Stop(theirs);
     StopProxyOpAt(Handle{kKindProxyOp, WordGen(w), i, false}, s.seen_at_ns);
   }
 }

@@ -111,27 +111,37 @@ void Translate(Plugin* p, const Chain& chain, void* handle, void** ours, void** 
   *ours = handle;
   *theirs = nullptr;
   if (h.kind == internal::kKindChain) {
-    if (!chain.Unwrap(h, ours, theirs)) *ours = nullptr;
+    // A retired slot (its event stopped long ago, e.g. the CollApi of a captured graph): ours
+    // was an API token at most, whose graph flag the chain handle carries.
+    if (!chain.Unwrap(h, ours, theirs)) {
+      *ours = h.graph ? MakeHandle(internal::kKindApi, 0, 0, true) : nullptr;
+    }
     return;
   }
-  if (void** field = p->ChainField(h)) *theirs = *field;
+  if (std::atomic<void*>* field = p->ChainField(h))
+    *theirs = field->load(std::memory_order_relaxed);
 }
 
 void* StartChained(Plugin* p, Chain& chain, void* context, const EventDescrV6& d) {
   EventDescrV6 mine = d;
   void* parent_theirs = nullptr;
-  Translate(p, chain, d.parent_obj, &mine.parent_obj, &parent_theirs);
   void* group_theirs = nullptr;
   void* group_ours = nullptr;
-  if (d.type == kEventColl) Translate(p, chain, d.coll.parent_group, &group_ours, &group_theirs);
-  if (d.type == kEventP2p) Translate(p, chain, d.p2p.parent_group, &group_ours, &group_theirs);
-  void* ours = StartOurs(p, context, mine);
   ContextSlot* ctx = p->LookupContext(context, nullptr);
+  // A PXN ProxyOp's parent is another process's Coll handle (ABI §6.6): not translated. (Its
+  // steps' parent is the ProxyOp handle this process returned: ours.)
+  const bool foreign_parent = d.type == kEventProxyOp && d.proxy_op.pid != p->pid();
+  if (!foreign_parent) {
+    Translate(p, chain, d.parent_obj, &mine.parent_obj, &parent_theirs);
+    if (d.type == kEventColl) Translate(p, chain, d.coll.parent_group, &group_ours, &group_theirs);
+    if (d.type == kEventP2p) Translate(p, chain, d.p2p.parent_group, &group_ours, &group_theirs);
+  }
+  void* ours = StartOurs(p, context, mine);
   void* theirs =
       chain.Start(ctx != nullptr ? ctx->chain_context : nullptr, d, parent_theirs, group_theirs);
   if (theirs == nullptr) return ours;
-  if (void** field = p->ChainField(DecodeHandle(ours))) {
-    *field = theirs;
+  if (std::atomic<void*>* field = p->ChainField(DecodeHandle(ours))) {
+    field->store(theirs, std::memory_order_relaxed);
     return ours;
   }
   void* wrapped = chain.Wrap(ours, theirs);

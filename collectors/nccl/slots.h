@@ -89,12 +89,17 @@ inline bool Attach(std::atomic<uint64_t>& word, uint32_t gen) {
   }
 }
 
-// Releases one hold if the slot still has generation `gen` (a force-closed slot ignores it).
-inline void Detach(std::atomic<uint64_t>& word, uint32_t gen) {
+// Releases one hold if the slot still has generation `gen`. Returns true when that was the last
+// hold of a CLOSED slot: the word then already names the next generation, and the caller pushes
+// the index back to its free list. (A slot closed while children still held it, after a wait,
+// is freed by the last of them, never under them.)
+inline bool Detach(std::atomic<uint64_t>& word, uint32_t gen) {
   uint64_t w = word.load(std::memory_order_acquire);
   for (;;) {
-    if (WordGen(w) != gen || (w & kLiveMask) == 0) return;
-    if (word.compare_exchange_weak(w, w - 1, std::memory_order_acq_rel)) return;
+    if (WordGen(w) != gen || (w & kLiveMask) == 0) return false;
+    const bool last_of_closed = (w & kClosed) != 0 && (w & kLiveMask) == 1;
+    const uint64_t next = last_of_closed ? GenWord(gen + 1) : w - 1;
+    if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel)) return last_of_closed;
   }
 }
 
@@ -200,7 +205,7 @@ struct alignas(64) OpSlot {
   std::atomic<uint64_t> child_progress{0};
   uint64_t seen_progress = 0;
   int64_t seen_at_ns = 0;
-  void* chain_handle = nullptr;  // the chained plugin's handle for this event (chain.h)
+  std::atomic<void*> chain_handle{nullptr};  // the chained plugin's handle (chain.h)
 };
 
 // Not cache-line aligned: one proxy thread writes them (the memory goes to the pool size).
@@ -218,7 +223,7 @@ struct ProxyOpSlot {
   uint32_t seen_gen = UINT32_MAX;
   int32_t seen_steps = 0;
   int64_t seen_at_ns = 0;
-  void* chain_handle = nullptr;
+  std::atomic<void*> chain_handle{nullptr};
 };
 
 struct alignas(64) KernelChSlot {
@@ -229,7 +234,7 @@ struct alignas(64) KernelChSlot {
   uint32_t ctx_index = 0;
   uint64_t gpu_start = 0;
   std::atomic<uint64_t> gpu_end{0};
-  void* chain_handle = nullptr;
+  std::atomic<void*> chain_handle{nullptr};
 };
 
 // Pending op reference kept by the flush thread.

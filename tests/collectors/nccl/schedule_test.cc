@@ -265,6 +265,77 @@ TEST_F(ScheduleTest, BurstOfTenThousandInFlightLosesNothing) {
   EXPECT_EQ(checker.kernel_timed, 10000u);
 }
 
+// A collective whose kernel ended while one of its ProxyOps stays open (NCCL never stops non-NET
+// ProxyOps): it is closed after the open-child wait (1 s without a step), and its slot is freed
+// by that child's stop, not under it; the pool does not leak (16 slots, 17 collectives).
+TEST_F(ScheduleTest, ClosedWhileAChildHoldsItIsFreedByTheChild) {
+  setenv("FABRICSCOPE_NCCL_POOL_EVENTS", "16", 1);
+  auto nccl = LoadOneComm();
+  unsetenv("FABRICSCOPE_NCCL_POOL_EVENTS");
+  ASSERT_NE(nccl, nullptr);
+  namespace abi = collectors::nccl;
+  const abi::ProfilerV6& t = *nccl->v6();
+  void* ctx = comms_[0].context;
+  auto coll = [&](uint64_t seq) {
+    abi::EventDescrV6 d{};
+    d.type = abi::kEventColl;
+    d.coll.seq_number = seq;
+    d.coll.func = "AllReduce";
+    d.coll.count = 1024;
+    d.coll.datatype = "ncclFloat32";
+    d.coll.n_channels = 2;
+    void* h = nullptr;
+    t.start_event(ctx, &h, &d);
+    t.stop_event(h);
+    return h;
+  };
+  void* a = coll(0);
+  ASSERT_NE(a, nullptr);
+  abi::EventDescrV6 pd{};
+  pd.type = abi::kEventProxyOp;
+  pd.parent_obj = a;
+  pd.proxy_op.pid = getpid();
+  pd.proxy_op.peer = 1;
+  void* op = nullptr;
+  t.start_event(ctx, &op, &pd);
+  ASSERT_NE(op, nullptr);
+  const int64_t now = HarnessNowNs();
+  for (uint8_t ch = 0; ch < 2; ++ch) {
+    abi::EventDescrV6 k{};
+    k.type = abi::kEventKernelCh;
+    k.parent_obj = a;
+    k.kernel_ch.channel_id = ch;
+    k.kernel_ch.p_timer = static_cast<uint64_t>(now - 50'000 + FakeNccl::kGpuClockOffsetNs);
+    void* kh = nullptr;
+    t.start_event(ctx, &kh, &k);
+    abi::EventStateArgs args{};
+    args.kernel_ch.p_timer = static_cast<uint64_t>(now - 10'000 + FakeNccl::kGpuClockOffsetNs);
+    t.record_event_state(kh, abi::kStateKernelChStop, &args);
+    t.stop_event(kh);
+  }
+  // Closed with the ProxyOp still open: no proxy ops in it, the kernel interval.
+  ASSERT_TRUE(WaitFor([&] { return rx_.event_records() >= 1; }, std::chrono::seconds(5)));
+  t.stop_event(op);  // the child's stop frees the slot
+  ASSERT_TRUE(WaitFor([&] { return rx_.event_records() >= 2; }, std::chrono::seconds(5)));
+  for (uint64_t seq = 1; seq <= 16; ++seq) EXPECT_NE(coll(seq), nullptr) << seq;  // no leak
+  ASSERT_EQ(nccl->Finalize(comms_[0]), 0);  // calls made by hand: the harness issued none
+  uint64_t records = 0, sent = 0, dropped = 0;
+  ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+  EXPECT_EQ(sent, 18u);  // 17 collectives + 1 ProxyOp
+  EXPECT_EQ(dropped, 0u);
+  ASSERT_TRUE(WaitFor([&] { return rx_.event_records() >= sent; }));
+  rx_.Stop();
+  ASSERT_GE(rx_.collectives.size(), 1u);
+  const gpu::CollectiveRecord& r = rx_.collectives[0];
+  EXPECT_EQ(r.seq, 0u);
+  EXPECT_EQ(r.proxy_ops, 0u);
+  EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kKernelChannel));
+  EXPECT_EQ(r.end_ns - r.start_ns, 40'000);
+  ASSERT_EQ(rx_.proxy_ops.size(), 1u);
+  EXPECT_EQ(rx_.proxy_ops[0].op_seq, 0u);
+  EXPECT_EQ(rx_.collectives.size(), 17u);
+}
+
 // ABI v6 copy-engine collectives (src/ce_coll.cc ncclLaunchCeColl, on the launch thread):
 // CeColl start, CeSync, CeBatch, CeSync, CeColl stop; parent: the already-stopped CollApi.
 TEST_F(ScheduleTest, CopyEngineCollectiveThroughV6AndNotThroughV5) {

@@ -48,12 +48,6 @@ namespace fabricscope::testing {
 
 namespace nccl_abi = ::fabricscope::collectors::nccl;
 
-inline int64_t HarnessNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // NCCL's logger stand-in: keeps every line (process-wide, since the plugin keeps the first one).
 class HarnessLog {
  public:

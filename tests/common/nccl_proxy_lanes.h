@@ -4,6 +4,7 @@
 // (tests/common/nccl_proxy_engine.h cites the sources of each ordering). Part of FakeNccl
 // (tests/common/nccl_harness.h); the types below are its CollSpec and Expected.
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +23,8 @@ namespace fabricscope::testing {
 
 namespace nccl_abi = ::fabricscope::collectors::nccl;
 
-inline int64_t LaneNowNs() {
+// CLOCK_MONOTONIC ns, the plugin's and the agent's time base.
+inline int64_t HarnessNowNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
@@ -161,9 +163,9 @@ inline void LaneStartProxyOp(ProxyJob& j, size_t i) {
   d.parent_obj = p.pxn ? reinterpret_cast<void*>(0xdead0000beef0000) : j.coll_handle;
   void* ctx = p.pxn ? reinterpret_cast<void*>(0xFC00ABCD00010001) : j.context;
   if (!j.coll_stopped->load(std::memory_order_acquire)) j.expected->child_before_stop = true;
-  o.x.start_lo = LaneNowNs();
+  o.x.start_lo = HarnessNowNs();
   o.handle = LaneStart(j, ctx, d);
-  o.x.start_hi = LaneNowNs();
+  o.x.start_hi = HarnessNowNs();
   EventStateArgs a{};
   j.table->record_event_state(o.handle, kStateProxyOpInProgress, &a);
   const bool live = j.context != nullptr && j.coll_handle != nullptr;
@@ -230,9 +232,9 @@ inline void LaneFinishProxyOp(ProxyJob& j, size_t i) {
     const ProxyWork& p = works[m];
     if (p.peer != works[i].peer || p.is_send != works[i].is_send) continue;
     ProxyJob::Op& o = j.ops[m];
-    o.x.end_lo = LaneNowNs();
+    o.x.end_lo = HarnessNowNs();
     j.table->stop_event(o.handle);
-    o.x.end_hi = LaneNowNs();
+    o.x.end_hi = HarnessNowNs();
     j.table->stop_event(o.handle);  // repeated stop: ignored
     // A state update after stop: must not add bytes.
     EventStateArgs a{};
@@ -270,7 +272,7 @@ inline void LaneKernelStart(ProxyJob& j, const KernelWork& k, KernelLane& kl) {
   d.rank = 0;  // NCCL leaves rank 0 for KernelCh (ABI §4)
   d.kernel_ch.channel_id = k.channel;
   const int64_t cpu_start = gate != nullptr ? gate->started_ns.load(std::memory_order_acquire)
-                                            : LaneNowNs() - kStartLagNs;
+                                            : HarnessNowNs() - kStartLagNs;
   kl.gpu_start = k.timers == TimerKind::kZeroStart ? 0 : cpu_start + kGpuClockOffsetNs;
   d.kernel_ch.p_timer = static_cast<uint64_t>(kl.gpu_start);
   if (!j.coll_stopped->load(std::memory_order_acquire)) j.expected->child_before_stop = true;
@@ -282,7 +284,7 @@ inline void LaneKernelStop(ProxyJob& j, const KernelWork& k, KernelLane& kl) {
   const GpuGate* gate = j.expected->spec.gate.get();
   Expected& e = *j.expected;
   const int64_t cpu_end =
-      gate != nullptr ? gate->ended_ns.load(std::memory_order_acquire) : LaneNowNs() - kEndLagNs;
+      gate != nullptr ? gate->ended_ns.load(std::memory_order_acquire) : HarnessNowNs() - kEndLagNs;
   int64_t gpu_end = cpu_end + kGpuClockOffsetNs;
   if (k.timers == TimerKind::kEndBeforeStart) gpu_end = kl.gpu_start - 500;
   EventStateArgs args{};

@@ -11,57 +11,6 @@
 
 namespace fabricscope::collectors::nccl {
 
-// A stack of free slot indices 0..capacity-1 (Treiber stack; the head carries a 32-bit tag
-// against ABA). Pop and Push are lock-free and may be called from any thread.
-class IndexFreeList {
- public:
-  static constexpr uint32_t kNone = UINT32_MAX;
-
-  explicit IndexFreeList(uint32_t capacity)
-      : capacity_(capacity), next_(new std::atomic<uint32_t>[capacity]) {
-    for (uint32_t i = 0; i < capacity; ++i) {
-      next_[i].store(i + 1 < capacity ? i + 1 : kNone, std::memory_order_relaxed);
-    }
-    head_.store(capacity > 0 ? 0 : kNone, std::memory_order_release);
-  }
-
-  // Returns a free index, or kNone when every index is in use.
-  uint32_t Pop() {
-    uint64_t head = head_.load(std::memory_order_acquire);
-    for (;;) {
-      const uint32_t index = static_cast<uint32_t>(head);
-      if (index == kNone) return kNone;
-      const uint32_t next = next_[index].load(std::memory_order_relaxed);
-      const uint64_t desired = ((head >> 32) + 1) << 32 | next;
-      if (head_.compare_exchange_weak(head, desired, std::memory_order_acq_rel,
-                                      std::memory_order_acquire)) {
-        return index;
-      }
-    }
-  }
-
-  // Returns `index` (obtained from Pop) to the list.
-  void Push(uint32_t index) {
-    uint64_t head = head_.load(std::memory_order_relaxed);
-    for (;;) {
-      next_[index].store(static_cast<uint32_t>(head), std::memory_order_relaxed);
-      const uint64_t desired = ((head >> 32) + 1) << 32 | index;
-      if (head_.compare_exchange_weak(head, desired, std::memory_order_release,
-                                      std::memory_order_relaxed)) {
-        return;
-      }
-    }
-  }
-
-  uint32_t capacity() const { return capacity_; }
-  size_t memory_bytes() const { return sizeof(*this) + capacity_ * sizeof(std::atomic<uint32_t>); }
-
- private:
-  const uint32_t capacity_;
-  std::unique_ptr<std::atomic<uint32_t>[]> next_;
-  std::atomic<uint64_t> head_{kNone};
-};
-
 // Bounded MPMC queue of trivially copyable T (D. Vyukov's array queue: one sequence number per
 // cell). TryPush/TryPop never block and never allocate; TryPush fails when the queue is full.
 template <typename T>
@@ -128,6 +77,35 @@ class MpmcQueue {
   size_t mask_ = 0;
   alignas(64) std::atomic<size_t> tail_{0};
   alignas(64) std::atomic<size_t> head_{0};
+};
+
+// The free slot indices 0..capacity-1, handed out oldest-freed first (a FIFO over MpmcQueue).
+// FIFO, not a stack: the slot the flush thread closed last is the one whose cache lines sit,
+// modified, in the flush thread's core; a LIFO would hand exactly that slot to the next event on
+// NCCL's thread. Pop and Push are lock-free and may be called from any thread.
+class IndexFreeList {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  explicit IndexFreeList(uint32_t capacity) : capacity_(capacity), free_(capacity) {
+    for (uint32_t i = 0; i < capacity; ++i) free_.TryPush(i);
+  }
+
+  // Returns a free index, or kNone when every index is in use.
+  uint32_t Pop() {
+    uint32_t index = kNone;
+    return free_.TryPop(&index) ? index : kNone;
+  }
+
+  // Returns `index` (obtained from Pop) to the list. Never full: at most `capacity` indices exist.
+  void Push(uint32_t index) { free_.TryPush(index); }
+
+  uint32_t capacity() const { return capacity_; }
+  size_t memory_bytes() const { return sizeof(*this) + free_.memory_bytes(); }
+
+ private:
+  const uint32_t capacity_;
+  MpmcQueue<uint32_t> free_;
 };
 
 }  // namespace fabricscope::collectors::nccl

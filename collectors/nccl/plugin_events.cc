@@ -343,28 +343,44 @@ void Plugin::StopKernelCh(const Handle& h) {
   if (h.index >= options_.pool_kernel_ch) return;
   KernelChSlot& s = kernel_ch_[h.index];
   if (!MarkStopped(s.word, h.gen)) return;
-  const int64_t now = MonotonicNowNs();
   const uint64_t gs = s.gpu_start;
   const uint64_t ge = s.gpu_end.load(std::memory_order_relaxed);
   OpSlot& op = ops_[s.parent_index];
   if (IsOpen(op.word, s.parent_gen)) {
     ContextSlot& ctx = contexts_[s.ctx_index];
     // pTimer 0 or end <= start: this channel's timers are missing (ABI §6.9).
-    if (gs != 0 && ge > gs && ge < static_cast<uint64_t>(INT64_MAX)) {
-      // GPU->CPU offset: the least (CPU arrival - GPU end) seen; the proxy reports the end
-      // after the GPU wrote it, so each value is an upper bound (ABI §6.4). One clock read per
-      // channel, at its stop.
-      AtomicMin(ctx.offset_current, now - static_cast<int64_t>(ge));
+    const bool timed = gs != 0 && ge > gs && ge < static_cast<uint64_t>(INT64_MAX);
+    if (timed) {
       AtomicMin(op.gpu_start_min, static_cast<int64_t>(gs));
       AtomicMax(op.gpu_end_max, static_cast<int64_t>(ge));
-      op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
     }
-    const uint32_t done = op.kernel_ch_done.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (done == op.nchannels && op.kind == kOpColl) {
-      AtomicMax(ctx.kernels_done_enqueue_ns[std::min<int>(op.nchannels, ContextSlot::kMaxChannels)],
-                op.enqueue_start_ns);
+    // One clock read per collective, at the stop that completes its channels, not one per
+    // channel (NCCL runs up to 64: src/include/device.h MAXCHANNELS). A comm's KernelCh stops
+    // come from its one proxy progress thread (src/proxy.cc progressOps), microseconds apart,
+    // far inside the waits that last_activity_ns feeds (Plugin::Complete). A timed channel also
+    // reads it while the communicator has no offset yet, since a collective may never see all
+    // of its channels (ABI §6.9). The fields are written before kernel_ch_done counts this
+    // channel: the flush thread may close the collective as soon as the count is full.
+    const uint32_t before = op.kernel_ch_done.load(std::memory_order_relaxed);
+    const bool last = before + 1 >= op.nchannels;
+    if (last || (timed && OffsetEstimate(ctx) == kNone64)) {
+      const int64_t now = MonotonicNowNs();
+      // GPU->CPU offset: the least (CPU arrival - GPU end) seen; the proxy reports an end
+      // after the GPU wrote it, so now - (the latest end of any timed channel of this
+      // collective so far) is an upper bound (ABI §6.4), even when this channel is untimed.
+      const int64_t latest_end = op.gpu_end_max.load(std::memory_order_relaxed);
+      if (latest_end > 0) AtomicMin(ctx.offset_current, now - latest_end);
+      if (last && op.kind == kOpColl) {
+        AtomicMax(
+            ctx.kernels_done_enqueue_ns[std::min<int>(op.nchannels, ContextSlot::kMaxChannels)],
+            op.enqueue_start_ns);
+      }
+      op.last_activity_ns.store(now, std::memory_order_relaxed);
     }
-    op.last_activity_ns.store(now, std::memory_order_relaxed);
+    // The estimate at hand goes with the collective: its communicator may be finalized before
+    // the flush thread converts its GPU times (Plugin::EmitOp).
+    if (timed || last) op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
+    op.kernel_ch_done.fetch_add(1, std::memory_order_release);
   }
   if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
   FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);

@@ -101,7 +101,7 @@ bool Plugin::Complete(OpSlot& s, uint64_t w, int64_t now) {
   const int64_t quiet =
       now - std::max(s.seen_at_ns, s.last_activity_ns.load(std::memory_order_relaxed));
   if (s.kind == kOpCe) return !held || quiet >= options_.max_wait_ns;
-  const uint32_t kernels = s.kernel_ch_done.load(std::memory_order_relaxed);
+  const uint32_t kernels = s.kernel_ch_done.load(std::memory_order_acquire);
   if (s.expect_kernel_ch != 0 && kernels >= s.nchannels) {
     return !held || quiet >= options_.open_child_wait_ns;
   }

@@ -381,6 +381,39 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
   }
 }
 
+bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
+                                   v1::CollectiveAnalysis* a) const {
+  if (options_.lossy_tail_ratio <= 0 || k.clean_median.count() < options_.min_history) {
+    return false;
+  }
+  const double median = k.clean_median.Value();
+  const double ratio = median > 0 ? static_cast<double>(duration_ns) / median : 0;
+  int worst = -1;
+  uint64_t worst_events = 0;
+  for (int i = 0; i < a->ports_size(); ++i) {
+    const v1::PortActivity& p = a->ports(i);
+    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events) {
+      worst = i;
+      worst_events = events;
+    }
+  }
+  if (worst < 0) return false;
+  if (a->cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) return true;  // named by the ratio rule
+  // Idle links while it waited for a peer: a tail-loss probe there did not slow it.
+  if (a->cause() == v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS) return false;
+  if (ratio < options_.lossy_tail_ratio) return false;
+  const v1::PortActivity& p = a->ports(worst);
+  a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  a->set_port_index(static_cast<int32_t>(p.port_index()));
+  a->set_detail(absl::StrFormat(
+      "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; it "
+      "took %.2fx its kind's clean median (%.3g s)",
+      PortName(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
+      ratio, median / 1e9));
+  return true;
+}
+
 double CollectiveAnalyzer::NetworkShare(int64_t window_start_ns, int64_t window_end_ns,
                                         bool* marker, double* seconds) const {
   int64_t from = window_start_ns, to = window_end_ns;
@@ -431,16 +464,25 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
     v1::CollectiveAnalysis a = Analyze(c);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
     const Kind kind{c.comm_hash(), c.func(), SizeBucket(c.bytes())};
-    auto it = p99_.find(kind);
-    if (it == p99_.end() && p99_.size() < options_.max_kinds) {
-      it = p99_.emplace(kind, P2Quantile(0.99)).first;
+    auto it = kinds_.find(kind);
+    if (it == kinds_.end() && kinds_.size() < options_.max_kinds) {
+      it = kinds_.emplace(kind, KindStats{}).first;
     }
-    if (it != p99_.end()) {
-      if (it->second.count() >= options_.min_history) {
-        a.set_p99_seconds(it->second.Value() / 1e9);
-        a.set_slow(static_cast<double>(duration_ns) > it->second.Value());
+    if (it != kinds_.end()) {
+      KindStats& k = it->second;
+      if (k.p99.count() >= options_.min_history) {
+        a.set_p99_seconds(k.p99.Value() / 1e9);
+        a.set_slow(static_cast<double>(duration_ns) > k.p99.Value());
       }
-      it->second.Add(static_cast<double>(duration_ns));
+      if (!TailLossy(k, duration_ns, &a)) {
+        bool any_loss = false;
+        for (const v1::PortActivity& pa : a.ports()) {
+          any_loss =
+              any_loss || pa.loss_events() + pa.retransmits() > 0 || pa.captured_loss_events() > 0;
+        }
+        if (!any_loss) k.clean_median.Add(static_cast<double>(duration_ns));
+      }
+      k.p99.Add(static_cast<double>(duration_ns));
     }
     if (a.slow()) {
       ++slow_;

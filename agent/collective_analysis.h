@@ -45,8 +45,11 @@ bool MatchesRail(const collectors::PortDescriptor& p, const std::string& name);
 // counters (OnCounterDelta). A collective is analysed only once the samples covering it are in
 // (delay_ns past its end), then classified:
 //
-//   1. network_lossy      some candidate port had loss/retransmit events >= lossy_min_events,
-//                         or paused >= lossy_min_pause_ratio of the duration;
+//   1. network_lossy      some candidate port had loss/retransmit events >= lossy_min_events
+//                         and >= lossy_min_ratio of its packets, or paused >=
+//                         lossy_min_pause_ratio of the duration; or (the slow tail) had any
+//                         such events while the collective took >= lossy_tail_ratio x the
+//                         median of its kind's clean instances;
 //   2. network_saturated  some candidate port was saturated (samples >= saturation_utilization)
 //                         or inside a microburst for >= saturated_min_ratio of the time;
 //   3. waiting_on_peers   it lasted >= waiting_min_ns and every candidate port's mean
@@ -126,7 +129,14 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   std::deque<Burst> bursts_;
   std::deque<CapturedLoss> captured_;  // by arrival, roughly by time
   std::deque<Pending> pending_;
-  std::map<Kind, P2Quantile> p99_;
+  struct KindStats {
+    P2Quantile p99{0.99};
+    P2Quantile clean_median{0.5};  // durations of the instances without loss events
+  };
+  // The slow-tail lossy rule (CollectiveAnalysisOptions::lossy_tail_ratio); true when it named
+  // the collective network_lossy.
+  bool TailLossy(const KindStats& k, int64_t duration_ns, v1::CollectiveAnalysis* a) const;
+  std::map<Kind, KindStats> kinds_;
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
   std::deque<int64_t> marker_starts_;                  // iteration starts, last ~10 s
   uint64_t marker_comm_ = 0;

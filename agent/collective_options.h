@@ -30,6 +30,14 @@ struct CollectiveAnalysisOptions {
   uint64_t lossy_min_events = 1;
   double lossy_min_ratio = 0.02;
   double lossy_min_pause_ratio = 0.01;
+  // network_lossy from the slow tail, whatever the loss's share of the packets: on some port,
+  // loss + retransmit events >= lossy_min_events, and the collective took >= lossy_tail_ratio x
+  // the median of its kind's clean instances (those with no such event; min_history of them
+  // seen). A lost packet costs a retransmission timeout or a go-back-N replay of the whole
+  // window, so a 0.01-1% loss rate slows a collective without moving 2% of its packets
+  // (Mathis et al., "The macroscopic behavior of the TCP congestion avoidance algorithm",
+  // CCR 1997: throughput ~ MSS / (RTT sqrt(p))). 0 = off.
+  double lossy_tail_ratio = 1.05;
   // network_saturated: on some port, saturated time or microburst overlap >=
   // saturated_min_ratio of the covered time.
   double saturated_min_ratio = 0.3;

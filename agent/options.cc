@@ -125,6 +125,8 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
       c->lossy_min_ratio = v.as<double>();
     } else if (key == "lossy_min_pause_ratio") {
       c->lossy_min_pause_ratio = v.as<double>();
+    } else if (key == "lossy_tail_ratio") {
+      c->lossy_tail_ratio = v.as<double>();
     } else {
       return absl::InvalidArgumentError(absl::StrCat(at, ": unknown key"));
     }

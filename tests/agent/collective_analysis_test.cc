@@ -384,6 +384,58 @@ TEST_F(CollectiveAnalysisTest, SlowCollectiveGetsTheRecorderSamples) {
   EXPECT_EQ(b.collective_analysis().slow_total(), static_cast<uint64_t>(slow));
 }
 
+// The slow-tail rule: a loss far below 2% of the packets names the collective network_lossy
+// when it took >= lossy_tail_ratio x its kind's clean median; the same loss in a collective of
+// ordinary length, or while the rank's links sat idle waiting for a peer, does not.
+TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
+  Fill(recorder_, 0, 0, 2600, 0.5);
+  Fill(recorder_, 0, 2600, 3000, 0.05);  // idle from 2.6 s: waiting on peers
+  Fill(recorder_, 2, 0, 3000, 0.05);
+  CollectiveAnalysisOptions o;
+  o.delay_ns = 0;
+  for (const double tail : {1.05, 0.0}) {
+    o.lossy_tail_ratio = tail;
+    CollectiveAnalyzer a(Ports(), recorder_, o);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> jitter(0, 400);
+    for (int i = 0; i < 40; ++i) {  // clean: 10.0-10.4 ms
+      const int64_t s = i * 50 * kMs + 1;
+      a.AddCollective(Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
+    }
+    // 3 TCP retransmissions (~0.07% of ~4,000 packets) in each of the next four.
+    for (int64_t at : {2100, 2200, 2300, 2700}) a.OnCounterDelta(1, 0, at * kMs, (at + 5) * kMs, 3);
+    a.AddCollective(Coll(40, 2100 * kMs, 2112 * kMs));           // 12 ms: 1.17x the clean median
+    a.AddCollective(Coll(41, 2200 * kMs, 2210 * kMs));           // 10 ms: not in the tail
+    a.AddCollective(Coll(42, 2300 * kMs, 2312 * kMs, 1 << 26));  // another kind: no history
+    a.AddCollective(Coll(43, 2700 * kMs, 2712 * kMs));  // 12 ms, but idle: waiting on peers
+    a.AddCollective(Coll(44, 2400 * kMs, 2412 * kMs));  // 12 ms, no loss: slow, not lossy
+    v1::Batch b;
+    b.set_window_start_ns(2000 * kMs);
+    b.set_window_end_ns(3000 * kMs);
+    a.Process(3000 * kMs, &b);
+    ASSERT_EQ(b.collective_analyses_size(), 45);
+    int lossy_clean = 0;
+    for (int i = 0; i < 40; ++i) {
+      lossy_clean += b.collective_analyses(i).cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY;
+    }
+    EXPECT_EQ(lossy_clean, 0);
+    const v1::CollectiveAnalysis& tail_loss = b.collective_analyses(40);
+    if (tail > 0) {
+      EXPECT_EQ(tail_loss.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) << tail_loss.detail();
+      EXPECT_EQ(tail_loss.port_index(), 0);
+      EXPECT_NE(tail_loss.detail().find("3 retransmitted"), std::string::npos)
+          << tail_loss.detail();
+      EXPECT_NE(tail_loss.detail().find("took 1.1"), std::string::npos) << tail_loss.detail();
+    } else {
+      EXPECT_EQ(tail_loss.cause(), v1::COLLECTIVE_CAUSE_NORMAL) << tail_loss.detail();
+    }
+    EXPECT_EQ(b.collective_analyses(41).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+    EXPECT_EQ(b.collective_analyses(42).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+    EXPECT_EQ(b.collective_analyses(43).cause(), v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
+    EXPECT_EQ(b.collective_analyses(44).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  }
+}
+
 TEST(P2QuantileTest, TracksTheQuantileOfAStream) {
   std::mt19937 rng(1);
   std::exponential_distribution<double> exp(1.0);

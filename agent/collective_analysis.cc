@@ -97,16 +97,6 @@ bool IsCapturedLoss(const std::string& kind) {
 
 std::string PortName(const PortDescriptor& p) { return p.rdma ? p.Key() : p.device; }
 
-// log2 size bucket of a message: collectives of 1 MiB and 1.5 MiB share a kind.
-int SizeBucket(uint64_t bytes) {
-  int b = 0;
-  while (bytes > 1) {
-    bytes >>= 1;
-    ++b;
-  }
-  return b;
-}
-
 }  // namespace
 
 CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
@@ -463,7 +453,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
-    const Kind kind{c.comm_hash(), c.func(), SizeBucket(c.bytes())};
+    const Kind kind{c.comm_hash(), c.func(), exporters::CollectiveSizeClass(c.bytes())};
     auto it = kinds_.find(kind);
     if (it == kinds_.end() && kinds_.size() < options_.max_kinds) {
       it = kinds_.emplace(kind, KindStats{}).first;

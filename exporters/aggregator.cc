@@ -2,7 +2,18 @@
 
 namespace fabricscope::exporters {
 
-Aggregator::Aggregator(AggregatorOptions options) : options_(std::move(options)) {}
+namespace {
+
+ClusterState::Options StateOptions(const AggregatorOptions& a) {
+  ClusterState::Options o;
+  o.cross_rank = a.collectives;
+  return o;
+}
+
+}  // namespace
+
+Aggregator::Aggregator(AggregatorOptions options)
+    : options_(std::move(options)), state_(StateOptions(options_)) {}
 
 Aggregator::~Aggregator() { Stop(); }
 

@@ -16,6 +16,9 @@ struct AggregatorOptions {
   std::string grpc_listen = "0.0.0.0:9471";
   // HTTP listen address for /metrics, /healthz and /api/*.
   std::string http_listen = "0.0.0.0:9470";
+  // The cross-rank rules: persistent-straggler test and diagnosis (`collectives:` in the
+  // config; read at start, a SIGHUP does not change them since the state is kept).
+  CrossRankOptions collectives;
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's

@@ -32,11 +32,12 @@ class ClusterState : public prometheus::Collectable {
  public:
   struct Options {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
+    CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
   };
   ClusterState() : ClusterState(Options{}) {}
   // links: the heat-map, temporal and loss-pattern analysis (exporters/link_analysis.h).
   explicit ClusterState(Options options, LinkAnalysisOptions links = {})
-      : options_(options), links_(links) {}
+      : options_(options), links_(links), cross_rank_(options.cross_rank) {}
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to

@@ -1,7 +1,5 @@
 #include "exporters/cross_rank.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,7 +37,8 @@ std::vector<double> ArrivalSkewBounds() {
   return b;
 }
 
-CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(options) {
+CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options)
+    : options_(options), diagnosis_(options.diagnosis) {
   skew_buckets_.assign(ArrivalSkewBounds().size() + 1, 0);
 }
 
@@ -88,6 +87,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     e.cause = a.cause();
     e.detail = a.detail();
     e.slow = a.slow();
+    e.bytes = a.bytes();
     if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < n.ports.size()) {
       const v1::PortInfo& pi = n.ports[static_cast<size_t>(a.port_index())];
       e.port = pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device();
@@ -177,6 +177,7 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
             [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   int latest = -1;
+  int64_t last_end = 0;
   std::vector<int64_t> durations;
   d.max_duration_ns = 0;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
@@ -187,6 +188,7 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
       latest = static_cast<int>(i);
     }
     durations.push_back(r.end_unix_ns - r.start_unix_ns);
+    last_end = std::max(last_end, r.end_unix_ns);
     d.max_duration_ns = std::max(d.max_duration_ns, r.end_unix_ns - r.start_unix_ns);
   }
   d.skew_ns = last - first;
@@ -205,26 +207,58 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
       saturated = static_cast<int>(i);
     }
   }
+  std::vector<RankArrival> arrivals;
+  for (const RankEntry& r : d.ranks) {
+    arrivals.push_back({r.node, r.rank, r.start_unix_ns, r.end_unix_ns});
+  }
+  const StragglerVerdict persistent = diagnosis_.ObserveArrivals(
+      std::get<0>(key), std::get<1>(key), d.ranks.empty() ? 0 : d.ranks[0].bytes, arrivals);
+  const int64_t instant_min_skew = std::max<int64_t>(
+      options_.straggler_min_skew_ns,
+      static_cast<int64_t>(options_.straggler_skew_ratio * static_cast<double>(median)));
   double w = 0;
   if (lossy >= 0) {
     d.cause = "network_lossy";
     d.bottleneck = lossy;
+    d.evidence = d.ranks[static_cast<size_t>(lossy)].detail;
     w = 1;
   } else if (saturated >= 0) {
     d.cause = "network_saturated";
     d.bottleneck = saturated;
+    d.evidence = d.ranks[static_cast<size_t>(saturated)].detail;
     w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
-  } else if (d.ranks.size() > 1 &&
-             d.skew_ns >= std::max<int64_t>(options_.straggler_min_skew_ns,
-                                            static_cast<int64_t>(options_.straggler_skew_ratio *
-                                                                 static_cast<double>(median)))) {
+  } else if (persistent.index >= 0 || (d.ranks.size() > 1 && d.skew_ns >= instant_min_skew)) {
     d.cause = "compute_straggler";
-    d.bottleneck = latest;
+    d.bottleneck = persistent.index >= 0 ? persistent.index : latest;
+    d.evidence = persistent.evidence;
+    if (persistent.index < 0) {
+      d.evidence = absl::StrFormat(
+          "rank %d (%s) started %.3g ms after the first rank: at least %.0f%% of the median "
+          "duration (%.3g ms)",
+          d.ranks[static_cast<size_t>(latest)].rank, d.ranks[static_cast<size_t>(latest)].node,
+          static_cast<double>(d.skew_ns) / 1e6, 100 * options_.straggler_skew_ratio,
+          static_cast<double>(median) / 1e6);
+    }
     w = d.max_duration_ns > 0
             ? std::min(1.0, static_cast<double>(d.skew_ns) / static_cast<double>(d.max_duration_ns))
             : 1.0;
   } else {
     d.cause = "normal";
+  }
+  {
+    Diagnosis::Outcome o;
+    o.func = std::get<1>(key);
+    o.end_unix_ns = last_end;
+    o.duration_ns = d.max_duration_ns;
+    o.cause = d.cause;
+    o.evidence = d.evidence;
+    if (d.bottleneck >= 0) {
+      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
+      o.node = b.node;
+      o.rank = b.rank;
+      o.port = d.cause == "compute_straggler" ? "" : b.port;
+    }
+    diagnosis_.Record(std::get<0>(key), std::move(o));
   }
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     Blame(d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0);
@@ -308,6 +342,12 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
   for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &pending}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
+  diagnosis_.Collect(out);
+}
+
+std::string CrossRankAnalysis::DiagnosisJson() const {
+  absl::MutexLock lock(&mu_);
+  return diagnosis_.Json();
 }
 
 std::string CrossRankAnalysis::SlowJson(size_t limit) const {
@@ -325,7 +365,9 @@ std::string CrossRankAnalysis::SlowJson(size_t limit) const {
     absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
     AppendJsonString(&out, std::get<1>(d.key));
     absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
-                    ",\"cause\":\"", d.cause, "\",\"skew_seconds\":");
+                    ",\"cause\":\"", d.cause, "\",\"evidence\":");
+    AppendJsonString(&out, d.evidence);
+    out += ",\"skew_seconds\":";
     AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
     out += ",\"duration_seconds\":";
     AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
@@ -542,66 +584,6 @@ uint64_t CrossRankAnalysis::memory_bytes() const {
   }
   b += pending_order_.size() * (sizeof(int64_t) + sizeof(Key) + 16);
   return b;
-}
-
-namespace {
-
-std::string Param(const httplib::Request& req, const char* name) {
-  return req.has_param(name) ? req.get_param_value(name) : "";
-}
-
-void ServeModel(const httplib::Request& req, httplib::Response& res, HeatmapModel model) {
-  DownsampleHeatmap(&model, 1'000'000);
-  const std::string format = Param(req, "format");
-  if (format == "json") {
-    res.set_content(RenderHeatmapJson(model), "application/json");
-  } else if (format.empty() || format == "svg") {
-    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
-  } else {
-    res.status = 400;
-    res.set_content("format must be svg or json\n", "text/plain");
-  }
-}
-
-}  // namespace
-
-void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
-                             std::vector<HeatmapPage>* pages) {
-  server.Get("/heatmap/collectives", [&analysis](const httplib::Request& req,
-                                                 httplib::Response& res) {
-    size_t n = 100;
-    if (auto v = Param(req, "instances");
-        !v.empty() && (!absl::SimpleAtoi(v, &n) || n == 0 || n > 100000)) {
-      res.status = 400;
-      res.set_content("instances must be a count in [1, 100000]\n", "text/plain");
-      return;
-    }
-    ServeModel(req, res, analysis.CollectivesHeatmap(Param(req, "comm"), Param(req, "func"), n));
-  });
-  server.Get("/heatmap/ranks", [&analysis](const httplib::Request& req, httplib::Response& res) {
-    ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
-  });
-  server.Get("/api/collectives/slow",
-             [&analysis](const httplib::Request& req, httplib::Response& res) {
-               size_t limit = 20;
-               if (auto v = Param(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
-                 res.status = 400;
-                 res.set_content("limit must be a count\n", "text/plain");
-                 return;
-               }
-               res.set_content(analysis.SlowJson(limit), "application/json");
-             });
-  pages->push_back({"/heatmap/collectives",
-                    "collective duration per rank x sequence number (a compute straggler is the "
-                    "dark row among bright ones: the other ranks' collectives wait for it and "
-                    "run long); ?comm=, ?func=, "
-                    "?instances=100, ?format=json"});
-  pages->push_back({"/heatmap/ranks",
-                    "rank x rank bytes of a communicator from the NCCL proxy (who talks to "
-                    "whom); ?comm=, ?format=json"});
-  pages->push_back({"/api/collectives/slow",
-                    "JSON: the slowest recent collective instances, their cause, bottleneck "
-                    "rank and flight-recorder samples; ?limit=20"});
 }
 
 }  // namespace fabricscope::exporters

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "exporters/diagnosis.h"
 #include "exporters/heatmap_svg.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
@@ -31,6 +32,8 @@ struct CrossRankOptions {
   // median duration of the instance's ranks).
   int64_t straggler_min_skew_ns = 1'000'000;
   double straggler_skew_ratio = 0.25;
+  // The persistent-straggler test and the per-communicator diagnosis (exporters/diagnosis.h).
+  DiagnosisOptions diagnosis;
   size_t score_window = 64;        // instances per (node, rank) in the straggler score
   size_t recent_instances = 1024;  // complete instances kept for the heat map and JSON
   size_t overlap_window = 256;     // analyses per node in the microburst overlap ratio
@@ -68,6 +71,8 @@ class CrossRankAnalysis {
   //   to_unix_seconds, samples:[{time_unix_seconds, interval_seconds, transmit_bytes,
   //   receive_bytes, transmit_utilization, receive_utilization}]}}]}]} slowest first.
   std::string SlowJson(size_t limit) const;
+  // Diagnosis::Json() (exporters/diagnosis.h): per communicator, what holds it back now.
+  std::string DiagnosisJson() const;
   // Rank x sequence: each rank's duration of the recent instances of one communicator and
   // func (comm = 8-hex-digit label or "" for the busiest; func "" = AllReduce if present).
   HeatmapModel CollectivesHeatmap(const std::string& comm, const std::string& func,
@@ -92,6 +97,7 @@ class CrossRankAnalysis {
     double saturated_ratio = 0;
     uint64_t events = 0;
     bool slow = false;
+    uint64_t bytes = 0;
     v1::FlightRecording recording;  // empty unless slow and attached
     int64_t recording_offset_ns = 0;
   };
@@ -105,6 +111,7 @@ class CrossRankAnalysis {
     Key key;
     int32_t nranks;
     std::string cause;
+    std::string evidence;  // one line with numbers: the bottleneck's own detail, or the skew
     int64_t skew_ns;
     int64_t max_duration_ns;
     int bottleneck = -1;  // index into ranks
@@ -133,6 +140,7 @@ class CrossRankAnalysis {
   std::deque<Done> recent_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int32_t>, Score> scores_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> by_cause_ ABSL_GUARDED_BY(mu_);
+  Diagnosis diagnosis_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> skew_buckets_ ABSL_GUARDED_BY(mu_);
   double skew_sum_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t instances_ ABSL_GUARDED_BY(mu_) = 0;

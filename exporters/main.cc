@@ -21,9 +21,10 @@
 // An empty value means "not given": the config file or the default applies.
 // Precedence: flag > config file > default.
 ABSL_FLAG(std::string, config, "",
-          "YAML config file (keys grpc_listen, http_listen). Default "
-          "/etc/fabricscope/aggregator.yaml when it exists. Re-read on SIGHUP; flags given on the "
-          "command line override its values.");
+          "YAML config file (keys grpc_listen, http_listen, and collectives: the cross-rank "
+          "straggler and diagnosis rules, read at start only; deploy/config/aggregator.yaml "
+          "lists them). Default /etc/fabricscope/aggregator.yaml when it exists. Re-read on "
+          "SIGHUP; flags given on the command line override its values.");
 ABSL_FLAG(std::string, grpc_listen, "",
           "HOST:PORT where agents connect (gRPC). Default 0.0.0.0:9471. Port 0 picks a free "
           "port, printed at start.");

@@ -262,7 +262,9 @@ TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {
 }
 
 TEST(ClusterState, RecentMicroburstsAreBounded) {
-  ClusterState s(ClusterState::Options{.recent_bursts_per_node = 3});
+  ClusterState::Options o;
+  o.recent_bursts_per_node = 3;
+  ClusterState s(o);
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   for (uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(s.OnBatch("n1", 7, Batch(i, i)).ok());
   const std::string json = s.RecentMicroburstsJson("n1");

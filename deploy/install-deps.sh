@@ -15,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
   iproute2 prometheus curl procps jq
+  # tests/e2e fault matrix: random packet loss (nft numgen random; this kernel has no sch_netem)
+  nftables
   # tests/e2e: xmllint checks that the heat-map SVGs are well-formed XML
   libxml2-utils
   # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive

@@ -395,12 +395,66 @@ bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
   if (ratio < options_.lossy_tail_ratio) return false;
   const v1::PortActivity& p = a->ports(worst);
   a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  a->set_lossy_by_tail(true);
   a->set_port_index(static_cast<int32_t>(p.port_index()));
   a->set_detail(absl::StrFormat(
       "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; it "
       "took %.2fx its kind's clean median (%.3g s)",
       PortName(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
       ratio, median / 1e9));
+  return true;
+}
+
+void CollectiveAnalyzer::UpdateLossRates(const v1::CollectiveAnalysis& a) {
+  if (port_loss_.size() < ports_.size()) port_loss_.resize(ports_.size());
+  for (const v1::PortActivity& p : a.ports()) {
+    if (p.port_index() >= port_loss_.size()) continue;
+    PortLoss& l = port_loss_[p.port_index()];
+    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    const double packets = static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;
+    l.recent.emplace_back(events, packets);
+    l.events += events;
+    l.packets += packets;
+    while (l.recent.size() > options_.lossy_rate_window) {
+      l.events -= l.recent.front().first;
+      l.packets -= l.recent.front().second;
+      l.recent.pop_front();
+    }
+  }
+}
+
+bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
+  if (a->cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) return true;
+  if (options_.lossy_min_rate <= 0 || a->cause() == v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS) {
+    return false;
+  }
+  int worst = -1;
+  double worst_rate = 0;
+  for (int i = 0; i < a->ports_size(); ++i) {
+    const v1::PortActivity& p = a->ports(i);
+    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    if (events < std::max<uint64_t>(1, options_.lossy_min_events)) continue;
+    // A node-level pseudo-port (TCP) moves no bytes of its own: its events count on the
+    // interfaces.
+    if (p.port_index() >= port_loss_.size() || ports_[p.port_index()].node_level) continue;
+    const PortLoss& l = port_loss_[p.port_index()];
+    if (l.recent.size() < options_.lossy_rate_window || l.packets < 1) continue;
+    const double rate = static_cast<double>(l.events) / l.packets;
+    if (rate >= options_.lossy_min_rate && rate > worst_rate) {
+      worst = i;
+      worst_rate = rate;
+    }
+  }
+  if (worst < 0) return false;
+  const v1::PortActivity& p = a->ports(worst);
+  const PortLoss& l = port_loss_[p.port_index()];
+  a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
+  a->set_port_index(static_cast<int32_t>(p.port_index()));
+  a->set_detail(absl::StrFormat(
+      "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; the "
+      "port lost or retransmitted %.3g%% of its ~%.0f packets over its last %d collectives",
+      PortName(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
+      100 * static_cast<double>(l.events) / l.packets, l.packets, l.recent.size()));
   return true;
 }
 
@@ -464,7 +518,9 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
         a.set_p99_seconds(k.p99.Value() / 1e9);
         a.set_slow(static_cast<double>(duration_ns) > k.p99.Value());
       }
-      if (!TailLossy(k, duration_ns, &a)) {
+      UpdateLossRates(a);
+      // The rate rule first: a persistently lossy port is the stronger evidence.
+      if (!RateLossy(&a) && !TailLossy(k, duration_ns, &a)) {
         bool any_loss = false;
         for (const v1::PortActivity& pa : a.ports()) {
           any_loss =

@@ -49,7 +49,8 @@ bool MatchesRail(const collectors::PortDescriptor& p, const std::string& name);
 //                         and >= lossy_min_ratio of its packets, or paused >=
 //                         lossy_min_pause_ratio of the duration; or (the slow tail) had any
 //                         such events while the collective took >= lossy_tail_ratio x the
-//                         median of its kind's clean instances;
+//                         median of its kind's clean instances; or had such events on a port
+//                         whose recent loss rate is >= lossy_min_rate;
 //   2. network_saturated  some candidate port was saturated (samples >= saturation_utilization)
 //                         or inside a microburst for >= saturated_min_ratio of the time;
 //   3. waiting_on_peers   it lasted >= waiting_min_ns and every candidate port's mean
@@ -136,7 +137,17 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // The slow-tail lossy rule (CollectiveAnalysisOptions::lossy_tail_ratio); true when it named
   // the collective network_lossy.
   bool TailLossy(const KindStats& k, int64_t duration_ns, v1::CollectiveAnalysis* a) const;
+  // The persistent-loss rule (CollectiveAnalysisOptions::lossy_min_rate), after
+  // UpdateLossRates(*a); true when the collective is (now) network_lossy.
+  bool RateLossy(v1::CollectiveAnalysis* a) const;
+  void UpdateLossRates(const v1::CollectiveAnalysis& a);
+  struct PortLoss {
+    std::deque<std::pair<uint64_t, double>> recent;  // (events, packets) per collective
+    uint64_t events = 0;
+    double packets = 0;
+  };
   std::map<Kind, KindStats> kinds_;
+  std::vector<PortLoss> port_loss_;                    // per port index
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
   std::deque<int64_t> marker_starts_;                  // iteration starts, last ~10 s
   uint64_t marker_comm_ = 0;

@@ -38,6 +38,13 @@ struct CollectiveAnalysisOptions {
   // (Mathis et al., "The macroscopic behavior of the TCP congestion avoidance algorithm",
   // CCR 1997: throughput ~ MSS / (RTT sqrt(p))). 0 = off.
   double lossy_tail_ratio = 1.05;
+  // network_lossy from a persistently lossy port: the collective had loss + retransmit events
+  // >= max(1, lossy_min_events) on a port whose events over its last lossy_rate_window
+  // collectives (all kinds; a full window) are >= lossy_min_rate of the packets it moved
+  // (bytes / 1500). 2e-4 is twice the mission's 0.01% alarm level, above the ~5e-5 of spurious
+  // TCP retransmissions measured on a clean veth ring (README "Fault matrix"). 0 = off.
+  double lossy_min_rate = 2e-4;
+  size_t lossy_rate_window = 32;
   // network_saturated: on some port, saturated time or microburst overlap >=
   // saturated_min_ratio of the covered time.
   double saturated_min_ratio = 0.3;

@@ -127,6 +127,10 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
       c->lossy_min_pause_ratio = v.as<double>();
     } else if (key == "lossy_tail_ratio") {
       c->lossy_tail_ratio = v.as<double>();
+    } else if (key == "lossy_min_rate") {
+      c->lossy_min_rate = v.as<double>();
+    } else if (key == "lossy_rate_window") {
+      c->lossy_rate_window = v.as<size_t>();
     } else {
       return absl::InvalidArgumentError(absl::StrCat(at, ": unknown key"));
     }

@@ -87,6 +87,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     e.cause = a.cause();
     e.detail = a.detail();
     e.slow = a.slow();
+    e.lossy_by_tail = a.lossy_by_tail();
     e.bytes = a.bytes();
     if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < n.ports.size()) {
       const v1::PortInfo& pi = n.ports[static_cast<size_t>(a.port_index())];
@@ -168,6 +169,24 @@ void CrossRankAnalysis::Blame(const std::string& node, int32_t rank, double w) {
   }
 }
 
+int CrossRankAnalysis::Strongest(const std::vector<RankEntry>& ranks, v1::CollectiveCause cause,
+                                 int straggler) {
+  int best = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankEntry& r = ranks[i];
+    if (r.cause != cause) continue;
+    // A rank lossy by the slow tail alone, kept waiting by a persistent straggler: the wait
+    // explains its slowness, not the loss (CollectiveAnalysis.lossy_by_tail).
+    if (straggler >= 0 && r.lossy_by_tail && static_cast<int>(i) != straggler) continue;
+    const RankEntry* b = best < 0 ? nullptr : &ranks[static_cast<size_t>(best)];
+    const bool stronger = cause == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY
+                              ? b == nullptr || r.events > b->events
+                              : b == nullptr || r.saturated_ratio > b->saturated_ratio;
+    if (stronger) best = static_cast<int>(i);
+  }
+  return best;
+}
+
 void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
   Done d;
   d.key = key;
@@ -194,25 +213,14 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
   d.skew_ns = last - first;
   std::sort(durations.begin(), durations.end());
   const int64_t median = durations[durations.size() / 2];
-  int lossy = -1, saturated = -1;
-  for (size_t i = 0; i < d.ranks.size(); ++i) {
-    const RankEntry& r = d.ranks[i];
-    if (r.cause == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY &&
-        (lossy < 0 || r.events > d.ranks[static_cast<size_t>(lossy)].events)) {
-      lossy = static_cast<int>(i);
-    }
-    if (r.cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED &&
-        (saturated < 0 ||
-         r.saturated_ratio > d.ranks[static_cast<size_t>(saturated)].saturated_ratio)) {
-      saturated = static_cast<int>(i);
-    }
-  }
   std::vector<RankArrival> arrivals;
   for (const RankEntry& r : d.ranks) {
     arrivals.push_back({r.node, r.rank, r.start_unix_ns, r.end_unix_ns});
   }
   const StragglerVerdict persistent = diagnosis_.ObserveArrivals(
       std::get<0>(key), std::get<1>(key), d.ranks.empty() ? 0 : d.ranks[0].bytes, arrivals);
+  const int lossy = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_LOSSY, persistent.index);
+  const int saturated = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_SATURATED, -1);
   const int64_t instant_min_skew = std::max<int64_t>(
       options_.straggler_min_skew_ns,
       static_cast<int64_t>(options_.straggler_skew_ratio * static_cast<double>(median)));
@@ -227,7 +235,9 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
     d.bottleneck = saturated;
     d.evidence = d.ranks[static_cast<size_t>(saturated)].detail;
     w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
-  } else if (persistent.index >= 0 || (d.ranks.size() > 1 && d.skew_ns >= instant_min_skew)) {
+  } else if (persistent.index >= 0 ||
+             // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
+             (d.ranks.size() > 1 && std::get<2>(key) > 0 && d.skew_ns >= instant_min_skew)) {
     d.cause = "compute_straggler";
     d.bottleneck = persistent.index >= 0 ? persistent.index : latest;
     d.evidence = persistent.evidence;
@@ -348,97 +358,6 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
 std::string CrossRankAnalysis::DiagnosisJson() const {
   absl::MutexLock lock(&mu_);
   return diagnosis_.Json();
-}
-
-std::string CrossRankAnalysis::SlowJson(size_t limit) const {
-  absl::MutexLock lock(&mu_);
-  std::vector<const Done*> v;
-  for (const Done& d : recent_) v.push_back(&d);
-  std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
-    return a->max_duration_ns > b->max_duration_ns;
-  });
-  if (limit > 0 && v.size() > limit) v.resize(limit);
-  std::string out = "{\"collectives\":[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    const Done& d = *v[i];
-    if (i > 0) out += ",";
-    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
-    AppendJsonString(&out, std::get<1>(d.key));
-    absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
-                    ",\"cause\":\"", d.cause, "\",\"evidence\":");
-    AppendJsonString(&out, d.evidence);
-    out += ",\"skew_seconds\":";
-    AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
-    out += ",\"duration_seconds\":";
-    AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
-    out += ",\"bottleneck\":";
-    if (d.bottleneck >= 0) {
-      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
-      out += "{\"node\":";
-      AppendJsonString(&out, b.node);
-      absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
-      AppendJsonString(&out, b.port);
-      out += ",\"detail\":";
-      AppendJsonString(&out, b.detail);
-      out += "}";
-    } else {
-      out += "null";
-    }
-    out += ",\"ranks\":[";
-    for (size_t k = 0; k < d.ranks.size(); ++k) {
-      const RankEntry& r = d.ranks[k];
-      if (k > 0) out += ",";
-      out += "{\"node\":";
-      AppendJsonString(&out, r.node);
-      absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
-                      "\",\"port\":");
-      AppendJsonString(&out, r.port);
-      out += ",\"detail\":";
-      AppendJsonString(&out, r.detail);
-      out += ",\"start_unix_seconds\":";
-      AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
-      out += ",\"duration_seconds\":";
-      AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
-      absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false");
-      if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
-        const v1::FlightRecording& rec = r.recording;
-        const int64_t off = r.recording_offset_ns;
-        absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
-        AppendJsonString(&out, rec.reason());
-        out += ",\"from_unix_seconds\":";
-        AppendJsonNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
-        out += ",\"to_unix_seconds\":";
-        AppendJsonNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
-        absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false",
-                        ",\"samples\":[");
-        for (int s = 0; s < rec.time_ns_size(); ++s) {
-          if (s > 0) out += ",";
-          out += "{\"time_unix_seconds\":";
-          AppendJsonNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
-          out += ",\"interval_seconds\":";
-          AppendJsonNumber(&out, s < rec.interval_ns_size()
-                                     ? static_cast<double>(rec.interval_ns(s)) / 1e9
-                                     : NAN);
-          absl::StrAppend(
-              &out,
-              ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
-              ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
-              ",\"transmit_utilization\":");
-          AppendJsonNumber(&out,
-                           s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
-          out += ",\"receive_utilization\":";
-          AppendJsonNumber(&out,
-                           s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
-          out += "}";
-        }
-        out += "]}";
-      }
-      out += "}";
-    }
-    out += "]}";
-  }
-  out += "]}\n";
-  return out;
 }
 
 HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,

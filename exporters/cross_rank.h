@@ -67,9 +67,11 @@ class CrossRankAnalysis {
 
   // {"collectives":[{comm, func, seq, nranks, cause, skew_seconds, duration_seconds (longest),
   //   bottleneck:{node, rank, port, detail}, ranks:[{node, rank, cause, detail, start_unix_seconds,
-  //   duration_seconds, slow, recording:{device, port, reason, from_unix_seconds,
-  //   to_unix_seconds, samples:[{time_unix_seconds, interval_seconds, transmit_bytes,
-  //   receive_bytes, transmit_utilization, receive_utilization}]}}]}]} slowest first.
+  //   duration_seconds, slow, loss_events (on its deciding port: the larger of loss +
+  //   retransmit counters and captured loss events), recording:{device, port, reason,
+  //   from_unix_seconds, to_unix_seconds, samples:[{time_unix_seconds, interval_seconds,
+  //   transmit_bytes, receive_bytes, transmit_utilization, receive_utilization}]}}]}]} slowest
+  //   first.
   std::string SlowJson(size_t limit) const;
   // Diagnosis::Json() (exporters/diagnosis.h): per communicator, what holds it back now.
   std::string DiagnosisJson() const;
@@ -97,6 +99,7 @@ class CrossRankAnalysis {
     double saturated_ratio = 0;
     uint64_t events = 0;
     bool slow = false;
+    bool lossy_by_tail = false;  // CollectiveAnalysis.lossy_by_tail
     uint64_t bytes = 0;
     v1::FlightRecording recording;  // empty unless slow and attached
     int64_t recording_offset_ns = 0;
@@ -130,6 +133,11 @@ class CrossRankAnalysis {
   };
 
   void Finish(const Key& key, Instance&& inst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rank whose own analysis says `cause` most strongly (lossy: most loss events;
+  // saturated: highest saturated ratio), or -1. With a persistent straggler (its index, else
+  // -1), ranks lossy by the slow tail alone are passed over.
+  static int Strongest(const std::vector<RankEntry>& ranks, v1::CollectiveCause cause,
+                       int straggler);
   void Blame(const std::string& node, int32_t rank, double w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CrossRankOptions options_;

@@ -1,12 +1,109 @@
-// The cross-rank analysis's HTTP routes (exporters/cross_rank.h RegisterCrossRankRoutes).
+// The cross-rank analysis's JSON (CrossRankAnalysis::SlowJson) and HTTP routes
+// (RegisterCrossRankRoutes), exporters/cross_rank.h.
 
 #include <httplib.h>
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "exporters/cross_rank.h"
+#include "exporters/gpu_state.h"
 #include "exporters/heatmap_http.h"
+#include "exporters/heatmap_svg.h"
 
 namespace fabricscope::exporters {
+
+std::string CrossRankAnalysis::SlowJson(size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Done*> v;
+  for (const Done& d : recent_) v.push_back(&d);
+  std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
+    return a->max_duration_ns > b->max_duration_ns;
+  });
+  if (limit > 0 && v.size() > limit) v.resize(limit);
+  std::string out = "{\"collectives\":[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Done& d = *v[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
+    AppendJsonString(&out, std::get<1>(d.key));
+    absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
+                    ",\"cause\":\"", d.cause, "\",\"evidence\":");
+    AppendJsonString(&out, d.evidence);
+    out += ",\"skew_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
+    out += ",\"duration_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
+    out += ",\"bottleneck\":";
+    if (d.bottleneck >= 0) {
+      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
+      out += "{\"node\":";
+      AppendJsonString(&out, b.node);
+      absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
+      AppendJsonString(&out, b.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, b.detail);
+      out += "}";
+    } else {
+      out += "null";
+    }
+    out += ",\"ranks\":[";
+    for (size_t k = 0; k < d.ranks.size(); ++k) {
+      const RankEntry& r = d.ranks[k];
+      if (k > 0) out += ",";
+      out += "{\"node\":";
+      AppendJsonString(&out, r.node);
+      absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
+                      "\",\"port\":");
+      AppendJsonString(&out, r.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, r.detail);
+      out += ",\"start_unix_seconds\":";
+      AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
+      out += ",\"duration_seconds\":";
+      AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
+      absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false", ",\"loss_events\":", r.events);
+      if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
+        const v1::FlightRecording& rec = r.recording;
+        const int64_t off = r.recording_offset_ns;
+        absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
+        AppendJsonString(&out, rec.reason());
+        out += ",\"from_unix_seconds\":";
+        AppendJsonNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
+        out += ",\"to_unix_seconds\":";
+        AppendJsonNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
+        absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false",
+                        ",\"samples\":[");
+        for (int s = 0; s < rec.time_ns_size(); ++s) {
+          if (s > 0) out += ",";
+          out += "{\"time_unix_seconds\":";
+          AppendJsonNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
+          out += ",\"interval_seconds\":";
+          AppendJsonNumber(&out, s < rec.interval_ns_size()
+                                     ? static_cast<double>(rec.interval_ns(s)) / 1e9
+                                     : NAN);
+          absl::StrAppend(
+              &out,
+              ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
+              ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
+              ",\"transmit_utilization\":");
+          AppendJsonNumber(&out,
+                           s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
+          out += ",\"receive_utilization\":";
+          AppendJsonNumber(&out,
+                           s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
+          out += "}";
+        }
+        out += "]}";
+      }
+      out += "}";
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  return out;
+}
 
 namespace {
 

@@ -81,32 +81,40 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   while (h.size() > options_.history) h.pop_front();
   if (h.size() < options_.min_instances) return v;
 
-  // The rank last most often in the window.
-  std::map<std::pair<std::string, int32_t>, std::vector<double>> by_rank;
-  for (const Arrival& a : h) by_rank[{a.last_node, a.last_rank}].push_back(a.lateness_ratio);
-  auto best = by_rank.begin();
-  for (auto b = by_rank.begin(); b != by_rank.end(); ++b) {
-    if (b->second.size() > best->second.size()) best = b;
+  // Is this instance's last rank last far more often than chance in the recent instances? The
+  // suffixes of the history (the last m instances, m = min_instances .. all) are scanned, so a
+  // straggler that began a few instances ago is named as soon as its own run is significant,
+  // not once it dominates the whole window (a scan for the change point in the arrival order).
+  if (ratio < options_.min_lateness_ratio) return v;
+  size_t k = 0, best_m = 0, best_k = 0;
+  double p = 2;
+  std::vector<double> lateness_seen, best_lateness;
+  for (size_t m = 1; m <= h.size(); ++m) {
+    const Arrival& a = h[h.size() - m];
+    if (a.last_node == ranks[last].node && a.last_rank == ranks[last].rank) {
+      ++k;
+      lateness_seen.push_back(a.lateness_ratio);
+    }
+    if (m < options_.min_instances) continue;
+    const double pm = BinomialUpperTail(m, k, 1.0 / static_cast<double>(ranks.size()));
+    if (pm < p) {
+      p = pm;
+      best_m = m;
+      best_k = k;
+      best_lateness = lateness_seen;
+    }
   }
-  const size_t k = best->second.size();
-  const double p = BinomialUpperTail(h.size(), k, 1.0 / static_cast<double>(ranks.size()));
-  const double typical = Median(best->second);
-  const bool named_here =
-      best->first.first == ranks[last].node && best->first.second == ranks[last].rank;
-  if (p > options_.max_p_value || typical < options_.min_lateness_ratio || !named_here ||
-      ratio < options_.min_lateness_ratio) {
-    return v;
-  }
+  if (p > options_.max_p_value || Median(best_lateness) < options_.min_lateness_ratio) return v;
   v.index = static_cast<int>(last);
-  v.last_count = k;
-  v.window = h.size();
+  v.last_count = best_k;
+  v.window = best_m;
   v.p_value = p;
   v.lateness_ns = lateness;
   v.lateness_ratio = ratio;
   v.evidence = absl::StrFormat(
       "rank %d (%s) arrived last in %d of the last %d instances (binomial p = %.1e against "
       "1/%d each); this time %.3g ms (%.0f%% of the median duration) after the median rank",
-      ranks[last].rank, ranks[last].node, k, h.size(), p, ranks.size(),
+      ranks[last].rank, ranks[last].node, best_k, best_m, p, ranks.size(),
       static_cast<double>(lateness) / 1e6, 100 * ratio);
   return v;
 }

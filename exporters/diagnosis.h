@@ -18,17 +18,17 @@ namespace fabricscope::exporters {
 
 struct DiagnosisOptions {
   // Persistent straggler, per (comm, func, floor(log2 bytes)) over the last `history`
-  // instances: the rank that arrived last most often is named when
-  //   - at least min_instances instances are known;
+  // instances: the rank that arrived last in this instance is named when, over some suffix of
+  // the history (the last m instances, min_instances <= m <= history: a scan for the change
+  // point where it began),
   //   - a one-sided binomial test rejects "each rank is last with probability 1/nranks" at
   //     max_p_value (sign test on the arrival order, W. J. Conover, "Practical Nonparametric
   //     Statistics", 3rd ed., 1999, §3.4): 5 of 5 with 4 ranks, 10 of 10 with 2;
-  //   - its median lateness, start minus the median start of the other ranks, is at least
-  //     min_lateness_ratio of the instances' median duration (per-rank robust location, not
+  //   - its median lateness there, start minus the median start of the other ranks, is at
+  //     least min_lateness_ratio of the instances' median duration (per-rank robust location, not
   //     mean: one 300 ms outlier does not make a straggler; cf. Greyhound, USENIX ATC '25,
   //     which flags ranks by their step-time distribution rather than a single step).
-  // An instance gets compute_straggler from it when the named rank was last in it and late by
-  // at least min_lateness_ratio of its median duration.
+  // and it is late in this instance by at least min_lateness_ratio of its median duration.
   size_t history = 16;
   size_t min_instances = 4;
   double max_p_value = 1e-3;

@@ -393,6 +393,7 @@ TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
   Fill(recorder_, 2, 0, 3000, 0.05);
   CollectiveAnalysisOptions o;
   o.delay_ns = 0;
+  o.lossy_min_rate = 0;  // the tail rule alone (the rate rule: the next test)
   for (const double tail : {1.05, 0.0}) {
     o.lossy_tail_ratio = tail;
     CollectiveAnalyzer a(Ports(), recorder_, o);
@@ -434,6 +435,47 @@ TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
     EXPECT_EQ(b.collective_analyses(43).cause(), v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
     EXPECT_EQ(b.collective_analyses(44).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
   }
+}
+
+// The persistent-loss rule: once a port's loss events over its last 32 collectives reach
+// 2e-4 of its packets, each collective that carried one is network_lossy, slowed or not; a
+// spurious event now and then on a clean port never gets there.
+TEST_F(CollectiveAnalysisTest, PersistentlyLossyPortNamesTheCollectivesThatCarriedLoss) {
+  Fill(recorder_, 0, 0, 4000, 0.5);  // ~5,000 packets per 10 ms collective
+  Fill(recorder_, 2, 0, 4000, 0.5);
+  CollectiveAnalysisOptions o;
+  o.delay_ns = 0;
+  o.lossy_tail_ratio = 0;  // the rate rule alone
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  for (int i = 0; i < 80; ++i) {
+    const int64_t s = i * 50 * kMs + 1;
+    a.AddCollective(Coll(i, s, s + 10 * kMs));
+    // Clean: one dropped frame every 10th collective (2e-5). From 40 on: 4 per collective (8e-4).
+    const uint64_t drops = i < 40 ? (i % 10 == 5 ? 1 : 0) : 4;
+    if (drops > 0) a.OnCounterDelta(0, 0, s + 2 * kMs, s + 3 * kMs, drops);
+  }
+  v1::Batch b;
+  b.set_window_start_ns(0);
+  b.set_window_end_ns(4000 * kMs);
+  a.Process(4000 * kMs, &b);
+  ASSERT_EQ(b.collective_analyses_size(), 80);
+  int first_named = -1;
+  for (int i = 0; i < 80; ++i) {
+    const v1::CollectiveAnalysis& c = b.collective_analyses(i);
+    if (i < 40) {
+      EXPECT_NE(c.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) << i << ": " << c.detail();
+    } else if (c.cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) {
+      if (first_named < 0) first_named = i;
+      EXPECT_EQ(c.port_index(), 0);
+      EXPECT_NE(c.detail().find("4 lost"), std::string::npos) << c.detail();
+      EXPECT_NE(c.detail().find("over its last 32 collectives"), std::string::npos) << c.detail();
+    } else {
+      EXPECT_LT(first_named, 0) << i << " not named after " << first_named;
+    }
+  }
+  // The window's events reach 2e-4 x 32 x ~5,000 packets = 32 after about 8 lossy collectives.
+  EXPECT_GE(first_named, 44);
+  EXPECT_LE(first_named, 52);
 }
 
 TEST(P2QuantileTest, TracksTheQuantileOfAStream) {

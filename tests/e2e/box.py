@@ -166,6 +166,11 @@ def wait_for(what, cond, timeout=30.0):
     raise RuntimeError("timed out waiting for " + what)
 
 
+def delay_file(phase_name, rank):
+    """The file whose integer becomes that rank's extra compute (ms) from its next iteration."""
+    return os.path.join(WORK, f"{phase_name}-delay-{rank}")
+
+
 def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0,
           capture_node=-1, iterations=None, agent_args=None, nbytes=None, compute_ms=50,
           poll=None, min_instances=None):
@@ -211,6 +216,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
                               f"--right={ADDR[(i + 1) % NODES]}:7000", f"--plugin={PLUGIN}",
                               f"--bytes={nbytes}", f"--iterations={iterations}",
                               f"--compute-ms={compute_ms}", f"--delay-ms={delay}",
+                              f"--delay-file={delay_file(name, i)}",
                               f"--comm-hash={comm_hash:x}", "--timeout=100"],
                              stdout=out, stderr=subprocess.STDOUT, env=env)
         PROCS.append(p)

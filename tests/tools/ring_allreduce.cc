@@ -38,10 +38,12 @@ using fabricscope::testing::HarnessNowNs;
 constexpr char kUsage[] =
     "fabricscope-ring-allreduce --rank=R --nranks=N --listen=IP:PORT --right=IP:PORT\n"
     "    --plugin=PATH [--bytes=262144] [--iterations=10] [--compute-ms=50] [--delay-ms=0]\n"
-    "    [--comm-hash=HEX] [--timeout=60]\n"
+    "    [--delay-file=PATH] [--comm-hash=HEX] [--timeout=60]\n"
     "One rank of a ring all-reduce over TCP; reports each collective through the NCCL\n"
     "profiler plugin at PATH (FABRICSCOPE_GPU_SOCKET says where it sends). --delay-ms is extra\n"
-    "compute before every collective on this rank (a compute straggler).\n";
+    "compute before every collective on this rank (a compute straggler); with --delay-file,\n"
+    "the integer in PATH replaces it before each iteration once the file exists (a straggler\n"
+    "that begins mid-run).\n";
 
 struct Args {
   int rank = -1, nranks = 0;
@@ -49,6 +51,7 @@ struct Args {
   size_t bytes = 262144;
   int iterations = 10;
   int compute_ms = 50, delay_ms = 0;
+  std::string delay_file;  // when it exists: its integer replaces delay_ms from then on
   uint64_t comm_hash = 0x5eed0000cafe0001ULL;
   int timeout_s = 60;
 };
@@ -134,6 +137,8 @@ int main(int argc, char** argv) {
       a.compute_ms = std::atoi(v);
     } else if (const char* v = val("--delay-ms=")) {
       a.delay_ms = std::atoi(v);
+    } else if (const char* v = val("--delay-file=")) {
+      a.delay_file = v;
     } else if (const char* v = val("--comm-hash=")) {
       a.comm_hash = std::strtoull(v, nullptr, 16);
     } else if (const char* v = val("--timeout=")) {
@@ -196,6 +201,13 @@ int main(int argc, char** argv) {
   for (int it = 0; it < a.iterations; ++it) {
     for (size_t i = 0; i < data.size(); ++i) {
       data[i] = static_cast<float>(a.rank + 1) + static_cast<float>(i % 7);
+    }
+    if (!a.delay_file.empty()) {
+      if (FILE* f = std::fopen(a.delay_file.c_str(), "r")) {  // a fault injected mid-run
+        int ms = 0;
+        if (std::fscanf(f, "%d", &ms) == 1 && ms >= 0) a.delay_ms = ms;
+        std::fclose(f);
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(a.compute_ms + a.delay_ms));
     // Enqueue (ncclAllReduce): Coll start, proxy ops posted, Coll stop; nothing waits.

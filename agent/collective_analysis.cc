@@ -95,8 +95,6 @@ bool IsCapturedLoss(const std::string& kind) {
   return false;
 }
 
-std::string PortName(const PortDescriptor& p) { return p.rdma ? p.Key() : p.device; }
-
 }  // namespace
 
 CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
@@ -335,7 +333,7 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
       best_util = p.mean_utilization();
     }
   }
-  auto port_name = [&](int i) { return PortName(ports_[a->ports(i).port_index()]); };
+  auto port_name = [&](int i) { return PortLabel(ports_[a->ports(i).port_index()]); };
   if (lossy >= 0) {
     const v1::PortActivity& p = a->ports(lossy);
     a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
@@ -369,93 +367,6 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
     a->set_detail(
         absl::StrFormat("busiest port %s at %.2f of line rate", port_name(busiest), best_util));
   }
-}
-
-bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
-                                   v1::CollectiveAnalysis* a) const {
-  if (options_.lossy_tail_ratio <= 0 || k.clean_median.count() < options_.min_history) {
-    return false;
-  }
-  const double median = k.clean_median.Value();
-  const double ratio = median > 0 ? static_cast<double>(duration_ns) / median : 0;
-  int worst = -1;
-  uint64_t worst_events = 0;
-  for (int i = 0; i < a->ports_size(); ++i) {
-    const v1::PortActivity& p = a->ports(i);
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
-    if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events) {
-      worst = i;
-      worst_events = events;
-    }
-  }
-  if (worst < 0) return false;
-  if (a->cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) return true;  // named by the ratio rule
-  // Idle links while it waited for a peer: a tail-loss probe there did not slow it.
-  if (a->cause() == v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS) return false;
-  if (ratio < options_.lossy_tail_ratio) return false;
-  const v1::PortActivity& p = a->ports(worst);
-  a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
-  a->set_lossy_by_tail(true);
-  a->set_port_index(static_cast<int32_t>(p.port_index()));
-  a->set_detail(absl::StrFormat(
-      "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; it "
-      "took %.2fx its kind's clean median (%.3g s)",
-      PortName(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
-      ratio, median / 1e9));
-  return true;
-}
-
-void CollectiveAnalyzer::UpdateLossRates(const v1::CollectiveAnalysis& a) {
-  if (port_loss_.size() < ports_.size()) port_loss_.resize(ports_.size());
-  for (const v1::PortActivity& p : a.ports()) {
-    if (p.port_index() >= port_loss_.size()) continue;
-    PortLoss& l = port_loss_[p.port_index()];
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
-    const double packets = static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;
-    l.recent.emplace_back(events, packets);
-    l.events += events;
-    l.packets += packets;
-    while (l.recent.size() > options_.lossy_rate_window) {
-      l.events -= l.recent.front().first;
-      l.packets -= l.recent.front().second;
-      l.recent.pop_front();
-    }
-  }
-}
-
-bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
-  if (a->cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) return true;
-  if (options_.lossy_min_rate <= 0 || a->cause() == v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS) {
-    return false;
-  }
-  int worst = -1;
-  double worst_rate = 0;
-  for (int i = 0; i < a->ports_size(); ++i) {
-    const v1::PortActivity& p = a->ports(i);
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
-    if (events < std::max<uint64_t>(1, options_.lossy_min_events)) continue;
-    // A node-level pseudo-port (TCP) moves no bytes of its own: its events count on the
-    // interfaces.
-    if (p.port_index() >= port_loss_.size() || ports_[p.port_index()].node_level) continue;
-    const PortLoss& l = port_loss_[p.port_index()];
-    if (l.recent.size() < options_.lossy_rate_window || l.packets < 1) continue;
-    const double rate = static_cast<double>(l.events) / l.packets;
-    if (rate >= options_.lossy_min_rate && rate > worst_rate) {
-      worst = i;
-      worst_rate = rate;
-    }
-  }
-  if (worst < 0) return false;
-  const v1::PortActivity& p = a->ports(worst);
-  const PortLoss& l = port_loss_[p.port_index()];
-  a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
-  a->set_port_index(static_cast<int32_t>(p.port_index()));
-  a->set_detail(absl::StrFormat(
-      "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; the "
-      "port lost or retransmitted %.3g%% of its ~%.0f packets over its last %d collectives",
-      PortName(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
-      100 * static_cast<double>(l.events) / l.packets, l.packets, l.recent.size()));
-  return true;
 }
 
 double CollectiveAnalyzer::NetworkShare(int64_t window_start_ns, int64_t window_end_ns,
@@ -521,6 +432,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
       UpdateLossRates(a);
       // The rate rule first: a persistently lossy port is the stronger evidence.
       if (!RateLossy(&a) && !TailLossy(k, duration_ns, &a)) {
+        Contended(k, c, &a);
         bool any_loss = false;
         for (const v1::PortActivity& pa : a.ports()) {
           any_loss =

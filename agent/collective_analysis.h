@@ -52,7 +52,9 @@ bool MatchesRail(const collectors::PortDescriptor& p, const std::string& name);
 //                         median of its kind's clean instances; or had such events on a port
 //                         whose recent loss rate is >= lossy_min_rate;
 //   2. network_saturated  some candidate port was saturated (samples >= saturation_utilization)
-//                         or inside a microburst for >= saturated_min_ratio of the time;
+//                         or inside a microburst for >= saturated_min_ratio of the time; or
+//                         the ports moved >= contention_ratio x its own proxy bytes while it
+//                         took >= lossy_tail_ratio x its kind's clean median (another flow);
 //   3. waiting_on_peers   it lasted >= waiting_min_ns and every candidate port's mean
 //                         utilization stayed below idle_max_utilization: this rank had
 //                         nothing to move, so it waited for a peer (a straggler elsewhere);
@@ -140,6 +142,10 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // The persistent-loss rule (CollectiveAnalysisOptions::lossy_min_rate), after
   // UpdateLossRates(*a); true when the collective is (now) network_lossy.
   bool RateLossy(v1::CollectiveAnalysis* a) const;
+  // "mlx5_0:1" for an RDMA port, the interface name otherwise.
+  static std::string PortLabel(const collectors::PortDescriptor& p);
+  // The competing-flow rule (CollectiveAnalysisOptions::contention_ratio).
+  void Contended(const KindStats& k, const v1::Collective& c, v1::CollectiveAnalysis* a) const;
   void UpdateLossRates(const v1::CollectiveAnalysis& a);
   struct PortLoss {
     std::deque<std::pair<uint64_t, double>> recent;  // (events, packets) per collective

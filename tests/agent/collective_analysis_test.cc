@@ -437,7 +437,7 @@ TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
   }
 }
 
-// The persistent-loss rule: once a port's loss events over its last 32 collectives reach
+// The persistent-loss rule: once a port's loss events over its last 16 collectives reach
 // 2e-4 of its packets, each collective that carried one is network_lossy, slowed or not; a
 // spurious event now and then on a clean port never gets there.
 TEST_F(CollectiveAnalysisTest, PersistentlyLossyPortNamesTheCollectivesThatCarriedLoss) {
@@ -468,14 +468,51 @@ TEST_F(CollectiveAnalysisTest, PersistentlyLossyPortNamesTheCollectivesThatCarri
       if (first_named < 0) first_named = i;
       EXPECT_EQ(c.port_index(), 0);
       EXPECT_NE(c.detail().find("4 lost"), std::string::npos) << c.detail();
-      EXPECT_NE(c.detail().find("over its last 32 collectives"), std::string::npos) << c.detail();
+      EXPECT_NE(c.detail().find("over its last 16 collectives"), std::string::npos) << c.detail();
     } else {
       EXPECT_LT(first_named, 0) << i << " not named after " << first_named;
     }
   }
-  // The window's events reach 2e-4 x 32 x ~5,000 packets = 32 after about 8 lossy collectives.
-  EXPECT_GE(first_named, 44);
-  EXPECT_LE(first_named, 52);
+  // The window's events reach 2e-4 x 16 x ~5,000 packets = 16 after about 4 lossy collectives.
+  EXPECT_GE(first_named, 42);
+  EXPECT_LE(first_named, 46);
+}
+
+// A competing flow: the port moved twice the collective's own proxy bytes while it took twice
+// its kind's clean median: network_saturated at 0.5 of line rate, where the utilization rule
+// sees nothing. The same share in a collective of ordinary length, or a long collective that
+// moved only its own bytes, is normal.
+TEST_F(CollectiveAnalysisTest, AnotherFlowOnTheLinkIsSaturationEvenBelowLineRate) {
+  Fill(recorder_, 0, 0, 3000, 0.5);  // tx 0.5 MB + rx 0.25 MB per 1 ms sample
+  CollectiveAnalysisOptions o;
+  o.delay_ns = 0;
+  o.rails = {"eth0"};
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  auto add = [&](uint64_t seq, int64_t start_ms, int64_t ms, double own_share) {
+    v1::Collective c = Coll(seq, start_ms * kMs, (start_ms + ms) * kMs);
+    c.set_proxy_bytes(static_cast<uint64_t>(750'000.0 * static_cast<double>(ms) / own_share));
+    a.AddCollective(c);
+  };
+  for (int i = 0; i < 40; ++i) add(i, i * 50 + 1, 10, 1.0);  // its own bytes only
+  add(40, 2100, 20, 2.0);  // twice as long, half of the bytes someone else's
+  add(41, 2200, 10, 2.0);  // the same share, not slow
+  add(42, 2300, 20, 1.0);  // slow, but every byte its own
+  v1::Batch b;
+  b.set_window_start_ns(2000 * kMs);
+  b.set_window_end_ns(3000 * kMs);
+  a.Process(3000 * kMs, &b);
+  ASSERT_EQ(b.collective_analyses_size(), 43);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(b.collective_analyses(i).cause(), v1::COLLECTIVE_CAUSE_NORMAL) << i;
+  }
+  const v1::CollectiveAnalysis& shared = b.collective_analyses(40);
+  EXPECT_EQ(shared.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED) << shared.detail();
+  EXPECT_EQ(shared.port_index(), 0);
+  EXPECT_NE(shared.detail().find("moved 2.00x the collective's own"), std::string::npos)
+      << shared.detail();
+  EXPECT_NE(shared.detail().find("took 2.00x"), std::string::npos) << shared.detail();
+  EXPECT_EQ(b.collective_analyses(41).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  EXPECT_EQ(b.collective_analyses(42).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
 }
 
 TEST(P2QuantileTest, TracksTheQuantileOfAStream) {

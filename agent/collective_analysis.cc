@@ -432,13 +432,17 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
       UpdateLossRates(a);
       // The rate rule first: a persistently lossy port is the stronger evidence.
       if (!RateLossy(&a) && !TailLossy(k, duration_ns, &a)) {
-        Contended(k, c, &a);
+        // Clean: no loss event, no saturation, and no other flow's bytes on its ports; a
+        // fault that lasts must not become the baseline it is judged against.
+        const bool shared = Contended(k, c, &a) >= options_.contention_ratio;
         bool any_loss = false;
         for (const v1::PortActivity& pa : a.ports()) {
           any_loss =
               any_loss || pa.loss_events() + pa.retransmits() > 0 || pa.captured_loss_events() > 0;
         }
-        if (!any_loss) k.clean_median.Add(static_cast<double>(duration_ns));
+        if (!any_loss && !shared && a.cause() != v1::COLLECTIVE_CAUSE_NETWORK_SATURATED) {
+          k.clean_median.Add(static_cast<double>(duration_ns));
+        }
       }
       k.p99.Add(static_cast<double>(duration_ns));
     }

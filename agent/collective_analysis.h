@@ -145,7 +145,8 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // "mlx5_0:1" for an RDMA port, the interface name otherwise.
   static std::string PortLabel(const collectors::PortDescriptor& p);
   // The competing-flow rule (CollectiveAnalysisOptions::contention_ratio).
-  void Contended(const KindStats& k, const v1::Collective& c, v1::CollectiveAnalysis* a) const;
+  // Returns the ports' bytes over the collective's own proxy bytes (0 when unknown).
+  double Contended(const KindStats& k, const v1::Collective& c, v1::CollectiveAnalysis* a) const;
   void UpdateLossRates(const v1::CollectiveAnalysis& a);
   struct PortLoss {
     std::deque<std::pair<uint64_t, double>> recent;  // (events, packets) per collective

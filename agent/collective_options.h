@@ -49,9 +49,9 @@ struct CollectiveAnalysisOptions {
   // collective's own proxy bytes (Collective.proxy_bytes, sent + received) while it ran, and
   // it took >= lossy_tail_ratio x its kind's clean median. A link shared with another job is
   // full at line rate even when this job's share of it is not (a utilization threshold alone
-  // cannot tell); 1.5 leaves room for the headers (~5% for TCP/IPv4 over Ethernet at 1,500
+  // cannot tell); 1.25 leaves room for the headers (~5% for TCP/IPv4 over Ethernet at 1,500
   // bytes, ~4% for RoCEv2 at 4,096) and a control flow. 0 = off.
-  double contention_ratio = 1.5;
+  double contention_ratio = 1.25;
   // network_saturated: on some port, saturated time or microburst overlap >=
   // saturated_min_ratio of the covered time.
   double saturated_min_ratio = 0.3;

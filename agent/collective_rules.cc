@@ -101,17 +101,9 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
   return true;
 }
 
-void CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c,
-                                   v1::CollectiveAnalysis* a) const {
-  if (options_.contention_ratio <= 0 || c.proxy_bytes() == 0 ||
-      k.clean_median.count() < options_.min_history ||
-      (a->cause() != v1::COLLECTIVE_CAUSE_NORMAL &&
-       a->cause() != v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS)) {
-    return;
-  }
-  const double duration = static_cast<double>(c.end_ns() - c.start_ns());
-  const double slow = duration / k.clean_median.Value();
-  if (slow < options_.lossy_tail_ratio) return;
+double CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c,
+                                     v1::CollectiveAnalysis* a) const {
+  if (c.proxy_bytes() == 0) return 0;
   uint64_t moved = 0;
   int busiest = -1;
   for (int i = 0; i < a->ports_size(); ++i) {
@@ -120,7 +112,14 @@ void CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c,
     if (busiest < 0 || p.mean_utilization() > a->ports(busiest).mean_utilization()) busiest = i;
   }
   const double share = static_cast<double>(moved) / static_cast<double>(c.proxy_bytes());
-  if (share < options_.contention_ratio || busiest < 0) return;
+  if (options_.contention_ratio <= 0 || share < options_.contention_ratio || busiest < 0 ||
+      k.clean_median.count() < options_.min_history ||
+      (a->cause() != v1::COLLECTIVE_CAUSE_NORMAL &&
+       a->cause() != v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS)) {
+    return share;
+  }
+  const double slow = static_cast<double>(c.end_ns() - c.start_ns()) / k.clean_median.Value();
+  if (slow < options_.lossy_tail_ratio) return share;
   const v1::PortActivity& p = a->ports(busiest);
   a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
   a->set_port_index(static_cast<int32_t>(p.port_index()));
@@ -129,6 +128,7 @@ void CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c,
       "shares the link), at %.2f of line rate; it took %.2fx its kind's clean median (%.3g s)",
       PortLabel(ports_[p.port_index()]), share, c.proxy_bytes(), p.mean_utilization(), slow,
       k.clean_median.Value() / 1e9));
+  return share;
 }
 
 }  // namespace fabricscope::agent

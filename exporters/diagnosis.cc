@@ -58,16 +58,33 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   if (ranks.size() < 2) return v;
   size_t last = 0;
   std::vector<int64_t> durations;
+  // A rank's arrival is measured from its own previous collective on the communicator when
+  // every rank has one: the time it spent between them (compute). A rank whose previous
+  // collective ended late because a link slowed it starts late but computes no longer: it is
+  // not a compute straggler. Without that history, the start time itself.
+  std::vector<int64_t> arrival(ranks.size());
+  bool gaps = true;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].start_unix_ns > ranks[last].start_unix_ns) last = i;
+    auto prev = previous_end_.find({comm, ranks[i].node, ranks[i].rank});
+    gaps = gaps && prev != previous_end_.end() && prev->second < ranks[i].start_unix_ns;
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto key = std::make_tuple(comm, ranks[i].node, ranks[i].rank);
+    arrival[i] = gaps ? ranks[i].start_unix_ns - previous_end_[key] : ranks[i].start_unix_ns;
+    if (previous_end_.size() < options_.max_kinds * 16 || previous_end_.count(key) > 0) {
+      previous_end_[key] = ranks[i].end_unix_ns;
+    }
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (arrival[i] > arrival[last]) last = i;
     durations.push_back(ranks[i].end_unix_ns - ranks[i].start_unix_ns);
   }
   std::vector<int64_t> others;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i != last) others.push_back(ranks[i].start_unix_ns);
+    if (i != last) others.push_back(arrival[i]);
   }
   const int64_t median_duration = std::max<int64_t>(1, Median(durations));
-  const int64_t lateness = ranks[last].start_unix_ns - Median(others);
+  const int64_t lateness = arrival[last] - Median(others);
   const double ratio = static_cast<double>(lateness) / static_cast<double>(median_duration);
 
   const Kind kind{comm, func, CollectiveSizeClass(bytes)};
@@ -113,9 +130,10 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   v.lateness_ratio = ratio;
   v.evidence = absl::StrFormat(
       "rank %d (%s) arrived last in %d of the last %d instances (binomial p = %.1e against "
-      "1/%d each); this time %.3g ms (%.0f%% of the median duration) after the median rank",
+      "1/%d each); this time %.3g ms (%.0f%% of the median duration) after the median rank%s",
       ranks[last].rank, ranks[last].node, best_k, best_m, p, ranks.size(),
-      static_cast<double>(lateness) / 1e6, 100 * ratio);
+      static_cast<double>(lateness) / 1e6, 100 * ratio,
+      gaps ? ", measured from each rank's previous collective" : "");
   return v;
 }
 
@@ -129,6 +147,9 @@ void Diagnosis::Record(uint64_t comm, Outcome outcome) {
       }
       for (auto k = arrivals_.begin(); k != arrivals_.end();) {
         k = std::get<0>(k->first) == oldest->first ? arrivals_.erase(k) : std::next(k);
+      }
+      for (auto k = previous_end_.begin(); k != previous_end_.end();) {
+        k = std::get<0>(k->first) == oldest->first ? previous_end_.erase(k) : std::next(k);
       }
       comms_.erase(oldest);
     }

@@ -24,10 +24,13 @@ struct DiagnosisOptions {
   //   - a one-sided binomial test rejects "each rank is last with probability 1/nranks" at
   //     max_p_value (sign test on the arrival order, W. J. Conover, "Practical Nonparametric
   //     Statistics", 3rd ed., 1999, §3.4): 5 of 5 with 4 ranks, 10 of 10 with 2;
-  //   - its median lateness there, start minus the median start of the other ranks, is at
-  //     least min_lateness_ratio of the instances' median duration (per-rank robust location, not
-  //     mean: one 300 ms outlier does not make a straggler; cf. Greyhound, USENIX ATC '25,
-  //     which flags ranks by their step-time distribution rather than a single step).
+  //   - its median lateness there, its arrival minus the median arrival of the other ranks, is
+  //     at least min_lateness_ratio of the instances' median duration (arrival: the time since
+  //     the rank's own previous collective on the communicator ended, when every rank has one,
+  //     so a rank delayed by a slow link is not taken for a compute straggler; else its start)
+  //     (per-rank robust location, not mean: one 300 ms outlier does not make a straggler; cf.
+  //     Greyhound, USENIX ATC '25, which flags ranks by their step-time distribution rather than a
+  //     single step).
   // and it is late in this instance by at least min_lateness_ratio of its median duration.
   size_t history = 16;
   size_t min_instances = 4;
@@ -135,6 +138,8 @@ class Diagnosis {
 
   const DiagnosisOptions options_;
   std::map<Kind, std::deque<Arrival>> arrivals_;
+  // (comm, node, rank) -> end of its latest collective on the communicator (Unix ns).
+  std::map<std::tuple<uint64_t, std::string, int32_t>, int64_t> previous_end_;
   std::map<uint64_t, Comm> comms_;
   uint64_t clock_ = 0;
 };

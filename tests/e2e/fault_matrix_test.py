@@ -148,8 +148,9 @@ def competing(flows):
             p.wait()
         procs.clear()
     return Case("competing bulk flows", f"{flows}", f"flows{flows}", flows >= 1,
+                # The flow crosses both ends' links: either is the bottleneck.
                 lambda c: c["cause"] in ("network_saturated", "network_lossy") and
-                (c.get("bottleneck") or {}).get("node") == f"n{FAULT_NODE}",
+                (c.get("bottleneck") or {}).get("node") in (f"n{FAULT_NODE}", f"n{dst}"),
                 inject=inject, clear=clear)
 
 

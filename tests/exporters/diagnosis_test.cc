@@ -82,6 +82,35 @@ TEST(DiagnosisTest, PersistentStragglerIsNamedAndCleanRunsAreNot) {
   }
 }
 
+// A rank that starts late only because its previous collective ended late (a slow link feeds
+// it last) computes no longer than the others: measured from its own previous collective it is
+// not late, so it is not a compute straggler. One that also computes 20 ms longer is.
+TEST(DiagnosisTest, LateBecauseItsLastCollectiveEndedLateIsNotAStraggler) {
+  for (const double extra_compute_ms : {0.0, 20.0}) {
+    std::mt19937 rng(9);
+    Diagnosis d;
+    int named = 0;
+    int64_t end_of_rank3 = 0;
+    for (int i = 0; i < 40; ++i) {
+      auto ranks = Instance(rng, 4, kEpoch + i * 300 * kMs, 1.0, -1, 0, 200);
+      if (i > 0) {
+        // The others compute 100 ms between collectives; rank 3 as long (+ extra) from its
+        // own end, 20 ms after theirs.
+        ranks[3].start_unix_ns =
+            end_of_rank3 + 100 * kMs + static_cast<int64_t>(extra_compute_ms * 1e6);
+      }
+      ranks[3].end_unix_ns += 20 * kMs;
+      end_of_rank3 = ranks[3].end_unix_ns;
+      named += d.ObserveArrivals(kComm, "AllReduce", 1 << 26, ranks).index == 3;
+    }
+    if (extra_compute_ms == 0) {
+      EXPECT_EQ(named, 0);
+    } else {
+      EXPECT_GE(named, 30);
+    }
+  }
+}
+
 // The history is kept per size class: a straggler in the 64 MiB all-reduces says nothing
 // about the 4 KiB ones.
 TEST(DiagnosisTest, HistoryIsPerSizeClass) {

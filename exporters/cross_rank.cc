@@ -195,17 +195,13 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
   std::sort(d.ranks.begin(), d.ranks.end(),
             [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
-  int latest = -1;
   int64_t last_end = 0;
   std::vector<int64_t> durations;
   d.max_duration_ns = 0;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     const RankEntry& r = d.ranks[i];
     first = std::min(first, r.start_unix_ns);
-    if (r.start_unix_ns > last) {
-      last = r.start_unix_ns;
-      latest = static_cast<int>(i);
-    }
+    last = std::max(last, r.start_unix_ns);
     durations.push_back(r.end_unix_ns - r.start_unix_ns);
     last_end = std::max(last_end, r.end_unix_ns);
     d.max_duration_ns = std::max(d.max_duration_ns, r.end_unix_ns - r.start_unix_ns);
@@ -237,17 +233,18 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
     w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
   } else if (persistent.index >= 0 ||
              // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
-             (d.ranks.size() > 1 && std::get<2>(key) > 0 && d.skew_ns >= instant_min_skew)) {
+             (persistent.latest >= 0 && std::get<2>(key) > 0 &&
+              persistent.latest_lateness_ns >= instant_min_skew)) {
     d.cause = "compute_straggler";
-    d.bottleneck = persistent.index >= 0 ? persistent.index : latest;
+    d.bottleneck = persistent.index >= 0 ? persistent.index : persistent.latest;
     d.evidence = persistent.evidence;
     if (persistent.index < 0) {
+      const RankEntry& r = d.ranks[static_cast<size_t>(persistent.latest)];
       d.evidence = absl::StrFormat(
-          "rank %d (%s) started %.3g ms after the first rank: at least %.0f%% of the median "
+          "rank %d (%s) arrived %.3g ms after the median rank: at least %.0f%% of the median "
           "duration (%.3g ms)",
-          d.ranks[static_cast<size_t>(latest)].rank, d.ranks[static_cast<size_t>(latest)].node,
-          static_cast<double>(d.skew_ns) / 1e6, 100 * options_.straggler_skew_ratio,
-          static_cast<double>(median) / 1e6);
+          r.rank, r.node, static_cast<double>(persistent.latest_lateness_ns) / 1e6,
+          100 * options_.straggler_skew_ratio, static_cast<double>(median) / 1e6);
     }
     w = d.max_duration_ns > 0
             ? std::min(1.0, static_cast<double>(d.skew_ns) / static_cast<double>(d.max_duration_ns))

@@ -86,6 +86,8 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   const int64_t median_duration = std::max<int64_t>(1, Median(durations));
   const int64_t lateness = arrival[last] - Median(others);
   const double ratio = static_cast<double>(lateness) / static_cast<double>(median_duration);
+  v.latest = static_cast<int>(last);
+  v.latest_lateness_ns = lateness;
 
   const Kind kind{comm, func, CollectiveSizeClass(bytes)};
   auto it = arrivals_.find(kind);

@@ -59,6 +59,11 @@ struct RankArrival {
 
 // The persistent-straggler test's verdict on one instance. index = -1: nobody is named.
 struct StragglerVerdict {
+  // This instance alone, whatever the history says: the latest rank to arrive (index into the
+  // ranks, -1 with fewer than 2) and by how much after the others' median arrival (arrival as
+  // in DiagnosisOptions: from the rank's own previous collective when known).
+  int latest = -1;
+  int64_t latest_lateness_ns = 0;
   int index = -1;             // into the instance's ranks
   size_t last_count = 0;      // instances of the window the named rank was last in
   size_t window = 0;          // instances in the window

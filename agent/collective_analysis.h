@@ -152,7 +152,12 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
     std::deque<std::pair<uint64_t, double>> recent;  // (events, packets) per collective
     uint64_t events = 0;
     double packets = 0;
+    size_t hits = 0;  // collectives of `recent` with at least one event
   };
+  // The port's events recur: at least lossy_min_hits of its last lossy_rate_window collectives
+  // carried one (this one included). A host stall's burst of spurious retransmission timeouts
+  // lands in one or two collectives; random loss in most of them.
+  bool Recurring(uint32_t port) const;
   std::map<Kind, KindStats> kinds_;
   std::vector<PortLoss> port_loss_;                    // per port index
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s

@@ -45,6 +45,11 @@ struct CollectiveAnalysisOptions {
   // TCP retransmissions measured on a clean veth ring (README "Fault matrix"). 0 = off.
   double lossy_min_rate = 2e-4;
   size_t lossy_rate_window = 16;
+  // Both history rules want the loss to recur: events in at least lossy_min_hits of the port's
+  // last lossy_rate_window collectives, this one included. A host stall's burst of spurious
+  // retransmission timeouts (measured on the 2-vCPU CI machine: up to 16 in one collective of a
+  // clean run) is not a lossy link; random loss at 0.1% hits most collectives.
+  size_t lossy_min_hits = 5;
   // network_saturated by a competing flow: the candidate ports moved >= contention_ratio x the
   // collective's own proxy bytes (Collective.proxy_bytes, sent + received) while it ran, and
   // it took >= lossy_tail_ratio x its kind's clean median. A link shared with another job is

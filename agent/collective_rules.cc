@@ -26,7 +26,8 @@ bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
     const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
-    if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events) {
+    if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events &&
+        Recurring(p.port_index())) {
       worst = i;
       worst_events = events;
     }
@@ -58,12 +59,18 @@ void CollectiveAnalyzer::UpdateLossRates(const v1::CollectiveAnalysis& a) {
     l.recent.emplace_back(events, packets);
     l.events += events;
     l.packets += packets;
+    l.hits += events > 0;
     while (l.recent.size() > options_.lossy_rate_window) {
       l.events -= l.recent.front().first;
       l.packets -= l.recent.front().second;
+      l.hits -= l.recent.front().first > 0;
       l.recent.pop_front();
     }
   }
+}
+
+bool CollectiveAnalyzer::Recurring(uint32_t port) const {
+  return port < port_loss_.size() && port_loss_[port].hits >= options_.lossy_min_hits;
 }
 
 bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
@@ -81,7 +88,10 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
     // interfaces.
     if (p.port_index() >= port_loss_.size() || ports_[p.port_index()].node_level) continue;
     const PortLoss& l = port_loss_[p.port_index()];
-    if (l.recent.size() < options_.lossy_rate_window || l.packets < 1) continue;
+    if (l.recent.size() < options_.lossy_rate_window || l.packets < 1 ||
+        !Recurring(p.port_index())) {
+      continue;
+    }
     const double rate = static_cast<double>(l.events) / l.packets;
     if (rate >= options_.lossy_min_rate && rate > worst_rate) {
       worst = i;

@@ -131,6 +131,8 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
       c->lossy_min_rate = v.as<double>();
     } else if (key == "lossy_rate_window") {
       c->lossy_rate_window = v.as<size_t>();
+    } else if (key == "lossy_min_hits") {
+      c->lossy_min_hits = v.as<size_t>();
     } else if (key == "contention_ratio") {
       c->contention_ratio = v.as<double>();
     } else {

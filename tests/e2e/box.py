@@ -180,7 +180,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     collectives are joined with the packet-level loss events too. agent_args: the agents'
     options beyond node, interface, line rate, aggregator and GPU socket (default: 1 ms
     samples and 200 ms windows; [] = the agents' defaults). poll(instances): called about
-    every 100 ms with the communicator's instances so far while the job runs and until
+    every 200 ms with the communicator's instances so far while the job runs and until
     min_instances (default all) of them are matched."""
     iterations = iterations or ITERATIONS
     nbytes = nbytes or BYTES
@@ -232,7 +232,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
         if time.monotonic() > deadline:
             break
         poll(mine())
-        time.sleep(0.1)
+        time.sleep(0.2)
     for i, p in enumerate(ranks):
         if p.wait(timeout=max(1, deadline - time.monotonic())) != 0:
             raise RuntimeError(f"rank {i} failed: see {WORK}/{name}-rank{i}.log")

@@ -16,7 +16,7 @@ tail-drop queue is a tbf with a queue of a few frames.
 
 Per case: the faulty instances (those that started after the injection), how many are named
 right, the detection delay (when the first right instance appeared in /api/collectives/slow,
-polled every 100 ms, minus the end of the first faulty instance), and /api/diagnosis's
+polled every 200 ms, minus the end of the first faulty instance), and /api/diagnosis's
 verdict. For random loss, an instance can only be named if a packet of it was lost: the share
 is also given over the instances whose faulty rank saw a loss event. A clean run of
 CLEAN_INSTANCES gives the false-alarm count (instances not `normal`).

@@ -439,6 +439,8 @@ void GpuIngest::Stats(v1::GpuIngestStats* out) const {
   }
   dropped["agent"] = queue_.dropped();
   out->set_unknown_records_total(unknown_records_total_);
+  out->set_repaired_string_bytes_total(
+      collectors::gpu::RepairedStringBytes().load(std::memory_order_relaxed));
 }
 
 std::vector<int32_t> GpuIngest::ConnectedPids() const {

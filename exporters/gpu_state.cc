@@ -336,6 +336,7 @@ struct NodeFamilies {
   MetricFamily& conns;
   MetricFamily& datagrams;
   MetricFamily& bad;
+  MetricFamily& repaired;
   MetricFamily& refused;
   MetricFamily& kernels;
   MetricFamily& kernel_secs;
@@ -351,6 +352,7 @@ void AddNodeStats(const std::string& node, const v1::GpuWindow& last, NodeFamili
   for (const auto& [reason, v] : in.dropped_datagrams_total()) {
     AddValue(f.bad, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
   }
+  AddValue(f.repaired, {{"node", node}}, static_cast<double>(in.repaired_string_bytes_total()));
   for (const auto& [reason, v] : in.rejected_connections_total()) {
     AddValue(f.refused, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
   }
@@ -412,12 +414,17 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
                         "Datagrams dropped whole by the GPU ingest, by reason (empty, truncated, "
                         "bad_magic, bad_version, bad_records, oversize).",
                         MetricType::Counter);
+  auto repaired = MakeFamily("fabricscope_gpu_ingest_repaired_string_bytes_total",
+                             "Bytes of producer strings that were not valid UTF-8, replaced with "
+                             "U+FFFD at the agent's ingest.",
+                             MetricType::Counter);
   auto refused = MakeFamily("fabricscope_gpu_ingest_rejected_connections_total",
                             "Connections to the GPU socket refused, by reason (limit, uid).",
                             MetricType::Counter);
 
   auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
-  NodeFamilies node_families{dropped, conns, datagrams, bad, refused, kernels, kernel_secs};
+  NodeFamilies node_families{dropped,  conns,   datagrams, bad,
+                             repaired, refused, kernels,   kernel_secs};
 
   // Per direction, comm -> rank -> bytes over each node's recent batches.
   std::map<uint64_t, std::map<int32_t, double>> rank_bytes[2];
@@ -471,8 +478,9 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   }
   AddRankImbalance(rank_bytes, comm_label, imbalance);
   AddTopRankPairs(pair_bytes, options_.rank_pair_top_k, pairs);
-  for (MetricFamily* f : {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs,
-                          &kernels, &kernel_secs, &conns, &datagrams, &bad, &refused, &imbalance}) {
+  for (MetricFamily* f :
+       {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs, &kernels, &kernel_secs,
+        &conns, &datagrams, &bad, &repaired, &refused, &imbalance}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
 }

@@ -172,11 +172,21 @@ struct RecordTypeOf<KernelRecord> {
 };
 
 // Copies a C string into a fixed char array, truncating and NUL-padding. nullptr -> "".
+// A cut inside a multi-byte UTF-8 character drops that character's leading bytes, so the field
+// stays valid UTF-8 (RFC 3629 §4); the check costs one compare when nothing was cut.
 template <size_t N>
 inline void CopyFixed(char (&dst)[N], const char* src) {
   std::memset(dst, 0, N);
   if (src == nullptr) return;
-  for (size_t i = 0; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
+  size_t i = 0;
+  for (; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
+  const auto continuation = [&](size_t k) {
+    return (static_cast<unsigned char>(src[k]) & 0xC0) == 0x80;
+  };
+  if (src[i] == '\0' || !continuation(i)) return;
+  size_t end = i;
+  while (end > 0 && i - end < 3 && continuation(end)) --end;
+  if (!continuation(end)) std::memset(dst + end, 0, i - end);
 }
 
 // Builds one datagram in a caller-owned buffer. No allocation, no system calls: usable on a

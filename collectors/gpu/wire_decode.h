@@ -3,6 +3,7 @@
 // Validating decoder for the GPU hand-off datagrams of collectors/gpu/wire.h, used by the agent's
 // ingest endpoint on bytes that come from other processes: nothing in a datagram is trusted.
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "collectors/gpu/wire.h"
+#include "collectors/utf8.h"
 
 namespace fabricscope::collectors::gpu {
 
@@ -39,12 +41,26 @@ struct DecodeResult {
 absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& visitor,
                             DecodeResult* result);
 
-// A fixed char array as a string, stopping at the first NUL or at N.
+// Bytes of decoded strings replaced with U+FFFD because they were not valid UTF-8, since the
+// process started (GpuIngestStats.repaired_string_bytes_total).
+inline std::atomic<uint64_t>& RepairedStringBytes() {
+  static std::atomic<uint64_t> bytes{0};
+  return bytes;
+}
+
+// A fixed char array as a string, stopping at the first NUL or at N, made valid UTF-8: bytes
+// that do not form a valid sequence become U+FFFD and are counted in RepairedStringBytes() (a
+// producer may send anything; protobuf cannot serialize invalid UTF-8 in a string field).
 template <size_t N>
 std::string FixedString(const char (&s)[N]) {
   size_t n = 0;
-  while (n < N && s[n] != '\0') ++n;
-  return std::string(s, n);
+  bool ascii = true;
+  for (; n < N && s[n] != '\0'; ++n) ascii = ascii && static_cast<unsigned char>(s[n]) < 0x80;
+  if (ascii) return std::string(s, n);
+  size_t repaired = 0;
+  std::string out = ValidUtf8(std::string_view(s, n), &repaired);
+  RepairedStringBytes().fetch_add(repaired, std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace fabricscope::collectors::gpu

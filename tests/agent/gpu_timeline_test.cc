@@ -293,3 +293,28 @@ TEST(GpuTimeline, ListsCommunicatorsOfConnectedProcessesOnly) {
 
 }  // namespace
 }  // namespace fabricscope::agent
+
+namespace fabricscope::agent {
+namespace {
+
+// A producer's kernel or function name that is not UTF-8 (any local process may write to the
+// GPU socket) no longer makes the batch unserializable, which stalled the uplink behind it.
+TEST(GpuTimeline, NamesThatAreNotUtf8StillMakeASerializableBatch) {
+  GpuTimeline t(GpuTimelineOptions{});
+  t.Add(Kernel(0, "gemm\xFF\xC3", false, 100, 200));
+  t.Add(Collective(0xabc, 1, "AllReduce\x80", 1 << 20, 300, 400, 500));
+  v1::Batch b;
+  t.FillBatch(0, 1000, nullptr, {}, &b);
+  ASSERT_EQ(b.kernel_spans_size(), 1);
+  EXPECT_EQ(b.kernel_spans(0).name(), "gemm\xEF\xBF\xBD\xEF\xBF\xBD");
+  ASSERT_EQ(b.collectives_size(), 1);
+  EXPECT_EQ(b.collectives(0).func_raw(), "AllReduce\xEF\xBF\xBD");
+  std::string wire;
+  EXPECT_TRUE(b.SerializeToString(&wire));
+  v1::Batch back;
+  ASSERT_TRUE(back.ParseFromString(wire));
+  EXPECT_EQ(back.kernel_spans(0).name(), b.kernel_spans(0).name());
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

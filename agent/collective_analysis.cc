@@ -306,7 +306,7 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
     total_samples += p.samples();
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    const uint64_t events = LossEvents(p);
     const double packets =
         static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;  // estimate
     const bool pause = duration_s > 0 &&
@@ -437,8 +437,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
         const bool shared = Contended(k, c, &a) >= options_.contention_ratio;
         bool any_loss = false;
         for (const v1::PortActivity& pa : a.ports()) {
-          any_loss =
-              any_loss || pa.loss_events() + pa.retransmits() > 0 || pa.captured_loss_events() > 0;
+          any_loss = any_loss || LossEvents(pa) > 0;
         }
         if (!any_loss && !shared && a.cause() != v1::COLLECTIVE_CAUSE_NETWORK_SATURATED) {
           k.clean_median.Add(static_cast<double>(duration_ns));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -33,6 +34,12 @@ class P2Quantile {
   double n_[5] = {};   // marker positions (1-based)
   double np_[5] = {};  // desired positions
 };
+
+// The loss events of a port during a collective: the larger of its loss + retransmit counter
+// deltas and the packet capture's loss events (both see the same losses, so never their sum).
+inline uint64_t LossEvents(const v1::PortActivity& p) {
+  return std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+}
 
 // True when `name` (a --collective-rails entry or a captured interface) names port p: its device
 // ("mlx5_0", "eth0"), its "device:port" key, or its network interface.

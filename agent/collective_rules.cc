@@ -25,7 +25,7 @@ bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
   uint64_t worst_events = 0;
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    const uint64_t events = LossEvents(p);
     if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events &&
         Recurring(p.port_index())) {
       worst = i;
@@ -54,7 +54,7 @@ void CollectiveAnalyzer::UpdateLossRates(const v1::CollectiveAnalysis& a) {
   for (const v1::PortActivity& p : a.ports()) {
     if (p.port_index() >= port_loss_.size()) continue;
     PortLoss& l = port_loss_[p.port_index()];
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    const uint64_t events = LossEvents(p);
     const double packets = static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;
     l.recent.emplace_back(events, packets);
     l.events += events;
@@ -82,7 +82,7 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
   double worst_rate = 0;
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
-    const uint64_t events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+    const uint64_t events = LossEvents(p);
     if (events < std::max<uint64_t>(1, options_.lossy_min_events)) continue;
     // A node-level pseudo-port (TCP) moves no bytes of its own: its events count on the
     // interfaces.

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "collectors/utf8.h"
+
 namespace fabricscope::collectors::gpu {
 
 inline constexpr uint32_t kWireMagic = 0x50475346;  // "FSGP" read as little-endian bytes
@@ -180,13 +182,9 @@ inline void CopyFixed(char (&dst)[N], const char* src) {
   if (src == nullptr) return;
   size_t i = 0;
   for (; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
-  const auto continuation = [&](size_t k) {
-    return (static_cast<unsigned char>(src[k]) & 0xC0) == 0x80;
-  };
-  if (src[i] == '\0' || !continuation(i)) return;
-  size_t end = i;
-  while (end > 0 && i - end < 3 && continuation(end)) --end;
-  if (!continuation(end)) std::memset(dst + end, 0, i - end);
+  if (src[i] == '\0') return;  // nothing was cut
+  const size_t keep = Utf8Prefix(std::string_view(src, i + 1), i);
+  std::memset(dst + keep, 0, i - keep);
 }
 
 // Builds one datagram in a caller-owned buffer. No allocation, no system calls: usable on a

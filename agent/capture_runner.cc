@@ -64,11 +64,16 @@ void CaptureRunner::Run(std::stop_token stop) {
   }
 }
 
-v1::CaptureWindow CaptureRunner::TakeWindow() {
+v1::CaptureWindow CaptureRunner::TakeWindow(std::vector<v1::PacketLossEvent>* fresh) {
   v1::CaptureWindow w;
   absl::MutexLock lock(&mu_);  // the pcap handle is used by one thread at a time
-  analysis_->FillWindow(interface_, source_->counters(), &w);
+  analysis_->FillWindow(interface_, source_->counters(), &w, fresh);
   return w;
+}
+
+std::vector<v1::PacketLossEvent> CaptureRunner::NewLossEvents() {
+  absl::MutexLock lock(&mu_);
+  return analysis_->TakeNewLossEvents();
 }
 
 }  // namespace fabricscope::agent

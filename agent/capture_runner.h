@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -30,8 +31,12 @@ class CaptureRunner {
   ~CaptureRunner();
 
   // The summary since the last call (cumulative counts, this window's flows and events).
-  v1::CaptureWindow TakeWindow();
+  // fresh (may be null): the window's loss events NewLossEvents has not returned.
+  v1::CaptureWindow TakeWindow(std::vector<v1::PacketLossEvent>* fresh = nullptr);
+  // The loss events found since the last call, before the window closes (they stay in it).
+  std::vector<v1::PacketLossEvent> NewLossEvents();
   void Stop();
+  const std::string& interface() const { return interface_; }
 
  private:
   CaptureRunner() = default;

@@ -40,7 +40,7 @@ void CaptureAnalysis::Add(ParseResult r, const ParsedPacket& p) {
 }
 
 void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCounters& c,
-                                 v1::CaptureWindow* out) {
+                                 v1::CaptureWindow* out, std::vector<v1::PacketLossEvent>* fresh) {
   out->set_interface(interface);
   out->set_frames_total(c.frames);
   out->set_kernel_dropped_total(c.kernel_dropped);
@@ -109,16 +109,39 @@ void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCoun
     pb->set_dst(FormatAddress(peers[i].first.second));
     pb->set_bytes(peers[i].second);
   }
-  // Loss events: RoCE then TCP, bounded per window.
-  size_t kept = 0;
+  StageEvents();
+  if (fresh != nullptr) {
+    fresh->assign(window_events_.begin() + static_cast<long>(events_returned_),
+                  window_events_.end());
+  }
+  for (v1::PacketLossEvent& e : window_events_) *out->add_loss_events() = std::move(e);
+  window_events_.clear();
+  events_returned_ = 0;
+  out->set_loss_events_dropped_total(events_dropped_ + roce_.dropped_events() +
+                                     tcp_.totals().events_dropped);
+  window_flows_.clear();
+  window_peers_.clear();
+  window_bytes_ = 0;
+  window_packets_ = 0;
+}
+
+std::vector<v1::PacketLossEvent> CaptureAnalysis::TakeNewLossEvents() {
+  StageEvents();
+  std::vector<v1::PacketLossEvent> out(window_events_.begin() + static_cast<long>(events_returned_),
+                                       window_events_.end());
+  events_returned_ = window_events_.size();
+  return out;
+}
+
+void CaptureAnalysis::StageEvents() {
+  // RoCE then TCP, bounded per window.
   for (std::vector<LossEvent> events : {roce_.TakeEvents(), tcp_.TakeEvents()}) {
     for (const LossEvent& e : events) {
-      if (kept >= options_.max_events_per_window) {
+      if (window_events_.size() >= options_.max_events_per_window) {
         ++events_dropped_;
         continue;
       }
-      ++kept;
-      v1::PacketLossEvent* pe = out->add_loss_events();
+      v1::PacketLossEvent* pe = &window_events_.emplace_back();
       pe->set_src(FormatAddress(e.flow.src));
       pe->set_dst(FormatAddress(e.flow.dst));
       pe->set_proto(e.flow.proto);
@@ -131,12 +154,6 @@ void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCoun
       pe->set_last(e.last);
     }
   }
-  out->set_loss_events_dropped_total(events_dropped_ + roce_.dropped_events() +
-                                     tcp_.totals().events_dropped);
-  window_flows_.clear();
-  window_peers_.clear();
-  window_bytes_ = 0;
-  window_packets_ = 0;
 }
 
 }  // namespace fabricscope::collectors::pcap

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "collectors/pcap/capture.h"
 #include "collectors/pcap/flow.h"
@@ -31,9 +32,13 @@ class CaptureAnalysis {
   void Flush() { roce_.Flush(); }
 
   // Fills *out with the cumulative counts, this window's top flows/peers and loss events, and
-  // starts a new window.
+  // starts a new window. fresh (may be null) gets the window's loss events that
+  // TakeNewLossEvents has not returned yet.
   void FillWindow(const std::string& interface, const CaptureCounters& counters,
-                  v1::CaptureWindow* out);
+                  v1::CaptureWindow* out, std::vector<v1::PacketLossEvent>* fresh = nullptr);
+  // The loss events since the last call (or the window's start), before the window closes;
+  // they stay in the window FillWindow fills. Bounded like the window's list.
+  std::vector<v1::PacketLossEvent> TakeNewLossEvents();
 
   const RoceAnalyzer& roce() const { return roce_; }
   const TcpAnalyzer& tcp() const { return tcp_; }
@@ -51,6 +56,9 @@ class CaptureAnalysis {
   uint64_t window_bytes_ = 0;
   uint64_t window_packets_ = 0;
   uint64_t events_dropped_ = 0;
+  std::vector<v1::PacketLossEvent> window_events_;  // this window's, in the order found
+  size_t events_returned_ = 0;                      // of window_events_, by TakeNewLossEvents
+  void StageEvents();
 };
 
 }  // namespace fabricscope::collectors::pcap

@@ -499,8 +499,9 @@ void Agent::SubmitReady() {
   // events are in for every collective the batches below complete; it rides on the last batch.
   std::optional<v1::CaptureWindow> capture;
   if (capture_) {
-    capture = capture_->TakeWindow();
-    if (gpu_ingest_) collective_analyzer_->AddCaptureLoss(*capture, offset);
+    std::vector<v1::PacketLossEvent> fresh;  // those SubmitEarly has not passed on
+    capture = capture_->TakeWindow(&fresh);
+    if (gpu_ingest_) collective_analyzer_->AddCaptureLoss(capture_->interface(), fresh, offset);
   }
   for (v1::Batch& b : ready) {
     b.set_unix_offset_ns(offset);
@@ -562,11 +563,10 @@ void Agent::SubmitReady() {
     if (capture && &b == &ready.back()) *b.mutable_capture() = std::move(*capture);
     if (gpu_ingest_) {
       gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);
-      collective_analyzer_->AddBursts(b);
       for (const v1::Collective& c : b.collectives()) collective_analyzer_->AddCollective(c);
       collective_analyzer_->Process(b.window_end_ns(), &b);
     }
-    sink_->Submit(std::move(b));
+    Submit(std::move(b));
   }
   bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
 }
@@ -588,8 +588,8 @@ bool Agent::DrainOnce() {
     }
     if (!picked) return any;
     const SamplerGroup& g = groups_[pick];
-    pipeline_->AddTick(pick, TickLayout::header(picked)->t_ns, g.layout.values(picked),
-                       g.layout.status(picked));
+    last_tick_ns_[pick] = TickLayout::header(picked)->t_ns;
+    pipeline_->AddTick(pick, last_tick_ns_[pick], g.layout.values(picked), g.layout.status(picked));
     g.ring->Pop();
     any = true;
   }
@@ -613,6 +613,7 @@ void Agent::PipelineLoop(std::stop_token stop) {
     const bool drained_gpu = DrainGpu();
     const bool drained_any = drained_ticks || drained_gpu;
     SubmitReady();
+    SubmitEarly();
     bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
     if (stop.stop_requested()) break;
     // The ring holds ring_slots ticks (0.8 s at 100 us with the default 8192), so polling

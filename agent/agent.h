@@ -87,6 +87,11 @@ class Agent {
   // Pipeline thread: moves queued GPU records into gpu_timeline_. Returns whether any came.
   bool DrainGpu();
   void SubmitReady();
+  // Pipeline thread, agent/early_batch.cc: sends the collective analyses that are ready ahead
+  // of their window (CollectiveAnalysisOptions::early_send_interval_ns).
+  void SubmitEarly();
+  // Numbers and hands a batch to sink_; a window's batch takes what carry_ holds.
+  void Submit(v1::Batch batch);
   v1::Hello MakeHello() const;
   // Adds the collector's ports and counters to ports_ (merging by port identity) and records
   // where each of its values goes.
@@ -121,6 +126,14 @@ class Agent {
   uint64_t instance_id_ = 0;
   int64_t started_ns_ = 0;
   std::atomic<uint64_t> bursts_seen_{0};
+  // Early batches (pipeline thread): the newest tick time per group, the sample times of the
+  // last look and the last early batch, what was analysed but not sent yet, and the batches
+  // handed to sink_ (against its acked_seq()).
+  int64_t last_tick_ns_[kGroups] = {};
+  int64_t early_checked_ns_ = 0;
+  int64_t early_sent_ns_ = 0;
+  v1::Batch carry_;
+  uint64_t submitted_ = 0;
 };
 
 }  // namespace fabricscope::agent

@@ -149,22 +149,34 @@ void CollectiveAnalyzer::OnCounterDelta(uint32_t port, uint32_t counter, int64_t
   while (events_.size() > options_.history_events) events_.pop_front();
 }
 
-void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
-  for (const v1::Microburst& m : batch.microbursts()) {
-    bursts_.push_back(Burst{m.port_index(), m.start_ns(), m.start_ns() + m.duration_ns()});
-  }
+void CollectiveAnalyzer::OnMicroburst(uint32_t port, int64_t start_ns, int64_t end_ns) {
+  bursts_.push_back(Burst{port, start_ns, end_ns});
   while (bursts_.size() > options_.history_events) bursts_.pop_front();
 }
 
+void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
+  for (const v1::Microburst& m : batch.microbursts()) {
+    OnMicroburst(m.port_index(), m.start_ns(), m.start_ns() + m.duration_ns());
+  }
+}
+
 size_t CollectiveAnalyzer::AddCaptureLoss(const v1::CaptureWindow& window, int64_t unix_offset_ns) {
+  return AddCaptureLoss(
+      window.interface(),
+      std::vector<v1::PacketLossEvent>(window.loss_events().begin(), window.loss_events().end()),
+      unix_offset_ns);
+}
+
+size_t CollectiveAnalyzer::AddCaptureLoss(const std::string& interface,
+                                          const std::vector<v1::PacketLossEvent>& events,
+                                          int64_t unix_offset_ns) {
   std::vector<uint32_t> ports;
   for (uint32_t pi : candidates_) {
-    if (!window.interface().empty() && MatchesRail(ports_[pi], window.interface()))
-      ports.push_back(pi);
+    if (!interface.empty() && MatchesRail(ports_[pi], interface)) ports.push_back(pi);
   }
   if (ports.empty()) return 0;
   size_t kept = 0;
-  for (const v1::PacketLossEvent& e : window.loss_events()) {
+  for (const v1::PacketLossEvent& e : events) {
     if (!IsCapturedLoss(e.kind())) continue;
     for (uint32_t pi : ports)
       captured_.push_back(CapturedLoss{pi, e.time_unix_ns() - unix_offset_ns});
@@ -342,9 +354,13 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
     if (p.captured_loss_events() > 0) {
       captured = absl::StrFormat(", %d loss events in the capture", p.captured_loss_events());
     }
-    a->set_detail(absl::StrFormat("%s: %d lost, %d retransmitted%s, %.3g s paused during it",
-                                  port_name(lossy), p.loss_events(), p.retransmits(), captured,
-                                  p.pause_seconds()));
+    std::string paused = absl::StrFormat("%.3g s paused during it", p.pause_seconds());
+    if (p.pause_seconds() > 0 && duration_s > 0) {
+      paused +=
+          absl::StrFormat(" (PFC, %.0f%% of its duration)", 100 * p.pause_seconds() / duration_s);
+    }
+    a->set_detail(absl::StrFormat("%s: %d lost, %d retransmitted%s, %s", port_name(lossy),
+                                  p.loss_events(), p.retransmits(), captured, paused));
   } else if (saturated >= 0) {
     const v1::PortActivity& p = a->ports(saturated);
     a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
@@ -403,12 +419,11 @@ double CollectiveAnalyzer::NetworkShare(int64_t window_start_ns, int64_t window_
   return static_cast<double>(covered) / static_cast<double>(to - from);
 }
 
-void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
+void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool close_window) {
   last_data_ns_ = std::max(last_data_ns_, data_until_ns);
   for (Pending& p : pending_) {
     if (p.queued_data_ns == 0) p.queued_data_ns = data_until_ns;
   }
-  size_t recordings = 0, samples_left = options_.samples_per_window;
   while (!pending_.empty()) {
     const Pending& p = pending_.front();
     const bool in = p.c.end_ns() + options_.delay_ns <= data_until_ns;
@@ -457,14 +472,16 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
       }
       for (uint32_t pi : ports) {
         if (recorder_.capacity() == 0) break;
-        if (recordings >= options_.recordings_per_window || samples_left == 0) {
+        if (window_recordings_ >= options_.recordings_per_window ||
+            window_samples_ >= options_.samples_per_window) {
           ++recordings_dropped_;
           continue;
         }
         v1::FlightRecording* r = batch->add_flight_recordings();
-        samples_left -= recorder_.Fill(pi, from, to, samples_left, r);
+        window_samples_ +=
+            recorder_.Fill(pi, from, to, options_.samples_per_window - window_samples_, r);
         r->set_reason("slow_collective");
-        ++recordings;
+        ++window_recordings_;
       }
     }
     ++analyzed_;
@@ -492,6 +509,9 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch) {
   while (!events_.empty() && events_.front().to_ns < oldest) events_.pop_front();
   while (!bursts_.empty() && bursts_.front().end_ns < oldest) bursts_.pop_front();
   while (!captured_.empty() && captured_.front().t_ns < oldest) captured_.pop_front();
+  if (!close_window) return;
+  window_recordings_ = 0;
+  window_samples_ = 0;
 
   v1::CollectiveAnalysisStats* s = batch->mutable_collective_analysis();
   bool marker = false;

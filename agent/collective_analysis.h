@@ -83,7 +83,10 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // A non-zero delta of counter `counter` of port `port` read over (from_ns, to_ns].
   void OnCounterDelta(uint32_t port, uint32_t counter, int64_t from_ns, int64_t to_ns,
                       uint64_t delta) override;
-  // The microbursts of a closed window (Batch.microbursts).
+  // A microburst as the pipeline ends it.
+  void OnMicroburst(uint32_t port, int64_t start_ns, int64_t end_ns) override;
+  // The microbursts of a closed window (Batch.microbursts); for a pipeline without this
+  // analyzer as its observer.
   void AddBursts(const v1::Batch& batch);
   // The packet capture's loss events of one window (v1::CaptureWindow.loss_events, unix time;
   // unix = monotonic + unix_offset_ns as in Batch.unix_offset_ns). Those that mean a lost packet
@@ -91,13 +94,19 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // fast_retransmission; not spurious retransmissions, RNR NAKs or reordering) count on the
   // candidate ports whose interface is window.interface. Returns how many were kept.
   size_t AddCaptureLoss(const v1::CaptureWindow& window, int64_t unix_offset_ns);
+  // The same for events of `interface` taken before their window closed
+  // (CaptureRunner::NewLossEvents).
+  size_t AddCaptureLoss(const std::string& interface,
+                        const std::vector<v1::PacketLossEvent>& events, int64_t unix_offset_ns);
   // A completed collective (queued until its samples are in). Records without both times are
   // ignored.
   void AddCollective(const v1::Collective& c);
-  // Analyses every queued collective whose samples are in (the pipeline has closed its windows
-  // up to data_until_ns), appending CollectiveAnalysis records, flight recordings of slow ones
-  // and the stats for [window_start_ns, window_end_ns) to *batch.
-  void Process(int64_t data_until_ns, v1::Batch* batch);
+  // Analyses every queued collective whose samples are in (the pipeline has seen the ticks up
+  // to data_until_ns), appending CollectiveAnalysis records and flight recordings of slow ones
+  // to *batch. close_window: *batch is the window's batch [window_start_ns, window_end_ns):
+  // the stats go into it and the recording budget (recordings_per_window,
+  // samples_per_window) starts again; false for an early batch, which spends the same budget.
+  void Process(int64_t data_until_ns, v1::Batch* batch, bool close_window = true);
 
   // Exposed for tests: the analysis of one collective with what is known now.
   v1::CollectiveAnalysis Analyze(const v1::Collective& c) const;
@@ -157,14 +166,17 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   void UpdateLossRates(const v1::CollectiveAnalysis& a);
   struct PortLoss {
     std::deque<std::pair<uint64_t, double>> recent;  // (events, packets) per collective
-    uint64_t events = 0;
-    double packets = 0;
-    size_t hits = 0;  // collectives of `recent` with at least one event
   };
-  // The port's events recur: at least lossy_min_hits of its last lossy_rate_window collectives
-  // carried one (this one included). A host stall's burst of spurious retransmission timeouts
-  // lands in one or two collectives; random loss in most of them.
-  bool Recurring(uint32_t port) const;
+  // The port's events recur (CollectiveAnalysisOptions::lossy_min_hits): the suffix of its
+  // recent collectives where the binomial test is strongest, and whether it passes.
+  struct Recurrence {
+    bool recurring = false;
+    size_t hits = 0, window = 0;  // collectives with an event, of the last `window`
+    double p_value = 1;
+    uint64_t events = 0;  // over the suffix
+    double packets = 0;
+  };
+  Recurrence Recur(uint32_t port) const;
   std::map<Kind, KindStats> kinds_;
   std::vector<PortLoss> port_loss_;                    // per port index
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
@@ -172,6 +184,8 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   uint64_t marker_comm_ = 0;
   bool have_marker_comm_ = false;
   int64_t last_data_ns_ = 0;
+  size_t window_recordings_ = 0;  // spent of this window's budget
+  size_t window_samples_ = 0;
   std::map<std::string, uint64_t> by_cause_;
   uint64_t analyzed_ = 0, slow_ = 0, dropped_ = 0, recordings_dropped_ = 0;
 };

@@ -39,17 +39,26 @@ struct CollectiveAnalysisOptions {
   // CCR 1997: throughput ~ MSS / (RTT sqrt(p))). 0 = off.
   double lossy_tail_ratio = 1.05;
   // network_lossy from a persistently lossy port: the collective had loss + retransmit events
-  // >= max(1, lossy_min_events) on a port whose events over its last lossy_rate_window
-  // collectives (all kinds; a full window) are >= lossy_min_rate of the packets it moved
+  // >= max(1, lossy_min_events) on a port whose events over its recent collectives (all kinds;
+  // the suffix of the recurrence test below) are >= lossy_min_rate of the packets it moved
   // (bytes / 1500). 2e-4 is twice the mission's 0.01% alarm level, above the ~5e-5 of spurious
   // TCP retransmissions measured on a clean veth ring (README "Fault matrix"). 0 = off.
   double lossy_min_rate = 2e-4;
   size_t lossy_rate_window = 16;
-  // Both history rules want the loss to recur: events in at least lossy_min_hits of the port's
-  // last lossy_rate_window collectives, this one included. A host stall's burst of spurious
-  // retransmission timeouts (measured on the 2-vCPU CI machine: up to 16 in one collective of a
-  // clean run) is not a lossy link; random loss at 0.1% hits most collectives.
-  size_t lossy_min_hits = 5;
+  // Both history rules want the loss to recur on the port: over some suffix of its last
+  // lossy_rate_window collectives (the last m, a scan for the change point where the loss
+  // began), the count k of collectives with a loss event is at least lossy_min_hits and a
+  // one-sided binomial test rejects "a healthy port, whose collectives carry an event with
+  // probability lossy_baseline_hit_ratio", at p <= lossy_max_p_value (P(X >= k), X ~ B(m, p0);
+  // Conover, Practical Nonparametric Statistics, 3.1). The rate rule's rate is taken over that
+  // suffix. With the defaults: 4 of the last 4 or 5, 5 of the last 7 to 9, 6 of the last 10
+  // to 12, ... (3 of 3 is 1e-3 exactly: lossy_min_hits keeps it out). A host stall's burst of
+  // spurious retransmission timeouts (measured on the 2-vCPU CI machine: up to 16 in one collective
+  // of a clean run) lands in one or two collectives; 0.1% random loss hits ~60% of them. 0.1 is
+  // twice the share measured on the clean veth ring (1.5-5% per node, README "Fault matrix").
+  size_t lossy_min_hits = 4;
+  double lossy_baseline_hit_ratio = 0.1;
+  double lossy_max_p_value = 1e-3;
   // network_saturated by a competing flow: the candidate ports moved >= contention_ratio x the
   // collective's own proxy bytes (Collective.proxy_bytes, sent + received) while it ran, and
   // it took >= lossy_tail_ratio x its kind's clean median. A link shared with another job is
@@ -79,6 +88,14 @@ struct CollectiveAnalysisOptions {
   std::string step_marker;
   // Counter deltas and microbursts remembered for the correlation.
   size_t history_events = 65536;
+  // Early batches (Batch.early): the agent looks every early_send_interval / 4 of sample time
+  // for analyses that are ready, and sends them with their collective records ahead of the
+  // window: at once when one is slow or has a cause other than normal, else once
+  // early_send_interval has passed since the last. The aggregator matches an instance when
+  // every rank's analysis is in, so a 1 s window would delay each diagnosis by 0.5-1 s. Early
+  // batches wait (the window's batch carries them) while the uplink is down or more than two
+  // batches behind its acks, so that an outage does not fill the queue with them. 0 = off.
+  int64_t early_send_interval_ns = 200'000'000;
 };
 
 }  // namespace fabricscope::agent

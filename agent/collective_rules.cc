@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/collective_analysis.h"
+#include "exporters/diagnosis.h"
 
 namespace fabricscope::agent {
 
@@ -27,7 +28,7 @@ bool CollectiveAnalyzer::TailLossy(const KindStats& k, int64_t duration_ns,
     const v1::PortActivity& p = a->ports(i);
     const uint64_t events = LossEvents(p);
     if (events >= std::max<uint64_t>(1, options_.lossy_min_events) && events > worst_events &&
-        Recurring(p.port_index())) {
+        Recur(p.port_index()).recurring) {
       worst = i;
       worst_events = events;
     }
@@ -54,23 +55,31 @@ void CollectiveAnalyzer::UpdateLossRates(const v1::CollectiveAnalysis& a) {
   for (const v1::PortActivity& p : a.ports()) {
     if (p.port_index() >= port_loss_.size()) continue;
     PortLoss& l = port_loss_[p.port_index()];
-    const uint64_t events = LossEvents(p);
     const double packets = static_cast<double>(p.transmit_bytes() + p.receive_bytes()) / 1500.0;
-    l.recent.emplace_back(events, packets);
-    l.events += events;
-    l.packets += packets;
-    l.hits += events > 0;
-    while (l.recent.size() > options_.lossy_rate_window) {
-      l.events -= l.recent.front().first;
-      l.packets -= l.recent.front().second;
-      l.hits -= l.recent.front().first > 0;
-      l.recent.pop_front();
-    }
+    l.recent.emplace_back(LossEvents(p), packets);
+    while (l.recent.size() > options_.lossy_rate_window) l.recent.pop_front();
   }
 }
 
-bool CollectiveAnalyzer::Recurring(uint32_t port) const {
-  return port < port_loss_.size() && port_loss_[port].hits >= options_.lossy_min_hits;
+CollectiveAnalyzer::Recurrence CollectiveAnalyzer::Recur(uint32_t port) const {
+  Recurrence best;
+  if (port >= port_loss_.size()) return best;
+  const auto& recent = port_loss_[port].recent;
+  size_t hits = 0;
+  uint64_t events = 0;
+  double packets = 0;
+  // The suffixes, newest first: the last m collectives for m = 1 .. all.
+  for (size_t m = 1; m <= recent.size(); ++m) {
+    const auto& [e, pk] = recent[recent.size() - m];
+    hits += e > 0;
+    events += e;
+    packets += pk;
+    if (hits < std::max<size_t>(1, options_.lossy_min_hits)) continue;
+    const double p = exporters::BinomialUpperTail(m, hits, options_.lossy_baseline_hit_ratio);
+    if (p < best.p_value) best = Recurrence{false, hits, m, p, events, packets};
+  }
+  best.recurring = best.window > 0 && best.p_value <= options_.lossy_max_p_value;
+  return best;
 }
 
 bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
@@ -80,6 +89,7 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
   }
   int worst = -1;
   double worst_rate = 0;
+  Recurrence worst_r;
   for (int i = 0; i < a->ports_size(); ++i) {
     const v1::PortActivity& p = a->ports(i);
     const uint64_t events = LossEvents(p);
@@ -87,27 +97,26 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
     // A node-level pseudo-port (TCP) moves no bytes of its own: its events count on the
     // interfaces.
     if (p.port_index() >= port_loss_.size() || ports_[p.port_index()].node_level) continue;
-    const PortLoss& l = port_loss_[p.port_index()];
-    if (l.recent.size() < options_.lossy_rate_window || l.packets < 1 ||
-        !Recurring(p.port_index())) {
-      continue;
-    }
-    const double rate = static_cast<double>(l.events) / l.packets;
+    const Recurrence r = Recur(p.port_index());
+    if (!r.recurring || r.packets < 1) continue;
+    const double rate = static_cast<double>(r.events) / r.packets;
     if (rate >= options_.lossy_min_rate && rate > worst_rate) {
       worst = i;
       worst_rate = rate;
+      worst_r = r;
     }
   }
   if (worst < 0) return false;
   const v1::PortActivity& p = a->ports(worst);
-  const PortLoss& l = port_loss_[p.port_index()];
   a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
   a->set_port_index(static_cast<int32_t>(p.port_index()));
   a->set_detail(absl::StrFormat(
       "%s: %d lost, %d retransmitted, %d loss events in the capture within the collective; the "
-      "port lost or retransmitted %.3g%% of its ~%.0f packets over its last %d collectives",
+      "port lost or retransmitted %.3g%% of its ~%.0f packets over its last %d collectives, %d "
+      "of which carried loss (binomial p = %.1e against %.0f%% of a healthy port's)",
       PortLabel(ports_[p.port_index()]), p.loss_events(), p.retransmits(), p.captured_loss_events(),
-      100 * static_cast<double>(l.events) / l.packets, l.packets, l.recent.size()));
+      100 * worst_rate, worst_r.packets, worst_r.window, worst_r.hits, worst_r.p_value,
+      100 * options_.lossy_baseline_hit_ratio));
   return true;
 }
 

@@ -222,34 +222,47 @@ void GpuTimeline::CountKernel(const GpuEvent& e) {
   }
 }
 
+size_t GpuTimeline::TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
+                                    v1::Batch* batch) {
+  size_t taken = 0;
+  std::deque<GpuEvent> keep;
+  for (const GpuEvent& e : pending_collectives_) {
+    const gpu::CollectiveRecord& r = e.collective;
+    if (!due(e, r.end_ns > 0 ? r.end_ns : r.enqueue_end_ns)) {
+      keep.push_back(e);
+      continue;
+    }
+    const bool send =
+        static_cast<size_t>(batch->collectives_size()) < options_.max_collectives_per_batch;
+    if (!send) ++overflow_collectives_;
+    AttachCollective(e, batch, send);
+    ++taken;
+  }
+  pending_collectives_.swap(keep);
+  return taken;
+}
+
+size_t GpuTimeline::FillEarly(int64_t until_ns, v1::Batch* batch) {
+  return TakeCollectives([&](const GpuEvent&, int64_t end) { return end <= until_ns; }, batch);
+}
+
 void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
                             const v1::GpuIngestStats* ingest,
                             const std::vector<int32_t>& connected_pids, v1::Batch* batch) {
   v1::GpuWindow* w = batch->mutable_gpu();
   if (ingest != nullptr) *w->mutable_ingest() = *ingest;
 
-  // Collectives, in arrival order.
-  uint64_t not_sent = overflow_collectives_;
+  // Collectives, in arrival order; those an early batch could not take count as not sent.
+  TakeCollectives(
+      [&](const GpuEvent& e, int64_t end) { return Due(e, end, window_start_ns, window_end_ns); },
+      batch);
+  const uint64_t not_sent = overflow_collectives_;
   overflow_collectives_ = 0;
-  std::deque<GpuEvent> keep;
-  for (const GpuEvent& e : pending_collectives_) {
-    const gpu::CollectiveRecord& r = e.collective;
-    const int64_t end = r.end_ns > 0 ? r.end_ns : r.enqueue_end_ns;
-    if (!Due(e, end, window_start_ns, window_end_ns)) {
-      keep.push_back(e);
-      continue;
-    }
-    const bool send =
-        static_cast<size_t>(batch->collectives_size()) < options_.max_collectives_per_batch;
-    if (!send) ++not_sent;
-    AttachCollective(e, batch, send);
-  }
-  pending_collectives_.swap(keep);
   w->set_collectives_not_sent(not_sent);
 
   // Kernel spans: NCCL kernels first, then the rest, up to the cap; the others summarized.
   std::vector<const GpuEvent*> due;
-  keep.clear();
+  std::deque<GpuEvent> keep;
   for (const GpuEvent& e : pending_kernels_) {
     if (Due(e, e.kernel.end_ns, window_start_ns, window_end_ns)) {
       due.push_back(&e);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -55,6 +56,11 @@ class GpuTimeline {
   void FillBatch(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
                  const std::vector<int32_t>& connected_pids, v1::Batch* batch);
 
+  // Moves the collectives that completed at or before until_ns into batch->collectives (an
+  // early batch; at most max_collectives_per_batch there, the rest counted as not sent in the
+  // next window), updating the totals the next FillBatch reports. Returns how many it took.
+  size_t FillEarly(int64_t until_ns, v1::Batch* batch);
+
   // Collectives attached to batches so far, oldest first (at most recent_collectives); for the
   // correlation of each collective with the port samples inside its interval.
   const std::deque<v1::Collective>& recent_collectives() const { return recent_; }
@@ -64,6 +70,11 @@ class GpuTimeline {
   static v1::KernelSpan KernelToProto(const GpuEvent& event);
 
  private:
+  // Moves the pending collectives that due(event, end_ns) accepts into batch->collectives (at
+  // most max_collectives_per_batch there; the rest counted in overflow_collectives_).
+  size_t TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
+                         v1::Batch* batch);
+
   static constexpr size_t kMaxSummaryNames = 256;
   static constexpr int kMaxProxyPeers = 32;
   static constexpr size_t kMaxPendingProxyKeys = 16384;

@@ -111,6 +111,8 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
       c->step_marker = v.as<std::string>();
     } else if (key == "delay") {
       st = duration(&c->delay_ns);
+    } else if (key == "early_send_interval") {
+      st = duration(&c->early_send_interval_ns);
     } else if (key == "waiting_min") {
       st = duration(&c->waiting_min_ns);
     } else if (key == "saturation_utilization") {
@@ -133,6 +135,10 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
       c->lossy_rate_window = v.as<size_t>();
     } else if (key == "lossy_min_hits") {
       c->lossy_min_hits = v.as<size_t>();
+    } else if (key == "lossy_baseline_hit_ratio") {
+      c->lossy_baseline_hit_ratio = v.as<double>();
+    } else if (key == "lossy_max_p_value") {
+      c->lossy_max_p_value = v.as<double>();
     } else if (key == "contention_ratio") {
       c->contention_ratio = v.as<double>();
     } else {

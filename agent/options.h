@@ -112,7 +112,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 //     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
 //     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01,
 //     lossy_tail_ratio: 1.05, lossy_min_rate: 0.0002, lossy_rate_window: 16,
-//     lossy_min_hits: 5, contention_ratio: 1.25}.
+//     lossy_min_hits: 4, lossy_baseline_hit_ratio: 0.1, lossy_max_p_value: 0.001,
+//     contention_ratio: 1.25, early_send_interval: 200ms}.
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
 // keys or bad values (with the key named).
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);

@@ -151,6 +151,10 @@ void Pipeline::RecordBurst(size_t port_index, v1::Direction dir, DirectionState&
   m->set_duration_ns(e.duration_ns);
   m->set_peak_utilization(e.peak_utilization);
   m->set_bytes(e.bytes);
+  if (observer_ != nullptr) {
+    observer_->OnMicroburst(static_cast<uint32_t>(port_index), e.start_ns,
+                            e.start_ns + e.duration_ns);
+  }
 }
 
 void Pipeline::FeedDirection(size_t port_index, v1::Direction dir, DirectionState& d,

@@ -46,6 +46,9 @@ class CounterDeltaObserver {
   // delta is scaled (base units), read over (from_ns, to_ns].
   virtual void OnCounterDelta(uint32_t port, uint32_t counter, int64_t from_ns, int64_t to_ns,
                               uint64_t delta) = 0;
+  // A microburst of port `port` over [start_ns, end_ns], when it ended (before its window
+  // closes, so that an early analysis sees it).
+  virtual void OnMicroburst(uint32_t /*port*/, int64_t /*start_ns*/, int64_t /*end_ns*/) {}
 };
 
 // Turns raw counter ticks into per-port rates, utilization, microbursts and window summaries.

@@ -66,10 +66,10 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     ++duplicate_batches_total_;
     return n.contiguous;
   }
-  // Sequence numbers step by one per window; a jump past kMaxSeqStep (136 years of 1 s windows)
-  // is no agent's: dropped and counted, the stream kept (the ack stays where it was), so it
-  // neither counts 2^63 batches lost nor freezes the instance behind a sequence number no real
-  // batch reaches.
+  // Sequence numbers step by one per window (and early batch); a jump past kMaxSeqStep (136 years
+  // of 1 s windows) is no agent's: dropped and counted, the stream kept (the ack stays where it
+  // was), so it neither counts 2^63 batches lost nor freezes the instance behind a sequence number
+  // no real batch reaches.
   if (batch.seq() - n.contiguous > kMaxSeqStep) {
     ++rejected_batches_total_;
     LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
@@ -119,6 +119,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   if (batch.seq() > n.contiguous + 1) lost_batches_total_ += batch.seq() - 1 - n.contiguous;
   n.contiguous = batch.seq();
   ++batches_total_;
+  if (batch.early()) {
+    // Collective records sent ahead of their window (Batch.early): no window to account.
+    cross_rank_.OnBatch(node, batch);
+    gpu_.OnBatch(node, batch);
+    return n.contiguous;
+  }
   links_.OnBatch(node, batch);
   cross_rank_.OnBatch(node, batch);
   for (const v1::PortWindow& pw : batch.ports()) {

@@ -316,5 +316,54 @@ TEST(GpuTimeline, NamesThatAreNotUtf8StillMakeASerializableBatch) {
   EXPECT_EQ(back.kernel_spans(0).name(), b.kernel_spans(0).name());
 }
 
+// An early batch takes the collectives that ended by its sample time, with their proxy peers;
+// the window's batch then carries the rest only, and its totals count every collective once.
+TEST(GpuTimeline, EarlyBatchTakesWhatEndedAndTheWindowTheRest) {
+  GpuTimeline t;
+  t.Add(ProxyOp(7, 1, 2, true, 1000));
+  t.Add(Collective(7, 1, "AllReduce", 4096, 100, 200));
+  t.Add(Collective(7, 2, "AllReduce", 4096, 300, 400));
+  t.Add(Collective(7, 3, "AllReduce", 4096, 500, 600));
+  v1::Batch early;
+  EXPECT_EQ(t.FillEarly(400, &early), 2u);
+  ASSERT_EQ(early.collectives_size(), 2);
+  EXPECT_EQ(early.collectives(0).seq(), 1u);
+  EXPECT_EQ(early.collectives(1).seq(), 2u);
+  ASSERT_EQ(early.collectives(0).proxy_peers_size(), 1);
+  EXPECT_EQ(early.collectives(0).proxy_peers(0).bytes_sent(), 1000u);
+  EXPECT_FALSE(early.has_gpu());
+  EXPECT_EQ(t.FillEarly(400, &early), 0u);  // taken once
+
+  v1::Batch window;
+  window.set_window_start_ns(0);
+  window.set_window_end_ns(1000);
+  t.FillBatch(0, 1000, nullptr, {}, &window);
+  ASSERT_EQ(window.collectives_size(), 1);
+  EXPECT_EQ(window.collectives(0).seq(), 3u);
+  ASSERT_EQ(window.gpu().collective_totals_size(), 1);
+  EXPECT_EQ(window.gpu().collective_totals(0).count(), 3u);
+  EXPECT_EQ(window.gpu().collective_totals(0).window_count(), 3u);
+  EXPECT_EQ(window.gpu().collectives_not_sent(), 0u);
+}
+
+// Past max_collectives_per_batch, an early batch counts the rest as not sent (in the window).
+TEST(GpuTimeline, EarlyBatchIsBoundedAndCountsTheRest) {
+  GpuTimelineOptions o;
+  o.max_collectives_per_batch = 2;
+  GpuTimeline t(o);
+  for (uint64_t s = 0; s < 5; ++s) {
+    const int64_t start = 100 * static_cast<int64_t>(s);
+    t.Add(Collective(7, s, "AllReduce", 4096, start, start + 50));
+  }
+  v1::Batch early;
+  EXPECT_EQ(t.FillEarly(10'000, &early), 5u);
+  EXPECT_EQ(early.collectives_size(), 2);
+  v1::Batch window;
+  t.FillBatch(0, 10'000, nullptr, {}, &window);
+  EXPECT_EQ(window.collectives_size(), 0);
+  EXPECT_EQ(window.gpu().collectives_not_sent(), 3u);
+  EXPECT_EQ(window.gpu().collective_totals(0).count(), 5u);
+}
+
 }  // namespace
 }  // namespace fabricscope::agent

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
+#include <vector>
 
 #include "collectors/sysfs_ports.h"
 #include "exporters/utilization_codec.h"
@@ -138,6 +140,28 @@ TEST(Pipeline, MicroburstReportedWithStartDurationPeakAndBytes) {
   EXPECT_EQ(b[0].ports(0).transmit().microbursts_total(), 1u);
   EXPECT_EQ(b[0].ports(0).transmit().microburst_duration_seconds().count(), 1u);
   EXPECT_EQ(b[0].ports(0).receive().microbursts(), 0u);
+}
+
+// The counter observer hears of a microburst when it ends, before its window closes (the
+// collective analysis of an early batch needs it).
+TEST(Pipeline, ObserverHearsOfABurstWhenItEnds) {
+  struct Bursts : CounterDeltaObserver {
+    void OnCounterDelta(uint32_t, uint32_t, int64_t, int64_t, uint64_t) override {}
+    void OnMicroburst(uint32_t port, int64_t start_ns, int64_t end_ns) override {
+      seen.push_back({port, start_ns, end_ns});
+    }
+    std::vector<std::tuple<uint32_t, int64_t, int64_t>> seen;
+  } bursts;
+  Driver d(1'000'000'000);
+  d.pipeline.set_counter_observer(&bursts);
+  uint64_t tx = 0;
+  d.Tick(100 * kMs, tx);
+  for (int i = 1; i <= 5; ++i) d.Tick((100 + i) * kMs, tx += 950'000);
+  EXPECT_TRUE(bursts.seen.empty());  // still open
+  d.Tick(106 * kMs, tx);
+  ASSERT_EQ(bursts.seen.size(), 1u);
+  EXPECT_EQ(bursts.seen[0], std::make_tuple(0u, 100 * kMs, 105 * kMs));
+  EXPECT_TRUE(d.pipeline.TakeReady().empty());  // the window is still open
 }
 
 TEST(Pipeline, BurstAcrossAWindowBoundaryIsReportedOnceWhereItEnds) {

@@ -119,6 +119,38 @@ TEST(ClusterState, GapInsideAStreamIsCountedLost) {
             2);
 }
 
+// An early batch (Batch.early: collective records ahead of their window) takes a sequence
+// number but no window: the ports, the window-gap count and the next window are untouched.
+TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  v1::Batch first = Batch(1, 1000);
+  first.set_window_start_ns(4'000'000'000);
+  ASSERT_TRUE(s.OnBatch("n1", 7, first).ok());
+  v1::Batch early;
+  early.set_seq(2);
+  early.set_early(true);
+  early.set_window_start_ns(5'400'000'000);
+  early.set_window_end_ns(5'400'000'000);
+  early.set_unix_offset_ns(first.unix_offset_ns());
+  v1::Collective* c = early.add_collectives();
+  c->set_comm_hash(0xabc);
+  c->set_func("AllReduce");
+  c->set_start_ns(5'100'000'000);
+  c->set_end_ns(5'200'000'000);
+  EXPECT_EQ(*s.OnBatch("n1", 7, early), 2u);
+  v1::Batch next = Batch(3, 2000);
+  next.set_window_start_ns(5'000'000'000);
+  next.set_window_end_ns(6'000'000'000);
+  EXPECT_EQ(*s.OnBatch("n1", 7, next), 3u);
+  auto fams = s.Collect();
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_window_gaps_total")->metric[0].counter.value, 0);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 3);
+  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 2000);
+  EXPECT_THAT(s.RecentCollectivesJson("", 10), HasSubstr("\"func\":\"AllReduce\""));
+}
+
 TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   ClusterState s;
   EXPECT_EQ(s.OnHello(v1::Hello()).status().code(), absl::StatusCode::kInvalidArgument);

@@ -28,11 +28,11 @@ namespace gpu = collectors::gpu;
 using namespace std::chrono_literals;
 
 struct Agent {
-  Agent(const FakeTree& tree, const std::string& socket)
+  Agent(const FakeTree& tree, const std::string& socket, const std::string& window = "100ms")
       : proc({FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("agent.yaml"),
               "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(), "--interfaces=mlx5_0",
-              "--window=100ms", "--sample-period=1ms", "--status=off", "--http-listen=127.0.0.1:0",
-              "--gpu-socket=" + socket, "--gpu-rank-pairs-top-k=2"}) {}
+              "--window=" + window, "--sample-period=1ms", "--status=off",
+              "--http-listen=127.0.0.1:0", "--gpu-socket=" + socket, "--gpu-rank-pairs-top-k=2"}) {}
   bool Start() {
     if (!proc.Start()) return false;
     auto m = proc.WaitForLine(std::regex("serving http://[^:]+:(\\d+)/metrics"), 10s);
@@ -45,10 +45,11 @@ struct Agent {
   int port = 0;
 };
 
-// One producer process: a CommRecord (device 5), `n` all-reduces of 8 MB over 8 ranks taking
-// 1 ms each on GPU (busBw = 8e6 / 1e-3 x 2 x 7/8 = 1.4e10 B/s), and a proxy send of 1 MB per
-// collective to rank (rank + 1) % 8. Reports 7 records dropped on its side.
-void Produce(const std::string& path, uint64_t comm, int32_t rank, int n) {
+// One producer process: a CommRecord (device 5), `n` all-reduces of 8 MB over `nranks` ranks
+// taking 1 ms each on GPU (busBw with 8 ranks = 8e6 / 1e-3 x 2 x 7/8 = 1.4e10 B/s), the last
+// ending 2 ms before it starts, and a proxy send of 1 MB per collective to rank
+// (rank + 1) % nranks. Reports 7 records dropped on its side.
+void Produce(const std::string& path, uint64_t comm, int32_t rank, int n, int32_t nranks = 8) {
   const int fd = ConnectSeqpacket(path);
   if (fd < 0) _exit(2);
   alignas(8) static unsigned char buf[gpu::kMaxDatagramBytes];
@@ -56,7 +57,7 @@ void Produce(const std::string& path, uint64_t comm, int32_t rank, int n) {
   gpu::CommRecord c{};
   c.comm_hash = comm;
   c.rank = rank;
-  c.nranks = 8;
+  c.nranks = nranks;
   c.nnodes = 1;
   c.cuda_device = 5;
   gpu::CopyFixed(c.name, "it");
@@ -76,7 +77,7 @@ void Produce(const std::string& path, uint64_t comm, int32_t rank, int n) {
     r.enqueue_start_ns = r.start_ns - 10'000;
     r.enqueue_end_ns = r.start_ns - 5'000;
     r.rank = rank;
-    r.nranks = 8;
+    r.nranks = nranks;
     r.root = -1;
     r.peer = -1;
     r.nchannels = 4;
@@ -90,7 +91,7 @@ void Produce(const std::string& path, uint64_t comm, int32_t rank, int n) {
     p.op_seq = r.seq;
     p.bytes = 1'000'000;
     p.rank = rank;
-    p.peer = (rank + 1) % 8;
+    p.peer = (rank + 1) % nranks;
     p.is_send = 1;
     p.steps = 4;
     p.pid = getpid();
@@ -195,6 +196,47 @@ TEST(GpuAgent, StandaloneAgentServesCollectivesFromItsSocket) {
 
   EXPECT_EQ(agent.proc.Stop(SIGTERM), 0) << agent.proc.Output();
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// Early batches (collectives.early_send_interval, 200 ms by default): with a 60 s window, both
+// ranks' analyses still reach the cross-rank matcher as soon as the samples covering them are
+// in, not when the window closes.
+TEST(GpuAgent, AnalysesGoOutAheadOfTheirWindow) {
+  FakeTree tree;
+  tree.CopyTestdata("sysfs-real/class", "class");
+  tree.Write("agent.yaml", "node: gpu-node\n");
+  const std::string socket = tree.Path("run/gpu.sock");
+  Agent agent(tree, socket, "60s");
+  ASSERT_TRUE(agent.Start()) << agent.proc.Output();
+  constexpr int kPerProducer = 3;
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) Produce(socket, 0x5678abcd00000000ull, rank, kPerProducer, 2);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  std::string body;
+  std::vector<Sample> m;
+  // The default wait (10 s) is a sixth of the window: only an early batch can meet it.
+  ASSERT_TRUE(WaitFor([&] {
+    m = ParseExposition(body = agent.Get("/metrics"));
+    return Value(m, "fabricscope_collective_arrival_skew_seconds_count") == kPerProducer;
+  })) << body
+      << agent.proc.Output();
+  double by_cause = 0;
+  for (const Sample* s : Select(m, "fabricscope_collectives_by_cause_total", {})) {
+    by_cause += s->value;
+  }
+  EXPECT_EQ(by_cause, kPerProducer) << body;
+  const std::string json = agent.Get("/api/collectives?limit=10");
+  EXPECT_NE(json.find("\"comm\":\"5678abcd00000000\""), std::string::npos) << json;
+  EXPECT_EQ(agent.proc.Stop(SIGTERM), 0) << agent.proc.Output();
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+// Early batches: collective analyses sent ahead of their window (Batch.early).
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "agent/agent.h"
+#include "collectors/clock.h"
+
+namespace fabricscope::agent {
+
+namespace {
+
+// Slow, or named a cause: worth the aggregator's seeing now.
+bool Urgent(const v1::CollectiveAnalysis& a) {
+  return a.slow() ||
+         (a.cause() != v1::COLLECTIVE_CAUSE_NORMAL && a.cause() != v1::COLLECTIVE_CAUSE_UNKNOWN &&
+          a.cause() != v1::COLLECTIVE_CAUSE_UNSPECIFIED);
+}
+
+template <typename T>
+void MoveAppend(google::protobuf::RepeatedPtrField<T>* from,
+                google::protobuf::RepeatedPtrField<T>* to) {
+  for (T& x : *from) *to->Add() = std::move(x);
+  from->Clear();
+}
+
+}  // namespace
+
+void Agent::Submit(v1::Batch batch) {
+  if (!batch.early()) {
+    MoveAppend(carry_.mutable_collectives(), batch.mutable_collectives());
+    MoveAppend(carry_.mutable_collective_analyses(), batch.mutable_collective_analyses());
+    MoveAppend(carry_.mutable_flight_recordings(), batch.mutable_flight_recordings());
+  }
+  ++submitted_;
+  sink_->Submit(std::move(batch));
+}
+
+void Agent::SubmitEarly() {
+  const int64_t interval = options_.collectives.early_send_interval_ns;
+  if (!gpu_ingest_ || interval <= 0) return;
+  // Sample time both samplers have reached: the counter deltas up to it are in.
+  int64_t data_until = std::numeric_limits<int64_t>::max();
+  for (size_t g = 0; g < kGroups; ++g) {
+    if (groups_[g].sampler) data_until = std::min(data_until, last_tick_ns_[g]);
+  }
+  if (data_until <= 0 || data_until == std::numeric_limits<int64_t>::max()) return;
+  if (data_until - early_checked_ns_ < interval / 4) return;
+  early_checked_ns_ = data_until;
+
+  const int64_t offset = collectors::MeasureUnixOffsetNs();
+  if (capture_) {
+    collective_analyzer_->AddCaptureLoss(capture_->interface(), capture_->NewLossEvents(), offset);
+  }
+  const int before = carry_.collectives_size();
+  gpu_timeline_->FillEarly(data_until, &carry_);
+  for (int i = before; i < carry_.collectives_size(); ++i) {
+    collective_analyzer_->AddCollective(carry_.collectives(i));
+  }
+  const int analysed = carry_.collective_analyses_size();
+  collective_analyzer_->Process(data_until, &carry_, /*close_window=*/false);
+  bool urgent = false;
+  for (int i = analysed; i < carry_.collective_analyses_size(); ++i) {
+    urgent = urgent || Urgent(carry_.collective_analyses(i));
+  }
+  const bool empty = carry_.collectives_size() == 0 && carry_.collective_analyses_size() == 0;
+  if (empty || (!urgent && data_until - early_sent_ns_ < interval)) return;
+  // Behind (an outage, or a slow aggregator): the window's batch takes them.
+  if (!sink_->connected() || submitted_ > sink_->acked_seq() + 2) return;
+  v1::Batch b = std::move(carry_);
+  carry_.Clear();
+  b.set_early(true);
+  b.set_unix_offset_ns(offset);
+  b.set_window_start_ns(data_until);
+  b.set_window_end_ns(data_until);
+  Submit(std::move(b));
+  early_sent_ns_ = data_until;
+}
+
+}  // namespace fabricscope::agent

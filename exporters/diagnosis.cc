@@ -223,16 +223,20 @@ std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
   if (d.cause == "compute_straggler") {
     what = absl::StrFormat("rank %d on %s arrives late", d.rank, d.node);
   } else if (d.cause == "network_lossy") {
-    what = absl::StrFormat("%s's port %s loses or retransmits packets", d.node, d.port);
+    what = absl::StrFormat("%s's port %s loses, retransmits or is paused by PFC", d.node, d.port);
   } else if (d.cause == "network_saturated") {
     what = absl::StrFormat("%s's port %s is saturated", d.node, d.port);
   } else {
     what = absl::StrFormat("%s (rank %d on %s)", d.cause, d.rank, d.node);
   }
   std::string cost = "no clean baseline before it to measure the cost against";
-  if (d.baseline_p90_s > 0) {
+  if (d.baseline_p90_s > 0 && d.p90_s >= 1.005 * d.baseline_p90_s) {
     cost = absl::StrFormat("its collectives take %.0f%% longer at p90 (%.3g s against %.3g s)",
                            100 * (d.p90_s / d.baseline_p90_s - 1), d.p90_s, d.baseline_p90_s);
+  } else if (d.baseline_p90_s > 0) {
+    // A few percent of compute late hides in the collectives' own jitter.
+    cost = absl::StrFormat("its collectives take no longer at p90 (%.3g s against %.3g s)", d.p90_s,
+                           d.baseline_p90_s);
   }
   return absl::StrFormat("communicator %s: %s in %d of the last %d instances; %s, since %s", label,
                          what, d.affected, d.instances, cost, UtcClock(d.since_unix_ns));

@@ -104,11 +104,12 @@ echo
 echo "== fault matrix: every fault at every magnitude, named share and detection delay (tests/e2e/fault_matrix_test.py --full, ~8 min)"
 if [ "$(id -u)" -eq 0 ] && command -v nft >/dev/null; then
   ninja -C "$BUILD_DIR" fabricscope-agent fabricscope-aggregator fabricscope-ring-allreduce \
-    fabricscope_nccl_profiler | tail -n 1
+    fabricscope_nccl_profiler fabricscope-fake-pfc | tail -n 1
   python3 "$REPO/tests/e2e/fault_matrix_test.py" "$BUILD_DIR/agent/fabricscope-agent" \
     "$BUILD_DIR/exporters/fabricscope-aggregator" \
     "$BUILD_DIR/tests/tools/fabricscope-ring-allreduce" \
     "$(find "$BUILD_DIR" -name 'libnccl-profiler-fabricscope.so' | head -n 1)" --full \
+    --fake-pfc="$BUILD_DIR/tests/tools/libfabricscope-fake-pfc.so" \
     >"$LOGS/fault_matrix.log" 2>&1 || { tail -n 20 "$LOGS/fault_matrix.log"; exit 1; }
   grep -E 'clean:|^cluster-in-a-box: \|' "$LOGS/fault_matrix.log" | sed 's/^cluster-in-a-box: //'
 else

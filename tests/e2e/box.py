@@ -173,7 +173,7 @@ def delay_file(phase_name, rank):
 
 def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0,
           capture_node=-1, iterations=None, agent_args=None, nbytes=None, compute_ms=50,
-          poll=None, min_instances=None):
+          poll=None, min_instances=None, agent_env=None):
     """Runs one all-reduce job with fresh agents; returns the instances of its communicator.
 
     capture_node: that node's agent also captures its veth (--capture), so its
@@ -181,7 +181,8 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     options beyond node, interface, line rate, aggregator and GPU socket (default: 1 ms
     samples and 200 ms windows; [] = the agents' defaults). poll(instances): called about
     every 200 ms with the communicator's instances so far while the job runs and until
-    min_instances (default all) of them are matched."""
+    min_instances (default all) of them are matched. agent_env: {node index: {name: value}},
+    environment added to that node's agent."""
     iterations = iterations or ITERATIONS
     nbytes = nbytes or BYTES
     if agent_args is None:
@@ -199,7 +200,8 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
                               f"--aggregator={HUB_ADDR}:{grpc_port}",
                               f"--gpu-socket={sock}", "--status=off"] + agent_args +
                              ([f"--capture={VETH[i]}"] if i == capture_node else []),
-                             stdout=logf, stderr=logf)
+                             stdout=logf, stderr=logf,
+                             env=dict(os.environ, **((agent_env or {}).get(i, {}))))
         PROCS.append(p)
         agents.append((p, sock))
     for p, sock in agents:

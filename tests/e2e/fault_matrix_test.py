@@ -21,9 +21,14 @@ verdict. For random loss, an instance can only be named if a packet of it was lo
 is also given over the instances whose faulty rank saw a loss event. A clean run of
 CLEAN_INSTANCES gives the false-alarm count (instances not `normal`).
 
-Usage: fault_matrix_test.py AGENT AGGREGATOR RING PLUGIN [--full]
-  (default) the test: the magnitudes at the floors, asserting 80% named and 3 s (README
-            "Fault matrix": the issue's 90% and 2 s are printed as met or not).
+A PFC pause storm (veth has no PFC) is the fault node's agent reading mlx5's per-priority pause
+counters from a preloaded fake driver (--fake-pfc, tests/tools/fake_pfc_preload.cc) that
+accumulate `duty` of the wall time, while tbf forwards 1 - duty of the healthy rate.
+
+Usage: fault_matrix_test.py AGENT AGGREGATOR RING PLUGIN [--full] [--fake-pfc=LIB] [--only=...]
+  (default) the test: the magnitudes at the floors, asserting the issue's floors: >= 90%
+            named, detected within 2 s, no false alarm in 200 clean instances (a case under
+            its floor runs once more, printed, before it fails: the machine is shared).
   --full    the benchmark: every magnitude, more instances; prints the table, asserts nothing.
 Exit 77 (skipped) without root, namespaces, veth, bridge, tbf or nft; 1 when a floor fails.
 """
@@ -44,6 +49,8 @@ AGENT, AGGREGATOR, RING, PLUGIN = sys.argv[1:5]
 FULL = "--full" in sys.argv[5:]
 # --only=LABEL,... runs those cases only (labels as printed: straggler10, loss1000, rate2, ...)
 ONLY = next((a[7:].split(",") for a in sys.argv[5:] if a.startswith("--only=")), None)
+# --fake-pfc=LIB: tests/tools/fake_pfc_preload.cc, for the PFC pause storm (no case without it)
+FAKE_PFC = next((a[11:] for a in sys.argv[5:] if a.startswith("--fake-pfc=")), None)
 configure(AGENT, AGGREGATOR, RING, PLUGIN)
 
 HEALTHY_TBF, DECLARED, DECLARED_BPS = "100mbit", "200mbit", 200_000_000
@@ -61,10 +68,11 @@ def nft(ns, *args):
 
 class Case:
     def __init__(self, kind, magnitude, label, floor, right, inject=None, clear=None,
-                 declared=None, tbf=None, limit=None, mid_run=True):
+                 declared=None, tbf=None, limit=None, mid_run=True, agent_env=None):
         self.kind, self.magnitude, self.label, self.floor = kind, magnitude, label, floor
         self.right, self.inject, self.clear = right, inject, clear
         self.declared, self.tbf, self.limit, self.mid_run = declared, tbf, limit, mid_run
+        self.agent_env = agent_env
 
 
 def bottleneck_is(c, cause, node=None, rank=None):
@@ -155,6 +163,35 @@ def competing(flows):
                 inject=inject, clear=clear)
 
 
+def pfc_storm(duty):
+    """The fault node's port paused `duty` of the time on priority 3 (a RoCE lossless class):
+    its agent reads mlx5's rx_prio3_pause{,_duration} from the preloaded fake driver
+    (tests/tools/fake_pfc_preload.cc: veth has no PFC), and its link is shaped to 1 - duty of
+    the healthy rate, as a link paused that share of the time forwards that much less."""
+    state = os.path.join(box.WORK, f"pfc{int(duty * 100)}.storm")
+    frames = duty * 1e6 / 3.3  # one pause quantum of 65,535 x 512 bit times at 10 Gb/s = 3.3 ms
+
+    def inject(_):
+        healthy = int(HEALTHY_TBF[:-4])  # "100mbit"
+        shape(FAULT_NODE, f"{int(healthy * (1 - duty) * 1000)}kbit")
+        with open(state + ".tmp", "w") as f:
+            f.write(f"3 {duty} {frames} {time.time_ns()} 0 0\n")
+        os.rename(state + ".tmp", state)
+
+    def clear():
+        with open(state) as f:
+            prio, d, fps, since, _, _ = f.read().split()
+        secs = (time.time_ns() - int(since)) / 1e9
+        with open(state + ".tmp", "w") as f:
+            f.write(f"{prio} 0 0 0 {float(d) * secs * 1e6:.0f} {float(fps) * secs:.0f}\n")
+        os.rename(state + ".tmp", state)
+    env = {FAULT_NODE: {"LD_PRELOAD": FAKE_PFC, "FABRICSCOPE_FAKE_PFC_IF": VETH[FAULT_NODE],
+                        "FABRICSCOPE_FAKE_PFC_FILE": state}}
+    return Case("PFC pause storm", f"{duty:.0%} of the time", f"pfc{int(duty * 100)}",
+                duty >= 0.10, lambda c: bottleneck_is(c, "network_lossy", node=f"n{FAULT_NODE}"),
+                inject=inject, clear=clear, agent_env=env)
+
+
 def first_start(c):
     return min(r["start_unix_seconds"] for r in c["ranks"])
 
@@ -184,7 +221,8 @@ def run_case(case, grpc_port, http_port, comm_hash):
     iterations = (BASELINE + 12 + FAULTY) if case.mid_run else FAULTY
     try:
         got = phase(case.label, grpc_port, http_port, comm_hash, declared, agent_args=[],
-                    nbytes=NBYTES, iterations=iterations, compute_ms=COMPUTE_MS, poll=poll)
+                    nbytes=NBYTES, iterations=iterations, compute_ms=COMPUTE_MS, poll=poll,
+                    agent_env=case.agent_env)
     finally:
         if case.clear and state["injected"]:
             case.clear()
@@ -204,9 +242,23 @@ def run_case(case, grpc_port, http_port, comm_hash):
             "diagnosis": verdict.get("sentence", "")}
 
 
-def measure_step(grpc_port, http_port, instances):
+def floor_counts(r):
+    """(instances judged, named right): for random loss over those that lost a packet."""
+    if r["case"].kind == "random loss":
+        return r["hit"], r["hit_named"]
+    return r["faulty"], r["named"]
+
+
+def meets_floor(r):
+    """The issue's floor: >= 90% named right, detected within 2 s."""
+    base, good = floor_counts(r)
+    return base > 0 and good >= 0.9 * base and r["delay"] is not None and r["delay"] <= 2
+
+
+def measure_step(grpc_port, http_port, instances, attempt=1):
     """A clean job: the false alarms over `instances` instances and the step time (ms)."""
-    got = phase("clean", grpc_port, http_port, 0xc1ea0000_00000001, [DECLARED] * NODES,
+    got = phase(f"clean{attempt}", grpc_port, http_port, 0xc1ea0000_00000000 | attempt,
+                [DECLARED] * NODES,
                 agent_args=[], nbytes=NBYTES, iterations=instances,
                 compute_ms=COMPUTE_MS)
     starts = sorted(first_start(c) for c in got)
@@ -224,14 +276,18 @@ def main():
         for i in range(NODES):
             shape(i, HEALTHY_TBF)
         grpc_port, http_port = start_aggregator()
-        n_clean, alarms, step = measure_step(grpc_port, http_port,
-                                             40 if ONLY is not None else CLEAN_INSTANCES)
-        log(f"clean: {n_clean} instances, {len(alarms)} false alarms, step {step:.0f} ms")
-        for c in alarms[:5]:
-            log(f"  false alarm: seq {c['seq']} {c['cause']}: {c['evidence']}")
-        # The issue's floor is zero; CI allows one in 200 (0.5%): a host stall on the shared
-        # 2-vCPU machine can hold a rank back for real (README "Fault matrix").
-        check((n_clean >= CLEAN_INSTANCES or ONLY is not None) and len(alarms) <= 1,
+        want = 40 if ONLY is not None else CLEAN_INSTANCES
+        for attempt in (1, 2):
+            n_clean, alarms, step = measure_step(grpc_port, http_port, want, attempt)
+            log(f"clean: {n_clean} instances, {len(alarms)} false alarms, step {step:.0f} ms")
+            for c in alarms[:5]:
+                log(f"  false alarm: seq {c['seq']} {c['cause']}: {c['evidence']}")
+            # A host stall on the shared 2-vCPU machine can hold a rank back for real: one
+            # rerun (printed) before the floor of zero fails.
+            if FULL or not alarms:
+                break
+            log("clean run: rerunning once")
+        check((n_clean >= CLEAN_INSTANCES or ONLY is not None) and (FULL or not alarms),
               f"clean run: {len(alarms)} false alarms in {n_clean} instances")
         step_ms = [step]
         cases = [straggler(f, step_ms) for f in ((0.05, 0.10, 0.20, 1.0) if FULL else
@@ -239,17 +295,24 @@ def main():
         cases += [loss(r) for r in ((0.0005, 0.001, 0.005, 0.02) if FULL else (0.001, 0.005))]
         cases += [slow_link(k) for k in ((2, 4, 10) if FULL else (2, 4))]
         cases += [competing(n) for n in ((1, 2) if FULL else (1,))]
+        if FAKE_PFC:
+            cases += [pfc_storm(d) for d in ((0.02, 0.10, 0.30) if FULL else (0.10,))]
         cases += [tail_drop(2)] if FULL else []
         rows = []
         cases = [c for c in cases if ONLY is None or c.label in ONLY]
         for n, case in enumerate(cases):
-            r = run_case(case, grpc_port, http_port, (0xfa000000 + n) << 32 | 1)
+            for attempt in (1, 2):
+                r = run_case(case, grpc_port, http_port, (0xfa000000 + n) << 32 | attempt)
+                share = r["named"] / r["faulty"] if r["faulty"] else 0
+                delay = f"{r['delay']:.2f} s" if r["delay"] is not None else "never"
+                log(f"{case.kind} {case.magnitude}: named {r['named']}/{r['faulty']} "
+                    f"({share:.0%}), detected after {delay}; with a loss event "
+                    f"{r['hit_named']}/{r['hit']}; diagnosis: {r['diagnosis']}")
+                # One rerun (printed) of a case under its floor: the shared machine stalls.
+                if FULL or not case.floor or meets_floor(r):
+                    break
+                log(f"{case.label}: under the floor, rerunning once")
             rows.append(r)
-            share = r["named"] / r["faulty"] if r["faulty"] else 0
-            delay = f"{r['delay']:.2f} s" if r["delay"] is not None else "never"
-            log(f"{case.kind} {case.magnitude}: named {r['named']}/{r['faulty']} "
-                f"({share:.0%}), detected after {delay}; with a loss event "
-                f"{r['hit_named']}/{r['hit']}; diagnosis: {r['diagnosis']}")
         log("| fault | magnitude | named right | with a loss event | detection | >= 90%, <= 2 s |")
         log("|---|---|---|---|---|---|")
         for r in rows:
@@ -257,9 +320,7 @@ def main():
             share = f"{r['named']}/{r['faulty']} ({r['named'] / max(1, r['faulty']):.0%})"
             hit = f"{r['hit_named']}/{r['hit']}" if c.kind == "random loss" else "-"
             delay = f"{r['delay']:.2f} s" if r["delay"] is not None else "never"
-            base = r["hit"] if c.kind == "random loss" else r["faulty"]
-            good = r["hit_named"] if c.kind == "random loss" else r["named"]
-            met = base > 0 and good >= 0.9 * base and r["delay"] is not None and r["delay"] <= 2
+            met = meets_floor(r)
             log(f"| {c.kind} | {c.magnitude} | {share} | {hit} | {delay} | "
                 f"{('met' if met else 'NOT met') if c.floor else 'below the floors'} |")
         if not FULL:
@@ -267,15 +328,11 @@ def main():
                 c = r["case"]
                 if not c.floor:
                     continue
-                base = r["hit"] if c.kind == "random loss" else r["faulty"]
-                good = r["hit_named"] if c.kind == "random loss" else r["named"]
-                # CI asserts 80% and 3 s, under the issue's 90% and 2 s: measured here at
-                # 91-100% and 1.1-2.2 s, too close to those lines for a shared 2-vCPU machine
-                # (README "Fault matrix" has the table and what 2 s still needs).
-                check(base > 0 and good >= 0.8 * base,
-                      f"{c.kind} {c.magnitude}: named right in {good} of {base}")
-                check(r["delay"] is not None and r["delay"] <= 3.0,
-                      f"{c.kind} {c.magnitude}: detected within 3 s ({r['delay']})")
+                base, good = floor_counts(r)
+                check(base > 0 and good >= 0.9 * base,
+                      f"{c.kind} {c.magnitude}: named right in {good} of {base} (>= 90%)")
+                check(r["delay"] is not None and r["delay"] <= 2.0,
+                      f"{c.kind} {c.magnitude}: detected within 2 s ({r['delay']})")
     except RuntimeError as e:
         FAILED.append(str(e))
         log("FAIL:", e)

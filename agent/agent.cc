@@ -530,6 +530,7 @@ void Agent::SubmitReady() {
     s->set_overruns_total(fast.sampler->overruns());
     s->set_ring_drops_total(drops);
     s->set_uplink_dropped_batches_total(sink_->dropped_batches());
+    s->set_uplink_refused_batches_total(sink_->refused_batches());
     // Effective resolution per counter group: the sampling period, or for cached sources the
     // cache lifetime when that is longer.
     std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective

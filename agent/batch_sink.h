@@ -22,6 +22,8 @@ class BatchSink {
   virtual void Shutdown(int timeout_ms) = 0;
 
   virtual uint64_t dropped_batches() const = 0;
+  // Batches the receiver refused as invalid or too large, dropped instead of resent.
+  virtual uint64_t refused_batches() const { return 0; }
   virtual uint64_t acked_seq() const = 0;
   virtual bool connected() const = 0;
 };

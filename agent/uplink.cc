@@ -77,9 +77,9 @@ void GrpcUplink::Run(std::stop_token stop) {
       continue;
     }
     const uint64_t acked_before = acked_.load();
-    RunStream(*stub, stop);
+    const grpc::Status st = RunStream(*stub, stop);
     if (stop.stop_requested()) break;
-    if (acked_.load() > acked_before) backoff_ms = options_.initial_backoff_ms;
+    if (acked_.load() > acked_before || DropRefused(st)) backoff_ms = options_.initial_backoff_ms;
     const int sleep_ms = std::uniform_int_distribution<int>(backoff_ms / 2, backoff_ms)(rng);
     backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
     absl::MutexLock lock(&mu_);
@@ -88,13 +88,34 @@ void GrpcUplink::Run(std::stop_token stop) {
   }
 }
 
-void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
+bool GrpcUplink::DropRefused(const grpc::Status& st) {
+  if (st.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
+      st.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    return false;
+  }
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.empty()) return false;
+    seq = queue_.front().seq();
+    queue_.pop_front();
+  }
+  const uint64_t n = refused_.fetch_add(1) + 1;
+  if (n == 1 || n % 100 == 0) {
+    LOG(WARNING) << "aggregator " << options_.target << " refused batch " << seq << " ("
+                 << st.error_message() << "); dropped, not resent (" << n
+                 << " so far, fabricscope_agent_uplink_refused_batches_total)";
+  }
+  return true;
+}
+
+grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
   grpc::ClientContext ctx;
   uint64_t cursor = 0;
   v1::AgentMessage hello_msg;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
+    if (stopping_) return grpc::Status::CANCELLED;
     active_ctx_ = &ctx;
     stream_broken_ = false;
     cursor = queue_.empty() ? next_seq_ : queue_.front().seq();
@@ -108,7 +129,7 @@ void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
                  << " refused the stream: " << st.error_message();
     absl::MutexLock lock(&mu_);
     active_ctx_ = nullptr;
-    return;
+    return grpc::Status::CANCELLED;  // the Hello, not a batch, was refused
   }
   connected_.store(true);
   connects_.fetch_add(1);
@@ -140,7 +161,16 @@ void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
     cursor = out.batch().seq() + 1;
     if (!stream->Write(out)) break;
   }
-  ctx.TryCancel();
+  // Stopping: cancel, so the reader's Read returns. Otherwise the aggregator ended the stream
+  // (the reader saw it, or a Write failed, after which Read fails too): Finish then gives the
+  // aggregator's status, which says whether it refused a batch.
+  bool cancel = stop.stop_requested();
+  {
+    absl::MutexLock lock(&mu_);
+    cancel = cancel || stopping_;
+  }
+  if (cancel) ctx.TryCancel();
+  stream->WritesDone();
   reader.join();
   grpc::Status st = stream->Finish();
   connected_.store(false);
@@ -152,6 +182,7 @@ void GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop) {
     LOG(WARNING) << "stream to aggregator " << options_.target
                  << " ended: " << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
   }
+  return st;
 }
 
 }  // namespace fabricscope::agent

@@ -25,7 +25,11 @@ struct UplinkOptions {
 // One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and
 // kept until acked; after a reconnect everything unacked is sent again (the aggregator drops
 // duplicates). A full queue drops its oldest batch and counts it; the next Hello's resume_seq
-// tells the aggregator those are gone.
+// tells the aggregator those are gone. A stream the aggregator ends with INVALID_ARGUMENT or
+// RESOURCE_EXHAUSTED (a batch over its message size limit) refused the oldest unacked batch
+// (the aggregator applies batches in order): that batch is dropped and counted in
+// refused_batches(), with one log line for the first and one per 100 after, instead of being
+// sent again forever while everything behind it waits.
 //
 // Threading: Submit() from one producer thread, never blocks on the network. One internal
 // thread writes the stream; a second reads acks while a stream is up.
@@ -40,11 +44,15 @@ class GrpcUplink final : public BatchSink {
   uint64_t acked_seq() const override { return acked_.load(); }
   bool connected() const override { return connected_.load(); }
   uint64_t connects() const { return connects_.load(); }
+  uint64_t refused_batches() const override { return refused_.load(); }
 
  private:
   void Run(std::stop_token stop);
-  // Runs one stream until it breaks or stop is requested.
-  void RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop);
+  // Runs one stream until it breaks or stop is requested. Returns its final status.
+  grpc::Status RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop);
+  // After a stream the aggregator ended with `st`: drops the batch it refused, if it did.
+  // Returns whether one was dropped.
+  bool DropRefused(const grpc::Status& st);
   void OnAck(uint64_t seq);
 
   const UplinkOptions options_;
@@ -58,6 +66,7 @@ class GrpcUplink final : public BatchSink {
   grpc::ClientContext* active_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> acked_{0};
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> connects_{0};

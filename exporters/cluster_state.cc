@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/message_checks.h"
 #include "exporters/metric_util.h"
 #include "glog/logging.h"
 
@@ -46,8 +47,9 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   for (int i = 0; i < hello.ports_size(); ++i)
     n.ports[static_cast<size_t>(i)].info = hello.ports(i);
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
-  // aggregator (or this one) or dropped from the agent's full queue, which the agent counts
-  // itself (fabricscope_agent_uplink_dropped_batches_total). Either way, nothing to wait for.
+  // aggregator (or this one), dropped from the agent's full queue, or refused by an aggregator
+  // as invalid or too large, which the agent counts itself
+  // (fabricscope_agent_uplink_{dropped,refused}_batches_total). Either way, nothing to wait for.
   if (hello.resume_seq() > n.contiguous + 1) n.contiguous = hello.resume_seq() - 1;
   return n.contiguous;
 }
@@ -106,6 +108,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
       invalid = absl::InvalidArgumentError(
           absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
                        " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
+    }
+  }
+  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
+  if (invalid.ok()) {
+    if (absl::Status h = CheckHistograms(batch); !h.ok()) {
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
     }
   }
   if (!invalid.ok()) {
@@ -331,6 +339,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto uplink_drops =
       MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
                  "Batches the agent dropped from its full uplink queue.", MetricType::Counter);
+  auto uplink_refused = MakeFamily("fabricscope_agent_uplink_refused_batches_total",
+                                   "Batches an aggregator refused as invalid or too large, which "
+                                   "the agent dropped instead of sending again.",
+                                   MetricType::Counter);
   auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
                               "Mean cost of one read of one of the port's counter files (pread + "
                               "parse).",
@@ -402,6 +414,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     AddValue(ring_drops, {{"node", node}}, static_cast<double>(n.agent.ring_drops_total()));
     AddValue(uplink_drops, {{"node", node}},
              static_cast<double>(n.agent.uplink_dropped_batches_total()));
+    AddValue(uplink_refused, {{"node", node}},
+             static_cast<double>(n.agent.uplink_refused_batches_total()));
     // Read cost per port: the mean over its counter files (per-file figures stay in the batch).
     std::vector<std::pair<double, int>> port_cost(n.ports.size(), {0.0, 0});
     for (const v1::CounterReadCost& c : n.agent.read_costs()) {
@@ -596,6 +610,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &overruns,
                           &ring_drops,
                           &uplink_drops,
+                          &uplink_refused,
                           &read_cost,
                           &last_batch,
                           &info,

@@ -115,7 +115,8 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* TelemetryServi
   return new AgentStreamReactor(state_);
 }
 
-TelemetryServer::TelemetryServer(ClusterState& state) : service_(state) {}
+TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes)
+    : service_(state), max_message_bytes_(max_message_bytes) {}
 
 TelemetryServer::~TelemetryServer() { Stop(0); }
 
@@ -124,6 +125,7 @@ absl::StatusOr<int> TelemetryServer::Start(const std::string& listen) {
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service_);
+  builder.SetMaxReceiveMessageSize(max_message_bytes_);
   // Keepalive on both ends together (agent side in agent/uplink.cc): a dead agent's stream is
   // closed within keepalive time + timeout.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);

@@ -38,7 +38,11 @@ class TelemetryService final : public v1::Telemetry::CallbackService {
 // Owns the gRPC server hosting TelemetryService with keepalive configured.
 class TelemetryServer {
  public:
-  explicit TelemetryServer(ClusterState& state);
+  // A batch or Hello is at most max_message_bytes: gRPC answers a bigger one with
+  // RESOURCE_EXHAUSTED, and the agent drops that batch (agent/uplink.h). 16 MiB is four times
+  // gRPC's own default.
+  static constexpr int kDefaultMaxMessageBytes = 16 << 20;
+  explicit TelemetryServer(ClusterState& state, int max_message_bytes = kDefaultMaxMessageBytes);
   ~TelemetryServer();
   // Listens on host:port (port 0 picks one). Returns the bound port.
   // Errors: Unavailable when it cannot bind.
@@ -48,6 +52,7 @@ class TelemetryServer {
 
  private:
   TelemetryService service_;
+  const int max_message_bytes_;
   std::unique_ptr<grpc::Server> server_;
 };
 

@@ -133,6 +133,30 @@ TEST(GrpcUplink, FullQueueDropsOldestAndCountsThem) {
   late.Shutdown(1000);
 }
 
+// A batch the aggregator refuses (here: over its message size limit, RESOURCE_EXHAUSTED) is
+// dropped and counted once, not sent again forever; the batches behind it get through (the
+// next Hello's resume_seq skips it, so the aggregator waits for nothing).
+TEST(GrpcUplink, ARefusedBatchIsDroppedAndTheRestGetThrough) {
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state, 64 << 10);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok());
+  GrpcUplink uplink(
+      {.target = absl::StrCat("127.0.0.1:", *port), .initial_backoff_ms = 20, .max_backoff_ms = 50},
+      TestHello());
+  uplink.Submit(TestBatch(100));
+  v1::Batch big = TestBatch(200);
+  big.add_collectives()->set_func(std::string(100 << 10, 'x'));  // 100 KiB > 64 KiB
+  uplink.Submit(big);
+  uplink.Submit(TestBatch(300));
+  ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 3; }));
+  EXPECT_EQ(uplink.refused_batches(), 1u);
+  EXPECT_EQ(uplink.dropped_batches(), 0u);
+  EXPECT_EQ(ExportedTx(state), 300);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_lost_batches_total"), 0);
+  uplink.Shutdown(1000);
+}
+
 TEST(GrpcUplink, ShutdownReturnsPromptlyWhenTheAggregatorNeverAnswers) {
   GrpcUplink uplink({.target = "127.0.0.1:1"}, TestHello());
   uplink.Submit(TestBatch(1));

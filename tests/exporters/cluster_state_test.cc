@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+
+#include "exporters/message_checks.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -149,6 +152,40 @@ TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
   EXPECT_EQ(Find(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 3);
   EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 2000);
   EXPECT_THAT(s.RecentCollectivesJson("", 10), HasSubstr("\"func\":\"AllReduce\""));
+}
+
+// Histograms the text format cannot carry (a NaN bound, bounds out of order, more buckets than
+// bounds + 1, counts past the total, an infinite sum) drop their batch, counted and acked; the
+// next good batch is applied, and what is exported stays valid.
+TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  using Mutate = std::function<void(v1::Histogram*)>;
+  const std::vector<std::pair<Mutate, std::string>> cases = {
+      {[](v1::Histogram* h) { h->set_upper_bounds(0, std::nan("")); }, "upper bound 0 not finite"},
+      {[](v1::Histogram* h) { h->set_upper_bounds(1, 0.0005); },
+       "upper_bounds not increasing at 1"},
+      {[](v1::Histogram* h) { h->add_bucket_counts(0); }, "4 bucket counts for 2 bounds"},
+      {[](v1::Histogram* h) { h->set_count(2); }, "bucket counts exceed count"},
+      {[](v1::Histogram* h) { h->set_sum(INFINITY); }, "sum not finite"},
+  };
+  uint64_t seq = 0;
+  for (const auto& [mutate, why] : cases) {
+    ++seq;
+    v1::Batch b = Batch(seq, 1000 * seq);
+    mutate(b.mutable_ports(1)->mutable_transmit()->mutable_microburst_duration_seconds());
+    EXPECT_EQ(*s.OnBatch("n1", 7, b), seq) << why;  // acked: resending cannot fix it
+    const absl::Status st = CheckHistograms(b);
+    EXPECT_THAT(std::string(st.message()),
+                HasSubstr("ports[1].transmit.microburst_duration_seconds: " + why));
+  }
+  ++seq;
+  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(seq, 77)), seq);
+  const auto fams = s.Collect();
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_rejected_batches_total")->metric[0].counter.value,
+            cases.size());
+  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 77);
+  EXPECT_TRUE(CheckHistograms(Batch(1, 1)).ok());
 }
 
 TEST(ClusterState, MalformedInputIsRefusedAndCounted) {

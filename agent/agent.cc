@@ -699,6 +699,8 @@ std::string Agent::StalledSampler(int64_t now_ns) {
                              static_cast<double>(group.period_ns) / 1e6);
     }
   }
+  // Standalone: the served state's locks must change hands too (its /healthz says the same).
+  if (aggregator_) return aggregator_->StallReason();
   return "";
 }
 

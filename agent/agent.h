@@ -50,7 +50,9 @@ class Agent {
   // Watchdog check, control thread, called about once a second while running: returns an empty
   // string while every sampler thread ticks, else which one has made no tick for longer than
   // max(3 periods, 2 s) -- a read blocked in a driver or firmware, or a thread that no longer
-  // runs. The daemon stops its systemd watchdog pings while this is non-empty.
+  // runs; standalone, also while the served state's locks are held past
+  // Aggregator::kMaxStallSeconds. The daemon stops its systemd watchdog pings while this is
+  // non-empty.
   std::string StalledSampler(int64_t now_ns);
 
   // Control thread, about once a second: reopens counter files of devices that were unplugged

@@ -1,5 +1,7 @@
 #include "exporters/aggregator.h"
 
+#include "absl/strings/str_format.h"
+
 namespace fabricscope::exporters {
 
 namespace {
@@ -13,14 +15,27 @@ ClusterState::Options StateOptions(const AggregatorOptions& a) {
 }  // namespace
 
 Aggregator::Aggregator(AggregatorOptions options)
-    : options_(std::move(options)), state_(StateOptions(options_)) {}
+    : options_(std::move(options)),
+      state_(StateOptions(options_)),
+      watchdog_([this] { state_.ProbeLocks(); }, 1'000'000'000) {}
 
-Aggregator::~Aggregator() { Stop(); }
+Aggregator::~Aggregator() {
+  Stop();
+  watchdog_.Stop();
+}
+
+std::string Aggregator::StallReason() const {
+  const double stalled = watchdog_.StalledSeconds();
+  if (stalled <= kMaxStallSeconds) return "";
+  return absl::StrFormat("state locks held for %.0f s: ingest or rendering is stuck", stalled);
+}
 
 absl::Status Aggregator::Start() {
   std::vector<const prometheus::Collectable*> collectables = {&state_};
   collectables.insert(collectables.end(), extra_.begin(), extra_.end());
   http_ = std::make_unique<HttpServer>(std::move(collectables), &state_);
+  http_->SetHealthCheck([this] { return StallReason(); });
+  watchdog_.Start();
   auto http_port = http_->Start(options_.http_listen);
   if (!http_port.ok()) return http_port.status();
   http_port_ = *http_port;

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "exporters/cluster_state.h"
 #include "exporters/http_server.h"
+#include "exporters/lock_watchdog.h"
 #include "exporters/telemetry_service.h"
 #include "prometheus/registry.h"
 
@@ -43,6 +44,12 @@ class Aggregator {
   // Call before Start(); they must outlive the aggregator.
   void AddCollectable(const prometheus::Collectable* c) { extra_.push_back(c); }
   int grpc_port() const { return grpc_port_; }
+  // Empty while the state's locks change hands; else why not: "state locks held for 12 s:
+  // ingest or rendering is stuck" once they have been held for more than kMaxStallSeconds
+  // (LockWatchdog, probing every second; rendering /metrics for 1,000 nodes holds them for
+  // ~0.9 s here). /healthz answers 503 with it, and the daemon stops its systemd watchdog pings.
+  static constexpr double kMaxStallSeconds = 10;
+  std::string StallReason() const;
   int http_port() const { return http_port_; }
   const HttpServer* http() const { return http_.get(); }
 
@@ -52,6 +59,7 @@ class Aggregator {
   std::vector<const prometheus::Collectable*> extra_;
   std::unique_ptr<TelemetryServer> grpc_;
   std::unique_ptr<HttpServer> http_;
+  LockWatchdog watchdog_;
   int grpc_port_ = 0;
   int http_port_ = 0;
 };

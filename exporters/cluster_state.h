@@ -60,6 +60,12 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentMicroburstsJson(absl::string_view node_filter) const;
 
   size_t node_count() const;
+  // Takes and releases each of the state's locks in turn, never two at once (LockWatchdog).
+  void ProbeLocks() const {
+    { absl::MutexLock lock(&mu_); }
+    links_.ProbeLock();
+    cross_rank_.ProbeLock();
+  }
 
   // Link and traffic analysis fed with every Hello and stored batch (exporters/link_analysis.h).
   const LinkAnalysis& links() const { return links_; }

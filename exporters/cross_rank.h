@@ -62,6 +62,8 @@ class CrossRankAnalysis {
   explicit CrossRankAnalysis(CrossRankOptions options = {});
 
   void OnHello(const v1::Hello& hello);
+  // Takes and releases the lock (LockWatchdog).
+  void ProbeLock() const { absl::MutexLock lock(&mu_); }
   void OnBatch(const std::string& node, const v1::Batch& batch);
   void Collect(std::vector<prometheus::MetricFamily>* out) const;
 

@@ -130,7 +130,13 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    const std::string why = health_check_ ? health_check_() : std::string();
+    if (!why.empty()) {
+      res.status = 503;
+      res.set_content(why + "\n", "text/plain");
+      return;
+    }
     res.set_content("ok\n", "text/plain");
   });
   // Nothing to serve but liveness (the agent's --health-listen): /healthz alone, everything

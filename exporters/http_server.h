@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +36,9 @@ class HttpServer {
   // Errors: InvalidArgument for a malformed address, Unavailable when the bind fails.
   absl::StatusOr<int> Start(const std::string& listen);
   void Stop();
+  // /healthz answers 503 with check()'s text when it is not empty, else 200 "ok". Call before
+  // Start.
+  void SetHealthCheck(std::function<std::string()> check) { health_check_ = std::move(check); }
 
   // The whole /metrics body as served.
   std::string RenderMetrics() const;
@@ -46,6 +50,7 @@ class HttpServer {
   std::vector<const prometheus::Collectable*> collectables_;
   const ClusterState* state_;
   std::unique_ptr<httplib::Server> server_;
+  std::function<std::string()> health_check_;
   std::thread thread_;
 };
 

@@ -52,6 +52,8 @@ class LinkAnalysis {
   explicit LinkAnalysis(LinkAnalysisOptions options = {});
 
   void OnHello(const v1::Hello& hello);
+  // Takes and releases the lock (LockWatchdog).
+  void ProbeLock() const { absl::MutexLock lock(&mu_); }
   void OnBatch(const std::string& node, const v1::Batch& batch);
 
   // Appends this module's metric families (only those with samples).

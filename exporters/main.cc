@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
                       static_cast<long>(step_ns % 1'000'000'000)};
   if (wd_ns > 0) notifier.WatchdogPing();
   int sig = 0;
+  bool was_stalled = false;
   while (true) {
     sig = sigtimedwait(&signals, nullptr, &step);
     if (sig == SIGINT || sig == SIGTERM) break;
@@ -134,7 +135,14 @@ int main(int argc, char** argv) {
         notifier.Ready(Listening(aggregator));
       }
     }
-    if (wd_ns > 0) notifier.WatchdogPing();
+    // Pings only while the state's locks change hands: a frozen ingest or render is restarted.
+    const std::string stall = aggregator.StallReason();
+    if (stall.empty() == was_stalled) {
+      if (!stall.empty()) LOG(ERROR) << stall << "; /healthz answers 503, watchdog pings stop";
+      if (stall.empty()) LOG(INFO) << "state locks move again; watchdog pings resume";
+      was_stalled = !stall.empty();
+    }
+    if (wd_ns > 0 && stall.empty()) notifier.WatchdogPing();
   }
   LOG(INFO) << "signal " << sig << ", stopping";
   notifier.Stopping("stopping");

@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "exporters/cluster_state.h"
+#include "exporters/lock_watchdog.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "tests/common/promtool.h"
+#include "tests/common/wait.h"
 
 namespace fabricscope::exporters {
 namespace {
 
+using fabricscope::testing::WaitFor;
 using ::testing::HasSubstr;
 
 TEST(SplitHostPort, Forms) {
@@ -86,6 +91,38 @@ TEST(HttpServer, HealthOnlyServesHealthzAndNotFoundForTheRest) {
   for (const char* path : {"/metrics", "/api/microbursts", "/api/collectives", "/heatmap"}) {
     EXPECT_EQ(c.Get(path)->status, 404) << path;
   }
+}
+
+// /healthz follows the health check: 503 with its reason while it has one, 200 "ok" after.
+TEST(HttpServer, HealthzAnswers503WithTheCheckReason) {
+  HttpServer server({}, nullptr);
+  std::atomic<bool> stuck{true};
+  server.SetHealthCheck([&] { return stuck ? std::string("state locks held for 12 s") : ""; });
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  auto r = c.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "state locks held for 12 s\n");
+  stuck = false;
+  r = c.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok\n");
+}
+
+// A lock held without end makes the watchdog's stall grow; released, it falls back to 0.
+TEST(LockWatchdog, SeesALockHeldAndReleased) {
+  absl::Mutex mu;
+  LockWatchdog w([&] { absl::MutexLock lock(&mu); }, 10'000'000);  // probes every 10 ms
+  w.Start();
+  mu.Lock();
+  EXPECT_TRUE(WaitFor([&] { return w.StalledSeconds() > 0.2; }));
+  mu.Unlock();
+  EXPECT_TRUE(WaitFor([&] { return w.StalledSeconds() == 0; }));
+  w.Stop();
+  EXPECT_EQ(w.StalledSeconds(), 0);
 }
 
 // Both modules that feed fabricscope_traffic_imbalance_ratio (LinkAnalysis: a node's rails,

@@ -1,14 +1,17 @@
 #include "exporters/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/cluster_state.h"
 #include "exporters/heatmap_http.h"
+#include "exporters/http_pool.h"
 #include "prometheus/text_serializer.h"
 
 namespace fabricscope::exporters {
@@ -124,11 +127,18 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   auto hp = SplitHostPort(listen);
   if (!hp.ok()) return hp.status();
   server_ = std::make_unique<httplib::Server>();
+  // A thread per connection while the 8 core ones are busy, up to kMaxHttpThreads
+  // (exporters/http_pool.h): idle or slow clients cannot keep /metrics waiting.
+  server_->new_task_queue = [] {
+    return ElasticTaskQueue::NewHttplibQueue(8, kMaxHttpThreads, absl::Seconds(10));
+  };
   // httplib's default adds SO_REUSEPORT, which would let a second daemon share the port
   // silently; keep only SO_REUSEADDR (quick restarts).
-  server_->set_socket_options([](int sock) {
+  auto listen_fd = std::make_shared<int>(-1);
+  server_->set_socket_options([listen_fd](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
   });
   server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     const std::string why = health_check_ ? health_check_() : std::string();
@@ -164,6 +174,10 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen for HTTP on ", listen, " (address in use or not local?)"));
   }
+  // httplib listens with a backlog of 5: a burst of connections then waits out SYN
+  // retransmissions (1 s, 3 s, ...). listen(2) again on a listening socket only sets its
+  // backlog (net/ipv4/af_inet.c inet_listen); the kernel caps it at net.core.somaxconn.
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // listen_after_bind() sets is_running() once its accept loop starts; Stop() before that would
   // be lost, so wait for it (bounded).

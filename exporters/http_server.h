@@ -25,6 +25,10 @@ class ClusterState;
 // Threading: Start/Stop from the control thread; requests are served on the server's own pool.
 class HttpServer {
  public:
+  // Connections served at once (one thread each; more wait in arrival order). httplib closes a
+  // connection that sends nothing for 5 s (its read timeout) or idles 5 s between keep-alive
+  // requests.
+  static constexpr size_t kMaxHttpThreads = 1024;
   // collectables: scraped in order on every GET /metrics; must outlive the server.
   HttpServer(std::vector<const prometheus::Collectable*> collectables, const ClusterState* state);
   ~HttpServer();

@@ -412,6 +412,7 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     UplinkOptions uo;
     uo.target = options_.aggregator;
     uo.max_queued_batches = options_.max_queued_batches;
+    uo.tls = options_.tls;
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
     if (!options_.health_listen.empty()) {
       // /healthz alone (no collectables, no cluster state): the process and its HTTP thread

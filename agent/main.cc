@@ -105,6 +105,16 @@ ABSL_FLAG(std::string, burst_exit, "",
 ABSL_FLAG(std::string, aggregator, "",
           "Aggregator HOST:PORT to stream to over gRPC. Default: none, i.e. standalone mode: the "
           "aggregator runs in this process and serves /metrics.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle that signed the aggregator's certificate: TLS to the aggregator. "
+          "Default: plain text. Files are re-read every 60 s.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of this agent, for mTLS (with --tls-key and --tls-ca). An "
+          "aggregator with --tls-client-ca wants the node name as its DNS SAN or CN.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name to check the aggregator's certificate against. Default: the host of "
+          "--aggregator.");
 ABSL_FLAG(std::string, http_listen, "",
           "Standalone mode: HOST:PORT serving /metrics, /healthz and /api/microbursts. Default "
           "0.0.0.0:9470. Port 0 picks a free port, printed at start.");
@@ -251,6 +261,10 @@ absl::Status ApplyFlags(AgentOptions* o) {
   if (auto s = ratio(flag(FLAGS_burst_exit), "--burst-exit", &o->thresholds.exit); !s.ok())
     return s;
   if (auto v = flag(FLAGS_aggregator); !v.empty()) o->aggregator = v;
+  if (auto v = flag(FLAGS_tls_ca); !v.empty()) o->tls.ca = v;
+  if (auto v = flag(FLAGS_tls_cert); !v.empty()) o->tls.cert = v;
+  if (auto v = flag(FLAGS_tls_key); !v.empty()) o->tls.key = v;
+  if (auto v = flag(FLAGS_tls_server_name); !v.empty()) o->tls.server_name = v;
   if (auto v = flag(FLAGS_http_listen); !v.empty()) o->http_listen = v;
   if (auto v = flag(FLAGS_health_listen); !v.empty()) o->health_listen = v;
   auto count = [](const std::string& v, const char* name, size_t* out) -> absl::Status {

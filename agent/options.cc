@@ -190,6 +190,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         st = duration(&o->slow_sample_period_ns, 10'000, 60'000'000'000);
       } else if (key == "aggregator") {
         o->aggregator = v.as<std::string>();
+      } else if (key == "tls") {
+        st = exporters::ParseClientTls(v, &o->tls);
       } else if (key == "http_listen") {
         o->http_listen = v.as<std::string>();
       } else if (key == "health_listen") {
@@ -363,7 +365,7 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   if (o.max_queued_batches < 1) {
     return absl::InvalidArgumentError("max_queued_batches must be at least 1");
   }
-  return absl::OkStatus();
+  return exporters::CheckClientTls(o.tls);
 }
 
 }  // namespace fabricscope::agent

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
+#include "exporters/tls.h"
 
 namespace fabricscope::agent {
 
@@ -73,6 +74,9 @@ struct AgentOptions {
   MicroburstThresholds thresholds;
   std::map<std::string, MicroburstThresholds> port_thresholds;
   std::string aggregator;  // HOST:PORT; empty = standalone (in-process aggregator)
+  // TLS to the aggregator (`tls:`, --tls-*): plain text unless a CA is given; with a
+  // certificate and key, mTLS (the aggregator may then require the node name in it).
+  exporters::ClientTls tls;
   std::string http_listen = "0.0.0.0:9470";  // standalone mode only
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
   std::string health_listen;
@@ -99,16 +103,14 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
-//   http_listen, ring_slots, max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port,
-//   pma_period, capture, capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal
-//   string "0660"), gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,
-//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k, flight_recorder_seconds,
-//   series_bucket: scalars; pma: list of "local" /
-//   "LID:PORT";
-//   interfaces: list of names;  line_rates: map name -> rate ("100gbit");
-//   microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
-//   health_listen: scalar;
-//   collectives: {rails: [names], step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
+//   http_listen, tls: {ca, cert, key, server_name}, ring_slots, max_queued_batches, hw_lifespan_ms,
+//   tcp, ethtool, pma_ca, pma_port, pma_period, capture, capture_filter, capture_snaplen,
+//   gpu_socket, gpu_socket_mode (octal string "0660"), gpu_max_connections, gpu_queue_slots,
+//   gpu_max_collectives_per_batch, gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k,
+//   flight_recorder_seconds, series_bucket: scalars; pma: list of "local" / "LID:PORT"; interfaces:
+//   list of names;  line_rates: map name -> rate ("100gbit"); microburst: {enter: 0.9, exit: 0.7,
+//   ports: {name: {enter:, exit:}}}; health_listen: scalar; collectives: {rails: [names],
+//   step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
 //     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
 //     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01,
 //     lossy_tail_ratio: 1.05, lossy_min_rate: 0.0002, lossy_rate_window: 16,

@@ -57,8 +57,11 @@ void GrpcUplink::Run(std::stop_token stop) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, options_.initial_backoff_ms);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, options_.initial_backoff_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, options_.max_backoff_ms);
-  auto channel =
-      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  if (!options_.tls.server_name.empty()) {
+    args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, options_.tls.server_name);
+  }
+  auto channel = grpc::CreateCustomChannel(options_.target,
+                                           exporters::ChannelCredentialsFor(options_.tls), args);
   auto stub = v1::Telemetry::NewStub(channel);
   std::mt19937_64 rng(std::random_device{}());
   int backoff_ms = options_.initial_backoff_ms;
@@ -98,6 +101,13 @@ bool GrpcUplink::DropRefused(const grpc::Status& st) {
     absl::MutexLock lock(&mu_);
     if (queue_.empty()) return false;
     seq = queue_.front().seq();
+    // The ack of the batches before it may have been lost with the stream: the next stream's
+    // Hello ack settles that. Only a batch that is the first unacked one at two refusals in a
+    // row is the refused one.
+    if (seq != suspect_seq_) {
+      suspect_seq_ = seq;
+      return false;
+    }
     queue_.pop_front();
   }
   const uint64_t n = refused_.fetch_add(1) + 1;

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/batch_sink.h"
+#include "exporters/tls.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
 namespace fabricscope::agent {
@@ -20,6 +21,7 @@ struct UplinkOptions {
   size_t max_queued_batches = 900;  // 15 min of 1 s windows; the oldest is dropped when full
   int initial_backoff_ms = 100;     // reconnect backoff: exponential with full jitter
   int max_backoff_ms = 5000;
+  exporters::ClientTls tls = {};  // plain text unless tls.enabled()
 };
 
 // One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and
@@ -27,9 +29,10 @@ struct UplinkOptions {
 // duplicates). A full queue drops its oldest batch and counts it; the next Hello's resume_seq
 // tells the aggregator those are gone. A stream the aggregator ends with INVALID_ARGUMENT or
 // RESOURCE_EXHAUSTED (a batch over its message size limit) refused the oldest unacked batch
-// (the aggregator applies batches in order): that batch is dropped and counted in
-// refused_batches(), with one log line for the first and one per 100 after, instead of being
-// sent again forever while everything behind it waits.
+// (the aggregator applies batches in order); once the same batch is the oldest unacked one at
+// two refusals in a row (the first may have come before the acks of those ahead of it), it is
+// dropped and counted in refused_batches(), with one log line for the first and one per 100
+// after, instead of being sent again forever while everything behind it waits.
 //
 // Threading: Submit() from one producer thread, never blocks on the network. One internal
 // thread writes the stream; a second reads acks while a stream is up.
@@ -67,6 +70,7 @@ class GrpcUplink final : public BatchSink {
 
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> refused_{0};
+  uint64_t suspect_seq_ = 0;  // uplink thread: the first unacked batch at the last refusal
   std::atomic<uint64_t> acked_{0};
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> connects_{0};

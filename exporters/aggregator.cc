@@ -40,7 +40,8 @@ absl::Status Aggregator::Start() {
   if (!http_port.ok()) return http_port.status();
   http_port_ = *http_port;
   if (!options_.grpc_listen.empty()) {
-    grpc_ = std::make_unique<TelemetryServer>(state_);
+    grpc_ = std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
+                                              options_.tls);
     auto grpc_port = grpc_->Start(options_.grpc_listen);
     if (!grpc_port.ok()) {
       http_->Stop();
@@ -52,7 +53,9 @@ absl::Status Aggregator::Start() {
 }
 
 absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
-  if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen) {
+  if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen &&
+      options.tls.cert == options_.tls.cert && options.tls.key == options_.tls.key &&
+      options.tls.client_ca == options_.tls.client_ca) {
     return absl::OkStatus();
   }
   AggregatorOptions old = options_;

@@ -20,6 +20,10 @@ struct AggregatorOptions {
   // The cross-rank rules: persistent-straggler test and diagnosis (`collectives:` in the
   // config; read at start, a SIGHUP does not change them since the state is kept).
   CrossRankOptions collectives;
+  // TLS on the agents' gRPC port (`tls:` in the config, --tls-*): plain text when empty; with
+  // a client CA, mTLS and node identity (exporters/telemetry_service.h). Re-read by gRPC every
+  // kTlsRefreshSeconds; a SIGHUP with other file names restarts the gRPC server.
+  ServerTls tls;
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's

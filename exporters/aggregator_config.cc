@@ -88,6 +88,10 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
         o.grpc_listen = kv.second.as<std::string>();
       } else if (key == "http_listen") {
         o.http_listen = kv.second.as<std::string>();
+      } else if (key == "tls") {
+        if (absl::Status s = ParseServerTls(kv.second, &o.tls); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+        }
       } else if (key == "collectives") {
         if (absl::Status s = LoadCollectives(kv.second, &o.collectives); !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -113,7 +117,7 @@ absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   for (const std::string& a : {options.grpc_listen, options.http_listen}) {
     if (auto hp = SplitHostPort(a); !hp.ok()) return hp.status();
   }
-  return absl::OkStatus();
+  return CheckServerTls(options.tls);
 }
 
 }  // namespace fabricscope::exporters

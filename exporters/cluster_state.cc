@@ -554,6 +554,13 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                               "ended.",
                               MetricType::Counter);
   AddValue(self_gaps, {}, static_cast<double>(window_gaps_total_));
+  auto self_refused = MakeFamily("fabricscope_aggregator_refused_streams_total",
+                                 "Agent streams refused before their Hello was applied, by reason "
+                                 "(identity: the node is not its client certificate's).",
+                                 MetricType::Counter);
+  AddValue(self_refused, {{"reason", "identity"}},
+           static_cast<double>(refused_streams_.count("identity") ? refused_streams_.at("identity")
+                                                                  : 0));
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
@@ -619,6 +626,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_lost,
                           &self_rej,
                           &self_gaps,
+                          &self_refused,
                           &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }

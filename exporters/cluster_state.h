@@ -60,6 +60,11 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentMicroburstsJson(absl::string_view node_filter) const;
 
   size_t node_count() const;
+  // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total).
+  void CountRefusedStream(const std::string& reason) {
+    absl::MutexLock lock(&mu_);
+    ++refused_streams_[reason];
+  }
   // Takes and releases each of the state's locks in turn, never two at once (LockWatchdog).
   void ProbeLocks() const {
     { absl::MutexLock lock(&mu_); }
@@ -119,6 +124,7 @@ class ClusterState : public prometheus::Collectable {
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rejected_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);  // by reason
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

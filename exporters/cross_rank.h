@@ -73,8 +73,8 @@ class CrossRankAnalysis {
   //   retransmit counters and captured loss events), recording:{device, port, reason,
   //   from_unix_seconds, to_unix_seconds, samples:[{time_unix_seconds, interval_seconds,
   //   transmit_bytes, receive_bytes, transmit_utilization, receive_utilization}]}}]}]} slowest
-  //   first.
-  std::string SlowJson(size_t limit) const;
+  //   first. comm: only that communicator's (its 8-hex-digit label, as in the JSON); empty = all.
+  std::string SlowJson(size_t limit, const std::string& comm = "") const;
   // Diagnosis::Json() (exporters/diagnosis.h): per communicator, what holds it back now.
   std::string DiagnosisJson() const;
   // Rank x sequence: each rank's duration of the recent instances of one communicator and

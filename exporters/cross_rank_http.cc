@@ -14,10 +14,12 @@
 
 namespace fabricscope::exporters {
 
-std::string CrossRankAnalysis::SlowJson(size_t limit) const {
+std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) const {
   absl::MutexLock lock(&mu_);
   std::vector<const Done*> v;
-  for (const Done& d : recent_) v.push_back(&d);
+  for (const Done& d : recent_) {
+    if (comm.empty() || GpuState::CommLabel(std::get<0>(d.key)) == comm) v.push_back(&d);
+  }
   std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
     return a->max_duration_ns > b->max_duration_ns;
   });
@@ -150,7 +152,7 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                  res.set_content("limit must be a count\n", "text/plain");
                  return;
                }
-               res.set_content(analysis.SlowJson(limit), "application/json");
+               res.set_content(analysis.SlowJson(limit, Param(req, "comm")), "application/json");
              });
   server.Get("/api/diagnosis", [&analysis](const httplib::Request&, httplib::Response& res) {
     res.set_content(analysis.DiagnosisJson(), "application/json");
@@ -165,7 +167,7 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                     "whom); ?comm=, ?format=json"});
   pages->push_back({"/api/collectives/slow",
                     "JSON: the slowest recent collective instances, their cause, bottleneck "
-                    "rank, evidence and flight-recorder samples; ?limit=20"});
+                    "rank, evidence and flight-recorder samples; ?limit=20, ?comm="});
   pages->push_back({"/api/diagnosis",
                     "JSON: per communicator, what holds it back now, since when and what it "
                     "costs, in one sentence with numbers"});

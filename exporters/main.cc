@@ -21,7 +21,8 @@
 // An empty value means "not given": the config file or the default applies.
 // Precedence: flag > config file > default.
 ABSL_FLAG(std::string, config, "",
-          "YAML config file (keys grpc_listen, http_listen, and collectives: the cross-rank "
+          "YAML config file (keys grpc_listen, http_listen, tls: {cert, key, client_ca}, and "
+          "collectives: the cross-rank "
           "straggler and diagnosis rules, read at start only; deploy/config/aggregator.yaml "
           "lists them). Default /etc/fabricscope/aggregator.yaml when it exists. Re-read on "
           "SIGHUP; flags given on the command line override its values.");
@@ -31,6 +32,15 @@ ABSL_FLAG(std::string, grpc_listen, "",
 ABSL_FLAG(std::string, http_listen, "",
           "HOST:PORT serving /metrics (Prometheus), /healthz and /api/microbursts. Default "
           "0.0.0.0:9470. Port 0 picks a free port, printed at start.");
+
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the agents' gRPC port: TLS on (with --tls-key). Default: "
+          "plain text. Re-read every 60 s (a renewed certificate needs no restart).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: every agent must present a certificate it signed (mTLS), and a "
+          "Hello's node must be that certificate's identity (DNS SAN, else CN). Default: no "
+          "client certificates asked.");
 
 namespace {
 
@@ -47,6 +57,9 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   }
   if (auto v = absl::GetFlag(FLAGS_grpc_listen); !v.empty()) o.grpc_listen = v;
   if (auto v = absl::GetFlag(FLAGS_http_listen); !v.empty()) o.http_listen = v;
+  if (auto v = absl::GetFlag(FLAGS_tls_cert); !v.empty()) o.tls.cert = v;
+  if (auto v = absl::GetFlag(FLAGS_tls_key); !v.empty()) o.tls.key = v;
+  if (auto v = absl::GetFlag(FLAGS_tls_client_ca); !v.empty()) o.tls.client_ca = v;
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
   return o;
 }

@@ -2,7 +2,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "exporters/cluster_state.h"
 
@@ -16,7 +21,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
 class AgentStreamReactor final
     : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
  public:
-  explicit AgentStreamReactor(ClusterState& state) : state_(state) { StartRead(&in_); }
+  AgentStreamReactor(ClusterState& state, grpc::CallbackServerContext* context, bool check_identity)
+      : state_(state), context_(context), check_identity_(check_identity) {
+    StartRead(&in_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent closed its side, or the stream broke
@@ -59,6 +67,9 @@ class AgentStreamReactor final
     switch (m.kind_case()) {
       case v1::AgentMessage::kHello: {
         if (have_hello_) return absl::InvalidArgumentError("second Hello on one stream");
+        if (check_identity_) {
+          if (absl::Status s = CheckIdentity(m.hello().node()); !s.ok()) return s;
+        }
         auto ack = state_.OnHello(m.hello());
         if (ack.ok()) {
           have_hello_ = true;
@@ -76,6 +87,19 @@ class AgentStreamReactor final
     }
   }
 
+  absl::Status CheckIdentity(const std::string& node) {
+    std::vector<std::string> ids;
+    if (std::shared_ptr<const grpc::AuthContext> auth = context_->auth_context()) {
+      for (const grpc::string_ref& id : auth->GetPeerIdentity())
+        ids.emplace_back(id.data(), id.size());
+    }
+    if (std::find(ids.begin(), ids.end(), node) != ids.end()) return absl::OkStatus();
+    state_.CountRefusedStream("identity");
+    return absl::PermissionDeniedError(
+        absl::StrCat("node \"", node, "\" is not the identity of the client certificate (",
+                     ids.empty() ? "none" : absl::StrJoin(ids, ", "), ")"));
+  }
+
   void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     out_.mutable_ack()->set_seq(pending_ack_);
     ack_dirty_ = false;
@@ -91,6 +115,8 @@ class AgentStreamReactor final
   }
 
   ClusterState& state_;
+  grpc::CallbackServerContext* const context_;
+  const bool check_identity_;
   v1::AgentMessage in_;  // touched only by the read chain, one read at a time
   bool have_hello_ = false;
   std::string node_;
@@ -110,20 +136,22 @@ class AgentStreamReactor final
 }  // namespace
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* TelemetryService::Stream(
-    grpc::CallbackServerContext* /*context*/) {
+    grpc::CallbackServerContext* context) {
   streams_total_.fetch_add(1);
-  return new AgentStreamReactor(state_);
+  return new AgentStreamReactor(state_, context, check_identity_);
 }
 
-TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes)
-    : service_(state), max_message_bytes_(max_message_bytes) {}
+TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes, ServerTls tls)
+    : service_(state, !tls.client_ca.empty()),
+      max_message_bytes_(max_message_bytes),
+      tls_(std::move(tls)) {}
 
 TelemetryServer::~TelemetryServer() { Stop(0); }
 
 absl::StatusOr<int> TelemetryServer::Start(const std::string& listen) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, ServerCredentialsFor(tls_), &port);
   builder.RegisterService(&service_);
   builder.SetMaxReceiveMessageSize(max_message_bytes_);
   // Keepalive on both ends together (agent side in agent/uplink.cc): a dead agent's stream is

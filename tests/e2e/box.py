@@ -226,7 +226,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     comm = f"{comm_hash >> 32:08x}"
 
     def mine():
-        body = json.loads(http(http_port, "/api/collectives/slow?limit=0"))
+        body = json.loads(http(http_port, f"/api/collectives/slow?limit=0&comm={comm}"))
         return [c for c in body["collectives"] if c["comm"] == comm]
 
     deadline = time.monotonic() + 110

@@ -303,7 +303,8 @@ def main():
         cases = [c for c in cases if ONLY is None or c.label in ONLY]
         for n, case in enumerate(cases):
             for attempt in (1, 2, 3):
-                r = run_case(case, grpc_port, http_port, (0xfa000000 + n) << 32 | attempt)
+                # Each attempt its own communicator (the 8-hex-digit label is the top half).
+                r = run_case(case, grpc_port, http_port, (0xfa000000 + 4 * n + attempt) << 32 | 1)
                 share = r["named"] / r["faulty"] if r["faulty"] else 0
                 delay = f"{r['delay']:.2f} s" if r["delay"] is not None else "never"
                 log(f"{case.kind} {case.magnitude}: named {r['named']}/{r['faulty']} "

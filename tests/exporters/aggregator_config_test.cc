@@ -46,6 +46,26 @@ TEST(AggregatorConfig, CollectivesSetTheCrossRankRules) {
   EXPECT_EQ(o.grpc_listen, "0.0.0.0:9471");  // untouched
 }
 
+TEST(AggregatorConfig, TlsFilesAreReadAndChecked) {
+  testing::FakeTree t;
+  t.Write("a.pem", "x");
+  t.Write("a.key", "x");
+  AggregatorOptions o;
+  ASSERT_TRUE(LoadAggregatorConfig(
+                  Write(t, "tls:\n  cert: " + t.Path("a.pem") + "\n  key: " + t.Path("a.key") +
+                               "\n  client_ca: " + t.Path("a.pem") + "\n"),
+                  &o)
+                  .ok());
+  EXPECT_EQ(o.tls.cert, t.Path("a.pem"));
+  EXPECT_EQ(o.tls.key, t.Path("a.key"));
+  EXPECT_EQ(o.tls.client_ca, t.Path("a.pem"));
+  absl::Status s = LoadAggregatorConfig(Write(t, "tls:\n  certificate: x\n"), &o);
+  EXPECT_THAT(s.message(), HasSubstr("tls.certificate: unknown key"));
+  s = LoadAggregatorConfig(Write(t, "tls:\n  cert: /nonexistent.pem\n  key: /nonexistent.key\n"),
+                           &o);
+  EXPECT_THAT(s.message(), HasSubstr("--tls-cert: cannot read /nonexistent.pem"));
+}
+
 TEST(AggregatorConfig, BadCollectivesValuesNameTheKey) {
   testing::FakeTree t;
   AggregatorOptions o;

@@ -152,6 +152,9 @@ TEST_F(CrossRankTest, SaturatedRankIsTheBottleneckAndLossBeatsSaturation) {
   EXPECT_NEAR(Score(f, 1), 0.8 / 2, 1e-9);  // blame 0.8, then 0
   EXPECT_NEAR(Score(f, 3), 1.0 / 2, 1e-9);
   const std::string json = x_.SlowJson(0);
+  // ?comm= keeps one communicator's instances (its label: the hash's top 32 bits).
+  EXPECT_EQ(x_.SlowJson(0, "1234abcd"), json);
+  EXPECT_EQ(x_.SlowJson(0, "00000001").find("\"comm\":"), std::string::npos);
   EXPECT_NE(json.find("\"bottleneck\":{\"node\":\"node1\",\"rank\":1,\"port\":\"veth1\""),
             std::string::npos)
       << json;

@@ -1,0 +1,199 @@
+// TLS and mTLS on the uplink, over real gRPC connections on loopback, with certificates that
+// openssl makes in the test: a good agent connects; no client certificate, one from another
+// CA, plain text, and a node name that is not the certificate's are refused.
+#include "exporters/tls.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/uplink.h"
+#include "exporters/cluster_state.h"
+#include "exporters/telemetry_service.h"
+#include "tests/common/fake_tree.h"
+#include "tests/common/wait.h"
+
+namespace fabricscope::agent {
+namespace {
+
+using exporters::ClientTls;
+using exporters::ServerTls;
+using testing::FakeTree;
+using testing::WaitFor;
+
+// A CA ("ca"), a second one ("other"), the aggregator's certificate (DNS:aggregator.test) and
+// node-a's client certificate from each CA. P-256 keys: quick to make.
+class Pki {
+ public:
+  Pki() {
+    ok_ = Ca("ca") && Ca("other") && Leaf("server", "ca", "aggregator.test") &&
+          Leaf("node-a", "ca", "node-a") && Leaf("node-a-other", "other", "node-a");
+  }
+  bool ok() const { return ok_; }
+  std::string Pem(const std::string& name) const { return dir_.Path(name + ".pem"); }
+  std::string Key(const std::string& name) const { return dir_.Path(name + ".key"); }
+
+ private:
+  bool Run(const std::string& cmd) const {
+    return std::system(("cd " + dir_.root() + " && " + cmd + " >/dev/null 2>&1").c_str()) == 0;
+  }
+  bool Ca(const std::string& n) const {
+    return Run(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
+        ".key -out " + n + ".pem -days 2 -subj /CN=fabricscope-test-" + n);
+  }
+  bool Leaf(const std::string& n, const std::string& ca, const std::string& dns) const {
+    dir_.Write(n + ".ext", "subjectAltName=DNS:" + dns + "\n");
+    return Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
+               ".key -out " + n + ".csr -subj /CN=" + dns) &&
+           Run("openssl x509 -req -in " + n + ".csr -CA " + ca + ".pem -CAkey " + ca +
+               ".key -CAcreateserial -days 2 -out " + n + ".pem -extfile " + n + ".ext");
+  }
+  FakeTree dir_;
+  bool ok_ = false;
+};
+
+v1::Hello Hello(const std::string& node) {
+  v1::Hello h;
+  h.set_node(node);
+  h.set_instance_id(7);
+  v1::PortInfo* p = h.add_ports();
+  p->set_device("mlx5_0");
+  p->set_port(1);
+  return h;
+}
+
+v1::Batch Batch() {
+  v1::Batch b;
+  b.set_window_end_ns(1'000'000'000);
+  return b;
+}
+
+// One stream with `creds`: a Hello for `node`, then the status the aggregator ends it with
+// (DEADLINE_EXCEEDED when it accepted the Hello and kept the stream open).
+grpc::Status TryHello(std::shared_ptr<grpc::ChannelCredentials> creds, int port,
+                      const std::string& node) {
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("aggregator.test");
+  auto stub = v1::Telemetry::NewStub(
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  auto stream = stub->Stream(&ctx);
+  v1::AgentMessage m;
+  *m.mutable_hello() = Hello(node);
+  stream->Write(m);
+  v1::AggregatorMessage in;
+  while (stream->Read(&in)) {
+  }
+  return stream->Finish();
+}
+
+double Refused(const exporters::ClusterState& s) {
+  for (const auto& f : s.Collect()) {
+    if (f.name == "fabricscope_aggregator_refused_streams_total") return f.metric[0].counter.value;
+  }
+  return -1;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v openssl >/dev/null") != 0) GTEST_SKIP() << "no openssl";
+    ASSERT_TRUE(pki_.ok()) << "openssl could not make the test certificates";
+  }
+  ClientTls Client(const std::string& cert) const {
+    ClientTls t{.ca = pki_.Pem("ca"), .server_name = "aggregator.test"};
+    if (!cert.empty()) {
+      t.cert = pki_.Pem(cert);
+      t.key = pki_.Key(cert);
+    }
+    return t;
+  }
+  ServerTls Server(bool mutual) const {
+    return {.cert = pki_.Pem("server"),
+            .key = pki_.Key("server"),
+            .client_ca = mutual ? pki_.Pem("ca") : ""};
+  }
+  Pki pki_;
+};
+
+TEST_F(TlsTest, AnAgentStreamsOverTlsAndOverMutualTls) {
+  for (bool mutual : {false, true}) {
+    exporters::ClusterState state;
+    exporters::TelemetryServer server(state, exporters::TelemetryServer::kDefaultMaxMessageBytes,
+                                      Server(mutual));
+    auto port = server.Start("127.0.0.1:0");
+    ASSERT_TRUE(port.ok()) << port.status();
+    GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
+                       .initial_backoff_ms = 20,
+                       .max_backoff_ms = 50,
+                       .tls = Client(mutual ? "node-a" : "")},
+                      Hello("node-a"));
+    uplink.Submit(Batch());
+    uplink.Submit(Batch());
+    EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; })) << "mutual " << mutual;
+    uplink.Shutdown(1000);
+    EXPECT_EQ(Refused(state), 0);
+  }
+}
+
+TEST_F(TlsTest, MutualTlsRefusesWhoeverIsNotTheNode) {
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state, exporters::TelemetryServer::kDefaultMaxMessageBytes,
+                                    Server(true));
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto creds = [&](const std::string& cert, const std::string& ca) {
+    ClientTls t = Client(cert);
+    t.ca = pki_.Pem(ca);
+    return exporters::ChannelCredentialsFor(t);
+  };
+  // The handshake fails: no client certificate, one another CA signed, or plain text.
+  EXPECT_EQ(TryHello(creds("", "ca"), *port, "node-a").error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(TryHello(creds("node-a-other", "ca"), *port, "node-a").error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(TryHello(grpc::InsecureChannelCredentials(), *port, "node-a").error_code(),
+            grpc::UNAVAILABLE);
+  // node-a's certificate, but a Hello for node-b: PERMISSION_DENIED, counted.
+  const grpc::Status st = TryHello(creds("node-a", "ca"), *port, "node-b");
+  EXPECT_EQ(st.error_code(), grpc::PERMISSION_DENIED) << st.error_message();
+  EXPECT_NE(st.error_message().find("node \"node-b\" is not the identity of the client "
+                                    "certificate (node-a)"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(Refused(state), 1);
+  EXPECT_EQ(state.node_count(), 0u);
+  // And the real node still gets in.
+  EXPECT_EQ(TryHello(creds("node-a", "ca"), *port, "node-a").error_code(), grpc::DEADLINE_EXCEEDED);
+  EXPECT_EQ(state.node_count(), 1u);
+}
+
+TEST_F(TlsTest, AgentToAPlainTextAggregatorNeverConnects) {
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state);  // plain text
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_EQ(TryHello(exporters::ChannelCredentialsFor(Client("")), *port, "node-a").error_code(),
+            grpc::UNAVAILABLE);
+  EXPECT_EQ(state.node_count(), 0u);
+}
+
+TEST(TlsOptions, MissingFilesAndHalfPairsAreClearErrors) {
+  EXPECT_TRUE(exporters::CheckClientTls({}).ok());
+  absl::Status s = exporters::CheckClientTls({.ca = "/nonexistent/ca.pem"});
+  EXPECT_NE(s.message().find("--tls-ca: cannot read /nonexistent/ca.pem"), std::string::npos) << s;
+  s = exporters::CheckClientTls({.cert = "/etc/hostname"});
+  EXPECT_NE(s.message().find("need --tls-ca"), std::string::npos) << s;
+  s = exporters::CheckServerTls({.cert = "/etc/hostname"});
+  EXPECT_NE(s.message().find("cert and key go together"), std::string::npos) << s;
+  s = exporters::CheckServerTls({.client_ca = "/etc/hostname"});
+  EXPECT_NE(s.message().find("--tls-client-ca needs --tls-cert"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

@@ -27,6 +27,7 @@
 #include "collectors/sysfs_ports.h"
 #include "collectors/umad_perfquery.h"
 #include "collectors/utf8.h"
+#include "exporters/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -413,6 +414,11 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     uo.target = options_.aggregator;
     uo.max_queued_batches = options_.max_queued_batches;
     uo.tls = options_.tls;
+    if (!options_.auth_token_file.empty()) {
+      auto token = exporters::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
+      if (!token.ok()) return token.status();
+      uo.auth_token = *std::move(token);
+    }
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
     if (!options_.health_listen.empty()) {
       // /healthz alone (no collectables, no cluster state): the process and its HTTP thread
@@ -444,6 +450,7 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     GpuIngestOptions go;
     go.socket_path = options_.gpu_socket;
     go.socket_mode = options_.gpu_socket_mode;
+    go.socket_group = options_.gpu_socket_group;
     go.allowed_uids = options_.gpu_allowed_uids;
     go.max_connections = options_.gpu_max_connections;
     go.queue_slots = options_.gpu_queue_slots;

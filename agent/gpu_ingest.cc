@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -14,6 +15,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,28 @@ absl::Status Errno(const std::string& what) {
   std::string msg = absl::StrCat(what, ": ", strerror(e));
   if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(msg);
   return absl::InternalError(msg);
+}
+
+// Gives the socket `group` (GpuIngestOptions::socket_group). Never fails the start: a missing
+// group or a chown the agent may not make leaves its own group, with a warning saying how to
+// let training users in.
+void SetSocketGroup(const std::string& path, const std::string& name) {
+  if (name.empty()) return;
+  struct group buf {};
+  struct group* found = nullptr;
+  std::vector<char> names(16384);
+  if (getgrnam_r(name.c_str(), &buf, names.data(), names.size(), &found) != 0 || found == nullptr) {
+    LOG(WARNING) << "GPU socket " << path << ": group \"" << name
+                 << "\" does not exist, so only the agent's own user and group may connect; "
+                    "create it (groupadd --system "
+                 << name << ") and add the users who run training jobs";
+    return;
+  }
+  if (chown(path.c_str(), static_cast<uid_t>(-1), found->gr_gid) != 0) {
+    LOG(WARNING) << "GPU socket " << path << ": cannot give it group \"" << name << "\" ("
+                 << strerror(errno)
+                 << "): the agent must run as root or be a member (SupplementaryGroups=)";
+  }
 }
 
 bool FillAddress(const std::string& path, sockaddr_un* addr) {
@@ -210,6 +234,7 @@ absl::Status GpuIngest::Start() {
     unlink(path.c_str());
     return fail(s);
   }
+  SetSocketGroup(path, options_.socket_group);
   if (stat(path.c_str(), &st) == 0) socket_inode_ = st.st_ino;
   if (listen(listen_fd_, 128) != 0) {
     absl::Status s = Errno("listen " + path);

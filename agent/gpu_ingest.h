@@ -24,10 +24,14 @@ struct GpuIngestOptions {
   // Where producers connect (collectors/gpu/wire.h). The parent directory is created (0755)
   // when missing.
   std::string socket_path = collectors::gpu::kDefaultSocketPath;
-  // Mode of the socket file. 0666 by default: training processes run as any user, and what a
-  // producer can do is bounded (max_connections, validated datagrams, a bounded queue); restrict
-  // with allowed_uids, or with 0660 plus the socket's group.
-  uint32_t socket_mode = 0666;
+  // Mode of the socket file: connecting to a unix socket needs write permission on it
+  // (unix(7)). What a producer can do is bounded anyway (max_connections, validated datagrams, a
+  // bounded queue); 0660 with socket_group keeps other local users from forging records.
+  uint32_t socket_mode = 0660;
+  // Group given to the socket (chown; the agent must be a member, or root). Empty = the agent's
+  // own group. A group that does not exist, or that the agent may not give, leaves the agent's
+  // group and logs a warning naming the fix; it is not an error.
+  std::string socket_group = "";
   // Peer uids (SO_PEERCRED) allowed to connect; empty = any.
   std::vector<uint32_t> allowed_uids;
   size_t max_connections = 256;

@@ -71,8 +71,12 @@ ABSL_FLAG(std::string, gpu_socket, "",
           "training processes send collective and kernel records; \"off\" disables. Default "
           "/run/fabricscope/gpu.sock (its directory is created).");
 ABSL_FLAG(std::string, gpu_socket_mode, "",
-          "Octal mode of the GPU socket. Default 0666: training processes run as any user; "
-          "restrict with --gpu-allowed-uids or 0660 and the socket's group.");
+          "Octal mode of the GPU socket. Default 0660: its owner and --gpu-socket-group may "
+          "connect. 0666 lets every local user in.");
+ABSL_FLAG(std::string, gpu_socket_group, "",
+          "Group of the GPU socket: make the users who run training jobs members of it. "
+          "Default fabricscope (the package creates it); when it does not exist the socket "
+          "keeps the agent's group and a warning says so. \"-\" = the agent's group.");
 ABSL_FLAG(std::string, gpu_allowed_uids, "",
           "Comma-separated uids (SO_PEERCRED) allowed to connect to the GPU socket. Default: any.");
 ABSL_FLAG(std::string, gpu_max_connections, "",
@@ -115,9 +119,15 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name to check the aggregator's certificate against. Default: the host of "
           "--aggregator.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File whose first line is the token the aggregator asks for (its --auth-token-file, "
+          "or this node's entry in its --node-tokens-file). Sent on every stream; pair it with "
+          "--tls-ca where the network is not trusted. Default: none.");
 ABSL_FLAG(std::string, http_listen, "",
-          "Standalone mode: HOST:PORT serving /metrics, /healthz and /api/microbursts. Default "
-          "0.0.0.0:9470. Port 0 picks a free port, printed at start.");
+          "Standalone mode: HOST:PORT serving /metrics, /healthz, /api/* and /heatmap/*. "
+          "Default 127.0.0.1:9470 (this host only: they carry no authentication); "
+          "0.0.0.0:9470 lets a scraper on another host in. Port 0 picks a free port, printed "
+          "at start.");
 ABSL_FLAG(std::string, health_listen, "",
           "Streaming mode (--aggregator): HOST:PORT serving /healthz alone, for Kubernetes "
           "probes. Port 0 picks a free port, printed at start. Default: off.");
@@ -221,6 +231,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
     }
     o->gpu_socket_mode = *m;
   }
+  if (auto v = flag(FLAGS_gpu_socket_group); !v.empty()) o->gpu_socket_group = v == "-" ? "" : v;
   if (auto v = flag(FLAGS_gpu_allowed_uids); !v.empty()) {
     auto u = fabricscope::agent::ParseUidList(v);
     if (!u.ok()) {
@@ -265,6 +276,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
   if (auto v = flag(FLAGS_tls_cert); !v.empty()) o->tls.cert = v;
   if (auto v = flag(FLAGS_tls_key); !v.empty()) o->tls.key = v;
   if (auto v = flag(FLAGS_tls_server_name); !v.empty()) o->tls.server_name = v;
+  if (auto v = flag(FLAGS_auth_token_file); !v.empty()) o->auth_token_file = v;
   if (auto v = flag(FLAGS_http_listen); !v.empty()) o->http_listen = v;
   if (auto v = flag(FLAGS_health_listen); !v.empty()) o->health_listen = v;
   auto count = [](const std::string& v, const char* name, size_t* out) -> absl::Status {

@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "collectors/sysfs_ports.h"
+#include "exporters/stream_auth.h"
 
 namespace fabricscope::agent {
 
@@ -192,6 +193,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->aggregator = v.as<std::string>();
       } else if (key == "tls") {
         st = exporters::ParseClientTls(v, &o->tls);
+      } else if (key == "auth_token_file") {
+        o->auth_token_file = v.as<std::string>();
       } else if (key == "http_listen") {
         o->http_listen = v.as<std::string>();
       } else if (key == "health_listen") {
@@ -239,6 +242,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
           return absl::InvalidArgumentError(absl::StrCat(where, ": ", m.status().message()));
         }
         o->gpu_socket_mode = *m;
+      } else if (key == "gpu_socket_group") {
+        o->gpu_socket_group = v.as<std::string>();
       } else if (key == "gpu_allowed_uids") {
         o->gpu_allowed_uids = v.as<std::vector<uint32_t>>();
       } else if (key == "gpu_max_connections") {
@@ -364,6 +369,15 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   }
   if (o.max_queued_batches < 1) {
     return absl::InvalidArgumentError("max_queued_batches must be at least 1");
+  }
+  if (!o.auth_token_file.empty()) {
+    if (o.aggregator.empty()) {
+      return absl::InvalidArgumentError(
+          "--auth-token-file needs --aggregator (standalone mode "
+          "streams to no one)");
+    }
+    auto token = exporters::ReadTokenFile(o.auth_token_file, "--auth-token-file");
+    if (!token.ok()) return token.status();
   }
   return exporters::CheckClientTls(o.tls);
 }

@@ -56,10 +56,12 @@ struct AgentOptions {
   std::string capture_filter = "udp dst port 4791 or tcp";
   int capture_snaplen = 160;
   // GPU timelines (agent/gpu_ingest.h): the unix socket where the NCCL profiler plugin and the
-  // CUPTI library connect; empty = off. Mode 0666 by default (training processes run as any
-  // user); gpu_allowed_uids (SO_PEERCRED) restricts who may connect.
+  // CUPTI library connect; empty = off. Mode 0660 and group gpu_socket_group by default: the
+  // users whose training jobs report are made members of that group (README "GPU timelines in
+  // the agent"); gpu_allowed_uids (SO_PEERCRED) restricts further.
   std::string gpu_socket = "/run/fabricscope/gpu.sock";
-  uint32_t gpu_socket_mode = 0666;
+  uint32_t gpu_socket_mode = 0660;
+  std::string gpu_socket_group = "fabricscope";  // empty = the agent's own group
   std::vector<uint32_t> gpu_allowed_uids;
   size_t gpu_max_connections = 256;
   size_t gpu_queue_slots = 16384;                // records between ingest and pipeline threads
@@ -77,7 +79,12 @@ struct AgentOptions {
   // TLS to the aggregator (`tls:`, --tls-*): plain text unless a CA is given; with a
   // certificate and key, mTLS (the aggregator may then require the node name in it).
   exporters::ClientTls tls;
-  std::string http_listen = "0.0.0.0:9470";  // standalone mode only
+  // File whose first line is the token the aggregator asks for (`auth_token_file:`,
+  // --auth-token-file; exporters/stream_auth.h); empty = none sent. Read at start and reload.
+  std::string auth_token_file;
+  // Standalone mode only. Loopback by default: /metrics and /api/* carry no authentication;
+  // open it to a scraper on another host with --http-listen=0.0.0.0:9470.
+  std::string http_listen = "127.0.0.1:9470";
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
   std::string health_listen;
   size_t ring_slots = 8192;
@@ -103,14 +110,15 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
-//   http_listen, tls: {ca, cert, key, server_name}, ring_slots, max_queued_batches, hw_lifespan_ms,
-//   tcp, ethtool, pma_ca, pma_port, pma_period, capture, capture_filter, capture_snaplen,
-//   gpu_socket, gpu_socket_mode (octal string "0660"), gpu_max_connections, gpu_queue_slots,
-//   gpu_max_collectives_per_batch, gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k,
-//   flight_recorder_seconds, series_bucket: scalars; pma: list of "local" / "LID:PORT"; interfaces:
-//   list of names;  line_rates: map name -> rate ("100gbit"); microburst: {enter: 0.9, exit: 0.7,
-//   ports: {name: {enter:, exit:}}}; health_listen: scalar; collectives: {rails: [names],
-//   step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
+//   http_listen, tls: {ca, cert, key, server_name}, auth_token_file, ring_slots,
+//   max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port, pma_period, capture,
+//   capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal string "0660"),
+//   gpu_socket_group, gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,
+//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k, flight_recorder_seconds, series_bucket:
+//   scalars; pma: list of "local" / "LID:PORT"; interfaces: list of names;  line_rates: map name ->
+//   rate ("100gbit"); microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
+//   health_listen: scalar; collectives: {rails: [names], step_marker: FUNC, delay: 25ms,
+//   saturation_utilization: 0.9,
 //     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
 //     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01,
 //     lossy_tail_ratio: 1.05, lossy_min_rate: 0.0002, lossy_rate_window: 16,

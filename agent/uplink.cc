@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
+#include "exporters/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -131,6 +132,10 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     cursor = queue_.empty() ? next_seq_ : queue_.front().seq();
     *hello_msg.mutable_hello() = hello_;
     hello_msg.mutable_hello()->set_resume_seq(cursor);
+  }
+  if (!options_.auth_token.empty()) {
+    ctx.AddMetadata(exporters::kAuthMetadataKey,
+                    std::string(exporters::kBearerPrefix) + options_.auth_token);
   }
   auto stream = stub.Stream(&ctx);
   if (!stream->Write(hello_msg)) {

@@ -22,6 +22,9 @@ struct UplinkOptions {
   int initial_backoff_ms = 100;     // reconnect backoff: exponential with full jitter
   int max_backoff_ms = 5000;
   exporters::ClientTls tls = {};  // plain text unless tls.enabled()
+  // Sent as `authorization: Bearer <token>` on every stream (exporters/stream_auth.h); empty =
+  // none. Never logged.
+  std::string auth_token = "";
 };
 
 // One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and

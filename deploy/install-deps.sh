@@ -17,6 +17,8 @@ packages=(
   iproute2 prometheus curl procps jq
   # tests/e2e fault matrix: random packet loss (nft numgen random; this kernel has no sch_netem)
   nftables
+  # tests: certificates and tokens made in the test (tls_test, the e2e tokens)
+  openssl
   # tests/e2e: xmllint checks that the heat-map SVGs are well-formed XML
   libxml2-utils
   # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive

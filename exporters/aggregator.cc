@@ -9,6 +9,8 @@ namespace {
 ClusterState::Options StateOptions(const AggregatorOptions& a) {
   ClusterState::Options o;
   o.cross_rank = a.collectives;
+  o.hello = a.hello_limits;
+  o.max_nodes = a.max_nodes;
   return o;
 }
 
@@ -40,8 +42,13 @@ absl::Status Aggregator::Start() {
   if (!http_port.ok()) return http_port.status();
   http_port_ = *http_port;
   if (!options_.grpc_listen.empty()) {
+    auto tokens = TokenAuth::Load(options_.auth_token_file, options_.node_tokens_file);
+    if (!tokens.ok()) {
+      http_->Stop();
+      return tokens.status();
+    }
     grpc_ = std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
-                                              options_.tls);
+                                              options_.tls, *std::move(tokens));
     auto grpc_port = grpc_->Start(options_.grpc_listen);
     if (!grpc_port.ok()) {
       http_->Stop();
@@ -56,6 +63,12 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
   if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen &&
       options.tls.cert == options_.tls.cert && options.tls.key == options_.tls.key &&
       options.tls.client_ca == options_.tls.client_ca) {
+    // Same listeners: the token files are read again (a rotated token) and swapped in; live
+    // streams go on.
+    auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    if (grpc_) grpc_->SetTokens(*std::move(tokens));
+    options_ = std::move(options);
     return absl::OkStatus();
   }
   AggregatorOptions old = options_;

@@ -24,6 +24,17 @@ struct AggregatorOptions {
   // a client CA, mTLS and node identity (exporters/telemetry_service.h). Re-read by gRPC every
   // kTlsRefreshSeconds; a SIGHUP with other file names restarts the gRPC server.
   ServerTls tls;
+  // Shared-secret tokens of the agents (exporters/stream_auth.h; `auth:` in the config,
+  // --auth-token-file, --node-tokens-file): one every node may use and/or one per node. Empty
+  // = no token asked. Re-read on SIGHUP (Reconfigure) without dropping live streams.
+  std::string auth_token_file;
+  std::string node_tokens_file;
+  // Serve agents in plain text without a token on a non-loopback address. Off: such a
+  // grpc_listen is refused by ValidateAggregatorOptions (secure by default, issue 13 item 4).
+  bool allow_insecure = false;
+  // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).
+  HelloLimits hello_limits;
+  size_t max_nodes = 16384;
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's
@@ -33,7 +44,7 @@ class Aggregator {
   explicit Aggregator(AggregatorOptions options);
   ~Aggregator();
 
-  // Errors: those of HttpServer::Start and TelemetryServer::Start.
+  // Errors: those of HttpServer::Start and TelemetryServer::Start, and of TokenAuth::Load.
   absl::Status Start();
   void Stop();
   // Reload: when an address differs from the running one, stops both servers and starts them

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/http_server.h"
+#include "exporters/stream_auth.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -65,6 +66,43 @@ absl::Status LoadCollectives(const YAML::Node& node, CrossRankOptions* c) {
   return absl::OkStatus();
 }
 
+// `limits: {max_nodes, max_ports_per_node, max_addresses_per_node}`.
+absl::Status LoadLimits(const YAML::Node& node, AggregatorOptions* o) {
+  if (!node.IsMap()) return absl::InvalidArgumentError("limits: must be a map");
+  for (const auto& kv : node) {
+    const std::string k = kv.first.as<std::string>();
+    const int64_t v = kv.second.as<int64_t>();
+    size_t* field = k == "max_nodes"                ? &o->max_nodes
+                    : k == "max_ports_per_node"     ? &o->hello_limits.max_ports
+                    : k == "max_addresses_per_node" ? &o->hello_limits.max_addresses
+                                                    : nullptr;
+    if (field == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("limits.", k, ": unknown key"));
+    if (v < 1 || v > 1'000'000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("limits.", k, ": ", v, " is not in [1, 1000000]"));
+    }
+    *field = static_cast<size_t>(v);
+  }
+  return absl::OkStatus();
+}
+
+// `auth: {token_file, node_tokens_file}`.
+absl::Status LoadAuth(const YAML::Node& node, AggregatorOptions* o) {
+  if (!node.IsMap()) return absl::InvalidArgumentError("auth: must be a map");
+  for (const auto& kv : node) {
+    const std::string k = kv.first.as<std::string>();
+    if (k == "token_file") {
+      o->auth_token_file = kv.second.as<std::string>();
+    } else if (k == "node_tokens_file") {
+      o->node_tokens_file = kv.second.as<std::string>();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("auth.", k, ": unknown key"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* options) {
@@ -92,6 +130,16 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
         if (absl::Status s = ParseServerTls(kv.second, &o.tls); !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
         }
+      } else if (key == "auth") {
+        if (absl::Status s = LoadAuth(kv.second, &o); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+        }
+      } else if (key == "limits") {
+        if (absl::Status s = LoadLimits(kv.second, &o); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+        }
+      } else if (key == "allow_insecure") {
+        o.allow_insecure = kv.second.as<bool>();
       } else if (key == "collectives") {
         if (absl::Status s = LoadCollectives(kv.second, &o.collectives); !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -117,7 +165,27 @@ absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   for (const std::string& a : {options.grpc_listen, options.http_listen}) {
     if (auto hp = SplitHostPort(a); !hp.ok()) return hp.status();
   }
-  return CheckServerTls(options.tls);
+  if (absl::Status s = CheckServerTls(options.tls); !s.ok()) return s;
+  auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
+  return tokens.ok() ? absl::OkStatus() : tokens.status();
+}
+
+absl::Status CheckAgentPortSecurity(const AggregatorOptions& options) {
+  auto hp = SplitHostPort(options.grpc_listen);
+  if (!hp.ok()) return hp.status();
+  const std::string& host = hp->first;
+  const bool token = !options.auth_token_file.empty() || !options.node_tokens_file.empty();
+  if (!IsLoopbackHost(host) && !options.tls.enabled() && !token && !options.allow_insecure) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc_listen ", options.grpc_listen,
+        " is not a loopback address, and agents would stream in plain text with no token: "
+        "anyone who reaches the port could report as any node. Give a token "
+        "(openssl rand -hex 32 >/etc/fabricscope/token; chmod 600 it; --auth-token-file= on "
+        "the aggregator and every agent), or TLS (--tls-cert/--tls-key; README \"Running "
+        "across nodes\" shows how to make a CA and certificates with openssl), or "
+        "--allow-insecure on a trusted network"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fabricscope::exporters

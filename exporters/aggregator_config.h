@@ -11,6 +11,11 @@ namespace fabricscope::exporters {
 // /etc/fabricscope/aggregator.yaml) into *options; keys not present keep their value. Keys:
 //   grpc_listen: HOST:PORT where agents connect (must not be empty)
 //   http_listen: HOST:PORT serving /metrics, /healthz and /api/*
+//   tls: {cert, key, client_ca} (exporters/tls.h)
+//   auth: {token_file, node_tokens_file} (exporters/stream_auth.h)
+//   allow_insecure: false (true: plain text without a token on a non-loopback grpc_listen)
+//   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256}, each
+//     1..1000000 (exporters/message_checks.h HelloLimits, ClusterState::Options)
 //   collectives: {straggler_skew_ratio: 0.25, straggler_min_skew_seconds: 0.001,
 //     straggler_history: 16, straggler_min_instances: 4, straggler_max_p_value: 0.001,
 //     straggler_min_lateness_ratio: 0.05, diagnosis_window: 16, diagnosis_min_share: 0.5,
@@ -20,8 +25,13 @@ namespace fabricscope::exporters {
 // level that is not a map, unknown keys or malformed HOST:PORT values (with the key named).
 absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* options);
 
-// Checks that both addresses are HOST:PORT and grpc_listen is not empty.
-// Errors: InvalidArgument naming the bad value.
+// Checks that both addresses are HOST:PORT, grpc_listen is not empty and the TLS and token files
+// are readable and valid. Errors: InvalidArgument naming the bad value (never a token).
 absl::Status ValidateAggregatorOptions(const AggregatorOptions& options);
+
+// Secure by default (issue 13 item 4): a grpc_listen other than loopback (IsLoopbackHost) needs
+// TLS, a token file or allow_insecure, once the config file and the flags are both applied.
+// Errors: InvalidArgument saying how to make a token or a certificate.
+absl::Status CheckAgentPortSecurity(const AggregatorOptions& options);
 
 }  // namespace fabricscope::exporters

@@ -27,8 +27,16 @@ constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
 }  // namespace
 
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
-  if (hello.node().empty()) return absl::InvalidArgumentError("Hello without a node name");
+  if (absl::Status s = CheckHello(hello, options_.hello); !s.ok()) {
+    CountRefusedStream("invalid_hello");
+    return absl::InvalidArgumentError(absl::StrCat("Hello: ", s.message()));
+  }
   absl::MutexLock lock(&mu_);
+  if (nodes_.size() >= options_.max_nodes && !nodes_.contains(hello.node())) {
+    ++refused_streams_["node_limit"];
+    return absl::ResourceExhaustedError(absl::StrCat("this aggregator holds ", nodes_.size(),
+                                                     " nodes, its limit (limits: max_nodes)"));
+  }
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
@@ -555,12 +563,17 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                               MetricType::Counter);
   AddValue(self_gaps, {}, static_cast<double>(window_gaps_total_));
   auto self_refused = MakeFamily("fabricscope_aggregator_refused_streams_total",
-                                 "Agent streams refused before their Hello was applied, by reason "
-                                 "(identity: the node is not its client certificate's).",
+                                 "Agent streams refused, by reason (identity: the node is not its "
+                                 "client certificate's; token: no token or a wrong one; "
+                                 "duplicate: another agent instance streams for the node; "
+                                 "invalid_hello: a field out of bounds; node_limit: one node "
+                                 "more than limits: max_nodes).",
                                  MetricType::Counter);
-  AddValue(self_refused, {{"reason", "identity"}},
-           static_cast<double>(refused_streams_.count("identity") ? refused_streams_.at("identity")
-                                                                  : 0));
+  for (const char* reason : kRefusedStreamReasons) {
+    auto it = refused_streams_.find(reason);
+    AddValue(self_refused, {{"reason", reason}},
+             static_cast<double>(it == refused_streams_.end() ? 0 : it->second));
+  }
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));

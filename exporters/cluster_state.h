@@ -13,6 +13,7 @@
 #include "exporters/cross_rank.h"
 #include "exporters/gpu_state.h"
 #include "exporters/link_analysis.h"
+#include "exporters/message_checks.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -33,6 +34,10 @@ class ClusterState : public prometheus::Collectable {
   struct Options {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
     CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
+    HelloLimits hello;                    // what one Hello may hold (exporters/message_checks.h)
+    // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
+    // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
+    size_t max_nodes = 16384;
   };
   ClusterState() : ClusterState(Options{}) {}
   // links: the heat-map, temporal and loss-pattern analysis (exporters/link_analysis.h).
@@ -42,7 +47,8 @@ class ClusterState : public prometheus::Collectable {
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
   // hello.resume_seq - 1 (the agent holds nothing older). Returns the seq to ack.
-  // Errors: InvalidArgument when node is empty.
+  // Errors: InvalidArgument (CheckHello: the field named) and ResourceExhausted for a new node
+  // past max_nodes, each counted in fabricscope_aggregator_refused_streams_total.
   absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
 
   // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
@@ -60,7 +66,10 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentMicroburstsJson(absl::string_view node_filter) const;
 
   size_t node_count() const;
-  // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total).
+  // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
+  // reason one of kRefusedStreamReasons (exporters/telemetry_service.h says when each applies).
+  static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
+                                                          "invalid_hello", "node_limit"};
   void CountRefusedStream(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     ++refused_streams_[reason];

@@ -21,7 +21,8 @@
 // An empty value means "not given": the config file or the default applies.
 // Precedence: flag > config file > default.
 ABSL_FLAG(std::string, config, "",
-          "YAML config file (keys grpc_listen, http_listen, tls: {cert, key, client_ca}, and "
+          "YAML config file (keys grpc_listen, http_listen, tls: {cert, key, client_ca}, auth: "
+          "{token_file, node_tokens_file}, allow_insecure, and "
           "collectives: the cross-rank "
           "straggler and diagnosis rules, read at start only; deploy/config/aggregator.yaml "
           "lists them). Default /etc/fabricscope/aggregator.yaml when it exists. Re-read on "
@@ -42,6 +43,17 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "Hello's node must be that certificate's identity (DNS SAN, else CN). Default: no "
           "client certificates asked.");
 
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File whose first line is the token every agent must send (16-4096 visible ASCII "
+          "characters; make one with `openssl rand -hex 32`). The agents' --auth-token-file "
+          "holds the same. Re-read on SIGHUP. Default: no token asked.");
+ABSL_FLAG(std::string, node_tokens_file, "",
+          "YAML map `node: token`: a node named there may stream with its own token (or the "
+          "--auth-token-file one), a stolen token reports as one node only. Re-read on SIGHUP.");
+ABSL_FLAG(bool, allow_insecure, false,
+          "Serve agents in plain text with no token on a non-loopback --grpc-listen. Without it "
+          "such an address is refused (exit 2): give a token or TLS instead.");
+
 namespace {
 
 using fabricscope::exporters::AggregatorOptions;
@@ -60,7 +72,11 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   if (auto v = absl::GetFlag(FLAGS_tls_cert); !v.empty()) o.tls.cert = v;
   if (auto v = absl::GetFlag(FLAGS_tls_key); !v.empty()) o.tls.key = v;
   if (auto v = absl::GetFlag(FLAGS_tls_client_ca); !v.empty()) o.tls.client_ca = v;
+  if (auto v = absl::GetFlag(FLAGS_auth_token_file); !v.empty()) o.auth_token_file = v;
+  if (auto v = absl::GetFlag(FLAGS_node_tokens_file); !v.empty()) o.node_tokens_file = v;
+  if (absl::GetFlag(FLAGS_allow_insecure)) o.allow_insecure = true;
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
+  if (absl::Status s = fabricscope::exporters::CheckAgentPortSecurity(o); !s.ok()) return s;
   return o;
 }
 
@@ -79,7 +95,9 @@ int main(int argc, char** argv) {
       "fabricscope aggregator: receives telemetry streams from fabricscope-agent processes over "
       "gRPC and serves the cluster's Prometheus metrics.\n\n"
       "Usage: fabricscope-aggregator [--config=FILE] [--grpc-listen=HOST:PORT] "
-      "[--http-listen=HOST:PORT]\n"
+      "[--http-listen=HOST:PORT] [--auth-token-file=FILE | --tls-cert=PEM --tls-key=PEM]\n"
+      "Agents on other hosts need a token or TLS (or --allow-insecure): a non-loopback "
+      "--grpc-listen without either is refused.\n"
       "SIGHUP re-reads the config file; SIGTERM or SIGINT stops.\n"
       "Flags may be written with dashes or underscores.\n"
       "Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag value, a stray argument or "

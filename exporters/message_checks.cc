@@ -92,4 +92,56 @@ absl::Status Walk(const Message& m, const std::string& at) {
 
 absl::Status CheckHistograms(const Message& message) { return Walk(message, ""); }
 
+namespace {
+
+absl::Status CheckLabel(const std::string& value, size_t max_bytes, const std::string& field) {
+  if (value.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", value.size(), " bytes, at most ", max_bytes));
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": control character 0x", absl::Hex(c), " at byte ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckHello(const v1::Hello& h, const HelloLimits& limits) {
+  if (h.node().empty()) return absl::InvalidArgumentError("node: empty");
+  absl::Status s = CheckLabel(h.node(), limits.max_node_bytes, "node");
+  if (s.ok()) s = CheckLabel(h.boot_id(), limits.max_label_bytes, "boot_id");
+  if (s.ok()) s = CheckLabel(h.agent_version(), limits.max_label_bytes, "agent_version");
+  if (!s.ok()) return s;
+  if (static_cast<size_t>(h.ports_size()) > limits.max_ports) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ports: ", h.ports_size(), " ports, at most ", limits.max_ports));
+  }
+  if (static_cast<size_t>(h.addresses_size()) > limits.max_addresses) {
+    return absl::InvalidArgumentError(absl::StrCat("addresses: ", h.addresses_size(),
+                                                   " addresses, at most ", limits.max_addresses));
+  }
+  for (int i = 0; i < h.ports_size(); ++i) {
+    const std::string at = absl::StrCat("ports[", i, "].");
+    s = CheckLabel(h.ports(i).device(), limits.max_label_bytes, at + "device");
+    if (s.ok()) s = CheckLabel(h.ports(i).netdev(), limits.max_label_bytes, at + "netdev");
+    if (!s.ok()) return s;
+  }
+  for (int i = 0; i < h.addresses_size(); ++i) {
+    s = CheckLabel(h.addresses(i), limits.max_label_bytes, absl::StrCat("addresses[", i, "]"));
+    if (!s.ok()) return s;
+  }
+  for (auto [v, name] : {std::pair{h.sample_period_seconds(), "sample_period_seconds"},
+                         {h.window_seconds(), "window_seconds"}}) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", v, " is not a duration"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace fabricscope::exporters

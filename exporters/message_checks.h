@@ -19,4 +19,21 @@ namespace fabricscope::exporters {
 // that can hold a Histogram only (collectives, kernel spans and the like are skipped by type).
 absl::Status CheckHistograms(const google::protobuf::Message& message);
 
+// What one Hello may hold (aggregator config `limits:`). Sized for 10,000 nodes: a GPU node has
+// 8-16 RDMA ports and a few netdevs, plus the `tcp` pseudo-port.
+struct HelloLimits {
+  size_t max_ports = 256;      // ports per node
+  size_t max_addresses = 256;  // interface addresses per node
+  // Label values: a node name is a host name (RFC 1035 §2.3.4: 253 characters at most); a
+  // device or netdev name is far shorter (IFNAMSIZ is 16, RDMA devices IB_DEVICE_NAME_MAX 64).
+  size_t max_node_bytes = 253;
+  size_t max_label_bytes = 64;
+};
+
+// Checks a Hello before any of it is stored: the node name present, every string within its
+// limit and free of control characters (they would end up in label values and log lines),
+// at most max_ports ports and max_addresses addresses, finite non-negative periods.
+// Errors: InvalidArgument naming the field ("ports[3].device: 300 bytes, at most 64").
+absl::Status CheckHello(const v1::Hello& hello, const HelloLimits& limits);
+
 }  // namespace fabricscope::exporters

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "exporters/cluster_state.h"
+#include "glog/logging.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -18,13 +19,37 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// The `authorization` metadata value, empty when absent.
+std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
+  const auto& md = context->client_metadata();
+  auto it = md.find(kAuthMetadataKey);
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 class AgentStreamReactor final
-    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
+    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>,
+      public TelemetryService::Claimant {
  public:
-  AgentStreamReactor(ClusterState& state, grpc::CallbackServerContext* context, bool check_identity)
-      : state_(state), context_(context), check_identity_(check_identity) {
+  AgentStreamReactor(ClusterState& state, TelemetryService& service,
+                     grpc::CallbackServerContext* context, StreamPolicy policy)
+      : state_(state), service_(service), context_(context), policy_(std::move(policy)) {
+    if (policy_.tokens && policy_.tokens->enabled()) {
+      authorization_ = AuthorizationOf(context);
+      if (authorization_.empty()) {  // no token at all: refused before anything is read
+        state_.CountRefusedStream("token");
+        absl::MutexLock lock(&mu_);
+        status_ = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                               "no token: this aggregator wants one (the agent's "
+                               "--auth-token-file)");
+        reading_done_ = true;
+        MaybeFinishLocked();
+        return;
+      }
+    }
     StartRead(&in_);
   }
+
+  void Supersede() override { superseded_.store(true); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent closed its side, or the stream broke
@@ -60,31 +85,57 @@ class AgentStreamReactor final
     MaybeFinishLocked();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (claimed_) service_.Release(node_, this);
+    delete this;
+  }
 
  private:
   absl::StatusOr<uint64_t> Handle(const v1::AgentMessage& m) {
     switch (m.kind_case()) {
-      case v1::AgentMessage::kHello: {
-        if (have_hello_) return absl::InvalidArgumentError("second Hello on one stream");
-        if (check_identity_) {
-          if (absl::Status s = CheckIdentity(m.hello().node()); !s.ok()) return s;
-        }
-        auto ack = state_.OnHello(m.hello());
-        if (ack.ok()) {
-          have_hello_ = true;
-          node_ = m.hello().node();
-          instance_ = m.hello().instance_id();
-        }
-        return ack;
-      }
+      case v1::AgentMessage::kHello:
+        return HandleHello(m.hello());
       case v1::AgentMessage::kBatch:
+        if (superseded_.load()) {
+          return absl::AbortedError(
+              "superseded: a newer stream of this agent instance took the node over");
+        }
         // Before a Hello node_ is empty, which no Hello registers: the state refuses the batch
         // with FAILED_PRECONDITION and counts it.
         return state_.OnBatch(node_, instance_, m.batch());
       default:
         return absl::InvalidArgumentError("empty AgentMessage");
     }
+  }
+
+  absl::StatusOr<uint64_t> HandleHello(const v1::Hello& hello) {
+    if (have_hello_) return absl::InvalidArgumentError("second Hello on one stream");
+    if (policy_.check_identity) {
+      if (absl::Status s = CheckIdentity(hello.node()); !s.ok()) return s;
+    }
+    if (policy_.tokens && policy_.tokens->enabled()) {
+      if (absl::Status s = policy_.tokens->Check(authorization_, hello.node()); !s.ok()) {
+        state_.CountRefusedStream("token");
+        return s;
+      }
+    }
+    // Claimed before the state sees the Hello: a refused second instance must not reset the
+    // live one's node. A Hello the state refuses (out of bounds, past the node limit) gives the
+    // claim back at once.
+    if (absl::Status s = service_.Claim(hello.node(), hello.instance_id(), context_->peer(), this);
+        !s.ok()) {
+      return s;
+    }
+    auto ack = state_.OnHello(hello);
+    if (!ack.ok()) {
+      service_.Release(hello.node(), this);
+      return ack;
+    }
+    claimed_ = true;
+    node_ = hello.node();
+    have_hello_ = true;
+    instance_ = hello.instance_id();
+    return ack;
   }
 
   absl::Status CheckIdentity(const std::string& node) {
@@ -115,9 +166,13 @@ class AgentStreamReactor final
   }
 
   ClusterState& state_;
+  TelemetryService& service_;
   grpc::CallbackServerContext* const context_;
-  const bool check_identity_;
-  v1::AgentMessage in_;  // touched only by the read chain, one read at a time
+  const StreamPolicy policy_;  // as it was when the stream opened
+  std::string authorization_;  // never logged
+  std::atomic<bool> superseded_{false};
+  v1::AgentMessage in_;   // touched only by the read chain, one read at a time
+  bool claimed_ = false;  // read chain, then OnDone (which follows the last read)
   bool have_hello_ = false;
   std::string node_;
   uint64_t instance_ = 0;
@@ -138,11 +193,47 @@ class AgentStreamReactor final
 grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* TelemetryService::Stream(
     grpc::CallbackServerContext* context) {
   streams_total_.fetch_add(1);
-  return new AgentStreamReactor(state_, context, check_identity_);
+  StreamPolicy policy;
+  {
+    absl::MutexLock lock(&policy_mu_);
+    policy = policy_;
+  }
+  return new AgentStreamReactor(state_, *this, context, std::move(policy));
 }
 
-TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes, ServerTls tls)
-    : service_(state, !tls.client_ca.empty()),
+absl::Status TelemetryService::Claim(const std::string& node, uint64_t instance,
+                                     const std::string& peer, Claimant* who) {
+  absl::MutexLock lock(&live_mu_);
+  auto [it, inserted] = live_.try_emplace(node, Live{instance, peer, who});
+  if (inserted || it->second.who == who) return absl::OkStatus();
+  if (it->second.instance == instance) {
+    // The same agent reconnected: its old stream is dead on its side. Supersede only sets a
+    // flag, so no reactor is touched after this lock is released.
+    it->second.who->Supersede();
+    it->second = Live{instance, peer, who};
+    return absl::OkStatus();
+  }
+  state_.CountRefusedStream("duplicate");
+  LOG_EVERY_N(WARNING, 100)
+      << "node \"" << node << "\": a second agent (instance " << instance << ", " << peer
+      << ") refused while instance " << it->second.instance << " (" << it->second.peer
+      << ") streams (counted in "
+      << "fabricscope_aggregator_refused_streams_total{reason=\"duplicate\"})";
+  return absl::AlreadyExistsError(
+      absl::StrCat("node \"", node, "\" already streams from agent instance ", it->second.instance,
+                   " at ", it->second.peer,
+                   "; one agent per node name (a dead stream is closed by keepalive within 30 s)"));
+}
+
+void TelemetryService::Release(const std::string& node, Claimant* who) {
+  absl::MutexLock lock(&live_mu_);
+  auto it = live_.find(node);
+  if (it != live_.end() && it->second.who == who) live_.erase(it);
+}
+
+TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes, ServerTls tls,
+                                 std::shared_ptr<const TokenAuth> tokens)
+    : service_(state, StreamPolicy{!tls.client_ca.empty(), std::move(tokens)}),
       max_message_bytes_(max_message_bytes),
       tls_(std::move(tls)) {}
 

@@ -1,6 +1,7 @@
 // The GPU ingest endpoint with real unix sockets and real producer processes.
 #include "agent/gpu_ingest.h"
 
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -159,6 +160,33 @@ TEST(GpuIngest, CreatesTheDirectorySetsTheModeAndRemovesTheSocketAtStop) {
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   ingest.Stop();
   EXPECT_NE(stat(o.socket_path.c_str(), &st), 0);
+}
+
+// The socket's group is the one training users belong to (0660 by default); a group that does
+// not exist leaves the agent's own and the socket still serves.
+TEST(GpuIngest, TheSocketTakesItsGroupAndAMissingGroupIsNotFatal) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown to another group needs root";
+  const struct group* adm = getgrnam("adm");  // in every Debian base system (gid 4)
+  ASSERT_NE(adm, nullptr);
+  const gid_t adm_gid = adm->gr_gid;
+  TempDir dir;
+  GpuIngestOptions o;
+  EXPECT_EQ(o.socket_mode, 0660u);
+  o.socket_path = dir.Path("gpu.sock");
+  o.socket_group = "adm";
+  struct stat st;
+  {
+    GpuIngest ingest(o);
+    ASSERT_TRUE(ingest.Start().ok());
+    ASSERT_EQ(stat(o.socket_path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_gid, adm_gid);
+    EXPECT_EQ(st.st_mode & 0777, 0660u);
+  }
+  o.socket_group = "fabricscope-test-no-such-group";
+  GpuIngest ingest(o);
+  ASSERT_TRUE(ingest.Start().ok());
+  ASSERT_EQ(stat(o.socket_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, getegid());
 }
 
 TEST(GpuIngest, RefusesAPathSomeoneListensOnAndReplacesAStaleOne) {

@@ -15,6 +15,7 @@
 #include "agent/uplink.h"
 #include "exporters/cluster_state.h"
 #include "exporters/telemetry_service.h"
+#include "tests/agent/stream_test_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"
 
@@ -23,7 +24,10 @@ namespace {
 
 using exporters::ClientTls;
 using exporters::ServerTls;
+using testing::Batch;
 using testing::FakeTree;
+using testing::Hello;
+using testing::TryHello;
 using testing::WaitFor;
 
 // A CA ("ca"), a second one ("other"), the aggregator's certificate (DNS:aggregator.test) and
@@ -32,7 +36,8 @@ class Pki {
  public:
   Pki() {
     ok_ = Ca("ca") && Ca("other") && Leaf("server", "ca", "aggregator.test") &&
-          Leaf("node-a", "ca", "node-a") && Leaf("node-a-other", "other", "node-a");
+          Leaf("node-a", "ca", "node-a") && Leaf("node-a-other", "other", "node-a") &&
+          Leaf("node-a-expired", "ca", "node-a", -1);
   }
   bool ok() const { return ok_; }
   std::string Pem(const std::string& name) const { return dir_.Path(name + ".pem"); }
@@ -47,59 +52,21 @@ class Pki {
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
         ".key -out " + n + ".pem -days 2 -subj /CN=fabricscope-test-" + n);
   }
-  bool Leaf(const std::string& n, const std::string& ca, const std::string& dns) const {
+  // days < 0: a certificate whose notAfter is already past (openssl x509 -days -1).
+  bool Leaf(const std::string& n, const std::string& ca, const std::string& dns,
+            int days = 2) const {
     dir_.Write(n + ".ext", "subjectAltName=DNS:" + dns + "\n");
     return Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
                ".key -out " + n + ".csr -subj /CN=" + dns) &&
            Run("openssl x509 -req -in " + n + ".csr -CA " + ca + ".pem -CAkey " + ca +
-               ".key -CAcreateserial -days 2 -out " + n + ".pem -extfile " + n + ".ext");
+               ".key -CAcreateserial -days " + std::to_string(days) + " -out " + n +
+               ".pem -extfile " + n + ".ext");
   }
   FakeTree dir_;
   bool ok_ = false;
 };
 
-v1::Hello Hello(const std::string& node) {
-  v1::Hello h;
-  h.set_node(node);
-  h.set_instance_id(7);
-  v1::PortInfo* p = h.add_ports();
-  p->set_device("mlx5_0");
-  p->set_port(1);
-  return h;
-}
-
-v1::Batch Batch() {
-  v1::Batch b;
-  b.set_window_end_ns(1'000'000'000);
-  return b;
-}
-
-// One stream with `creds`: a Hello for `node`, then the status the aggregator ends it with
-// (DEADLINE_EXCEEDED when it accepted the Hello and kept the stream open).
-grpc::Status TryHello(std::shared_ptr<grpc::ChannelCredentials> creds, int port,
-                      const std::string& node) {
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride("aggregator.test");
-  auto stub = v1::Telemetry::NewStub(
-      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), creds, args));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-  auto stream = stub->Stream(&ctx);
-  v1::AgentMessage m;
-  *m.mutable_hello() = Hello(node);
-  stream->Write(m);
-  v1::AggregatorMessage in;
-  while (stream->Read(&in)) {
-  }
-  return stream->Finish();
-}
-
-double Refused(const exporters::ClusterState& s) {
-  for (const auto& f : s.Collect()) {
-    if (f.name == "fabricscope_aggregator_refused_streams_total") return f.metric[0].counter.value;
-  }
-  return -1;
-}
+double Refused(const exporters::ClusterState& s) { return testing::Refused(s, "identity"); }
 
 class TlsTest : public ::testing::Test {
  protected:
@@ -154,8 +121,11 @@ TEST_F(TlsTest, MutualTlsRefusesWhoeverIsNotTheNode) {
     t.ca = pki_.Pem(ca);
     return exporters::ChannelCredentialsFor(t);
   };
-  // The handshake fails: no client certificate, one another CA signed, or plain text.
+  // The handshake fails: no client certificate, one another CA signed, an expired one, or
+  // plain text.
   EXPECT_EQ(TryHello(creds("", "ca"), *port, "node-a").error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(TryHello(creds("node-a-expired", "ca"), *port, "node-a").error_code(),
+            grpc::UNAVAILABLE);
   EXPECT_EQ(TryHello(creds("node-a-other", "ca"), *port, "node-a").error_code(), grpc::UNAVAILABLE);
   EXPECT_EQ(TryHello(grpc::InsecureChannelCredentials(), *port, "node-a").error_code(),
             grpc::UNAVAILABLE);

@@ -257,7 +257,7 @@ void CheckControl(const std::string& deb) {
   // From dpkg-shlibdeps: the libraries the binaries link.
   for (const char* dep :
        {"libgrpc++1.51", "libprotobuf32", "libsystemd0", "libpcap0.8", "libibumad3",
-        "libyaml-cpp0.7", "libgoogle-glog0v6", "libc6", "init-system-helpers"}) {
+        "libyaml-cpp0.7", "libgoogle-glog0v6", "libc6", "init-system-helpers", "adduser"}) {
     EXPECT_TRUE(absl::StrContains(r.output, dep)) << dep << "\n" << r.output;
   }
   r = Sh("dpkg-deb -I " + deb + " conffiles");
@@ -288,10 +288,19 @@ void CheckHelperCalls(const FakeTree& dir, const std::string& deb) {
   const std::string log = bin.Path("calls.log");
   // First install: was-enabled answers yes when it has no record (deb-systemd-helper(1)).
   bin.Write("deb-systemd-helper", "#!/bin/sh\necho \"$*\" >> " + log + "\nexit 0\n");
-  fs::permissions(bin.Path("deb-systemd-helper"), fs::perms::owner_all);
+  // Stand-ins for the account tools: no user fabricscope yet; adduser logs what it was asked.
+  bin.Write("getent", "#!/bin/sh\nexit 2\n");
+  bin.Write("adduser", "#!/bin/sh\necho \"adduser $*\" >> " + log + "\nexit 0\n");
+  for (const char* tool : {"deb-systemd-helper", "getent", "adduser"}) {
+    fs::permissions(bin.Path(tool), fs::perms::owner_all);
+  }
   Result r = Sh("PATH=" + bin.root() + ":$PATH " + ctrl + "/postinst configure");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string calls = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(calls,
+                                "adduser --system --group --no-create-home --home "
+                                "/nonexistent --quiet fabricscope\n"))
+      << calls;
   EXPECT_TRUE(absl::StrContains(calls, "enable fabricscope-agent.service\n")) << calls;
   EXPECT_FALSE(absl::StrContains(calls, "enable fabricscope-aggregator.service")) << calls;
   EXPECT_TRUE(absl::StrContains(calls, "unmask fabricscope-aggregator.service\n")) << calls;

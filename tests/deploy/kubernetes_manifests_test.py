@@ -209,6 +209,25 @@ def main():
             if key not in known:
                 fail(where, f"{example}: key {key!r} is not in deploy/config/{example}")
 
+    # Token files the configs name lie in a Secret volume their workload mounts (the Secret
+    # itself is made by the user: README "Kubernetes").
+    for name, example, key in (("fabricscope-agent", "agent.yaml", "auth_token_file"),
+                               ("fabricscope-aggregator", "aggregator.yaml", "auth.token_file")):
+        if name not in configmaps or name not in workloads:
+            continue
+        cfg = yaml.safe_load((configmaps[name][1].get("data") or {}).get(example) or "") or {}
+        path = cfg
+        for part in key.split("."):
+            path = path.get(part) if isinstance(path, dict) else None
+        if path is None:
+            fail(name, f"{example} names no {key}: agents would stream without a token")
+            continue
+        _, containers, _, volumes = workloads[name]
+        mounts = [m for c in containers for m in c.get("volumeMounts", [])
+                  if path.startswith(m["mountPath"].rstrip("/") + "/")]
+        if not mounts or "secret" not in volumes.get(mounts[0]["name"], {}):
+            fail(name, f"{key} {path} is not in a mounted Secret volume")
+
     for where, d in by_kind.get("Kustomization", []):
         listed = set(d.get("resources") or [])
         present = {f for f in os.listdir(manifest_dir) if f.endswith(".yaml") and f != "kustomization.yaml"}

@@ -128,11 +128,21 @@ def shape(i, rate, burst="8kb", limit=None):
     run(*args)
 
 
+# The agents stream to the hub's bridge address, not loopback: the aggregator wants a token
+# there (secure by default, README "Running across nodes"), made the way README says.
+TOKEN_FILE = os.path.join(WORK, "token")
+
+
 def start_aggregator():
+    if not os.path.exists(TOKEN_FILE):
+        token = run("openssl", "rand", "-hex", "32").stdout.strip()
+        fd = os.open(TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, (token + "\n").encode())
+        os.close(fd)
     out = open(os.path.join(WORK, "aggregator.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", HUB, AGGREGATOR, f"--grpc-listen={HUB_ADDR}:0",
-                          "--http-listen=127.0.0.1:0"], stdout=subprocess.PIPE, stderr=out,
-                         text=True)
+                          "--http-listen=127.0.0.1:0", f"--auth-token-file={TOKEN_FILE}"],
+                         stdout=subprocess.PIPE, stderr=out, text=True)
     PROCS.append(p)
     line = p.stdout.readline()
     m = re.search(r"grpc=[^ ]*:(\d+) http=[^ ]*:(\d+)", line)
@@ -198,6 +208,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
                               f"--node=n{i}", f"--interfaces={VETH[i]}",
                               f"--line-rate={VETH[i]}={declared[i]}",
                               f"--aggregator={HUB_ADDR}:{grpc_port}",
+                              f"--auth-token-file={TOKEN_FILE}",
                               f"--gpu-socket={sock}", "--status=off"] + agent_args +
                              ([f"--capture={VETH[i]}"] if i == capture_node else []),
                              stdout=logf, stderr=logf,

@@ -107,7 +107,14 @@ tc -n "$NS_A" qdisc add dev va root tbf rate "$SHAPED" burst 8kb latency 50ms 2>
   skip "tc tbf unavailable: $(cat "$WORK/tc.err")"
 
 # ---------------------------------------------------------------------------- the daemons
-in_a "$AGGREGATOR" --grpc-listen="$A_ADDR:0" --http-listen=127.0.0.1:0 >"$WORK/aggregator.log" 2>&1 &
+# Not loopback: the aggregator wants tokens there (secure by default). One per node, each good
+# for its own node only (--node-tokens-file).
+(umask 077
+ printf 'e2e-a: %s\ne2e-b: %s\n' "$(openssl rand -hex 32)" "$(openssl rand -hex 32)" >"$WORK/node-tokens.yaml"
+ sed -n 's/^e2e-a: //p' "$WORK/node-tokens.yaml" >"$WORK/token-a"
+ sed -n 's/^e2e-b: //p' "$WORK/node-tokens.yaml" >"$WORK/token-b")
+in_a "$AGGREGATOR" --grpc-listen="$A_ADDR:0" --http-listen=127.0.0.1:0 \
+  --node-tokens-file="$WORK/node-tokens.yaml" >"$WORK/aggregator.log" 2>&1 &
 PIDS+=($!)
 GRPC_PORT= AGG_PORT=
 for _ in $(seq 100); do
@@ -119,10 +126,12 @@ done
 
 : >"$WORK/agent.yaml"  # hermetic: no /etc/fabricscope/agent.yaml
 in_a "$AGENT" --config="$WORK/agent.yaml" --node=e2e-a --interfaces=va --line-rate="va=$LINE" \
-  --capture=va --aggregator="$A_ADDR:$GRPC_PORT" --status=off --gpu-socket=off >"$WORK/agent-a.log" 2>&1 &
+  --capture=va --aggregator="$A_ADDR:$GRPC_PORT" --auth-token-file="$WORK/token-a" \
+  --status=off --gpu-socket=off >"$WORK/agent-a.log" 2>&1 &
 PIDS+=($!)
 in_b "$AGENT" --config="$WORK/agent.yaml" --node=e2e-b --interfaces=vb --line-rate="vb=$LINE" \
-  --aggregator="$A_ADDR:$GRPC_PORT" --status=off --gpu-socket=off >"$WORK/agent-b.log" 2>&1 &
+  --aggregator="$A_ADDR:$GRPC_PORT" --auth-token-file="$WORK/token-b" --status=off \
+  --gpu-socket=off >"$WORK/agent-b.log" 2>&1 &
 PIDS+=($!)
 
 # Prometheus: the example config with the test's target, intervals and rules. Each edit must

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "exporters/message_checks.h"
 
 namespace fabricscope::exporters {
@@ -341,6 +342,66 @@ TEST(ClusterState, RecentMicroburstsAreBounded) {
   for (size_t p = json.find("\"node\""); p != std::string::npos; p = json.find("\"node\"", p + 1))
     ++count;
   EXPECT_EQ(count, 3u);
+}
+
+double RefusedStreams(const ClusterState& s, const std::string& reason) {
+  for (const auto& m : Find(s.Collect(), "fabricscope_aggregator_refused_streams_total")->metric) {
+    if (m.label[0].value == reason) return m.counter.value;
+  }
+  return -1;
+}
+
+// Issue 13's rows: a Hello with 100,000 ports took the aggregator from 22 MB to 2.13 GB, and
+// 5,000 invented node names to 381 MB. Both are refused now, named and counted, and the nodes
+// already held keep working.
+TEST(ClusterState, HellosPastTheLimitsAreRefusedAndCounted) {
+  ClusterState::Options o;
+  o.max_nodes = 3;
+  ClusterState s(o);
+  v1::Hello huge = Hello("n1", 7);
+  for (int i = 0; i < 100'000; ++i) huge.add_ports()->set_device("mlx5_0");
+  absl::StatusOr<uint64_t> r = s.OnHello(huge);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("ports: 100002 ports, at most 256"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.OnHello(Hello(absl::StrCat("n", i), 7)).ok());
+  for (int i = 3; i < 5'000; ++i) {
+    r = s.OnHello(Hello(absl::StrCat("invented-", i), 7));
+    ASSERT_TRUE(absl::IsResourceExhausted(r.status())) << i << ": " << r.status();
+  }
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("holds 3 nodes, its limit"));
+  EXPECT_EQ(s.node_count(), 3u);
+  EXPECT_EQ(RefusedStreams(s, "invalid_hello"), 1);
+  EXPECT_EQ(RefusedStreams(s, "node_limit"), 4'997);
+  // A node already held reconnects (a new instance too) at the limit.
+  EXPECT_TRUE(s.OnHello(Hello("n1", 8)).ok());
+  EXPECT_EQ(*s.OnBatch("n1", 8, Batch(1, 10)), 1u);
+}
+
+TEST(ClusterState, HelloStringsAreBoundedAndFreeOfControlCharacters) {
+  ClusterState s;
+  auto refused = [&](const v1::Hello& h) {
+    absl::StatusOr<uint64_t> r = s.OnHello(h);
+    return r.ok() ? std::string("accepted") : std::string(r.status().message());
+  };
+  EXPECT_THAT(refused(Hello("", 1)), HasSubstr("node: empty"));
+  EXPECT_THAT(refused(Hello(std::string(254, 'a'), 1)), HasSubstr("node: 254 bytes, at most 253"));
+  EXPECT_THAT(refused(Hello("n1\nfabricscope_fake 1", 1)),
+              HasSubstr("node: control character 0xa at byte 2"));
+  v1::Hello h = Hello("n1", 1);
+  h.mutable_ports(0)->set_device(std::string(65, 'd'));
+  EXPECT_THAT(refused(h), HasSubstr("ports[0].device: 65 bytes, at most 64"));
+  h = Hello("n1", 1);
+  h.mutable_ports(0)->set_netdev("eth\x7f");
+  EXPECT_THAT(refused(h), HasSubstr("ports[0].netdev: control character 0x7f"));
+  h = Hello("n1", 1);
+  h.add_addresses(std::string(100, '1'));
+  EXPECT_THAT(refused(h), HasSubstr("addresses[0]: 100 bytes"));
+  h = Hello("n1", 1);
+  h.set_window_seconds(std::nan(""));
+  EXPECT_THAT(refused(h), HasSubstr("window_seconds: nan is not a duration"));
+  EXPECT_EQ(RefusedStreams(s, "invalid_hello"), 7);
+  EXPECT_EQ(s.node_count(), 0u);
+  EXPECT_EQ(refused(Hello(std::string(253, 'a'), 1)), "accepted");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // never a crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -38,6 +39,7 @@ TEST(AgentCli, HelpDocumentsEveryOption) {
                            "tls_cert",
                            "tls_key",
                            "tls_server_name",
+                           "auth_token_file",
                            "http_listen",
                            "interfaces",
                            "line_rate",
@@ -59,6 +61,7 @@ TEST(AgentCli, HelpDocumentsEveryOption) {
                            "collective_rails",
                            "collective_step_marker",
                            "gpu_socket",
+                           "gpu_socket_group",
                            "status"}) {
     EXPECT_THAT(r.output, HasSubstr(flag));
   }
@@ -113,8 +116,10 @@ TEST(AgentCli, EnvironmentErrorsExitOne) {
 
 TEST(AggregatorCli, HelpAndBadAddress) {
   Result r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--help"});
-  EXPECT_THAT(r.output, HasSubstr("grpc_listen"));
-  EXPECT_THAT(r.output, HasSubstr("http_listen"));
+  for (const char* flag : {"grpc_listen", "http_listen", "tls_cert", "tls_key", "tls_client_ca",
+                           "auth_token_file", "node_tokens_file", "allow_insecure", "config"}) {
+    EXPECT_THAT(r.output, HasSubstr(flag));
+  }
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("Exit status: 0 stopped by SIGTERM or SIGINT; 2 a bad flag "
                                   "value, a stray argument"));
@@ -131,6 +136,35 @@ TEST(AggregatorCli, HelpAndBadAddress) {
   r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "aggregator.yaml"});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.output, HasSubstr("unexpected argument \"aggregator.yaml\""));
+}
+
+// Secure by default: a non-loopback gRPC address without TLS or a token is refused with the way
+// out in the message; a token file or --allow-insecure lets it start.
+TEST(AggregatorCli, PlainTextWithoutATokenIsRefusedBeyondLoopback) {
+  FakeTree t;
+  t.Write("empty.yaml", "");
+  const std::string cfg = "--config=" + t.Path("empty.yaml");
+  Result r = RunCommand(
+      {FABRICSCOPE_AGGREGATOR_BIN, cfg, "--grpc-listen=0.0.0.0:0", "--http-listen=127.0.0.1:0"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("is not a loopback address"));
+  EXPECT_THAT(r.output, HasSubstr("openssl rand -hex 32"));
+  t.Write("token", "short\n");
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, cfg, "--grpc-listen=0.0.0.0:0",
+                  "--http-listen=127.0.0.1:0", "--auth-token-file=" + t.Path("token")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("a token of 5 characters"));
+  // The wildcard address is bound only inside a network namespace of the test's own.
+  if (geteuid() != 0) GTEST_SKIP() << "unshare --net needs root";
+  t.Write("token", "0123456789abcdef0123456789abcdef\n");
+  for (const std::string& way :
+       {"--auth-token-file=" + t.Path("token"), std::string("--allow-insecure")}) {
+    Subprocess p({"/usr/bin/unshare", "--net", FABRICSCOPE_AGGREGATOR_BIN, cfg,
+                  "--grpc-listen=0.0.0.0:0", "--http-listen=127.0.0.1:0", way});
+    ASSERT_TRUE(p.Start());
+    EXPECT_TRUE(p.WaitForLine(std::regex("listening grpc=0\\.0\\.0\\.0:[0-9]+"), 10s))
+        << way << ": " << p.Output();
+  }
 }
 
 }  // namespace

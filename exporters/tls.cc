@@ -56,7 +56,7 @@ absl::Status CheckServerTls(const ServerTls& t) {
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const ClientTls& t) {
   if (!t.enabled()) return grpc::InsecureChannelCredentials();
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      t.key, t.cert, t.ca, kTlsRefreshSeconds);
+      t.key, t.cert, t.ca, t.refresh_seconds);
   grpc::experimental::TlsChannelCredentialsOptions o;
   o.set_certificate_provider(provider);
   o.watch_root_certs();
@@ -68,7 +68,7 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const ClientTls&
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const ServerTls& t) {
   if (!t.enabled()) return grpc::InsecureServerCredentials();
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      t.key, t.cert, t.client_ca, kTlsRefreshSeconds);
+      t.key, t.cert, t.client_ca, t.refresh_seconds);
   grpc::experimental::TlsServerCredentialsOptions o(provider);
   o.watch_identity_key_cert_pairs();
   if (!t.client_ca.empty()) {

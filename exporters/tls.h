@@ -13,6 +13,11 @@ class ServerCredentials;
 
 namespace fabricscope::exporters {
 
+// The files are watched by gRPC's FileWatcherCertificateProvider (grpcpp/security/
+// tls_certificate_provider.h), re-read every kTlsRefreshSeconds: a renewed certificate takes
+// effect for new handshakes without restarting the daemon or dropping streams.
+inline constexpr unsigned kTlsRefreshSeconds = 60;
+
 // The agent's side of the uplink's TLS. All PEM files. Empty ca = plain text.
 struct ClientTls {
   std::string ca = "";  // roots that must have signed the aggregator's certificate
@@ -21,6 +26,7 @@ struct ClientTls {
   std::string server_name = "";  // name to check the aggregator's certificate against; empty = the
                                  // host of --aggregator
   bool enabled() const { return !ca.empty(); }
+  unsigned refresh_seconds = kTlsRefreshSeconds;  // how often the files are re-read
 };
 
 // The aggregator's side. Empty cert = plain text.
@@ -28,12 +34,8 @@ struct ServerTls {
   std::string cert = "", key = "";  // the aggregator's certificate chain and key
   std::string client_ca = "";  // when set: every agent must present a certificate it signed (mTLS)
   bool enabled() const { return !cert.empty(); }
+  unsigned refresh_seconds = kTlsRefreshSeconds;  // how often the files are re-read
 };
-
-// The files are watched by gRPC's FileWatcherCertificateProvider (grpcpp/security/
-// tls_certificate_provider.h), re-read every kTlsRefreshSeconds: a renewed certificate takes
-// effect for new handshakes without restarting the daemon or dropping streams.
-inline constexpr unsigned kTlsRefreshSeconds = 60;
 
 // Errors: InvalidArgument naming the option when a file is missing or unreadable, or when cert
 // and key are not given together.

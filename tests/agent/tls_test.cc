@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -37,7 +40,7 @@ class Pki {
   Pki() {
     ok_ = Ca("ca") && Ca("other") && Leaf("server", "ca", "aggregator.test") &&
           Leaf("node-a", "ca", "node-a") && Leaf("node-a-other", "other", "node-a") &&
-          Leaf("node-a-expired", "ca", "node-a", -1);
+          Leaf("node-a-expired", "ca", "node-a", -1) && Leaf("server2", "ca", "aggregator.test");
   }
   bool ok() const { return ok_; }
   std::string Pem(const std::string& name) const { return dir_.Path(name + ".pem"); }
@@ -141,6 +144,69 @@ TEST_F(TlsTest, MutualTlsRefusesWhoeverIsNotTheNode) {
   // And the real node still gets in.
   EXPECT_EQ(TryHello(creds("node-a", "ca"), *port, "node-a").error_code(), grpc::DEADLINE_EXCEEDED);
   EXPECT_EQ(state.node_count(), 1u);
+}
+
+// The PEM certificate the aggregator on `port` presents to a new handshake ("" when none).
+std::string ServedCertificate(const ClientTls& tls, int port) {
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("aggregator.test");
+  auto stub = v1::Telemetry::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port), exporters::ChannelCredentialsFor(tls), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  auto stream = stub->Stream(&ctx);
+  v1::AgentMessage m;
+  *m.mutable_hello() = Hello("probe");
+  v1::AggregatorMessage ack;
+  std::string pem;
+  if (stream->Write(m) && stream->Read(&ack)) {
+    for (const grpc::string_ref& v : ctx.auth_context()->FindPropertyValues("x509_pem_cert")) {
+      pem.assign(v.data(), v.size());
+    }
+  }
+  ctx.TryCancel();
+  stream->Finish();
+  return pem;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Certificate rotation mid-stream: the aggregator's files are replaced; new handshakes get the
+// new certificate once gRPC re-reads them (refresh_seconds), and the live stream goes on.
+TEST_F(TlsTest, ARenewedCertificateIsServedWithoutDroppingTheLiveStream) {
+  FakeTree files;
+  std::filesystem::copy_file(pki_.Pem("server"), files.Path("aggregator.pem"));
+  std::filesystem::copy_file(pki_.Key("server"), files.Path("aggregator.key"));
+  ServerTls t{.cert = files.Path("aggregator.pem"), .key = files.Path("aggregator.key")};
+  t.refresh_seconds = 1;
+  exporters::ClusterState state;
+  exporters::TelemetryServer server(state, exporters::TelemetryServer::kDefaultMaxMessageBytes, t);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
+                     .initial_backoff_ms = 20,
+                     .max_backoff_ms = 50,
+                     .tls = Client("")},
+                    Hello("node-a"));
+  uplink.Submit(Batch());
+  ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 1; }));
+  const std::string old_pem = ReadAll(pki_.Pem("server"));
+  const std::string new_pem = ReadAll(pki_.Pem("server2"));
+  ASSERT_NE(old_pem, new_pem);
+  EXPECT_EQ(ServedCertificate(Client(""), *port), old_pem);
+  // Renewed as cert-manager or certbot do: each file replaced whole (rename), key first.
+  std::filesystem::copy_file(pki_.Key("server2"), files.Path("next.key"));
+  std::filesystem::rename(files.Path("next.key"), files.Path("aggregator.key"));
+  std::filesystem::copy_file(pki_.Pem("server2"), files.Path("next.pem"));
+  std::filesystem::rename(files.Path("next.pem"), files.Path("aggregator.pem"));
+  EXPECT_TRUE(WaitFor([&] { return ServedCertificate(Client(""), *port) == new_pem; }));
+  uplink.Submit(Batch());
+  EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; }));
+  EXPECT_EQ(uplink.connects(), 1u) << "the live stream was dropped";
+  uplink.Shutdown(1000);
 }
 
 TEST_F(TlsTest, AgentToAPlainTextAggregatorNeverConnects) {

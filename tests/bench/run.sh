@@ -19,6 +19,7 @@ PCAP_FRAMES="${PCAP_FRAMES:-300000}"  # pcap bench capture size (tshark reads th
 LIVE_SECONDS="${LIVE_SECONDS:-1}"     # live capture bench, per trial (about 12 trials)
 HEATMAP_REPEAT="${HEATMAP_REPEAT:-3}"  # heat-map bench, runs per figure (median)
 CLUSTER_WINDOWS="${CLUSTER_WINDOWS:-4}"  # cluster bench, measured 1 s windows per mode (x 1,000 nodes)
+UPLINK_BATCHES="${UPLINK_BATCHES:-2000}"  # uplink TLS bench, batches per stream (5 modes x 3 rounds)
 LOGS="$BUILD_DIR/bench-logs"
 start=$(date +%s)
 
@@ -99,6 +100,13 @@ ninja -C "$BUILD_DIR" fabricscope_bench_cluster | tail -n 1
   || { tail -n 20 "$LOGS/cluster.log"; exit 1; }
 grep -E '^(cluster|batch|warm-up|memory):' "$LOGS/cluster.log"
 sed -n '/=== cluster ingest summary/,$p' "$LOGS/cluster.log"
+
+echo
+echo "== uplink ingest per batch: plain text, token, TLS, mTLS, TLS + token (fabricscope_bench_uplink_tls --batches=$UPLINK_BATCHES)"
+ninja -C "$BUILD_DIR" fabricscope_bench_uplink_tls | tail -n 1
+"$BIN/fabricscope_bench_uplink_tls" --batches="$UPLINK_BATCHES" >"$LOGS/uplink_tls.log" 2>&1 \
+  || { tail -n 20 "$LOGS/uplink_tls.log"; exit 1; }
+cat "$LOGS/uplink_tls.log"
 
 echo
 echo "== fault matrix: every fault at every magnitude, named share and detection delay (tests/e2e/fault_matrix_test.py --full, ~8 min)"

@@ -403,6 +403,7 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     exporters::AggregatorOptions ao;
     ao.grpc_listen = "";
     ao.http_listen = options_.http_listen;
+    ao.web_config = options_.web_config;
     aggregator_ = std::make_unique<exporters::Aggregator>(ao);
     if (absl::Status s = aggregator_->Start(); !s.ok()) {
       aggregator_.reset();

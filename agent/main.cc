@@ -128,6 +128,11 @@ ABSL_FLAG(std::string, http_listen, "",
           "Default 127.0.0.1:9470 (this host only: they carry no authentication); "
           "0.0.0.0:9470 lets a scraper on another host in. Port 0 picks a free port, printed "
           "at start.");
+ABSL_FLAG(std::string, web_config, "",
+          "Standalone mode: web configuration file in the Prometheus exporters' format "
+          "(tls_server_config: cert_file, key_file, client_auth_type, client_ca_file; "
+          "basic_auth_users: name: bcrypt hash): HTTPS and/or basic auth on every endpoint but "
+          "/healthz. Default: plain HTTP, no auth.");
 ABSL_FLAG(std::string, health_listen, "",
           "Streaming mode (--aggregator): HOST:PORT serving /healthz alone, for Kubernetes "
           "probes. Port 0 picks a free port, printed at start. Default: off.");
@@ -278,6 +283,7 @@ absl::Status ApplyFlags(AgentOptions* o) {
   if (auto v = flag(FLAGS_tls_server_name); !v.empty()) o->tls.server_name = v;
   if (auto v = flag(FLAGS_auth_token_file); !v.empty()) o->auth_token_file = v;
   if (auto v = flag(FLAGS_http_listen); !v.empty()) o->http_listen = v;
+  if (auto v = flag(FLAGS_web_config); !v.empty()) o->web_config = v;
   if (auto v = flag(FLAGS_health_listen); !v.empty()) o->health_listen = v;
   auto count = [](const std::string& v, const char* name, size_t* out) -> absl::Status {
     if (v.empty()) return absl::OkStatus();
@@ -465,6 +471,13 @@ int main(int argc, char** argv) {
         std::unique_ptr<fabricscope::exporters::Aggregator> serving;
         if (keep_http) {
           serving = agent->StopAndReleaseAggregator();
+          // The web config is read again (a renewed certificate, changed users): the HTTP
+          // server alone restarts, the state stays.
+          fabricscope::exporters::AggregatorOptions ao = serving->options();
+          ao.web_config = next_options->web_config;
+          if (absl::Status s = serving->Reconfigure(ao); !s.ok()) {
+            LOG(ERROR) << "reload: web config: " << s.message();
+          }
         } else {
           agent->Stop();
         }

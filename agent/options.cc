@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "collectors/sysfs_ports.h"
 #include "exporters/stream_auth.h"
+#include "exporters/web_config.h"
 
 namespace fabricscope::agent {
 
@@ -193,6 +194,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->aggregator = v.as<std::string>();
       } else if (key == "tls") {
         st = exporters::ParseClientTls(v, &o->tls);
+      } else if (key == "web_config") {
+        o->web_config = v.as<std::string>();
       } else if (key == "auth_token_file") {
         o->auth_token_file = v.as<std::string>();
       } else if (key == "http_listen") {
@@ -378,6 +381,9 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     }
     auto token = exporters::ReadTokenFile(o.auth_token_file, "--auth-token-file");
     if (!token.ok()) return token.status();
+  }
+  if (!o.web_config.empty()) {
+    if (auto web = exporters::LoadWebConfig(o.web_config); !web.ok()) return web.status();
   }
   return exporters::CheckClientTls(o.tls);
 }

@@ -85,6 +85,9 @@ struct AgentOptions {
   // Standalone mode only. Loopback by default: /metrics and /api/* carry no authentication;
   // open it to a scraper on another host with --http-listen=0.0.0.0:9470.
   std::string http_listen = "127.0.0.1:9470";
+  // Standalone mode: TLS and basic auth of the HTTP endpoints (exporters/web_config.h,
+  // `web_config:`, --web-config); empty = plain HTTP, no auth.
+  std::string web_config;
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
   std::string health_listen;
   size_t ring_slots = 8192;
@@ -110,7 +113,7 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
-//   http_listen, tls: {ca, cert, key, server_name}, auth_token_file, ring_slots,
+//   http_listen, web_config, tls: {ca, cert, key, server_name}, auth_token_file, ring_slots,
 //   max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port, pma_period, capture,
 //   capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal string "0660"),
 //   gpu_socket_group, gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,

@@ -12,6 +12,8 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev
   libpcap-dev libibverbs-dev libibumad-dev
   libabsl-dev libgoogle-glog-dev libsystemd-dev libyaml-cpp-dev
+  # libxcrypt's crypt_r for the web config's bcrypt hashes; OpenSSL (TLS, SHA-256)
+  libcrypt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
   iproute2 prometheus curl procps jq

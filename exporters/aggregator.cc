@@ -32,15 +32,30 @@ std::string Aggregator::StallReason() const {
   return absl::StrFormat("state locks held for %.0f s: ingest or rendering is stuck", stalled);
 }
 
-absl::Status Aggregator::Start() {
+absl::Status Aggregator::StartHttp() {
+  WebConfig web;
+  if (!options_.web_config.empty()) {
+    auto w = LoadWebConfig(options_.web_config);
+    if (!w.ok()) return w.status();
+    web = *std::move(w);
+  }
   std::vector<const prometheus::Collectable*> collectables = {&state_};
   collectables.insert(collectables.end(), extra_.begin(), extra_.end());
   http_ = std::make_unique<HttpServer>(std::move(collectables), &state_);
   http_->SetHealthCheck([this] { return StallReason(); });
-  watchdog_.Start();
+  http_->SetWebConfig(std::move(web));
   auto http_port = http_->Start(options_.http_listen);
-  if (!http_port.ok()) return http_port.status();
+  if (!http_port.ok()) {
+    http_.reset();
+    return http_port.status();
+  }
   http_port_ = *http_port;
+  return absl::OkStatus();
+}
+
+absl::Status Aggregator::Start() {
+  watchdog_.Start();
+  if (absl::Status s = StartHttp(); !s.ok()) return s;
   if (!options_.grpc_listen.empty()) {
     auto tokens = TokenAuth::Load(options_.auth_token_file, options_.node_tokens_file);
     if (!tokens.ok()) {
@@ -68,6 +83,18 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
     auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
     if (!tokens.ok()) return tokens.status();
     if (grpc_) grpc_->SetTokens(*std::move(tokens));
+    // A web config is read again too (renewed certificate, changed users): the HTTP server
+    // alone restarts; the agents' streams are untouched.
+    if (!options.web_config.empty() || !options_.web_config.empty()) {
+      const std::string old_web = options_.web_config;
+      if (http_) http_->Stop();
+      options_.web_config = options.web_config;
+      if (absl::Status s = StartHttp(); !s.ok()) {
+        options_.web_config = old_web;
+        if (absl::Status back = StartHttp(); !back.ok()) return back;
+        return s;
+      }
+    }
     options_ = std::move(options);
     return absl::OkStatus();
   }

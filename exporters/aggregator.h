@@ -32,6 +32,9 @@ struct AggregatorOptions {
   // Serve agents in plain text without a token on a non-loopback address. Off: such a
   // grpc_listen is refused by ValidateAggregatorOptions (secure by default, issue 13 item 4).
   bool allow_insecure = false;
+  // TLS and basic auth of the HTTP endpoints (exporters/web_config.h; --web-config,
+  // `web_config:`); empty = plain HTTP, no auth. Re-read on SIGHUP (Reconfigure).
+  std::string web_config;
   // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).
   HelloLimits hello_limits;
   size_t max_nodes = 16384;
@@ -44,7 +47,8 @@ class Aggregator {
   explicit Aggregator(AggregatorOptions options);
   ~Aggregator();
 
-  // Errors: those of HttpServer::Start and TelemetryServer::Start, and of TokenAuth::Load.
+  // Errors: those of HttpServer::Start and TelemetryServer::Start, and of TokenAuth::Load and
+  // LoadWebConfig.
   absl::Status Start();
   void Stop();
   // Reload: when an address differs from the running one, stops both servers and starts them
@@ -69,6 +73,8 @@ class Aggregator {
   const HttpServer* http() const { return http_.get(); }
 
  private:
+  absl::Status StartHttp();  // http_ with the web config; http_ null on error
+
   AggregatorOptions options_;
   ClusterState state_;
   std::vector<const prometheus::Collectable*> extra_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/http_server.h"
 #include "exporters/stream_auth.h"
+#include "exporters/web_config.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -138,6 +139,8 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
         if (absl::Status s = LoadLimits(kv.second, &o); !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
         }
+      } else if (key == "web_config") {
+        o.web_config = kv.second.as<std::string>();
       } else if (key == "allow_insecure") {
         o.allow_insecure = kv.second.as<bool>();
       } else if (key == "collectives") {
@@ -167,7 +170,11 @@ absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   }
   if (absl::Status s = CheckServerTls(options.tls); !s.ok()) return s;
   auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
-  return tokens.ok() ? absl::OkStatus() : tokens.status();
+  if (!tokens.ok()) return tokens.status();
+  if (!options.web_config.empty()) {
+    if (auto web = LoadWebConfig(options.web_config); !web.ok()) return web.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckAgentPortSecurity(const AggregatorOptions& options) {

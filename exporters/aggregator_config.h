@@ -14,6 +14,7 @@ namespace fabricscope::exporters {
 //   tls: {cert, key, client_ca} (exporters/tls.h)
 //   auth: {token_file, node_tokens_file} (exporters/stream_auth.h)
 //   allow_insecure: false (true: plain text without a token on a non-loopback grpc_listen)
+//   web_config: FILE (TLS and basic auth of the HTTP endpoints, exporters/web_config.h)
 //   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256}, each
 //     1..1000000 (exporters/message_checks.h HelloLimits, ClusterState::Options)
 //   collectives: {straggler_skew_ratio: 0.25, straggler_min_skew_seconds: 0.001,

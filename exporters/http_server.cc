@@ -126,7 +126,32 @@ void HttpServer::RegisterDataRoutes() {
 absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   auto hp = SplitHostPort(listen);
   if (!hp.ok()) return hp.status();
-  server_ = std::make_unique<httplib::Server>();
+  if (web_.tls()) {
+    server_ = std::make_unique<httplib::SSLServer>(
+        web_.cert_file.c_str(), web_.key_file.c_str(),
+        web_.client_ca_file.empty() ? nullptr : web_.client_ca_file.c_str());
+    if (!server_->is_valid()) {
+      server_.reset();
+      return absl::InvalidArgumentError(
+          absl::StrCat("web config: cannot load the TLS certificate ", web_.cert_file, " and key ",
+                       web_.key_file, " (or the client CA): not PEM, or not a pair"));
+    }
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  if (!web_.users.empty()) {
+    auto auth = std::make_shared<BasicAuth>(web_.users);
+    server_->set_pre_routing_handler([auth](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/healthz" || auth->Allow(req.get_header_value("Authorization"))) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"fabricscope\"");
+      res.set_content("401 Unauthorized: a user and password of the web config are wanted\n",
+                      "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   // A thread per connection while the 8 core ones are busy, up to kMaxHttpThreads
   // (exporters/http_pool.h): idle or slow clients cannot keep /metrics waiting.
   server_->new_task_queue = [] {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "exporters/web_config.h"
 #include "prometheus/collectable.h"
 
 namespace httplib {
@@ -37,12 +38,17 @@ class HttpServer {
 
   // Binds host:port ("127.0.0.1:9470", "[::1]:0", ":9470" = all addresses) and starts serving.
   // Returns the bound port (useful with port 0).
-  // Errors: InvalidArgument for a malformed address, Unavailable when the bind fails.
+  // Errors: InvalidArgument for a malformed address or a TLS certificate and key that do not
+  // load, Unavailable when the bind fails.
   absl::StatusOr<int> Start(const std::string& listen);
   void Stop();
   // /healthz answers 503 with check()'s text when it is not empty, else 200 "ok". Call before
   // Start.
   void SetHealthCheck(std::function<std::string()> check) { health_check_ = std::move(check); }
+  // TLS and basic auth from a web config (exporters/web_config.h): HTTPS instead of HTTP, and a
+  // 401 with `WWW-Authenticate: Basic` for every path but /healthz without a good user and
+  // password. Call before Start.
+  void SetWebConfig(WebConfig config) { web_ = std::move(config); }
 
   // The whole /metrics body as served.
   std::string RenderMetrics() const;
@@ -55,6 +61,7 @@ class HttpServer {
   const ClusterState* state_;
   std::unique_ptr<httplib::Server> server_;
   std::function<std::string()> health_check_;
+  WebConfig web_;
   std::thread thread_;
 };
 

@@ -22,7 +22,7 @@
 // Precedence: flag > config file > default.
 ABSL_FLAG(std::string, config, "",
           "YAML config file (keys grpc_listen, http_listen, tls: {cert, key, client_ca}, auth: "
-          "{token_file, node_tokens_file}, allow_insecure, and "
+          "{token_file, node_tokens_file}, allow_insecure, web_config, and "
           "collectives: the cross-rank "
           "straggler and diagnosis rules, read at start only; deploy/config/aggregator.yaml "
           "lists them). Default /etc/fabricscope/aggregator.yaml when it exists. Re-read on "
@@ -50,6 +50,11 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(std::string, node_tokens_file, "",
           "YAML map `node: token`: a node named there may stream with its own token (or the "
           "--auth-token-file one), a stolen token reports as one node only. Re-read on SIGHUP.");
+ABSL_FLAG(std::string, web_config, "",
+          "Web configuration file in the Prometheus exporters' format (tls_server_config: "
+          "cert_file, key_file, client_auth_type, client_ca_file; basic_auth_users: name: "
+          "bcrypt hash): HTTPS and/or basic auth on /metrics, /api/* and /heatmap/*; /healthz "
+          "stays open. Re-read on SIGHUP. Default: plain HTTP, no auth.");
 ABSL_FLAG(bool, allow_insecure, false,
           "Serve agents in plain text with no token on a non-loopback --grpc-listen. Without it "
           "such an address is refused (exit 2): give a token or TLS instead.");
@@ -75,6 +80,7 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   if (auto v = absl::GetFlag(FLAGS_auth_token_file); !v.empty()) o.auth_token_file = v;
   if (auto v = absl::GetFlag(FLAGS_node_tokens_file); !v.empty()) o.node_tokens_file = v;
   if (absl::GetFlag(FLAGS_allow_insecure)) o.allow_insecure = true;
+  if (auto v = absl::GetFlag(FLAGS_web_config); !v.empty()) o.web_config = v;
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
   if (absl::Status s = fabricscope::exporters::CheckAgentPortSecurity(o); !s.ok()) return s;
   return o;

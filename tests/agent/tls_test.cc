@@ -20,6 +20,7 @@
 #include "exporters/telemetry_service.h"
 #include "tests/agent/stream_test_util.h"
 #include "tests/common/fake_tree.h"
+#include "tests/common/test_pki.h"
 #include "tests/common/wait.h"
 
 namespace fabricscope::agent {
@@ -33,9 +34,9 @@ using testing::Hello;
 using testing::TryHello;
 using testing::WaitFor;
 
-// A CA ("ca"), a second one ("other"), the aggregator's certificate (DNS:aggregator.test) and
-// node-a's client certificate from each CA. P-256 keys: quick to make.
-class Pki {
+// A CA ("ca"), a second one ("other"), the aggregator's certificate (DNS:aggregator.test), a
+// renewal of it (server2), and node-a's client certificate from each CA and an expired one.
+class Pki : public testing::TestPki {
  public:
   Pki() {
     ok_ = Ca("ca") && Ca("other") && Leaf("server", "ca", "aggregator.test") &&
@@ -43,29 +44,8 @@ class Pki {
           Leaf("node-a-expired", "ca", "node-a", -1) && Leaf("server2", "ca", "aggregator.test");
   }
   bool ok() const { return ok_; }
-  std::string Pem(const std::string& name) const { return dir_.Path(name + ".pem"); }
-  std::string Key(const std::string& name) const { return dir_.Path(name + ".key"); }
 
  private:
-  bool Run(const std::string& cmd) const {
-    return std::system(("cd " + dir_.root() + " && " + cmd + " >/dev/null 2>&1").c_str()) == 0;
-  }
-  bool Ca(const std::string& n) const {
-    return Run(
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
-        ".key -out " + n + ".pem -days 2 -subj /CN=fabricscope-test-" + n);
-  }
-  // days < 0: a certificate whose notAfter is already past (openssl x509 -days -1).
-  bool Leaf(const std::string& n, const std::string& ca, const std::string& dns,
-            int days = 2) const {
-    dir_.Write(n + ".ext", "subjectAltName=DNS:" + dns + "\n");
-    return Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + n +
-               ".key -out " + n + ".csr -subj /CN=" + dns) &&
-           Run("openssl x509 -req -in " + n + ".csr -CA " + ca + ".pem -CAkey " + ca +
-               ".key -CAcreateserial -days " + std::to_string(days) + " -out " + n +
-               ".pem -extfile " + n + ".ext");
-  }
-  FakeTree dir_;
   bool ok_ = false;
 };
 

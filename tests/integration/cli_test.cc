@@ -41,6 +41,7 @@ TEST(AgentCli, HelpDocumentsEveryOption) {
                            "tls_server_name",
                            "auth_token_file",
                            "http_listen",
+                           "web_config",
                            "interfaces",
                            "line_rate",
                            "burst_enter",
@@ -94,6 +95,14 @@ TEST(AgentCli, BadValuesAreUsageErrors) {
   EXPECT_THAT(r.output, HasSubstr("is not a regular file"));
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--aggregator=nohostport"});
   EXPECT_EQ(r.status, 2);
+  t.Write("web.yml", "basic_auth_users:\n  alice: not-a-hash\n");
+  r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--web-config=" + t.Path("web.yml")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("basic_auth_users.alice: not a bcrypt hash"));
+  r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, cfg, "--grpc-listen=127.0.0.1:0",
+                  "--web-config=" + t.Path("web.yml")});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.output, HasSubstr("basic_auth_users.alice: not a bcrypt hash"));
   r = RunCommand({FABRICSCOPE_AGENT_BIN, cfg, "--no-such-flag"});
   EXPECT_EQ(r.status, 1);  // Abseil's flag parser, before our checks
   EXPECT_THAT(r.output, HasSubstr("no_such_flag"));
@@ -116,8 +125,9 @@ TEST(AgentCli, EnvironmentErrorsExitOne) {
 
 TEST(AggregatorCli, HelpAndBadAddress) {
   Result r = RunCommand({FABRICSCOPE_AGGREGATOR_BIN, "--help"});
-  for (const char* flag : {"grpc_listen", "http_listen", "tls_cert", "tls_key", "tls_client_ca",
-                           "auth_token_file", "node_tokens_file", "allow_insecure", "config"}) {
+  for (const char* flag :
+       {"grpc_listen", "http_listen", "tls_cert", "tls_key", "tls_client_ca", "auth_token_file",
+        "node_tokens_file", "allow_insecure", "web_config", "config"}) {
     EXPECT_THAT(r.output, HasSubstr(flag));
   }
   EXPECT_EQ(r.status, 1);

@@ -1,5 +1,6 @@
 // fabricscope-agent: samples port counters below 1 ms and streams window summaries and
 // microbursts to an aggregator, or serves /metrics itself (standalone mode).
+#include <linux/capability.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/options.h"
+#include "agent/privileges.h"
 #include "collectors/cli.h"
 #include "collectors/clock.h"
 #include "exporters/http_server.h"
@@ -427,6 +429,14 @@ int main(int argc, char** argv) {
   std::unique_ptr<fabricscope::agent::Agent> agent = *std::move(created);
   LogPorts(*agent);
   if (absl::Status s = agent->Start(); !s.ok()) return Fail(std::string(s.message()), 1);
+  // Sources are open: keep only CAP_NET_RAW, and that only while capture is configured.
+  std::vector<unsigned> keep;
+  if (!options.capture_interface.empty()) keep.push_back(CAP_NET_RAW);
+  if (auto caps = fabricscope::agent::DropCapabilitiesExcept(keep); caps.ok()) {
+    LOG(INFO) << "capabilities kept: " << *caps;
+  } else {
+    LOG(WARNING) << caps.status().message();
+  }
   printf("fabricscope-agent %s\n", Serving(options, *agent).c_str());
   printf("fabricscope-agent ports: %s\n", PortList(*agent).c_str());
   fflush(stdout);

@@ -14,6 +14,8 @@ packages=(
   libabsl-dev libgoogle-glog-dev libsystemd-dev libyaml-cpp-dev
   # libxcrypt's crypt_r for the web config's bcrypt hashes; OpenSSL (TLS, SHA-256)
   libcrypt-dev libssl-dev
+  # libcap-ng: the agent drops the capabilities it does not use once its sources are open
+  libcap-ng-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests: namespaces, traffic shaping, a real Prometheus (promtool)
   iproute2 prometheus curl procps jq

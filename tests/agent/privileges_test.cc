@@ -1,0 +1,81 @@
+// Dropping capabilities (agent/privileges.h), in a forked child so that this test process keeps
+// its own: what remains in /proc/self/status, and what the kernel then allows.
+#include "agent/privileges.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <linux/if_ether.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace fabricscope::agent {
+namespace {
+
+// A /proc/self/status capability mask ("CapEff", "CapBnd", ...) as a number.
+uint64_t CapMask(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0)
+      return std::stoull(line.substr(field.size() + 1), nullptr, 16);
+  }
+  return ~uint64_t{0};
+}
+
+bool CanOpenPacketSocket() {
+  const int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+// Runs `body` in a child; returns its exit status (0 = every check held).
+int InChild(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(Privileges, OnlyTheKeptCapabilityRemainsAndTheKernelHonoursIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (capabilities to drop)";
+  ASSERT_TRUE(CanOpenPacketSocket());
+  EXPECT_EQ(InChild([] {
+              auto kept = DropCapabilitiesExcept({CAP_NET_RAW});
+              if (!kept.ok() || *kept != "net_raw") return 1;
+              const uint64_t raw = uint64_t{1} << CAP_NET_RAW;
+              if (CapMask("CapEff") != raw || CapMask("CapPrm") != raw) return 2;
+              if (CapMask("CapBnd") != raw) return 3;  // root holds CAP_SETPCAP: bounded too
+              if (!CanOpenPacketSocket()) return 4;
+              // CAP_SYS_ADMIN is gone: sethostname(2) is refused.
+              if (sethostname("x", 1) == 0 || errno != EPERM) return 5;
+              // And with nothing kept, capture is refused too.
+              kept = DropCapabilitiesExcept({});
+              if (!kept.ok() || *kept != "none") return 6;
+              if (CapMask("CapEff") != 0 || CanOpenPacketSocket()) return 7;
+              return 0;
+            }),
+            0);
+  EXPECT_TRUE(CanOpenPacketSocket()) << "the test process itself kept its capabilities";
+}
+
+TEST(Privileges, AKeptCapabilityThatIsNotHeldStaysAbsent) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  EXPECT_EQ(InChild([] {
+              if (!DropCapabilitiesExcept({}).ok()) return 1;
+              auto kept = DropCapabilitiesExcept({CAP_NET_RAW});  // no longer held
+              return kept.ok() && *kept == "none" && CapMask("CapEff") == 0 ? 0 : 2;
+            }),
+            0);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

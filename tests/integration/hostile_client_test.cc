@@ -1,0 +1,303 @@
+// Issue 13's hostile inputs, as a client on loopback would send them to the real aggregator
+// binary: its own gRPC streams, raw HTTP and raw bytes. Each row of the issue's table that
+// reaches the aggregator is a test here; after each the daemon must still answer /healthz and
+// serve a /metrics that `promtool check metrics` accepts, and its RSS must stay bounded. (The
+// agent-side rows, the GPU socket's empty and non-UTF-8 datagrams, are in
+// tests/agent/gpu_ingest_test.cc and gpu_timeline_test.cc; --config=<a directory> in
+// cli_test.cc.)
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "fabricscope/v1/telemetry.grpc.pb.h"
+#include "tests/common/fake_tree.h"
+#include "tests/common/promtool.h"
+#include "tests/common/subprocess.h"
+
+namespace fabricscope::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+v1::Hello MakeHello(const std::string& node, uint64_t instance, int ports) {
+  v1::Hello h;
+  h.set_node(node);
+  h.set_instance_id(instance);
+  h.set_resume_seq(1);
+  for (int i = 0; i < ports; ++i) {
+    v1::PortInfo* p = h.add_ports();
+    p->set_device("mlx5_" + std::to_string(i));
+    p->set_port(1);
+    p->set_line_rate_bytes_per_second(50'000'000'000);
+  }
+  return h;
+}
+
+v1::Batch MakeBatch(uint64_t seq, uint32_t port = 0) {
+  v1::Batch b;
+  b.set_seq(seq);
+  b.set_window_start_ns(static_cast<int64_t>(seq) * 1'000'000'000);
+  b.set_window_end_ns(static_cast<int64_t>(seq + 1) * 1'000'000'000);
+  v1::PortWindow* w = b.add_ports();
+  w->set_port_index(port);
+  w->mutable_transmit()->set_has_bytes(true);
+  w->mutable_transmit()->set_bytes_total(seq * 1000);
+  return b;
+}
+
+// One agent stream of our own.
+class Stream {
+ public:
+  explicit Stream(int port)
+      : stub_(v1::Telemetry::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                         grpc::InsecureChannelCredentials()))) {
+    ctx_.set_deadline(std::chrono::system_clock::now() + 20s);
+    stream_ = stub_->Stream(&ctx_);
+  }
+  ~Stream() {
+    if (finished_) return;
+    ctx_.TryCancel();
+    stream_->Finish();
+  }
+  // Sends one message; the ack it got, or -1 when the aggregator ended the stream.
+  int64_t Send(const v1::AgentMessage& m) {
+    v1::AggregatorMessage ack;
+    if (!stream_->Write(m) || !stream_->Read(&ack)) return -1;
+    return static_cast<int64_t>(ack.ack().seq());
+  }
+  int64_t Hello(const v1::Hello& h) {
+    v1::AgentMessage m;
+    *m.mutable_hello() = h;
+    return Send(m);
+  }
+  int64_t Batch(const v1::Batch& b) {
+    v1::AgentMessage m;
+    *m.mutable_batch() = b;
+    return Send(m);
+  }
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    finished_ = true;
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<v1::Telemetry::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::AggregatorMessage>> stream_;
+  bool finished_ = false;
+};
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tree_.Write("aggregator.yaml", "limits:\n  max_nodes: 100\n");
+    aggregator_ = std::make_unique<Subprocess>(std::vector<std::string>{
+        FABRICSCOPE_AGGREGATOR_BIN, "--config=" + tree_.Path("aggregator.yaml"),
+        "--grpc-listen=127.0.0.1:0", "--http-listen=127.0.0.1:0"});
+    ASSERT_TRUE(aggregator_->Start());
+    auto m =
+        aggregator_->WaitForLine(std::regex("grpc=127.0.0.1:(\\d+) http=127.0.0.1:(\\d+)"), 10s);
+    ASSERT_TRUE(m) << aggregator_->Output();
+    grpc_ = std::stoi((*m)[1]);
+    http_ = std::stoi((*m)[2]);
+    rss_before_ = RssBytes();
+  }
+  // After every test: alive, /healthz ok, /metrics valid, memory bounded.
+  void TearDown() override {
+    if (aggregator_ == nullptr || http_ == 0) return;
+    EXPECT_EQ(Get("/healthz").status, 200);
+    const Response metrics = Get("/metrics");
+    EXPECT_EQ(metrics.status, 200);
+    const PromtoolResult lint = PromtoolCheckMetrics(metrics.body);
+    EXPECT_TRUE(lint.ok) << lint.output;
+    EXPECT_LT(RssBytes(), rss_before_ + (64 << 20)) << "RSS grew by more than 64 MiB";
+  }
+  struct Response {
+    int status = 0;
+    std::string body;
+    double seconds = 0;
+  };
+  Response Get(const std::string& path, int timeout_s = 10) const {
+    httplib::Client c("127.0.0.1", http_);
+    c.set_connection_timeout(timeout_s);
+    c.set_read_timeout(timeout_s);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = c.Get(path);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r ? Response{r->status, r->body, s} : Response{0, "", s};
+  }
+  int64_t RssBytes() const {
+    std::ifstream in("/proc/" + std::to_string(aggregator_->pid()) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    }
+    return 0;
+  }
+  double Metric(const std::string& name) const {
+    const std::string body = Get("/metrics").body;
+    std::smatch m;
+    if (std::regex_search(body, m, std::regex("\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)"))) {
+      return std::stod(m[2]);
+    }
+    return -1;
+  }
+
+  FakeTree tree_;
+  std::unique_ptr<Subprocess> aggregator_;
+  int grpc_ = 0, http_ = 0;
+  int64_t rss_before_ = 0;
+};
+
+// It crashed the aggregator (SIGSEGV): the same (node, instance) again with more ports.
+TEST_F(HostileClientTest, SameInstanceWithMorePorts) {
+  Stream a(grpc_);
+  ASSERT_EQ(a.Hello(MakeHello("n1", 7, 1)), 0);
+  ASSERT_EQ(a.Batch(MakeBatch(1)), 1);
+  Stream b(grpc_);
+  ASSERT_GE(b.Hello(MakeHello("n1", 7, 3)), 0);
+  EXPECT_EQ(b.Batch(MakeBatch(2, 2)), 2);  // port index 2 exists now
+}
+
+// It froze ingest and /metrics for hours: a series bucket of 1e17 ns.
+TEST_F(HostileClientTest, AbsurdSeriesBucketIsRejectedAndTheStreamGoesOn) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+  v1::Batch b = MakeBatch(1);
+  v1::UtilizationSeries* u = b.add_utilization_series();
+  u->set_bucket_ns(100'000'000'000'000'000);
+  u->set_transmit(std::string(8, '\x10'));
+  EXPECT_EQ(s.Batch(b), 1);  // acked, dropped, counted
+  EXPECT_EQ(s.Batch(MakeBatch(2)), 2);
+  EXPECT_GE(Metric("fabricscope_aggregator_rejected_batches_total"), 1);
+  EXPECT_LT(Get("/metrics").seconds, 5);
+}
+
+// It looped rows x span / 1 ms under the lock: 26.5 s for 2 rows over 1e7 s.
+TEST_F(HostileClientTest, HugeHeatMapRangeAnswersAtOnce) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 2)), 0);
+  ASSERT_EQ(s.Batch(MakeBatch(1)), 1);
+  const Response r = Get("/heatmap/links?from=1&to=9000000000&format=json", 30);
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 5) << r.status;
+}
+
+// Idle connections kept /metrics waiting: 500 of them, held while it scrapes.
+TEST_F(HostileClientTest, IdleConnectionsDoNotBlockMetrics) {
+  std::vector<int> fds;
+  for (int i = 0; i < 500; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(http_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) fds.push_back(fd);
+  }
+  EXPECT_EQ(fds.size(), 500u);
+  const Response r = Get("/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_LT(r.seconds, 5);
+  for (int fd : fds) close(fd);
+}
+
+// A sequence number jumping to 2^63 counted 9.2e18 lost batches and froze the instance.
+TEST_F(HostileClientTest, SequenceJumpIsDroppedNotCountedAsLoss) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+  ASSERT_EQ(s.Batch(MakeBatch(1)), 1);
+  EXPECT_EQ(s.Batch(MakeBatch(uint64_t{1} << 63)), 1);
+  EXPECT_EQ(s.Batch(MakeBatch(2)), 2);  // not frozen
+  EXPECT_EQ(Metric("fabricscope_aggregator_lost_batches_total"), 0);
+}
+
+// NaN and non-monotonic histograms were exported as le="NaN" and unsorted buckets.
+TEST_F(HostileClientTest, BadHistogramsNeverReachTheExposition) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+  v1::Batch b = MakeBatch(1);
+  v1::Histogram* h = b.mutable_ports(0)->mutable_transmit()->mutable_sample_utilization();
+  for (double bound : {0.5, std::nan(""), 0.2}) h->add_upper_bounds(bound);
+  for (int i = 0; i < 4; ++i) h->add_bucket_counts(1);
+  h->set_count(4);
+  h->set_sum(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(s.Batch(b), 1);
+  EXPECT_EQ(Get("/metrics").body.find("NaN"), std::string::npos);
+}
+
+// A Hello with 100,000 ports took RSS from 22 MB to 2.13 GB.
+TEST_F(HostileClientTest, HelloWithAHundredThousandPortsIsRefused) {
+  Stream s(grpc_);
+  EXPECT_EQ(s.Hello(MakeHello("n1", 7, 100'000)), -1);
+  const grpc::Status st = s.Finish();
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("ports: 100000 ports, at most 256"), std::string::npos);
+}
+
+// 5,000 invented node names took RSS to 381 MB and /metrics to 14.5 MB; past limits:
+// max_nodes (100 here) each is refused.
+TEST_F(HostileClientTest, InventedNodesStopAtTheNodeLimit) {
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 500; ++i) {
+    Stream s(grpc_);
+    (s.Hello(MakeHello(absl::StrCat("invented-", i), 1, 4)) >= 0 ? accepted : refused)++;
+  }
+  EXPECT_EQ(accepted, 100);
+  EXPECT_EQ(refused, 400);
+  EXPECT_LT(Get("/metrics").body.size(), 2u << 20);
+}
+
+// A client that took over a real node's name: forged counters, the real agent kicked off.
+TEST_F(HostileClientTest, ANodesNameCannotBeTakenOver) {
+  Stream real(grpc_);
+  ASSERT_EQ(real.Hello(MakeHello("n1", 7, 1)), 0);
+  ASSERT_EQ(real.Batch(MakeBatch(1)), 1);
+  Stream forger(grpc_);
+  EXPECT_EQ(forger.Hello(MakeHello("n1", 666, 1)), -1);
+  EXPECT_EQ(forger.Finish().error_code(), grpc::ALREADY_EXISTS);
+  EXPECT_EQ(real.Batch(MakeBatch(2)), 2);  // never kicked off
+}
+
+// Label values end up in the exposition and in log lines: no control characters.
+TEST_F(HostileClientTest, ControlCharactersInNamesAreRefused) {
+  Stream s(grpc_);
+  EXPECT_EQ(s.Hello(MakeHello("n1\nfabricscope_forged_total 1", 7, 1)), -1);
+  EXPECT_EQ(s.Finish().error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(Get("/metrics").body.find("fabricscope_forged_total"), std::string::npos);
+}
+
+// Garbage on both ports: the daemon stays up (TearDown checks it).
+TEST_F(HostileClientTest, GarbageBytesOnBothPorts) {
+  for (int port : {grpc_, http_}) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    std::string junk(65536, '\0');
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131) ^ (i >> 3));
+    EXPECT_GT(send(fd, junk.data(), junk.size(), MSG_NOSIGNAL), 0);
+    close(fd);
+  }
+  Stream s(grpc_);
+  EXPECT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+}
+
+}  // namespace
+}  // namespace fabricscope::testing

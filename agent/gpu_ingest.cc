@@ -52,8 +52,8 @@ void SetSocketGroup(const std::string& path, const std::string& name) {
   if (getgrnam_r(name.c_str(), &buf, names.data(), names.size(), &found) != 0 || found == nullptr) {
     LOG(WARNING) << "GPU socket " << path << ": group \"" << name
                  << "\" does not exist, so only the agent's own user and group may connect; "
-                    "create it (groupadd --system "
-                 << name << ") and add the users who run training jobs";
+                    "create it (adduser --system --group "
+                 << name << ", as the package does) and add the users who run training jobs";
     return;
   }
   if (chown(path.c_str(), static_cast<uid_t>(-1), found->gr_gid) != 0) {

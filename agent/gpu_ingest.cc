@@ -56,6 +56,8 @@ void SetSocketGroup(const std::string& path, const std::string& name) {
                  << name << ", as the package does) and add the users who run training jobs";
     return;
   }
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && st.st_gid == found->gr_gid) return;  // made with it
   if (chown(path.c_str(), static_cast<uid_t>(-1), found->gr_gid) != 0) {
     LOG(WARNING) << "GPU socket " << path << ": cannot give it group \"" << name << "\" ("
                  << strerror(errno)

@@ -428,15 +428,18 @@ int main(int argc, char** argv) {
   if (!created.ok()) return Fail(std::string(created.status().message()), 1);
   std::unique_ptr<fabricscope::agent::Agent> agent = *std::move(created);
   LogPorts(*agent);
-  if (absl::Status s = agent->Start(); !s.ok()) return Fail(std::string(s.message()), 1);
-  // Sources are open: keep only CAP_NET_RAW, and that only while capture is configured.
+  // Least privilege before any thread starts (capabilities are per thread, and threads inherit
+  // their creator's): CAP_NET_RAW while capture is configured, CAP_CHOWN while the GPU socket is
+  // to get a group, nothing else (agent/privileges.h).
   std::vector<unsigned> keep;
   if (!options.capture_interface.empty()) keep.push_back(CAP_NET_RAW);
+  if (!options.gpu_socket.empty() && !options.gpu_socket_group.empty()) keep.push_back(CAP_CHOWN);
   if (auto caps = fabricscope::agent::DropCapabilitiesExcept(keep); caps.ok()) {
     LOG(INFO) << "capabilities kept: " << *caps;
   } else {
     LOG(WARNING) << caps.status().message();
   }
+  if (absl::Status s = agent->Start(); !s.ok()) return Fail(std::string(s.message()), 1);
   printf("fabricscope-agent %s\n", Serving(options, *agent).c_str());
   printf("fabricscope-agent ports: %s\n", PortList(*agent).c_str());
   fflush(stdout);

@@ -24,13 +24,18 @@ absl::StatusOr<std::string> DropCapabilitiesExcept(const std::vector<unsigned>& 
                  static_cast<capng_type_t>(CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET),
                  cap);
   }
-  if (capng_apply(may_bound ? CAPNG_SELECT_BOTH : CAPNG_SELECT_CAPS) != 0) {
-    return absl::InternalError("cannot drop capabilities (capng_apply)");
-  }
+  const int applied = capng_apply(may_bound ? CAPNG_SELECT_BOTH : CAPNG_SELECT_CAPS);
   capng_get_caps_process();
   std::unique_ptr<char, decltype(&std::free)> text(
       capng_print_caps_text(CAPNG_PRINT_BUFFER, CAPNG_PERMITTED), &std::free);
-  return text && *text ? std::string(text.get()) : std::string("none");
+  const std::string now = text && *text ? std::string(text.get()) : std::string("none");
+  if (applied != 0) {
+    // A seccomp filter that denies capset(2) (systemd's SystemCallFilter=~@privileged) does
+    // this; the unit's CapabilityBoundingSet= has bounded the process already.
+    return absl::InternalError(
+        absl::StrCat("cannot drop capabilities (capset denied); holding ", now));
+  }
+  return now;
 }
 
 }  // namespace fabricscope::agent

@@ -13,14 +13,17 @@ namespace fabricscope::agent {
 // capabilities(7)), so neither this process nor anything it could exec gets them back. A cap in
 // `keep` that the process does not hold stays absent. Uses libcap-ng.
 //
-// The agent keeps CAP_NET_RAW while packet capture is configured (a SIGHUP reload opens a new
-// AF_PACKET socket) and nothing otherwise: sysfs and procfs counters are world-readable, the
-// ethtool ioctls it makes are unprivileged (net/ethtool/ioctl.c), and as root it still owns the
-// root-owned hw_counters/lifespan files it restores at exit. A reload that turns capture on
-// where it was off then fails with EPERM: that needs a restart.
+// Capabilities belong to each thread, and a thread starts with its creator's: the agent calls
+// this from main before any thread starts. It keeps CAP_NET_RAW while packet capture is
+// configured (a SIGHUP reload opens a new AF_PACKET socket) and CAP_CHOWN while the GPU socket
+// is given a group, nothing else: sysfs and procfs counters are world-readable, the ethtool
+// ioctls it makes are unprivileged (net/ethtool/ioctl.c), and as root it still owns the
+// root-owned files it opens or writes (umad devices, hw_counters/lifespan). A reload that turns
+// capture on where it was off then fails with EPERM: that needs a restart.
 //
 // Returns what remains, as libcap-ng prints it ("none", "net_raw").
-// Errors: Internal when the process's capabilities cannot be read or set.
+// Errors: Internal when the capabilities cannot be read or set (a seccomp filter denying
+// capset), saying which are held.
 absl::StatusOr<std::string> DropCapabilitiesExcept(const std::vector<unsigned>& keep);
 
 }  // namespace fabricscope::agent

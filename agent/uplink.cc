@@ -83,7 +83,11 @@ void GrpcUplink::Run(std::stop_token stop) {
     const uint64_t acked_before = acked_.load();
     const grpc::Status st = RunStream(*stub, stop);
     if (stop.stop_requested()) break;
-    if (acked_.load() > acked_before || DropRefused(st)) backoff_ms = options_.initial_backoff_ms;
+    // A stream ended before any ack refused the Hello (a limit, an invalid field, a duplicate):
+    // no batch was refused, and none is dropped.
+    if (acked_.load() > acked_before || (stream_acked_.load() && DropRefused(st))) {
+      backoff_ms = options_.initial_backoff_ms;
+    }
     const int sleep_ms = std::uniform_int_distribution<int>(backoff_ms / 2, backoff_ms)(rng);
     backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
     absl::MutexLock lock(&mu_);
@@ -150,9 +154,11 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
   connects_.fetch_add(1);
   LOG(INFO) << "connected to aggregator " << options_.target << ", resuming at batch " << cursor;
 
+  stream_acked_.store(false);
   std::thread reader([this, &stream] {
     v1::AggregatorMessage in;
     while (stream->Read(&in)) {
+      stream_acked_.store(true);
       if (in.has_ack()) OnAck(in.ack().seq());
     }
     absl::MutexLock lock(&mu_);

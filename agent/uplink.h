@@ -75,6 +75,7 @@ class GrpcUplink final : public BatchSink {
   std::atomic<uint64_t> refused_{0};
   uint64_t suspect_seq_ = 0;  // uplink thread: the first unacked batch at the last refusal
   std::atomic<uint64_t> acked_{0};
+  std::atomic<bool> stream_acked_{false};  // the current stream got an ack (its Hello passed)
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> connects_{0};
   std::jthread thread_;

@@ -82,7 +82,6 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
     // streams go on.
     auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
     if (!tokens.ok()) return tokens.status();
-    if (grpc_) grpc_->SetTokens(*std::move(tokens));
     // A web config is read again too (renewed certificate, changed users): the HTTP server
     // alone restarts; the agents' streams are untouched.
     if (!options.web_config.empty() || !options_.web_config.empty()) {
@@ -95,6 +94,8 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
         return s;
       }
     }
+    // Only once nothing can fail any more: a failed reload changes nothing.
+    if (grpc_) grpc_->SetTokens(*std::move(tokens));
     options_ = std::move(options);
     return absl::OkStatus();
   }

@@ -168,20 +168,21 @@ absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   for (const std::string& a : {options.grpc_listen, options.http_listen}) {
     if (auto hp = SplitHostPort(a); !hp.ok()) return hp.status();
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAggregatorSecurity(const AggregatorOptions& options) {
   if (absl::Status s = CheckServerTls(options.tls); !s.ok()) return s;
   auto tokens = TokenAuth::Load(options.auth_token_file, options.node_tokens_file);
   if (!tokens.ok()) return tokens.status();
   if (!options.web_config.empty()) {
     if (auto web = LoadWebConfig(options.web_config); !web.ok()) return web.status();
   }
-  return absl::OkStatus();
-}
-
-absl::Status CheckAgentPortSecurity(const AggregatorOptions& options) {
   auto hp = SplitHostPort(options.grpc_listen);
   if (!hp.ok()) return hp.status();
   const std::string& host = hp->first;
-  const bool token = !options.auth_token_file.empty() || !options.node_tokens_file.empty();
+  // The tokens loaded, not the file names: a node tokens file that names nobody asks for none.
+  const bool token = (*tokens)->enabled();
   if (!IsLoopbackHost(host) && !options.tls.enabled() && !token && !options.allow_insecure) {
     return absl::InvalidArgumentError(absl::StrCat(
         "grpc_listen ", options.grpc_listen,

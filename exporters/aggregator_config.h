@@ -16,7 +16,8 @@ namespace fabricscope::exporters {
 //   allow_insecure: false (true: plain text without a token on a non-loopback grpc_listen)
 //   web_config: FILE (TLS and basic auth of the HTTP endpoints, exporters/web_config.h)
 //   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256}, each
-//     1..1000000 (exporters/message_checks.h HelloLimits, ClusterState::Options)
+//     1..1000000 (exporters/message_checks.h HelloLimits, ClusterState::Options); read at start
+//     only (the state keeps them), like collectives:
 //   collectives: {straggler_skew_ratio: 0.25, straggler_min_skew_seconds: 0.001,
 //     straggler_history: 16, straggler_min_instances: 4, straggler_max_p_value: 0.001,
 //     straggler_min_lateness_ratio: 0.05, diagnosis_window: 16, diagnosis_min_share: 0.5,
@@ -26,13 +27,16 @@ namespace fabricscope::exporters {
 // level that is not a map, unknown keys or malformed HOST:PORT values (with the key named).
 absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* options);
 
-// Checks that both addresses are HOST:PORT, grpc_listen is not empty and the TLS and token files
-// are readable and valid. Errors: InvalidArgument naming the bad value (never a token).
+// Checks that both addresses are HOST:PORT and grpc_listen is not empty: the file's own form,
+// before flags apply. Errors: InvalidArgument naming the bad value.
 absl::Status ValidateAggregatorOptions(const AggregatorOptions& options);
 
-// Secure by default (issue 13 item 4): a grpc_listen other than loopback (IsLoopbackHost) needs
-// TLS, a token file or allow_insecure, once the config file and the flags are both applied.
-// Errors: InvalidArgument saying how to make a token or a certificate.
-absl::Status CheckAgentPortSecurity(const AggregatorOptions& options);
+// Once the config file and the flags are both applied (a flag may name a file only a systemd
+// credential makes readable): the TLS, token and web-config files are readable and valid, and,
+// secure by default (issue 13 item 4), a grpc_listen other than loopback (IsLoopbackHost) has
+// TLS, a token that is asked (a node tokens file naming nobody asks none) or allow_insecure.
+// Errors: InvalidArgument naming the file or key (never a token), and for the last saying how
+// to make a token or a certificate.
+absl::Status CheckAggregatorSecurity(const AggregatorOptions& options);
 
 }  // namespace fabricscope::exporters

@@ -26,7 +26,16 @@ constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
 constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
 }  // namespace
 
-absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
+namespace {
+
+absl::Status NodeLimitError(size_t held) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this aggregator holds ", held, " nodes, its limit (limits: max_nodes)"));
+}
+
+}  // namespace
+
+absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
   if (absl::Status s = CheckHello(hello, options_.hello); !s.ok()) {
     CountRefusedStream("invalid_hello");
     return absl::InvalidArgumentError(absl::StrCat("Hello: ", s.message()));
@@ -34,8 +43,17 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   absl::MutexLock lock(&mu_);
   if (nodes_.size() >= options_.max_nodes && !nodes_.contains(hello.node())) {
     ++refused_streams_["node_limit"];
-    return absl::ResourceExhaustedError(absl::StrCat("this aggregator holds ", nodes_.size(),
-                                                     " nodes, its limit (limits: max_nodes)"));
+    return NodeLimitError(nodes_.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
+  if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (nodes_.size() >= options_.max_nodes && !nodes_.contains(hello.node())) {
+    ++refused_streams_["node_limit"];  // another new node got in since ValidateHello
+    return NodeLimitError(nodes_.size());
   }
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =

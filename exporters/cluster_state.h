@@ -50,6 +50,9 @@ class ClusterState : public prometheus::Collectable {
   // Errors: InvalidArgument (CheckHello: the field named) and ResourceExhausted for a new node
   // past max_nodes, each counted in fabricscope_aggregator_refused_streams_total.
   absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
+  // OnHello's checks alone (CheckHello, then the node limit), counted the same way; nothing is
+  // stored. Errors: as OnHello's.
+  absl::Status ValidateHello(const v1::Hello& hello);
 
   // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
   // Returns the seq to ack: the highest contiguous one stored. A batch whose records name a

@@ -82,7 +82,7 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   if (absl::GetFlag(FLAGS_allow_insecure)) o.allow_insecure = true;
   if (auto v = absl::GetFlag(FLAGS_web_config); !v.empty()) o.web_config = v;
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
-  if (absl::Status s = fabricscope::exporters::CheckAgentPortSecurity(o); !s.ok()) return s;
+  if (absl::Status s = fabricscope::exporters::CheckAggregatorSecurity(o); !s.ok()) return s;
   return o;
 }
 

@@ -119,9 +119,11 @@ class AgentStreamReactor final
         return s;
       }
     }
-    // Claimed before the state sees the Hello: a refused second instance must not reset the
-    // live one's node. A Hello the state refuses (out of bounds, past the node limit) gives the
+    // Checked before the claim, so that an invalid Hello never supersedes a live stream; then
+    // claimed before the state sees it, so that a refused second instance cannot reset the live
+    // one's node. A Hello the state still refuses (the node limit reached meanwhile) gives the
     // claim back at once.
+    if (absl::Status s = state_.ValidateHello(hello); !s.ok()) return s;
     if (absl::Status s = service_.Claim(hello.node(), hello.instance_id(), context_->peer(), this);
         !s.ok()) {
       return s;
@@ -201,12 +203,24 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* TelemetryServi
   return new AgentStreamReactor(state_, *this, context, std::move(policy));
 }
 
+namespace {
+
+// gRPC's peer string without its port: "ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5".
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+}  // namespace
+
 absl::Status TelemetryService::Claim(const std::string& node, uint64_t instance,
                                      const std::string& peer, Claimant* who) {
   absl::MutexLock lock(&live_mu_);
   auto [it, inserted] = live_.try_emplace(node, Live{instance, peer, who});
   if (inserted || it->second.who == who) return absl::OkStatus();
-  if (it->second.instance == instance) {
+  // The same instance from the same host: that agent reconnected. From another host it is a
+  // forger who learned the instance id (it is in every Hello), refused like any duplicate.
+  if (it->second.instance == instance && PeerHost(it->second.peer) == PeerHost(peer)) {
     // The same agent reconnected: its old stream is dead on its side. Supersede only sets a
     // flag, so no reactor is touched after this lock is released.
     it->second.who->Supersede();
@@ -219,10 +233,12 @@ absl::Status TelemetryService::Claim(const std::string& node, uint64_t instance,
       << ") refused while instance " << it->second.instance << " (" << it->second.peer
       << ") streams (counted in "
       << "fabricscope_aggregator_refused_streams_total{reason=\"duplicate\"})";
+  // The live stream's instance and address go to the log only: a refused client must not learn
+  // what would let it pass for the live agent.
   return absl::AlreadyExistsError(
-      absl::StrCat("node \"", node, "\" already streams from agent instance ", it->second.instance,
-                   " at ", it->second.peer,
-                   "; one agent per node name (a dead stream is closed by keepalive within 30 s)"));
+      absl::StrCat("node \"", node,
+                   "\" already has a live stream from another agent; one agent per node name (a "
+                   "dead stream is closed by keepalive within 30 s)"));
 }
 
 void TelemetryService::Release(const std::string& node, Claimant* who) {

@@ -22,8 +22,9 @@ namespace fabricscope::exporters {
 //     alice: $2y$10$...             # bcrypt hash (htpasswd -nBC 10 "" | tr -d ':\n')
 //
 // Of the toolkit's keys, fabricscope takes these; any other is refused by name rather than
-// ignored (a setting that silently does nothing is worse than an error). /healthz stays open
-// whatever the file says, for probes.
+// ignored (a setting that silently does nothing is worse than an error). /healthz needs no
+// password, for probes; with RequireAndVerifyClientCert the TLS handshake still wants a client
+// certificate before any path.
 struct WebConfig {
   std::string cert_file = "", key_file = "";      // both or neither; TLS when set
   std::string client_ca_file = "";                // mTLS: clients need a certificate it signed

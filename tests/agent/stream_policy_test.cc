@@ -129,8 +129,12 @@ TEST_F(StreamPolicyTest, ASecondAgentWithTheSameNodeNameIsRefusedUntilTheFirstLe
   // Another instance under the same name: refused, counted, and the first keeps the node.
   const grpc::Status st = TryHello(Plain(), port_, Hello("node-a", 2), Bearer(kToken));
   EXPECT_EQ(st.error_code(), grpc::ALREADY_EXISTS) << st.error_message();
-  EXPECT_NE(st.error_message().find("already streams from agent instance 1"), std::string::npos)
+  EXPECT_NE(st.error_message().find("already has a live stream from another agent"),
+            std::string::npos)
       << st.error_message();
+  // Nothing that would let it pass for the live agent: its instance id, its address.
+  EXPECT_EQ(st.error_message().find("instance"), std::string::npos) << st.error_message();
+  EXPECT_EQ(st.error_message().find("127.0.0.1"), std::string::npos) << st.error_message();
   EXPECT_EQ(Refused(state_, "duplicate"), 1);
   GrpcUplink second(Uplink(kToken), Hello("node-a", 2));
   second.Submit(Batch());
@@ -173,6 +177,51 @@ TEST_F(StreamPolicyTest, TheSameInstanceReconnectingTakesTheNodeOver) {
   uplink.Submit(Batch());
   EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; }));
   uplink.Shutdown(1000);
+}
+
+// The registry itself: the same instance takes the node over from the same host only; a forger
+// elsewhere who learned the instance id (it is in every Hello) is refused like any duplicate.
+TEST(StreamRegistry, TheSameInstanceFromAnotherHostIsADuplicate) {
+  struct Recorder : exporters::TelemetryService::Claimant {
+    void Supersede() override { superseded = true; }
+    bool superseded = false;
+  };
+  exporters::ClusterState state;
+  exporters::TelemetryService service(state);
+  Recorder live, forger, reconnect;
+  ASSERT_TRUE(service.Claim("node-a", 5, "ipv4:10.0.0.7:40000", &live).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(service.Claim("node-a", 5, "ipv4:10.0.0.66:40001", &forger)));
+  EXPECT_FALSE(live.superseded);
+  EXPECT_EQ(Refused(state, "duplicate"), 1);
+  EXPECT_TRUE(service.Claim("node-a", 5, "ipv4:10.0.0.7:40002", &reconnect).ok());
+  EXPECT_TRUE(live.superseded);
+  // The superseded stream's end does not free the node its successor holds.
+  service.Release("node-a", &live);
+  EXPECT_TRUE(absl::IsAlreadyExists(service.Claim("node-a", 6, "ipv4:10.0.0.7:40003", &forger)));
+  service.Release("node-a", &reconnect);
+  EXPECT_TRUE(service.Claim("node-a", 6, "ipv4:10.0.0.7:40003", &forger).ok());
+}
+
+// A Hello the aggregator refuses (here: past limits: max_nodes) is not a refused batch: the
+// agent keeps its queue and tries again (the uplink drops a batch only after a stream that had
+// accepted its Hello ended with INVALID_ARGUMENT or RESOURCE_EXHAUSTED).
+TEST(StreamPolicy, ARefusedHelloDropsNoBatch) {
+  exporters::ClusterState::Options o;
+  o.max_nodes = 1;
+  exporters::ClusterState state(o);
+  exporters::TelemetryServer server(state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  ASSERT_EQ(TryHello(Plain(), *port, "node-a", {}, kHold).error_code(), grpc::DEADLINE_EXCEEDED);
+  GrpcUplink uplink(
+      {.target = absl::StrCat("127.0.0.1:", *port), .initial_backoff_ms = 10, .max_backoff_ms = 20},
+      Hello("node-b"));
+  for (int i = 0; i < 3; ++i) uplink.Submit(Batch());
+  ASSERT_TRUE(WaitFor([&] { return Refused(state, "node_limit") >= 6; }));
+  EXPECT_EQ(uplink.refused_batches(), 0u);
+  EXPECT_EQ(uplink.dropped_batches(), 0u);
+  EXPECT_EQ(uplink.acked_seq(), 0u);
+  uplink.Shutdown(0);
 }
 
 }  // namespace

@@ -122,29 +122,41 @@ TEST(IsLoopbackHost, OnlyTheLoopbackRangeAndNames) {
 }
 
 // Secure by default: agents in plain text without a token only on loopback.
-TEST(CheckAgentPortSecurity, PlainTextWithoutATokenOnlyOnLoopbackOrWhenAllowed) {
+TEST(CheckAggregatorSecurity, PlainTextWithoutATokenOnlyOnLoopbackOrWhenAllowed) {
+  testing::FakeTree t;
+  t.Write("token", kToken + "\n");
+  t.Write("nodes.yaml", "node-a: " + kToken + "\n");
+  t.Write("nobody.yaml", "{}\n");
+  t.Write("a.pem", "x");
   AggregatorOptions o;  // 0.0.0.0:9471, no TLS, no token
-  const absl::Status refused = CheckAgentPortSecurity(o);
+  const absl::Status refused = CheckAggregatorSecurity(o);
   EXPECT_TRUE(absl::IsInvalidArgument(refused));
   EXPECT_THAT(std::string(refused.message()), HasSubstr("openssl rand -hex 32"));
   EXPECT_THAT(std::string(refused.message()), HasSubstr("--allow-insecure"));
   o.grpc_listen = "[::1]:9471";
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
   o.grpc_listen = "127.0.0.1:0";
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
   o.grpc_listen = "10.1.2.3:9471";
-  EXPECT_FALSE(CheckAgentPortSecurity(o).ok());
+  EXPECT_FALSE(CheckAggregatorSecurity(o).ok());
   o.allow_insecure = true;
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
   o.allow_insecure = false;
-  o.auth_token_file = "/etc/fabricscope/token";
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  o.auth_token_file = t.Path("token");
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
   o.auth_token_file.clear();
-  o.node_tokens_file = "/etc/fabricscope/node-tokens.yaml";
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  o.node_tokens_file = t.Path("nodes.yaml");
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
+  // A node tokens file that names nobody asks no token: still refused.
+  o.node_tokens_file = t.Path("nobody.yaml");
+  EXPECT_FALSE(CheckAggregatorSecurity(o).ok());
   o.node_tokens_file.clear();
-  o.tls.cert = "/etc/fabricscope/tls/aggregator.pem";
-  EXPECT_TRUE(CheckAgentPortSecurity(o).ok());
+  o.tls.cert = t.Path("a.pem");
+  o.tls.key = t.Path("a.pem");
+  EXPECT_TRUE(CheckAggregatorSecurity(o).ok());
+  o.auth_token_file = "/nonexistent/token";
+  EXPECT_THAT(std::string(CheckAggregatorSecurity(o).message()),
+              HasSubstr("/nonexistent/token is not a readable regular file"));
 }
 
 TEST(AggregatorConfig, AuthAndAllowInsecureKeys) {
@@ -161,9 +173,10 @@ TEST(AggregatorConfig, AuthAndAllowInsecureKeys) {
   t.Write("aggregator.yaml", "auth:\n  token: " + kToken + "\n");
   EXPECT_THAT(std::string(LoadAggregatorConfig(t.Path("aggregator.yaml"), &o).message()),
               HasSubstr("auth.token: unknown key"));
+  // The file names a token file that only a flag-given credential would replace: its
+  // readability is checked once the flags apply (CheckAggregatorSecurity), not here.
   t.Write("aggregator.yaml", "auth:\n  token_file: /nonexistent/token\n");
-  EXPECT_THAT(std::string(LoadAggregatorConfig(t.Path("aggregator.yaml"), &o).message()),
-              HasSubstr("/nonexistent/token is not a readable regular file"));
+  EXPECT_TRUE(LoadAggregatorConfig(t.Path("aggregator.yaml"), &o).ok());
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// The real agent, started as root, keeps only the capabilities it uses once its sources are
-// open (agent/privileges.h): none without packet capture, CAP_NET_RAW with it. Read from the
-// running process's /proc/PID/status.
+// The real agent, started as root, keeps only the capabilities it uses (agent/privileges.h):
+// none without packet capture, CAP_NET_RAW with it, in every one of its threads. Read from the
+// running process's /proc/PID/task/*/status.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -18,8 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-uint64_t CapMask(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+uint64_t CapMask(const std::string& status_path, const std::string& field) {
+  std::ifstream in(status_path);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(field + ":", 0) == 0) {
@@ -47,10 +48,21 @@ TEST(AgentCapabilities, OnlyNetRawAndOnlyWhileCapturing) {
     Subprocess agent(argv);
     ASSERT_TRUE(agent.Start());
     ASSERT_TRUE(agent.WaitForLine(std::regex("capabilities kept: "), 10s)) << agent.Output();
+    ASSERT_TRUE(agent.WaitForLine(std::regex("serving http://"), 10s)) << agent.Output();
     const uint64_t want = capture ? uint64_t{1} << 13 : 0;  // CAP_NET_RAW is 13
-    EXPECT_EQ(CapMask(agent.pid(), "CapEff"), want) << "capture " << capture;
-    EXPECT_EQ(CapMask(agent.pid(), "CapPrm"), want) << "capture " << capture;
-    EXPECT_EQ(CapMask(agent.pid(), "CapBnd"), want) << "capture " << capture;
+    // Capabilities are per thread: every one of the agent's threads (samplers, pipeline, HTTP,
+    // capture) must hold no more.
+    size_t threads = 0;
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(agent.pid()) + "/task")) {
+      const std::string status = task.path().string() + "/status";
+      for (const char* field : {"CapEff", "CapPrm", "CapBnd"}) {
+        EXPECT_EQ(CapMask(status, field), want)
+            << field << " of thread " << task.path().filename() << ", capture " << capture;
+      }
+      ++threads;
+    }
+    EXPECT_GT(threads, 3u);
   }
 }
 

@@ -61,8 +61,10 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                                    std::pair<const char*, int64_t*>{"to", &q.to_unix_ns}}) {
       if (auto v = Param(req, key); !v.empty()) {
         double s = 0;
-        if (!absl::SimpleAtod(v, &s) || !(s > 0) || s > 1e11) {
-          return BadRequest(res, absl::StrCat(key, " must be Unix seconds"));
+        // At most 4e9 s (the year 2096): in nanoseconds it still fits an int64 with room for
+        // the span arithmetic (converting a larger double is undefined behaviour).
+        if (!absl::SimpleAtod(v, &s) || !(s > 0) || s > 4e9) {
+          return BadRequest(res, absl::StrCat(key, " must be Unix seconds up to 4e9"));
         }
         *dst = static_cast<int64_t>(s * 1e9);
       }

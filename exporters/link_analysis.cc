@@ -26,6 +26,9 @@ namespace {
 constexpr size_t kPfcPriorities = 8;
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+// Ceiling of a / b for a >= 0, b > 0, without the overflow of (a + b - 1) / b near INT64_MAX
+// (a heat-map span of centuries).
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 std::string LinkName(const std::string& node, const v1::PortInfo& p) {
   return absl::StrCat(node, "/", p.device(), ":", p.port());
@@ -303,7 +306,7 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   if (rows.empty()) {
     // One column for the whole window, and the reason, rather than an empty plot thousands of
     // pixels wide.
-    bucket = std::max(base, (span + base - 1) / base * base);
+    bucket = std::max(base, CeilDiv(span, base) * base);
     m.note =
         "no link utilization in this window: it needs the port's line rate (its sysfs speed, or "
         "--line-rate=IFACE=RATE on the agent)";
@@ -311,12 +314,12 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   // Coarser buckets up front when the requested grid exceeds the cell cap.
   const size_t max_cols =
       std::max<size_t>(1, options_.max_cells / std::max<size_t>(1, rows.size()));
-  int64_t cols = std::max<int64_t>(1, (span + bucket - 1) / bucket);
+  int64_t cols = std::max<int64_t>(1, CeilDiv(span, bucket));
   if (static_cast<size_t>(cols) > max_cols) {
     const int64_t factor =
         (cols + static_cast<int64_t>(max_cols) - 1) / static_cast<int64_t>(max_cols);
     bucket *= factor;
-    cols = std::max<int64_t>(1, (span + bucket - 1) / bucket);
+    cols = std::max<int64_t>(1, CeilDiv(span, bucket));
     m.note = absl::StrFormat("buckets widened to %g ms to stay within %d cells",
                              static_cast<double>(bucket) / 1e6, options_.max_cells);
   }

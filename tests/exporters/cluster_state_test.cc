@@ -345,7 +345,8 @@ TEST(ClusterState, RecentMicroburstsAreBounded) {
 }
 
 double RefusedStreams(const ClusterState& s, const std::string& reason) {
-  for (const auto& m : Find(s.Collect(), "fabricscope_aggregator_refused_streams_total")->metric) {
+  const std::vector<MetricFamily> fams = s.Collect();  // kept alive for the loop
+  for (const auto& m : Find(fams, "fabricscope_aggregator_refused_streams_total")->metric) {
     if (m.label[0].value == reason) return m.counter.value;
   }
   return -1;

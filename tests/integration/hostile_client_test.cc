@@ -33,6 +33,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// How much the aggregator's RSS may grow over a test: 64 MiB, four times that under ASan
+// (redzones, quarantine and fake stacks for the threads of 500 idle connections).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kRssGrowthBytes = int64_t{256} << 20;
+#else
+constexpr int64_t kRssGrowthBytes = int64_t{64} << 20;
+#endif
+
 v1::Hello MakeHello(const std::string& node, uint64_t instance, int ports) {
   v1::Hello h;
   h.set_node(node);
@@ -50,8 +58,9 @@ v1::Hello MakeHello(const std::string& node, uint64_t instance, int ports) {
 v1::Batch MakeBatch(uint64_t seq, uint32_t port = 0) {
   v1::Batch b;
   b.set_seq(seq);
-  b.set_window_start_ns(static_cast<int64_t>(seq) * 1'000'000'000);
-  b.set_window_end_ns(static_cast<int64_t>(seq + 1) * 1'000'000'000);
+  const auto window = static_cast<int64_t>(seq % 1'000'000);  // a jump to 2^63 still fits
+  b.set_window_start_ns(window * 1'000'000'000);
+  b.set_window_end_ns((window + 1) * 1'000'000'000);
   v1::PortWindow* w = b.add_ports();
   w->set_port_index(port);
   w->mutable_transmit()->set_has_bytes(true);
@@ -125,7 +134,7 @@ class HostileClientTest : public ::testing::Test {
     EXPECT_EQ(metrics.status, 200);
     const PromtoolResult lint = PromtoolCheckMetrics(metrics.body);
     EXPECT_TRUE(lint.ok) << lint.output;
-    EXPECT_LT(RssBytes(), rss_before_ + (64 << 20)) << "RSS grew by more than 64 MiB";
+    EXPECT_LT(RssBytes(), rss_before_ + kRssGrowthBytes) << "RSS grew by more than the bound";
   }
   struct Response {
     int status = 0;
@@ -193,9 +202,11 @@ TEST_F(HostileClientTest, HugeHeatMapRangeAnswersAtOnce) {
   Stream s(grpc_);
   ASSERT_EQ(s.Hello(MakeHello("n1", 7, 2)), 0);
   ASSERT_EQ(s.Batch(MakeBatch(1)), 1);
-  const Response r = Get("/heatmap/links?from=1&to=9000000000&format=json", 30);
-  EXPECT_NE(r.status, 0);
+  Response r = Get("/heatmap/links?from=1&to=4000000000&format=json", 30);
+  EXPECT_EQ(r.status, 200);
   EXPECT_LT(r.seconds, 5) << r.status;
+  r = Get("/heatmap/links?from=1&to=9000000000&format=json", 30);  // past int64 nanoseconds
+  EXPECT_EQ(r.status, 400);
 }
 
 // Idle connections kept /metrics waiting: 500 of them, held while it scrapes.

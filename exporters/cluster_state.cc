@@ -85,7 +85,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.hello.instance_id() != instance_id) {
-    ++rejected_batches_total_;
+    ++rejected_batches_["before_hello"];
     return absl::FailedPreconditionError(
         absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
   }
@@ -99,7 +99,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   // was), so it neither counts 2^63 batches lost nor freezes the instance behind a sequence number
   // no real batch reaches.
   if (batch.seq() - n.contiguous > kMaxSeqStep) {
-    ++rejected_batches_total_;
+    ++rejected_batches_["seq_jump"];
     LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
                               << " jumps past " << n.contiguous << " by more than " << kMaxSeqStep
                               << "; dropped (counted in "
@@ -109,14 +109,17 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
   // resending it would not make it valid, and it must not block the batches behind it.
   absl::Status invalid;
+  const char* reason = "";
   for (const v1::PortWindow& pw : batch.ports()) {
     if (pw.port_index() >= n.ports.size()) {
+      reason = "port_index";
       invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
                                                         pw.port_index(), " of ", n.ports.size()));
     }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
     if (m.port_index() >= n.ports.size()) {
+      reason = "port_index";
       invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
                                                         " has a microburst on port index ",
                                                         m.port_index(), " of ", n.ports.size()));
@@ -131,6 +134,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
         static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
             static_cast<double>(kMaxSeriesWindowNs) ||
         u.port_index() >= n.ports.size()) {
+      reason = "series";
       invalid = absl::InvalidArgumentError(
           absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
                        " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
@@ -139,11 +143,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
   if (invalid.ok()) {
     if (absl::Status h = CheckHistograms(batch); !h.ok()) {
+      reason = "histogram";
       invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
     }
   }
   if (!invalid.ok()) {
-    ++rejected_batches_total_;
+    ++rejected_batches_[reason];
     if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
     LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
                               << "; batch dropped (counted in "
@@ -573,8 +578,14 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                               MetricType::Counter);
   AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
   auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
-                             "Malformed batches or batches without a Hello.", MetricType::Counter);
-  AddValue(self_rej, {}, static_cast<double>(rejected_batches_total_));
+                             "Batches dropped whole, by reason (before_hello, seq_jump, "
+                             "port_index, series, histogram).",
+                             MetricType::Counter);
+  for (const char* reason : kRejectedBatchReasons) {
+    auto it = rejected_batches_.find(reason);
+    AddValue(self_rej, {{"reason", reason}},
+             static_cast<double>(it == rejected_batches_.end() ? 0 : it->second));
+  }
   auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
                               "Batches whose window does not start where the node's previous one "
                               "ended.",

@@ -73,6 +73,12 @@ class ClusterState : public prometheus::Collectable {
   // reason one of kRefusedStreamReasons (exporters/telemetry_service.h says when each applies).
   static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
                                                           "invalid_hello", "node_limit"};
+  // Batches dropped whole (fabricscope_aggregator_rejected_batches_total{reason}): before_hello
+  // (no Hello of that instance on the stream), seq_jump (past kMaxSeqStep), port_index (a port
+  // the Hello did not announce), series (a utilization series outside the agent's bounds),
+  // histogram (one the text format cannot carry).
+  static constexpr const char* kRejectedBatchReasons[] = {"before_hello", "seq_jump", "port_index",
+                                                          "series", "histogram"};
   void CountRefusedStream(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     ++refused_streams_[reason];
@@ -135,8 +141,8 @@ class ClusterState : public prometheus::Collectable {
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t rejected_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);  // by reason
+  std::map<std::string, uint64_t> rejected_batches_ ABSL_GUARDED_BY(mu_);  // by reason
+  std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);   // by reason
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

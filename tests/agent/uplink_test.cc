@@ -44,9 +44,13 @@ double ExportedTx(const exporters::ClusterState& s) {
   return -1;
 }
 
+// The family's value, summed over its series (reasons, for the rejected batches).
 double SelfMetric(const exporters::ClusterState& s, const std::string& name) {
   for (const auto& f : s.Collect()) {
-    if (f.name == name) return f.metric[0].counter.value;
+    if (f.name != name) continue;
+    double sum = 0;
+    for (const auto& m : f.metric) sum += m.counter.value;
+    return sum;
   }
   return -1;
 }

@@ -28,6 +28,17 @@ constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
 
 namespace {
 
+// One series per reason of a bounded list, 0 for those never counted.
+template <size_t N>
+void AddByReason(prometheus::MetricFamily& family, const char* const (&reasons)[N],
+                 const std::map<std::string, uint64_t>& counts) {
+  for (const char* reason : reasons) {
+    auto it = counts.find(reason);
+    AddValue(family, {{"reason", reason}},
+             static_cast<double>(it == counts.end() ? 0 : it->second));
+  }
+}
+
 absl::Status NodeLimitError(size_t held) {
   return absl::ResourceExhaustedError(
       absl::StrCat("this aggregator holds ", held, " nodes, its limit (limits: max_nodes)"));
@@ -581,11 +592,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                              "Batches dropped whole, by reason (before_hello, seq_jump, "
                              "port_index, series, histogram).",
                              MetricType::Counter);
-  for (const char* reason : kRejectedBatchReasons) {
-    auto it = rejected_batches_.find(reason);
-    AddValue(self_rej, {{"reason", reason}},
-             static_cast<double>(it == rejected_batches_.end() ? 0 : it->second));
-  }
+  AddByReason(self_rej, kRejectedBatchReasons, rejected_batches_);
   auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
                               "Batches whose window does not start where the node's previous one "
                               "ended.",
@@ -598,11 +605,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                                  "invalid_hello: a field out of bounds; node_limit: one node "
                                  "more than limits: max_nodes).",
                                  MetricType::Counter);
-  for (const char* reason : kRefusedStreamReasons) {
-    auto it = refused_streams_.find(reason);
-    AddValue(self_refused, {{"reason", reason}},
-             static_cast<double>(it == refused_streams_.end() ? 0 : it->second));
-  }
+  AddByReason(self_refused, kRefusedStreamReasons, refused_streams_);
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));

@@ -78,6 +78,13 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     }
     n.overlap.push_back(std::move(ov));
     while (n.overlap.size() > options_.overlap_window) n.overlap.pop_front();
+    // A rank count no communicator has, or a rank outside it: dropped and counted before it can
+    // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
+    if (a.nranks() < 1 || a.nranks() > kMaxRanksPerInstance || a.rank() < 0 ||
+        a.rank() >= a.nranks()) {
+      ++dropped_analyses_;
+      continue;
+    }
 
     RankEntry e;
     e.node = node;
@@ -132,9 +139,9 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
       pending_order_.emplace_back(e.end_unix_ns, key);
     }
     Instance& inst = it->second;
-    const bool dup = std::any_of(inst.ranks.begin(), inst.ranks.end(),
-                                 [&](const RankEntry& r) { return r.rank == e.rank; });
-    if (!dup) inst.ranks.push_back(std::move(e));
+    // A rank's first report counts; a repeat (a resent batch) is ignored. A set, not a scan:
+    // communicators of tens of thousands of ranks made the scan quadratic.
+    if (inst.seen.insert(e.rank).second) inst.ranks.push_back(std::move(e));
     if (static_cast<int32_t>(inst.ranks.size()) >= inst.nranks) {
       Instance done = std::move(inst);
       pending_.erase(it);
@@ -342,11 +349,17 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
                             "pending bound)",
                             MetricType::Counter);
   AddValue(evicted, {}, static_cast<double>(evicted_));
+  auto dropped =
+      MakeFamily("fabricscope_collective_analyses_dropped_total",
+                 "Collective analyses dropped on arrival: a rank count outside 1.." +
+                     std::to_string(kMaxRanksPerInstance) + " or a rank outside the communicator",
+                 MetricType::Counter);
+  AddValue(dropped, {}, static_cast<double>(dropped_analyses_));
   auto pending =
       MakeFamily("fabricscope_collective_instances_pending",
                  "Collective instances waiting for their other ranks", MetricType::Gauge);
   AddValue(pending, {}, static_cast<double>(pending_.size()));
-  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &pending}) {
+  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &dropped, &pending}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
   diagnosis_.Collect(out);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "exporters/diagnosis.h"
@@ -20,6 +21,11 @@ class Server;
 }
 
 namespace fabricscope::exporters {
+
+// Ranks one collective instance may have. NCCL's largest communicators in production are tens of
+// thousands of ranks; an analysis claiming more, or a rank outside its communicator, is dropped
+// on arrival and counted (fabricscope_collective_analyses_dropped_total).
+inline constexpr int32_t kMaxRanksPerInstance = 1 << 17;
 
 struct HeatmapPage;
 
@@ -111,6 +117,7 @@ class CrossRankAnalysis {
     int32_t nranks = 0;
     int64_t first_seen_unix_ns = 0;
     std::vector<RankEntry> ranks;
+    absl::flat_hash_set<int32_t> seen;  // ranks reported, for the duplicate check
   };
   struct Done {
     Key key;
@@ -155,6 +162,7 @@ class CrossRankAnalysis {
   double skew_sum_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t instances_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t dropped_analyses_ ABSL_GUARDED_BY(mu_) = 0;  // outside kMaxRanksPerInstance
   int64_t newest_unix_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // (comm, src, dst) -> cumulative bytes, latest per reporting node.
   std::map<std::string, std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t>> pairs_

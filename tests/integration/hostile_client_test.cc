@@ -294,6 +294,40 @@ TEST_F(HostileClientTest, ControlCharactersInNamesAreRefused) {
   EXPECT_EQ(Get("/metrics").body.find("fabricscope_forged_total"), std::string::npos);
 }
 
+// One collective instance claimed by 200,000 ranks in one batch (an nranks no job has): each
+// rank was checked against the others by a linear scan, quadratic work under the state lock.
+TEST_F(HostileClientTest, AnInstanceWithAHugeRankCountIsCheap) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+  v1::Batch b = MakeBatch(1);
+  for (int r = 0; r < 200'000; ++r) {
+    v1::CollectiveAnalysis* a = b.add_collective_analyses();
+    a->set_comm_hash(0xabcdef);
+    a->set_func("AllReduce");
+    a->set_seq(1);
+    a->set_rank(r);
+    a->set_nranks(1 << 30);
+    a->set_start_ns(1'000'000'000);
+    a->set_end_ns(2'000'000'000);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(s.Batch(b), 1);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  EXPECT_NE(Get("/metrics").body.find("fabricscope_collective_analyses_dropped_total 200000\n"),
+            std::string::npos);
+  // A real rank count, every rank in one batch: the instance completes without quadratic work.
+  v1::Batch big = MakeBatch(2);
+  for (int r = 0; r < 60'000; ++r) {
+    v1::CollectiveAnalysis* a = big.add_collective_analyses();
+    *a = b.collective_analyses(r);
+    a->set_seq(2);
+    a->set_nranks(60'000);
+  }
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(s.Batch(big), 2);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+}
+
 // Garbage on both ports: the daemon stays up (TearDown checks it).
 TEST_F(HostileClientTest, GarbageBytesOnBothPorts) {
   for (int port : {grpc_, http_}) {

@@ -39,33 +39,35 @@ void AddByReason(prometheus::MetricFamily& family, const char* const (&reasons)[
   }
 }
 
-absl::Status NodeLimitError(size_t held) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("this aggregator holds ", held, " nodes, its limit (limits: max_nodes)"));
-}
-
 }  // namespace
 
-absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
+absl::Status ClusterState::CheckHelloFields(const v1::Hello& hello) {
   if (absl::Status s = CheckHello(hello, options_.hello); !s.ok()) {
     CountRefusedStream("invalid_hello");
     return absl::InvalidArgumentError(absl::StrCat("Hello: ", s.message()));
   }
-  absl::MutexLock lock(&mu_);
-  if (nodes_.size() >= options_.max_nodes && !nodes_.contains(hello.node())) {
-    ++refused_streams_["node_limit"];
-    return NodeLimitError(nodes_.size());
-  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
-  if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+absl::Status ClusterState::CheckNodeLimitLocked(const std::string& node) {
+  if (nodes_.size() < options_.max_nodes || nodes_.contains(node)) return absl::OkStatus();
+  ++refused_streams_["node_limit"];
+  return absl::ResourceExhaustedError(absl::StrCat("this aggregator holds ", nodes_.size(),
+                                                   " nodes, its limit (limits: max_nodes)"));
+}
+
+absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
+  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  if (nodes_.size() >= options_.max_nodes && !nodes_.contains(hello.node())) {
-    ++refused_streams_["node_limit"];  // another new node got in since ValidateHello
-    return NodeLimitError(nodes_.size());
-  }
+  return CheckNodeLimitLocked(hello.node());
+}
+
+absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
+  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  // Checked again under the lock that stores the node: another new node may have got in since
+  // a ValidateHello.
+  if (absl::Status s = CheckNodeLimitLocked(hello.node()); !s.ok()) return s;
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();

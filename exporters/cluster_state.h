@@ -107,6 +107,10 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentLossEventsJson(absl::string_view node_filter) const;
 
  private:
+  // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
+  absl::Status CheckHelloFields(const v1::Hello& hello);
+  // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
+  absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Burst {
     uint32_t port_index;
     v1::Direction direction;

@@ -106,8 +106,7 @@ absl::StatusOr<std::shared_ptr<const TokenAuth>> TokenAuth::Load(
 absl::Status TokenAuth::Check(absl::string_view authorization, absl::string_view node) const {
   if (!absl::StartsWith(authorization, kBearerPrefix) ||
       authorization.size() == sizeof(kBearerPrefix) - 1) {
-    return absl::UnauthenticatedError(
-        "no token: this aggregator wants one (the agent's --auth-token-file)");
+    return absl::UnauthenticatedError(kNoTokenMessage);
   }
   const absl::string_view token = authorization.substr(sizeof(kBearerPrefix) - 1);
   // Both comparisons always run, so the time does not say which token matched.

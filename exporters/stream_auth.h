@@ -16,6 +16,9 @@ namespace fabricscope::exporters {
 
 inline constexpr char kAuthMetadataKey[] = "authorization";
 inline constexpr char kBearerPrefix[] = "Bearer ";
+// What a stream without a token is told (UNAUTHENTICATED).
+inline constexpr char kNoTokenMessage[] =
+    "no token: this aggregator wants one (the agent's --auth-token-file)";
 // A token is 16 to 4096 visible ASCII characters (0x21-0x7E: a valid HTTP/2 header value,
 // RFC 9113 §8.2.1): `openssl rand -hex 32` makes one. Shorter ones are refused as guessable.
 inline constexpr size_t kMinTokenBytes = 16;

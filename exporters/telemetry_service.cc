@@ -38,9 +38,7 @@ class AgentStreamReactor final
       if (authorization_.empty()) {  // no token at all: refused before anything is read
         state_.CountRefusedStream("token");
         absl::MutexLock lock(&mu_);
-        status_ = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                               "no token: this aggregator wants one (the agent's "
-                               "--auth-token-file)");
+        status_ = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kNoTokenMessage);
         reading_done_ = true;
         MaybeFinishLocked();
         return;

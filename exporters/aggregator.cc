@@ -10,6 +10,7 @@ ClusterState::Options StateOptions(const AggregatorOptions& a) {
   ClusterState::Options o;
   o.cross_rank = a.collectives;
   o.hello = a.hello_limits;
+  o.batch = a.batch_limits;
   o.max_nodes = a.max_nodes;
   return o;
 }
@@ -62,8 +63,9 @@ absl::Status Aggregator::Start() {
       http_->Stop();
       return tokens.status();
     }
-    grpc_ = std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
-                                              options_.tls, *std::move(tokens));
+    grpc_ =
+        std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
+                                          options_.tls, *std::move(tokens), options_.stream_rate);
     auto grpc_port = grpc_->Start(options_.grpc_listen);
     if (!grpc_port.ok()) {
       http_->Stop();

@@ -37,7 +37,9 @@ struct AggregatorOptions {
   std::string web_config;
   // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).
   HelloLimits hello_limits;
+  BatchLimits batch_limits;
   size_t max_nodes = 16384;
+  StreamRate stream_rate;  // `limits: max_batches_per_second, batch_burst`
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's

@@ -67,23 +67,31 @@ absl::Status LoadCollectives(const YAML::Node& node, CrossRankOptions* c) {
   return absl::OkStatus();
 }
 
-// `limits: {max_nodes, max_ports_per_node, max_addresses_per_node}`.
+// `limits: {max_nodes, max_ports_per_node, max_addresses_per_node, max_communicators_per_node,
+// max_rank_pairs_per_node, max_batches_per_second, batch_burst}`, each an integer in
+// [1, 1000000].
 absl::Status LoadLimits(const YAML::Node& node, AggregatorOptions* o) {
   if (!node.IsMap()) return absl::InvalidArgumentError("limits: must be a map");
   for (const auto& kv : node) {
     const std::string k = kv.first.as<std::string>();
     const int64_t v = kv.second.as<int64_t>();
-    size_t* field = k == "max_nodes"                ? &o->max_nodes
-                    : k == "max_ports_per_node"     ? &o->hello_limits.max_ports
-                    : k == "max_addresses_per_node" ? &o->hello_limits.max_addresses
-                                                    : nullptr;
-    if (field == nullptr)
+    size_t* count = k == "max_nodes"                    ? &o->max_nodes
+                    : k == "max_ports_per_node"         ? &o->hello_limits.max_ports
+                    : k == "max_addresses_per_node"     ? &o->hello_limits.max_addresses
+                    : k == "max_communicators_per_node" ? &o->batch_limits.max_communicators
+                    : k == "max_rank_pairs_per_node"    ? &o->batch_limits.max_rank_pairs
+                                                        : nullptr;
+    double* rate = k == "max_batches_per_second" ? &o->stream_rate.batches_per_second
+                   : k == "batch_burst"          ? &o->stream_rate.burst
+                                                 : nullptr;
+    if (count == nullptr && rate == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("limits.", k, ": unknown key"));
     if (v < 1 || v > 1'000'000) {
       return absl::InvalidArgumentError(
           absl::StrCat("limits.", k, ": ", v, " is not in [1, 1000000]"));
     }
-    *field = static_cast<size_t>(v);
+    if (count != nullptr) *count = static_cast<size_t>(v);
+    if (rate != nullptr) *rate = static_cast<double>(v);
   }
   return absl::OkStatus();
 }

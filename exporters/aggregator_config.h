@@ -15,9 +15,12 @@ namespace fabricscope::exporters {
 //   auth: {token_file, node_tokens_file} (exporters/stream_auth.h)
 //   allow_insecure: false (true: plain text without a token on a non-loopback grpc_listen)
 //   web_config: FILE (TLS and basic auth of the HTTP endpoints, exporters/web_config.h)
-//   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256}, each
-//     1..1000000 (exporters/message_checks.h HelloLimits, ClusterState::Options); read at start
-//     only (the state keeps them), like collectives:
+//   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256,
+//     max_communicators_per_node: 1024, max_rank_pairs_per_node: 4096,
+//     max_batches_per_second: 100, batch_burst: 1000}, each 1..1000000
+//     (exporters/message_checks.h HelloLimits and BatchLimits, ClusterState::Options,
+//     exporters/telemetry_service.h StreamRate); read at start only (the state keeps them),
+//     like collectives:
 //   collectives: {straggler_skew_ratio: 0.25, straggler_min_skew_seconds: 0.001,
 //     straggler_history: 16, straggler_min_instances: 4, straggler_max_p_value: 0.001,
 //     straggler_min_lateness_ratio: 0.05, diagnosis_window: 16, diagnosis_min_share: 0.5,

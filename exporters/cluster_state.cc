@@ -153,6 +153,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
                        " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
     }
   }
+  if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, &reason);
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
   if (invalid.ok()) {
     if (absl::Status h = CheckHistograms(batch); !h.ok()) {
@@ -592,7 +593,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
   auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
                              "Batches dropped whole, by reason (before_hello, seq_jump, "
-                             "port_index, series, histogram).",
+                             "port_index, series, histogram, communicator_limit, "
+                             "rank_pair_limit).",
                              MetricType::Counter);
   AddByReason(self_rej, kRejectedBatchReasons, rejected_batches_);
   auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
@@ -608,6 +610,12 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                                  "more than limits: max_nodes).",
                                  MetricType::Counter);
   AddByReason(self_refused, kRefusedStreamReasons, refused_streams_);
+  auto self_throttled =
+      MakeFamily("fabricscope_aggregator_throttled_batches_total",
+                 "Batches after which a stream's next read was delayed, its rate over limits: "
+                 "max_batches_per_second (the sender slows down; nothing is dropped).",
+                 MetricType::Counter);
+  AddValue(self_throttled, {}, static_cast<double>(throttled_batches_total_.load()));
   auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
                                MetricType::Gauge);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
@@ -674,6 +682,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_rej,
                           &self_gaps,
                           &self_refused,
+                          &self_throttled,
                           &self_nodes}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }

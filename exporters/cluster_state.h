@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -35,6 +36,7 @@ class ClusterState : public prometheus::Collectable {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
     CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
     HelloLimits hello;                    // what one Hello may hold (exporters/message_checks.h)
+    BatchLimits batch;                    // what one batch's GPU window may name (same file)
     // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
     // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
     size_t max_nodes = 16384;
@@ -76,13 +78,18 @@ class ClusterState : public prometheus::Collectable {
   // Batches dropped whole (fabricscope_aggregator_rejected_batches_total{reason}): before_hello
   // (no Hello of that instance on the stream), seq_jump (past kMaxSeqStep), port_index (a port
   // the Hello did not announce), series (a utilization series outside the agent's bounds),
-  // histogram (one the text format cannot carry).
-  static constexpr const char* kRejectedBatchReasons[] = {"before_hello", "seq_jump", "port_index",
-                                                          "series", "histogram"};
+  // histogram (one the text format cannot carry), communicator_limit and rank_pair_limit (a GPU
+  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow).
+  static constexpr const char* kRejectedBatchReasons[] = {
+      "before_hello", "seq_jump",           "port_index",     "series",
+      "histogram",    "communicator_limit", "rank_pair_limit"};
   void CountRefusedStream(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     ++refused_streams_[reason];
   }
+  // A stream's next read delayed by its rate limit (exporters/telemetry_service.h StreamRate;
+  // fabricscope_aggregator_throttled_batches_total).
+  void CountThrottledBatch() { throttled_batches_total_.fetch_add(1, std::memory_order_relaxed); }
   // Takes and releases each of the state's locks in turn, never two at once (LockWatchdog).
   void ProbeLocks() const {
     { absl::MutexLock lock(&mu_); }
@@ -148,6 +155,7 @@ class ClusterState : public prometheus::Collectable {
   std::map<std::string, uint64_t> rejected_batches_ ABSL_GUARDED_BY(mu_);  // by reason
   std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);   // by reason
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> throttled_batches_total_{0};
 };
 
 }  // namespace fabricscope::exporters

@@ -51,7 +51,7 @@ void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
 
 void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   if (batch.collective_analyses_size() == 0 && !batch.has_collective_analysis() &&
-      (!batch.has_gpu() || batch.gpu().rank_pairs_size() == 0)) {
+      !batch.has_gpu()) {
     return;
   }
   absl::MutexLock lock(&mu_);
@@ -62,7 +62,11 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     n.have_share = true;
   }
   if (batch.has_gpu()) {
+    // The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc), so the
+    // latest window replaces the node's: what a node holds here is bounded by one window
+    // (limits: max_rank_pairs_per_node), never by how many communicators it ever had.
     auto& pairs = pairs_[node];
+    pairs.clear();
     for (const v1::RankPairBytes& p : batch.gpu().rank_pairs()) {
       pairs[{p.comm_hash(), p.src_rank(), p.dst_rank()}] = p.bytes_total();
     }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/imbalance.h"
@@ -128,11 +129,18 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
   if (batch.has_gpu()) {
     n.last = batch.gpu();
     n.have = true;
+    absl::flat_hash_set<uint64_t> comms;
     for (const v1::CollectiveTotals& t : batch.gpu().collective_totals()) {
+      comms.insert(t.comm_hash());
       if (t.window_seconds() > 0) {
         n.last_busbw[{t.comm_hash(), t.func()}] =
             LastBusBw{t.window_busbw_bytes_per_second(), t.window_seconds()};
       }
+    }
+    // A communicator the agent no longer reports is forgotten: the busBw kept per node is
+    // bounded by one window's communicators (limits: max_communicators_per_node).
+    for (auto it = n.last_busbw.begin(); it != n.last_busbw.end();) {
+      it = comms.contains(it->first.first) ? std::next(it) : n.last_busbw.erase(it);
     }
     AddRankWindow(n, batch.gpu());
   }

@@ -144,4 +144,31 @@ absl::Status CheckHello(const v1::Hello& h, const HelloLimits& limits) {
   return absl::OkStatus();
 }
 
+absl::Status CheckGpuWindow(const v1::Batch& batch, const BatchLimits& limits,
+                            const char** reason) {
+  if (!batch.has_gpu()) return absl::OkStatus();
+  const v1::GpuWindow& w = batch.gpu();
+  if (static_cast<size_t>(w.rank_pairs_size()) > limits.max_rank_pairs) {
+    *reason = "rank_pair_limit";
+    return absl::ResourceExhaustedError(absl::StrCat("gpu.rank_pairs: ", w.rank_pairs_size(),
+                                                     ", at most ", limits.max_rank_pairs,
+                                                     " (limits: max_rank_pairs_per_node)"));
+  }
+  std::set<uint64_t> comms;
+  auto add = [&](uint64_t comm) {
+    return comms.insert(comm), comms.size() <= limits.max_communicators;
+  };
+  bool ok = true;
+  for (const v1::CollectiveTotals& t : w.collective_totals()) ok = ok && add(t.comm_hash());
+  for (const v1::Communicator& c : w.communicators()) ok = ok && add(c.comm_hash());
+  for (const v1::RankPairBytes& p : w.rank_pairs()) ok = ok && add(p.comm_hash());
+  if (!ok) {
+    *reason = "communicator_limit";
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gpu: more than ", limits.max_communicators,
+                     " communicators (limits: max_communicators_per_node)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace fabricscope::exporters

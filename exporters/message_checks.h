@@ -36,4 +36,19 @@ struct HelloLimits {
 // Errors: InvalidArgument naming the field ("ports[3].device: 300 bytes, at most 64").
 absl::Status CheckHello(const v1::Hello& hello, const HelloLimits& limits);
 
+// What one batch's GPU window may name (aggregator config `limits:`). The aggregator keeps, per
+// node, what the latest window holds (rank pairs, busBw per communicator), so these bound that
+// state. The defaults are the agent's own bounds (agent/gpu_timeline.h GpuTimelineOptions:
+// max_communicators, max_rank_pairs): no agent sends more.
+struct BatchLimits {
+  size_t max_communicators = 1024;  // distinct communicators per node
+  size_t max_rank_pairs = 4096;     // (communicator, src rank, dst rank) byte counters per node
+};
+
+// Checks a batch's GpuWindow against `limits`: the distinct communicator hashes of its
+// collective_totals, communicators and rank_pairs, and the number of rank_pairs.
+// Errors: ResourceExhausted naming the count and the limit, with *reason set to
+// "communicator_limit" or "rank_pair_limit".
+absl::Status CheckGpuWindow(const v1::Batch& batch, const BatchLimits& limits, const char** reason);
+
 }  // namespace fabricscope::exporters

@@ -1,5 +1,6 @@
 #include "exporters/telemetry_service.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "exporters/cluster_state.h"
 #include "glog/logging.h"
 
@@ -67,7 +70,15 @@ class AgentStreamReactor final
     pending_ack_ = *ack;
     ack_dirty_ = true;
     if (!writing_ && !write_failed_) WriteAckLocked();
-    StartRead(&in_);
+    const absl::Duration wait = in_.has_batch() ? TakeToken() : absl::ZeroDuration();
+    if (wait <= absl::ZeroDuration()) {
+      StartRead(&in_);
+      return;
+    }
+    // Over the stream's rate: the next read waits. Until it starts no Finish can run (only a
+    // failed read finishes the stream), so the reactor outlives the alarm.
+    state_.CountThrottledBatch();
+    throttle_.Set(absl::ToChronoTime(absl::Now() + wait), [this](bool) { StartRead(&in_); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -151,6 +162,18 @@ class AgentStreamReactor final
                      ids.empty() ? "none" : absl::StrJoin(ids, ", "), ")"));
   }
 
+  // The token bucket of StreamRate: how long the next read must wait (zero when a token is left).
+  absl::Duration TakeToken() {
+    const absl::Time now = absl::Now();
+    const double rate = policy_.rate.batches_per_second;
+    if (bucket_time_ == absl::InfinitePast()) bucket_time_ = now;
+    tokens_ =
+        std::min(policy_.rate.burst, tokens_ + rate * absl::ToDoubleSeconds(now - bucket_time_));
+    bucket_time_ = now;
+    tokens_ -= 1;
+    return tokens_ >= 0 ? absl::ZeroDuration() : absl::Seconds(-tokens_ / rate);
+  }
+
   void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     out_.mutable_ack()->set_seq(pending_ack_);
     ack_dirty_ = false;
@@ -176,6 +199,10 @@ class AgentStreamReactor final
   bool have_hello_ = false;
   std::string node_;
   uint64_t instance_ = 0;
+  // The read chain's token bucket (TakeToken) and the alarm that resumes a delayed read.
+  double tokens_ = policy_.rate.burst;
+  absl::Time bucket_time_ = absl::InfinitePast();
+  grpc::Alarm throttle_;
 
   absl::Mutex mu_;
   v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
@@ -246,8 +273,8 @@ void TelemetryService::Release(const std::string& node, Claimant* who) {
 }
 
 TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes, ServerTls tls,
-                                 std::shared_ptr<const TokenAuth> tokens)
-    : service_(state, StreamPolicy{!tls.client_ca.empty(), std::move(tokens)}),
+                                 std::shared_ptr<const TokenAuth> tokens, StreamRate rate)
+    : service_(state, StreamPolicy{!tls.client_ca.empty(), std::move(tokens), rate}),
       max_message_bytes_(max_message_bytes),
       tls_(std::move(tls)) {}
 

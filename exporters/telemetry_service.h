@@ -19,12 +19,25 @@ namespace fabricscope::exporters {
 
 class ClusterState;
 
+// How fast one stream's batches are read (`limits: max_batches_per_second, batch_burst`): a
+// token bucket per stream. An agent sends one batch per window (1 s by default) plus early
+// batches (every 200 ms at most) and, after an outage, its whole queue at once (900 batches at
+// the default --max-queued-batches): the burst lets that replay through unthrottled. Past the
+// bucket the reactor delays its next read (a grpc::Alarm), so HTTP/2 flow control slows the
+// sender down: nothing is refused or lost, and each delayed read is counted in
+// fabricscope_aggregator_throttled_batches_total.
+struct StreamRate {
+  double batches_per_second = 100;
+  double burst = 1000;
+};
+
 // Who may stream, and what a second stream for a live node gets.
 struct StreamPolicy {
   // mTLS: a Hello's node must be the client certificate's identity.
   bool check_identity = false;
   // Shared-secret tokens (exporters/stream_auth.h); null or disabled = no token asked.
   std::shared_ptr<const TokenAuth> tokens;
+  StreamRate rate;
 };
 
 // gRPC Telemetry service on the callback API: one reactor per agent stream. A reactor reads the
@@ -101,8 +114,10 @@ class TelemetryServer {
   static constexpr int kDefaultMaxMessageBytes = 16 << 20;
   // tls: plain text unless tls.enabled(); with tls.client_ca, mTLS and node identity checks.
   // tokens: null or disabled = no token asked.
+  // rate: the per-stream read rate (StreamRate).
   explicit TelemetryServer(ClusterState& state, int max_message_bytes = kDefaultMaxMessageBytes,
-                           ServerTls tls = {}, std::shared_ptr<const TokenAuth> tokens = nullptr);
+                           ServerTls tls = {}, std::shared_ptr<const TokenAuth> tokens = nullptr,
+                           StreamRate rate = {});
   ~TelemetryServer();
   // Listens on host:port (port 0 picks one). Returns the bound port.
   // Errors: Unavailable when it cannot bind.

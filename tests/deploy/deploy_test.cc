@@ -170,6 +170,8 @@ void ExpectInstalled(const std::string& root, const std::string& prefix,
   EXPECT_TRUE(fs::exists(root + config_dir + "/aggregator.yaml"));
   EXPECT_TRUE(fs::exists(root + prefix + "/share/fabricscope/dashboards/fabricscope-links.json"));
   EXPECT_TRUE(fs::exists(root + prefix + "/share/fabricscope/kubernetes/agent-daemonset.yaml"));
+  // The overlay's `resources: ../kubernetes` must resolve where both are installed.
+  EXPECT_TRUE(fs::exists(root + prefix + "/share/fabricscope/kubernetes-tls/kustomization.yaml"));
   if (fs::exists(kSource + "/deploy/prometheus")) {
     for (const auto& e : fs::directory_iterator(kSource + "/deploy/prometheus")) {
       EXPECT_TRUE(fs::exists(root + prefix + "/share/fabricscope/prometheus/" +
@@ -230,6 +232,7 @@ void CheckContents(const std::string& deb) {
         "./etc/fabricscope/aggregator.yaml",
         "./usr/share/fabricscope/dashboards/fabricscope-links.json",
         "./usr/share/fabricscope/kubernetes/kustomization.yaml",
+        "./usr/share/fabricscope/kubernetes-tls/kustomization.yaml",
         "./usr/share/doc/fabricscope/README.md"}) {
     EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string(" ") + path + "(\\n|$)")))
         << path << "\n"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/gpu_state.h"
 #include "gtest/gtest.h"
 
 namespace fabricscope::exporters {
@@ -231,6 +232,33 @@ TEST_F(CrossRankTest, RankHeatmapFromProxyPairs) {
     }
   }
   EXPECT_EQ(x_.RanksHeatmap("ffffffff").rows.size(), 0u);
+}
+
+// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): a node's
+// latest window replaces its pairs, so a communicator it no longer reports (its job ended, or a
+// client cycling through invented communicators) is not kept.
+TEST_F(CrossRankTest, ANodesLatestWindowReplacesItsRankPairs) {
+  constexpr uint64_t kOther = 0x5678000000000001ULL;
+  auto window = [](uint64_t comm) {
+    v1::Batch b;
+    v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
+    p->set_comm_hash(comm);
+    p->set_src_rank(0);
+    p->set_dst_rank(1);
+    p->set_bytes_total(5000);
+    return b;
+  };
+  x_.OnBatch(Node(0), window(kComm));
+  const std::string label = GpuState::CommLabel(kComm);
+  ASSERT_EQ(x_.RanksHeatmap(label).rows.size(), 2u);
+  x_.OnBatch(Node(0), window(kOther));
+  EXPECT_EQ(x_.RanksHeatmap(label).rows.size(), 0u);
+  EXPECT_EQ(x_.RanksHeatmap(GpuState::CommLabel(kOther)).rows.size(), 2u);
+  // A window without pairs (the agent has seen no proxy traffic since it started) empties it.
+  v1::Batch empty;
+  empty.mutable_gpu();
+  x_.OnBatch(Node(0), empty);
+  EXPECT_EQ(x_.RanksHeatmap("").rows.size(), 0u);
 }
 
 }  // namespace

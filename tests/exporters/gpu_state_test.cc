@@ -86,6 +86,22 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   EXPECT_DOUBLE_EQ(
       Family(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric[0].gauge.value,
       7e9);
+  // A communicator the agent no longer reports is forgotten, its busBw with it: what a node
+  // holds is bounded by one window's communicators (limits: max_communicators_per_node).
+  v1::Batch moved_on;
+  *moved_on.mutable_gpu()->add_collective_totals() =
+      Totals(0x5566778811223344, "AllReduce", 1, 0, 0);
+  s.OnBatch("n1", moved_on);
+  fs.clear();
+  s.Collect(&fs);
+  for (const auto& m :
+       Family(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric) {
+    if (Labels(m).at("comm") == "aabbccdd") {
+      EXPECT_DOUBLE_EQ(m.gauge.value, 8e9);  // n2's alone
+    }
+    EXPECT_NE(Labels(m).at("comm"), "55667788");  // no window with a duration yet
+  }
+  s.OnBatch("n1", a);
   // A new agent instance restarts its node's totals.
   s.ResetNode("n2");
   fs.clear();

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -122,6 +124,13 @@ TEST(HttpServer, HealthzAnswers503WithTheCheckReason) {
 // 500 clients that connect and send nothing (each holds a thread until httplib's 5 s read
 // timeout) do not keep /metrics waiting: it answers at once, on a thread of its own. (With
 // httplib's fixed pool of 8, every scrape timed out while they were held.)
+// Open file descriptors of this process now.
+size_t FdCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 TEST(HttpServer, IdleConnectionsDoNotBlockMetrics) {
   rlimit nofile{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
@@ -136,7 +145,9 @@ TEST(HttpServer, IdleConnectionsDoNotBlockMetrics) {
   HttpServer server({&reg}, nullptr);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
+
   std::vector<int> idle;
+  const size_t fds_before = FdCount();
   for (int i = 0; i < 500; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     ASSERT_GE(fd, 0);
@@ -146,6 +157,14 @@ TEST(HttpServer, IdleConnectionsDoNotBlockMetrics) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << i;
     idle.push_back(fd);
+  }
+  // Wait until the server has accepted every idle connection (both ends are file descriptors of
+  // this process). Connections are accepted in arrival order, each handed a new thread: on a
+  // loaded machine accepting 500 took longer than the read timeout below, which is meant to
+  // time /metrics alone, once they are all held.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (FdCount() < fds_before + 1000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
   }
   httplib::Client c("127.0.0.1", *port);
   c.set_read_timeout(3, 0);  // under httplib's 5 s: only a thread of its own answers in time

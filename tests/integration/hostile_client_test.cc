@@ -114,7 +114,9 @@ class Stream {
 class HostileClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    tree_.Write("aggregator.yaml", "limits:\n  max_nodes: 100\n");
+    tree_.Write("aggregator.yaml",
+                "limits:\n  max_nodes: 100\n  max_batches_per_second: 50\n  batch_burst: 20\n"
+                "  max_communicators_per_node: 8\n  max_rank_pairs_per_node: 64\n");
     aggregator_ = std::make_unique<Subprocess>(std::vector<std::string>{
         FABRICSCOPE_AGGREGATOR_BIN, "--config=" + tree_.Path("aggregator.yaml"),
         "--grpc-listen=127.0.0.1:0", "--http-listen=127.0.0.1:0"});
@@ -331,6 +333,60 @@ TEST_F(HostileClientTest, AnInstanceWithAHugeRankCountIsCheap) {
   t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(s.Batch(big), 2);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+}
+
+// A stream sending as fast as it can (no batch had a rate limit): past limits:
+// max_batches_per_second (50 here) after a burst of batch_burst (20), its reads slow down. Every
+// batch is still stored and acked in order, and another node's stream is not held back.
+TEST_F(HostileClientTest, AFloodIsSlowedDownNotDropped) {
+  Stream flood(grpc_), other(grpc_);
+  ASSERT_EQ(flood.Hello(MakeHello("n1", 7, 1)), 0);
+  ASSERT_EQ(other.Hello(MakeHello("n2", 8, 1)), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t seq = 1; seq <= 100; ++seq) ASSERT_EQ(flood.Batch(MakeBatch(seq)), seq);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // 80 batches past the burst at 50 a second cannot take less than 1.6 s (a bucket refilled
+  // while the first 20 went through shortens it by at most a token or two).
+  EXPECT_GE(took, 1.5);
+  EXPECT_GE(Metric("fabricscope_aggregator_throttled_batches_total"), 70);
+  EXPECT_LE(Metric("fabricscope_aggregator_throttled_batches_total"), 80);
+  for (uint64_t seq = 1; seq <= 5; ++seq) EXPECT_EQ(other.Batch(MakeBatch(seq)), seq);
+  EXPECT_EQ(Metric("fabricscope_aggregator_batches_total"), 105);
+  EXPECT_EQ(Metric("fabricscope_aggregator_lost_batches_total"), 0);
+}
+
+// A GPU window naming more communicators or rank pairs than limits: allow (8 and 64 here): the
+// batch is dropped and counted, acked so that the agent moves on, and the stream goes on.
+TEST_F(HostileClientTest, GpuWindowsPastTheCommunicatorAndRankPairLimits) {
+  Stream s(grpc_);
+  ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
+  auto gpu_batch = [](uint64_t seq, int comms, int pairs) {
+    v1::Batch b = MakeBatch(seq);
+    for (int c = 0; c < comms; ++c) {
+      v1::CollectiveTotals* t = b.mutable_gpu()->add_collective_totals();
+      t->set_comm_hash(0x1000 + c);
+      t->set_func("AllReduce");
+    }
+    for (int p = 0; p < pairs; ++p) {
+      v1::RankPairBytes* rp = b.mutable_gpu()->add_rank_pairs();
+      rp->set_comm_hash(0x1000);
+      rp->set_src_rank(0);
+      rp->set_dst_rank(p + 1);
+      rp->set_bytes_total(1000);
+    }
+    return b;
+  };
+  EXPECT_EQ(s.Batch(gpu_batch(1, 9, 0)), 1);
+  EXPECT_EQ(s.Batch(gpu_batch(2, 1, 65)), 2);
+  EXPECT_EQ(s.Batch(gpu_batch(3, 8, 64)), 3);  // at the limits: stored
+  const std::string body = Get("/metrics").body;
+  EXPECT_NE(
+      body.find("fabricscope_aggregator_rejected_batches_total{reason=\"communicator_limit\"} 1\n"),
+      std::string::npos);
+  EXPECT_NE(
+      body.find("fabricscope_aggregator_rejected_batches_total{reason=\"rank_pair_limit\"} 1\n"),
+      std::string::npos);
+  EXPECT_EQ(Metric("fabricscope_aggregator_batches_total"), 1);
 }
 
 // Garbage on both ports: the daemon stays up (TearDown checks it).

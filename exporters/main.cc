@@ -79,10 +79,9 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   if (auto v = absl::GetFlag(FLAGS_tls_client_ca); !v.empty()) o.tls.client_ca = v;
   if (auto v = absl::GetFlag(FLAGS_auth_token_file); !v.empty()) o.auth_token_file = v;
   if (auto v = absl::GetFlag(FLAGS_node_tokens_file); !v.empty()) o.node_tokens_file = v;
-  // Given on the command line either way (--allow-insecure=false too), it wins over the file.
-  if (absl::GetFlagReflectionHandle(FLAGS_allow_insecure).IsSpecifiedOnCommandLine()) {
-    o.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
-  }
+  // Can only turn it on: Abseil (20220623) does not tell a flag given as false from one not
+  // given, so allow_insecure: true in the file is turned off in the file.
+  if (absl::GetFlag(FLAGS_allow_insecure)) o.allow_insecure = true;
   if (auto v = absl::GetFlag(FLAGS_web_config); !v.empty()) o.web_config = v;
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
   if (absl::Status s = fabricscope::exporters::CheckAggregatorSecurity(o); !s.ok()) return s;

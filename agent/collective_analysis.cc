@@ -155,6 +155,12 @@ void CollectiveAnalyzer::OnMicroburst(uint32_t port, int64_t start_ns, int64_t e
 }
 
 void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
+  // The rate each port had at the window's end (a link that retrained: agent/pipeline.cc).
+  for (const v1::PortWindow& pw : batch.ports()) {
+    if (pw.port_index() < ports_.size() && pw.line_rate_bytes_per_second() > 0) {
+      ports_[pw.port_index()].line_rate_bytes_per_second = pw.line_rate_bytes_per_second();
+    }
+  }
   for (const v1::Microburst& m : batch.microbursts()) {
     OnMicroburst(m.port_index(), m.start_ns(), m.start_ns() + m.duration_ns());
   }

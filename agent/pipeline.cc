@@ -258,6 +258,14 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
       if (static_cast<int>(k) == ps.state_idx && cs.prev_raw == 4) ++ps.link_flaps;
       if (static_cast<int>(k) == ps.rate_idx) ++ps.rate_changes;
     }
+    // A link that retrained (400 -> 200 Gb/s) is judged at its new rate from this sample on:
+    // utilization, microburst and saturation thresholds all divide by ports_[pi]'s rate. A
+    // --line-rate override still wins; 0 (link down, "-1" speed) keeps the last known rate.
+    if (static_cast<int>(k) == ps.rate_idx && v > 0 &&
+        ports_[pi].line_rate_source != collectors::LineRateSource::kConfig) {
+      ports_[pi].line_rate_bytes_per_second = v;
+      ports_[pi].line_rate_source = collectors::LineRateSource::kSysfs;
+    }
     cs.have_prev = true;
     cs.prev_raw = v;
     cs.prev_t_ns = t_ns;
@@ -333,6 +341,7 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     v1::PortWindow* pw = current_.add_ports();
     pw->set_port_index(static_cast<uint32_t>(pi));
     pw->set_utilization_valid(rate > 0);
+    pw->set_line_rate_bytes_per_second(rate);
     pw->set_counter_resets(ps.window_resets);
     pw->set_unavailable_reads(ps.window_unavailable);
     auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };

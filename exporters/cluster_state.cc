@@ -184,6 +184,10 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     PortSnapshot& ps = n.ports[pw.port_index()];
     ps.last = pw;
     ps.have = true;
+    // A link that retrained while the agent ran: its rate from now on (0 = the Hello's stands).
+    if (pw.line_rate_bytes_per_second() > 0) {
+      ps.info.set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
+    }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
     n.bursts.push_back(Burst{m.port_index(), m.direction(), m.start_ns() + batch.unix_offset_ns(),

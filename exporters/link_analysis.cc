@@ -166,6 +166,11 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   NodeLinks& n = it->second;
   const int64_t offset = batch.unix_offset_ns();
   const int64_t end_unix = batch.window_end_ns() + offset;
+  for (const v1::PortWindow& pw : batch.ports()) {  // a link that retrained (cluster_state.cc)
+    if (pw.port_index() < n.ports.size() && pw.line_rate_bytes_per_second() > 0) {
+      n.ports[pw.port_index()].info.set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
+    }
+  }
   for (const v1::UtilizationSeries& s : batch.utilization_series()) IngestSeries(n, s, offset);
 
   // Imbalance and per-window totals.

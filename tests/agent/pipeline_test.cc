@@ -366,6 +366,46 @@ TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
   EXPECT_EQ(b[0].link_events(2).new_value(), 1'250'000'000u);
 }
 
+// A link that retrains while the agent runs (400 -> 200 Gb/s here 1 -> 0.5 GB/s): from the next
+// sample on, utilization and microbursts are judged at the new rate, and the window says which
+// rate was in effect. A --line-rate override (LineRateSource::kConfig) still wins.
+TEST(PipelineGroups, ALinkRateChangeAppliesFromTheNextSample) {
+  for (const bool overridden : {false, true}) {
+    PortDescriptor p = TestPort(1'000'000'000);
+    if (overridden) p.line_rate_source = collectors::LineRateSource::kConfig;
+    CounterDescriptor rate;
+    rate.name = "rate";
+    rate.group = "state";
+    rate.role = CounterRole::kState;
+    p.counters.push_back(rate);
+    Pipeline pl({p}, {});
+    std::vector<Pipeline::CounterRef> fast;
+    for (uint32_t k = 0; k < 6; ++k) fast.push_back({0, k});
+    pl.SetGroups({fast, {{0, 6}}});
+    ReadStatus ok[6];
+    std::fill(std::begin(ok), std::end(ok), ReadStatus::kOk);
+    uint64_t v[6] = {0, 0, 0, 0, 0, 0};
+    uint64_t r[1] = {1'000'000'000};
+    pl.AddTick(0, 0, v, ok);
+    pl.AddTick(1, 0, r, ok);
+    r[0] = 500'000'000;  // retrained at half the rate
+    pl.AddTick(1, 10 * kMs, r, ok);
+    for (int i = 2; i <= 100; ++i) {  // 0.5 GB/s for 0.5 s: the whole new line rate, then idle
+      if (i <= 50) v[0] += 5'000'000;
+      pl.AddTick(0, i * 10 * kMs, v, ok);
+    }
+    pl.AddTick(0, kSec + 10 * kMs, v, ok);
+    auto b = pl.TakeReady();
+    ASSERT_EQ(b.size(), 1u);
+    const v1::PortWindow& w = b[0].ports(0);
+    EXPECT_EQ(w.line_rate_bytes_per_second(), overridden ? 1'000'000'000u : 500'000'000u);
+    EXPECT_DOUBLE_EQ(w.transmit().peak_utilization(), overridden ? 0.5 : 1.0) << overridden;
+    EXPECT_EQ(b[0].microbursts_size(), overridden ? 0 : 1) << overridden;
+    ASSERT_EQ(b[0].link_events_size(), 1);
+    EXPECT_EQ(b[0].link_events(0).what(), "rate");
+  }
+}
+
 TEST(PipelineGroups, ShortSampleAfterALateTickIsMergedForUtilization) {
   PipelineOptions o;
   o.nominal_period_ns = 100'000;  // 100 us

@@ -322,6 +322,23 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   EXPECT_DOUBLE_EQ(last->metric[0].gauge.value, 1'700'000'005.0);
 }
 
+// A link that retrained while the agent ran: the window carries the rate in effect, which
+// replaces the Hello's (agent/pipeline.cc); 0 (an older agent) leaves the Hello's rate.
+TEST(ClusterState, ALinkRateChangeReplacesTheHellosRate) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  v1::Batch b = Batch(1, 4000);
+  b.mutable_ports(0)->set_line_rate_bytes_per_second(25'000'000'000);
+  b.mutable_ports(1)->set_line_rate_bytes_per_second(12'500'000'000);
+  ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());  // no rate: the last one stands
+  auto fams = s.Collect();
+  const MetricFamily* rate = Find(fams, "fabricscope_port_line_rate_bytes_per_second");
+  ASSERT_EQ(rate->metric.size(), 2u);
+  EXPECT_EQ(rate->metric[0].gauge.value, 25e9);
+  EXPECT_EQ(rate->metric[1].gauge.value, 12.5e9);
+}
+
 TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

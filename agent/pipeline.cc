@@ -286,7 +286,10 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
       PlausibleRaw(cd.role, pd.line_rate_bytes_per_second, interval, cd.spec.scale));
   const uint64_t scaled = delta.raw * cd.spec.scale;
   const bool reset = delta.kind == DeltaKind::kReset;
-  if (reset) ++ps.window_resets;
+  if (reset) {
+    ++ps.window_resets;
+    ++ps.window_resets_by_group[cd.group];
+  }
   if (observer_ != nullptr && scaled > 0 && !reset &&
       (cd.role == CounterRole::kError || cd.role == CounterRole::kOther)) {
     observer_->OnCounterDelta(static_cast<uint32_t>(pi), static_cast<uint32_t>(k), cs.prev_t_ns,
@@ -343,6 +346,9 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     pw->set_utilization_valid(rate > 0);
     pw->set_line_rate_bytes_per_second(rate);
     pw->set_counter_resets(ps.window_resets);
+    for (const auto& [group, n] : ps.window_resets_by_group) {
+      (*pw->mutable_counter_resets_by_group())[group] = n;
+    }
     pw->set_unavailable_reads(ps.window_unavailable);
     auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
     auto known = [&](int idx) { return idx >= 0 && ps.counters[idx].have_prev; };
@@ -427,6 +433,7 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     ComputeDerived(windows, pw->receive().packets(),
                    static_cast<double>(end_ns - window_start_ns_) / 1e9, pw->mutable_derived());
     ps.window_resets = 0;
+    ps.window_resets_by_group.clear();
     ps.window_unavailable = 0;
   }
   v1::FlightRecorderStats* fr = current_.mutable_flight_recorder();

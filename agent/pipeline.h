@@ -143,6 +143,7 @@ class Pipeline {
     int tx_bytes = -1, rx_bytes = -1, tx_packets = -1, rx_packets = -1;
     DirectionState tx, rx;
     uint32_t window_resets = 0;
+    std::map<std::string, uint32_t> window_resets_by_group;  // rare: a reset or re-plug
     uint32_t window_unavailable = 0;
     FlightSample pending;  // this tick's sample for the flight recorder
     bool has_pending = false;

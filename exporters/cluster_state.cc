@@ -24,6 +24,8 @@ namespace {
 constexpr int64_t kMinSeriesBucketNs = 10'000;
 constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
 constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
+// Counter groups of one port with resets kept apart (the agent has 7: agent/pipeline.cc).
+constexpr size_t kMaxResetKinds = 16;
 }  // namespace
 
 namespace {
@@ -184,6 +186,14 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     PortSnapshot& ps = n.ports[pw.port_index()];
     ps.last = pw;
     ps.have = true;
+    ps.unavailable_total += pw.unavailable_reads();
+    // Groups are the agent's counter groups: a handful per port (kMaxResetKinds bounds a
+    // hostile agent's).
+    for (const auto& [group, count] : pw.counter_resets_by_group()) {
+      if (ps.resets_total.size() < kMaxResetKinds || ps.resets_total.contains(group)) {
+        ps.resets_total[group] += count;
+      }
+    }
     // A link that retrained while the agent ran: its rate from now on (0 = the Hello's stands).
     if (pw.line_rate_bytes_per_second() > 0) {
       ps.info.set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
@@ -241,6 +251,17 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   auto line_rate =
       MakeFamily("fabricscope_port_line_rate_bytes_per_second",
                  "Line rate of the port (sysfs rate/speed, or configured).", MetricType::Gauge);
+  auto resets = MakeFamily(
+      "fabricscope_port_counter_resets_total",
+      "Counter reads that went backwards without a plausible wrap (device reset, re-plug, "
+      "counters cleared), by the group of the counter (kind: counters, hw_counters, statistics, "
+      "ethtool, pma, tcp); totals continue across them. Only kinds that reset appear.",
+      MetricType::Counter);
+  auto unavailable = MakeFamily(
+      "fabricscope_port_unavailable_reads_total",
+      "Counter reads of the port that failed or said N/A (the previous good value is kept and "
+      "the next delta spans the gap).",
+      MetricType::Counter);
   auto util = MakeFamily("fabricscope_port_utilization_ratio",
                          "Mean utilization of line rate over the last window.", MetricType::Gauge);
   auto peak = MakeFamily("fabricscope_port_peak_utilization_ratio",
@@ -490,6 +511,12 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       if (ps.info.line_rate_bytes_per_second() > 0) {
         AddValue(line_rate, labels(), static_cast<double>(ps.info.line_rate_bytes_per_second()));
       }
+      if (ps.have) {
+        AddValue(unavailable, labels(), static_cast<double>(ps.unavailable_total));
+        for (const auto& [kind, total] : ps.resets_total) {
+          AddValue(resets, labels({{"kind", kind}}), static_cast<double>(total));
+        }
+      }
       if (!ps.have) continue;
       const v1::PortWindow& w = ps.last;
       const v1::DerivedSignals& d = w.derived();
@@ -630,6 +657,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &tx_pkts,
                           &rx_pkts,
                           &line_rate,
+                          &resets,
+                          &unavailable,
                           &util,
                           &peak,
                           &sample_util,

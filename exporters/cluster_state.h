@@ -130,6 +130,11 @@ class ClusterState : public prometheus::Collectable {
     v1::PortInfo info;
     v1::PortWindow last;
     bool have = false;
+    // Sums over the stored windows of this agent instance (PortWindow.counter_resets_by_group,
+    // unavailable_reads): fabricscope_port_counter_resets_total{kind},
+    // fabricscope_port_unavailable_reads_total.
+    std::map<std::string, uint64_t> resets_total;
+    uint64_t unavailable_total = 0;
   };
   struct NodeState {
     v1::Hello hello;

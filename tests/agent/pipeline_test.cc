@@ -31,6 +31,7 @@ PortDescriptor TestPort(uint64_t rate_bps) {
   auto add = [&](const char* name, CounterRole role, CounterSpec spec) {
     CounterDescriptor c;
     c.name = name;
+    c.group = "statistics";
     c.role = role;
     c.spec = spec;
     p.counters.push_back(c);
@@ -210,6 +211,8 @@ TEST(Pipeline, CounterResetKeepsTotalsMonotonicAndIsCounted) {
   ASSERT_EQ(b.size(), 1u);
   const auto& w = b[0].ports(0);
   EXPECT_EQ(w.counter_resets(), 1u);
+  ASSERT_EQ(w.counter_resets_by_group().size(), 1u);
+  EXPECT_EQ(w.counter_resets_by_group().at("statistics"), 1u);
   // The tick at 1 s belongs to the next window.
   EXPECT_EQ(w.transmit().bytes(), 500'000u + 200u);
   EXPECT_EQ(w.transmit().bytes_total(), 1'000'000u + 500'000u + 200u);

@@ -1,5 +1,6 @@
 #include "exporters/cluster_state.h"
 
+#include <map>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -337,6 +338,33 @@ TEST(ClusterState, ALinkRateChangeReplacesTheHellosRate) {
   ASSERT_EQ(rate->metric.size(), 2u);
   EXPECT_EQ(rate->metric[0].gauge.value, 25e9);
   EXPECT_EQ(rate->metric[1].gauge.value, 12.5e9);
+}
+
+// Per-window counter resets and unavailable reads are summed over the stored windows (a
+// duplicate batch is not counted twice) and exported per port, resets by counter group.
+TEST(ClusterState, CounterResetsAndUnavailableReadsAreExportedAsTotals) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  for (uint64_t seq : {1, 2, 2}) {
+    v1::Batch b = Batch(seq, 4000 * seq);
+    b.mutable_ports(0)->set_unavailable_reads(3);
+    b.mutable_ports(0)->set_counter_resets(seq);
+    (*b.mutable_ports(0)->mutable_counter_resets_by_group())["hw_counters"] = 1;
+    if (seq == 2) (*b.mutable_ports(0)->mutable_counter_resets_by_group())["counters"] = 1;
+    ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
+  }
+  auto fams = s.Collect();
+  const MetricFamily* un = Find(fams, "fabricscope_port_unavailable_reads_total");
+  ASSERT_EQ(un->metric.size(), 2u);
+  EXPECT_EQ(un->metric[0].counter.value, 6);
+  EXPECT_EQ(un->metric[1].counter.value, 0);
+  const MetricFamily* resets = Find(fams, "fabricscope_port_counter_resets_total");
+  std::map<std::string, double> got;
+  for (const auto& m : resets->metric) {
+    EXPECT_EQ(Label(m, "port"), "1");
+    got[Label(m, "kind")] = m.counter.value;
+  }
+  EXPECT_EQ(got, (std::map<std::string, double>{{"counters", 1}, {"hw_counters", 2}}));
 }
 
 TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {

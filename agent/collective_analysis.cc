@@ -116,6 +116,9 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
       candidate = !p.node_level && (any_rdma ? p.rdma : true);
     }
     if (candidate) candidates_.push_back(i);
+    const bool has_phy = std::any_of(p.counters.begin(), p.counters.end(), [](const auto& cd) {
+      return cd.name == exporters::kPortDiscardsCounter;
+    });
     for (const collectors::CounterDescriptor& cd : p.counters) {
       Signal s = Signal::kNone;
       if (cd.role == CounterRole::kError) {
@@ -126,6 +129,8 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
             n == "roce_adp_retrans" || n == "implied_nak_seq_err" || n == "rnr_nak_retry_err" ||
             (cd.group == "tcp" && n == "RetransSegs")) {
           s = Signal::kRetransmit;
+        } else if (exporters::IsLossBreakdown(n, has_phy)) {
+          s = Signal::kNone;  // its drops are rx_discards_phy's: counted there once
         } else if (exporters::IsLossCounterName(n)) {
           s = Signal::kLoss;
         } else if (n == "np_cnp_sent" || n == "rp_cnp_handled" ||

@@ -19,10 +19,19 @@ bool IsLossCounterName(absl::string_view name) {
          absl::StrContains(name, "out_of_buffer");
 }
 
+bool IsLossBreakdown(absl::string_view name, bool port_has_discards_phy) {
+  if (!port_has_discards_phy) return false;
+  const std::optional<collectors::EthtoolStatName> p = collectors::ParsePriorityStat(name);
+  return p && p->direction == collectors::StatDirection::kRx && p->kind == "discards";
+}
+
 uint64_t LossEventsInWindow(const v1::PortWindow& window) {
+  bool has_phy = false;
+  for (const v1::CounterValue& c : window.counters()) has_phy |= c.name() == kPortDiscardsCounter;
   uint64_t n = 0;
   for (const v1::ErrorCounter& e : window.errors()) n += e.delta();
   for (const v1::CounterValue& c : window.counters()) {
+    if (IsLossBreakdown(c.name(), has_phy)) continue;
     if (IsLossCounterName(c.name()) || (c.group() == "tcp" && c.name() == "RetransSegs")) {
       n += c.delta();
     }

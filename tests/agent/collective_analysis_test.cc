@@ -105,6 +105,24 @@ TEST_F(CollectiveAnalysisTest, LossInsideTheIntervalMakesItLossy) {
   EXPECT_EQ(b.Analyze(Coll(1, 20 * kMs, 65 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
 }
 
+// One mlx5 buffer drop raises rx_discards_phy and rx_prio<p>_discards (exporters/
+// loss_patterns.h IsLossBreakdown): the collective's loss events count it once.
+TEST_F(CollectiveAnalysisTest, APerPriorityDiscardCountsOnceWithTheDiscardsOfThePort) {
+  std::vector<PortDescriptor> ports = Ports();
+  for (const char* name : {"rx_discards_phy", "rx_prio3_discards"}) {
+    CounterDescriptor c;
+    c.name = name;
+    c.group = "ethtool";
+    c.role = CounterRole::kOther;
+    ports[0].counters.push_back(c);  // counters 2 and 3 of eth0
+  }
+  Fill(recorder_, 0, 0, 100, 0.2);
+  CollectiveAnalyzer a(ports, recorder_, {});
+  a.OnCounterDelta(0, 2, 20 * kMs, 30 * kMs, 4);  // rx_discards_phy
+  a.OnCounterDelta(0, 3, 20 * kMs, 30 * kMs, 4);  // rx_prio3_discards: the same 4 drops
+  EXPECT_EQ(a.Analyze(Coll(1, 10 * kMs, 40 * kMs)).ports(0).loss_events(), 4u);
+}
+
 // Packet-capture loss events count on the captured interface's port, inside the interval only,
 // and only the kinds that mean a lost packet.
 TEST_F(CollectiveAnalysisTest, CapturedLossOnTheCapturedInterfaceMakesItLossy) {

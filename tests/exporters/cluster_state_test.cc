@@ -1,11 +1,11 @@
 #include "exporters/cluster_state.h"
 
-#include <map>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "exporters/message_checks.h"

@@ -33,6 +33,36 @@ TEST(LossCounters, NamesAndWindowEvents) {
   EXPECT_EQ(LossEventsInWindow(w), 12u);
 }
 
+// One mlx5 buffer drop raises rx_discards_phy and rx_prio<p>_discards of its priority: counted
+// once, from rx_discards_phy; without it the per-priority counters are the port's count.
+TEST(LossCounters, APerPriorityDiscardIsNotCountedAgainWithTheDiscardsOfThePort) {
+  auto counter = [](v1::PortWindow& w, const char* name, uint64_t delta) {
+    v1::CounterValue* c = w.add_counters();
+    c->set_group("ethtool");
+    c->set_name(name);
+    c->set_delta(delta);
+  };
+  v1::PortWindow both;
+  counter(both, "rx_discards_phy", 7);
+  counter(both, "rx_prio3_discards", 5);
+  counter(both, "rx_prio4_discards", 2);
+  counter(both, "rx_out_of_buffer", 1);  // a later stage (receive queue): its own drops
+  EXPECT_EQ(LossEventsInWindow(both), 8u);
+  v1::PortWindow prio_only;
+  counter(prio_only, "rx_prio3_discards", 5);
+  counter(prio_only, "rx_prio4_discards", 2);
+  EXPECT_EQ(LossEventsInWindow(prio_only), 7u);
+  // rx_discards_phy read but still (delta 0): its presence decides, not its delta.
+  v1::PortWindow quiet_phy;
+  counter(quiet_phy, "rx_discards_phy", 0);
+  counter(quiet_phy, "rx_prio3_discards", 0);
+  EXPECT_EQ(LossEventsInWindow(quiet_phy), 0u);
+  EXPECT_TRUE(IsLossBreakdown("rx_prio3_discards", true));
+  EXPECT_FALSE(IsLossBreakdown("rx_prio3_discards", false));
+  EXPECT_FALSE(IsLossBreakdown("rx_prio3_pause", true));
+  EXPECT_FALSE(IsLossBreakdown("rx_discards_phy", true));
+}
+
 TEST(Gini, EvenIsZeroAllInOneIsNMinusOneOverN) {
   EXPECT_DOUBLE_EQ(Gini({5, 5, 5, 5}), 0);
   EXPECT_DOUBLE_EQ(Gini({0, 0, 0, 8}), 0.75);

@@ -6,6 +6,7 @@
 #include "agent/derived.h"
 #include "exporters/loss_patterns.h"
 #include "exporters/utilization_codec.h"
+#include "glog/logging.h"
 
 namespace fabricscope::agent {
 
@@ -409,6 +410,15 @@ void Pipeline::CloseWindow(int64_t end_ns) {
         e->set_total(cs.total);
         e->set_delta(cs.window_delta);
         e->set_saturated(cs.saturated);
+      } else if (cs.saturated && cd.role != CounterRole::kOther) {  // bytes or packets
+        pw->add_saturated_counters(cd.name);
+        if (!cs.saturation_logged) {
+          cs.saturation_logged = true;
+          LOG(WARNING) << ports_[pi].Key() << ": " << cd.path << " is stuck at 2^32 - 1, a "
+                       << "32-bit PortCounters value that stopped counting: this port's " << cd.name
+                       << " no longer moves (fabricscope_port_counter_saturated; "
+                       << "no counters_ext/" << cd.name << "_64 to read instead)";
+        }
       } else if (cd.role == CounterRole::kOther && cs.have_prev) {
         v1::CounterValue* c = pw->add_counters();
         c->set_group(cd.group);

@@ -114,6 +114,7 @@ class Pipeline {
     uint64_t total = 0;         // scaled, since the hardware baseline
     uint64_t window_delta = 0;  // scaled
     bool saturated = false;
+    bool saturation_logged = false;  // a stuck byte or packet counter is logged once
   };
   struct DirectionState {
     DirectionState(MicroburstThresholds t, int64_t window_ns, int64_t bucket_ns)

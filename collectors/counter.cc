@@ -29,6 +29,9 @@ Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
     if (cur < prev) return {cur, DeltaKind::kReset};
     return {cur - prev, cur >= max ? DeltaKind::kSaturated : DeltaKind::kNormal};
   }
+  if (spec.stuck_at_32_bits_saturates && prev == CounterMax(32) && cur == prev) {
+    return {0, DeltaKind::kSaturated};
+  }
   if (cur >= prev) return {cur - prev, DeltaKind::kNormal};
   // Went backwards: a wrap at the declared width, a wrap at 32 bits of a counter declared wider,
   // or a reset.

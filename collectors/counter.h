@@ -41,6 +41,11 @@ struct CounterSpec {
   // (perfquery(8); kernel Documentation/ABI/stable/sysfs-class-infiniband). Applied to deltas
   // and totals, never to the raw value the delta logic compares.
   uint32_t scale = 1;
+  // A 64-bit data or packet counter of counters/ that may really be the 32-bit PortCounters one
+  // (IBTA vol. 1 16.1.3.5: PortXmitData/PortRcvData/PortXmitPkts/PortRcvPkts are 32 bits and
+  // "stop at all ones"), as on mlx4 ports that serve the 64-bit values in counters_ext/ (the
+  // legacy layout, gpud#943): reading 2^32 - 1 twice in a row is then saturation, not silence.
+  bool stuck_at_32_bits_saturates = false;
 };
 
 // Largest raw value a counter of this width holds.
@@ -78,6 +83,7 @@ struct Delta {
 //   it was reset), and a 64-bit decrease is a reset unless it starts in the top quarter of 2^64.
 // - Saturating counters: cur == max reports kSaturated with the increment up to the maximum,
 //   never a wrapped or huge delta; cur < prev is a reset (counters cleared, e.g. perfquery -x).
+// - stuck_at_32_bits_saturates: prev == cur == 2^32 - 1 is kSaturated with no increment.
 // Pure function; safe on any thread.
 Delta ComputeDelta(const CounterSpec& spec, uint64_t prev, uint64_t cur,
                    uint64_t max_plausible_raw);

@@ -213,6 +213,40 @@ void DropUnavailableCounters(PortDescriptor& port, std::vector<std::string>& not
   }
 }
 
+// The legacy mlx4 layout (gpud#943): counters/port_{xmit,rcv}_{data,packets} are the 32-bit
+// PortCounters values, which stop at 2^32 - 1 (IBTA vol. 1 16.1.3.5), and the 64-bit ones
+// (PortCountersExtended) sit in counters_ext/<name>_64. Each of the four that has a readable
+// counters_ext/<name>_64 is read from there instead (group "counters_ext"), and the choice is
+// noted once. Those left in counters/ are marked stuck_at_32_bits_saturates: where the kernel
+// serves the 64-bit values there (every mlx4/mlx5 since 4.5) nothing changes, and a 32-bit one
+// stuck at its maximum is flagged saturated instead of reading as an idle link.
+void PreferExtendedCounters(const std::string& port_dir, PortDescriptor& port,
+                            std::vector<std::string>& notes) {
+  std::vector<std::string> moved;
+  for (CounterDescriptor& c : port.counters) {
+    const bool data_or_packets =
+        c.role == CounterRole::kTransmitBytes || c.role == CounterRole::kReceiveBytes ||
+        c.role == CounterRole::kTransmitPackets || c.role == CounterRole::kReceivePackets;
+    if (!data_or_packets) continue;
+    const std::string ext = absl::StrCat(port_dir, "/counters_ext/", c.name, "_64");
+    uint64_t v = 0;
+    auto text = ReadSmallFile(ext, 256);
+    if (text.ok() && ParseCounterText(*text, &v) == ReadStatus::kOk) {
+      c.path = ext;
+      c.group = "counters_ext";
+      c.spec = CounterSpec{64, CounterBehavior::kWrapping, c.spec.scale};
+      moved.push_back(c.name);
+    } else {
+      c.spec.stuck_at_32_bits_saturates = true;
+    }
+  }
+  if (!moved.empty()) {
+    notes.push_back(absl::StrCat(port.Key(), ": ", absl::StrJoin(moved, ", "),
+                                 " read from counters_ext/*_64 (64-bit), not the 32-bit "
+                                 "counters/ files next to them"));
+  }
+}
+
 }  // namespace
 
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
@@ -281,6 +315,7 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
         }
       }
       p.counters = RdmaCounterSet(dir + "/counters", error_tick_divisor);
+      PreferExtendedCounters(dir, p, result.notes);
       if (auto life = ReadSmallFile(dir + "/hw_counters/lifespan", 64); life.ok()) {
         uint32_t ms = 0;
         if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*life), &ms)) p.hw_lifespan_ms = ms;

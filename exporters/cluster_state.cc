@@ -257,6 +257,11 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       "counters cleared), by the group of the counter (kind: counters, hw_counters, statistics, "
       "ethtool, pma, tcp); totals continue across them. Only kinds that reset appear.",
       MetricType::Counter);
+  auto counter_saturated = MakeFamily(
+      "fabricscope_port_counter_saturated",
+      "1 for a byte or packet counter stuck at its maximum (a 32-bit PortCounters value at "
+      "2^32 - 1): the port's bytes or packets stop counting and its utilization reads low.",
+      MetricType::Gauge);
   auto unavailable = MakeFamily(
       "fabricscope_port_unavailable_reads_total",
       "Counter reads of the port that failed or said N/A (the previous good value is kept and "
@@ -512,6 +517,9 @@ std::vector<MetricFamily> ClusterState::Collect() const {
         AddValue(line_rate, labels(), static_cast<double>(ps.info.line_rate_bytes_per_second()));
       }
       if (ps.have) {
+        for (const std::string& c : ps.last.saturated_counters()) {
+          AddValue(counter_saturated, labels({{"counter", c}}), 1);
+        }
         AddValue(unavailable, labels(), static_cast<double>(ps.unavailable_total));
         for (const auto& [kind, total] : ps.resets_total) {
           AddValue(resets, labels({{"kind", kind}}), static_cast<double>(total));
@@ -659,6 +667,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &line_rate,
                           &resets,
                           &unavailable,
+                          &counter_saturated,
                           &util,
                           &peak,
                           &sample_util,

@@ -264,6 +264,29 @@ TEST(Pipeline, SaturatedErrorCounterIsFlaggedNotWrapped) {
   EXPECT_EQ(b[0].ports(0).errors(0).total(), 3u);
 }
 
+// A 32-bit PortCounters data counter stuck at 2^32 - 1 (counters/ without counters_ext:
+// collectors/sysfs_ports.cc marks it): the window names it saturated instead of showing an idle
+// link, and a counter that moves on clears it.
+TEST(Pipeline, AStuckThirtyTwoBitDataCounterIsFlaggedSaturated) {
+  PortDescriptor p = TestPort(1'000'000'000);
+  p.counters[0].spec.stuck_at_32_bits_saturates = true;  // tx_bytes
+  Pipeline pl({p}, {});
+  uint64_t v[6] = {4294967295u, 0, 0, 0, 0, 0};
+  ReadStatus ok[6];
+  std::fill(std::begin(ok), std::end(ok), ReadStatus::kOk);
+  for (int i = 1; i <= 3; ++i) pl.AddTick(i * kMs, v, ok);
+  pl.AddTick(kSec, v, ok);
+  v[0] = 4294967296u + 1000;  // moving again (a 64-bit counter after all)
+  pl.AddTick(kSec + kMs, v, ok);
+  pl.AddTick(2 * kSec, v, ok);
+  auto b = pl.TakeReady();
+  ASSERT_EQ(b.size(), 2u);
+  ASSERT_EQ(b[0].ports(0).saturated_counters_size(), 1);
+  EXPECT_EQ(b[0].ports(0).saturated_counters(0), "tx_bytes");
+  EXPECT_EQ(b[0].ports(0).transmit().bytes(), 0u);
+  EXPECT_EQ(b[1].ports(0).saturated_counters_size(), 0);
+}
+
 TEST(Pipeline, SamplerStallSkipsEmptyWindows) {
   Driver d(1'000'000'000);
   d.Tick(100 * kMs, 0);

@@ -121,5 +121,24 @@ TEST(ComputeDelta, FourBitSaturatingCounter) {
   EXPECT_EQ(ComputeDelta(spec, 13, 14, 0).kind, DeltaKind::kNormal);
 }
 
+// A counters/ data counter that is really the 32-bit PortCounters one stops at 2^32 - 1 (IBTA
+// vol. 1 16.1.3.5): read there twice, it is saturated, not an idle link; passing through that
+// value once, or anywhere else, is an ordinary 64-bit counter.
+TEST(ComputeDelta, AThirtyTwoBitDataCounterStuckAtItsMaximumIsSaturated) {
+  CounterSpec s{64, CounterBehavior::kWrapping, 4};
+  s.stuck_at_32_bits_saturates = true;
+  const uint64_t max32 = CounterMax(32);
+  Delta d = ComputeDelta(s, max32, max32, 0);
+  EXPECT_EQ(d.kind, DeltaKind::kSaturated);
+  EXPECT_EQ(d.raw, 0u);
+  d = ComputeDelta(s, max32 - 10, max32, 0);
+  EXPECT_EQ(d.kind, DeltaKind::kNormal);
+  EXPECT_EQ(d.raw, 10u);
+  d = ComputeDelta(s, max32, max32 + 5, 0);  // a 64-bit counter moving on
+  EXPECT_EQ(d.kind, DeltaKind::kNormal);
+  s.stuck_at_32_bits_saturates = false;
+  EXPECT_EQ(ComputeDelta(s, max32, max32, 0).kind, DeltaKind::kNormal);
+}
+
 }  // namespace
 }  // namespace fabricscope::collectors

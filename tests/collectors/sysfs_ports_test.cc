@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "tests/common/fake_tree.h"
 
@@ -125,6 +126,44 @@ TEST(DiscoverRdmaPorts, NoPmaCountersAreLeftOutAndNoted) {
   ASSERT_EQ(r->notes.size(), 2u);
   EXPECT_THAT(r->notes[0], HasSubstr("N/A"));
   EXPECT_THAT(r->notes[1], HasSubstr("i40iw0:1: no readable counters"));
+}
+
+// The legacy mlx4 layout (tests/testdata/generated/mlx4-legacy, SOURCES.md): the four data and
+// packet counters come from counters_ext/*_64, not the 32-bit counters/ files stuck at
+// 2^32 - 1 next to them, and the choice is noted; where no counters_ext exists, the counters/
+// ones are marked to flag a stuck 32-bit value as saturated.
+TEST(DiscoverRdmaPorts, PrefersTheSixtyFourBitCountersExt) {
+  const std::string legacy = std::string(FABRICSCOPE_TESTDATA) + "/generated/mlx4-legacy";
+  auto r = DiscoverRdmaPorts(legacy);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ports.size(), 1u);
+  std::map<std::string, const CounterDescriptor*> by_name;
+  for (const CounterDescriptor& c : r->ports[0].counters) by_name[c.name] = &c;
+  for (const char* name :
+       {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets"}) {
+    ASSERT_TRUE(by_name.contains(name)) << name;
+    const CounterDescriptor& c = *by_name[name];
+    EXPECT_EQ(c.group, "counters_ext") << name;
+    EXPECT_EQ(c.path, legacy + "/class/infiniband/mlx4_0/ports/1/counters_ext/" + name + "_64");
+    EXPECT_EQ(c.spec.width_bits, 64);
+    EXPECT_FALSE(c.spec.stuck_at_32_bits_saturates);
+  }
+  EXPECT_EQ(by_name["port_xmit_data"]->spec.scale, 4u);  // still 4-octet words
+  EXPECT_EQ(by_name["symbol_error"]->group, "counters");
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_THAT(r->notes[0], HasSubstr("mlx4_0:1: port_xmit_data, port_rcv_data, "
+                                     "port_xmit_packets, port_rcv_packets read from "
+                                     "counters_ext/*_64"));
+  // The real trees have no counters_ext: counters/ stays, marked.
+  auto real = DiscoverRdmaPorts(kSysfs);
+  ASSERT_TRUE(real.ok());
+  for (const CounterDescriptor& c : real->ports[1].counters) {
+    const bool data = c.role != CounterRole::kError && c.role != CounterRole::kOther;
+    EXPECT_EQ(c.spec.stuck_at_32_bits_saturates, data) << c.name;
+    if (data) {
+      EXPECT_EQ(c.group, "counters");
+    }
+  }
 }
 
 TEST(DiscoverRdmaPorts, MissingRootIsNotFound) {

@@ -367,6 +367,25 @@ TEST(ClusterState, CounterResetsAndUnavailableReadsAreExportedAsTotals) {
   EXPECT_EQ(got, (std::map<std::string, double>{{"counters", 1}, {"hw_counters", 2}}));
 }
 
+// A byte counter stuck at its maximum in the latest window: a gauge of 1 for it, gone once it
+// moves again.
+TEST(ClusterState, AStuckByteCounterIsExportedSaturated) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  v1::Batch b = Batch(1, 4000);
+  b.mutable_ports(0)->add_saturated_counters("port_xmit_data");
+  ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
+  auto fams = s.Collect();
+  const MetricFamily* sat = Find(fams, "fabricscope_port_counter_saturated");
+  ASSERT_EQ(sat->metric.size(), 1u);
+  EXPECT_EQ(Label(sat->metric[0], "counter"), "port_xmit_data");
+  EXPECT_EQ(Label(sat->metric[0], "port"), "1");
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());
+  fams = s.Collect();
+  sat = Find(fams, "fabricscope_port_counter_saturated");
+  EXPECT_TRUE(sat == nullptr || sat->metric.empty());
+}
+
 TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

@@ -5,14 +5,13 @@
 
 #include <chrono>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/cluster_state.h"
+#include "exporters/exposition.h"
 #include "exporters/heatmap_http.h"
 #include "exporters/http_pool.h"
-#include "prometheus/text_serializer.h"
 
 namespace fabricscope::exporters {
 
@@ -47,9 +46,7 @@ std::string HttpServer::RenderMetrics() const {
     families.insert(families.end(), std::make_move_iterator(f.begin()),
                     std::make_move_iterator(f.end()));
   }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
-  return out.str();
+  return TextExposition(families);
 }
 
 void HttpServer::RegisterDataRoutes() {

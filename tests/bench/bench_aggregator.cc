@@ -27,6 +27,7 @@
 
 #include "benchmark/benchmark.h"
 #include "exporters/cluster_state.h"
+#include "exporters/exposition.h"
 #include "exporters/http_server.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/text_serializer.h"
@@ -300,6 +301,19 @@ void BM_TextSerialize(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
+// The exposition /metrics serves (exporters/exposition.h), against prometheus-cpp's
+// TextSerializer above as the baseline.
+void BM_TextExposition(benchmark::State& state) {
+  const auto families = g_world->state->Collect();
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string out = exporters::TextExposition(families);
+    bytes = out.size();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
 void BM_RenderMetrics(benchmark::State& state) {
   exporters::HttpServer http({g_world->state.get()}, g_world->state.get());
   size_t bytes = 0;
@@ -362,6 +376,9 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("text_serialize", BM_TextSerialize)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("text_exposition", BM_TextExposition)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("render_metrics", BM_RenderMetrics)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
@@ -376,8 +393,8 @@ int main(int argc, char** argv) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   const double ser = ns("proto_serialize_batch"), parse = ns("proto_parse_batch"),
                ingest = ns("cluster_state_on_batch"), collect = ns("cluster_state_collect"),
-               text = ns("text_serialize"), render = ns("render_metrics"),
-               copy = ns("copy_rendered_string");
+               text = ns("text_serialize"), ours = ns("text_exposition"),
+               render = ns("render_metrics"), copy = ns("copy_rendered_string");
   std::printf("\n=== aggregator summary (median of repetitions, real time) ===\n");
   std::printf("nodes=%zu ports/node=%d; batch = %zu bytes serialized\n", g_nodes, kPorts,
               world.batch_bytes.size());
@@ -390,9 +407,13 @@ int main(int argc, char** argv) {
       "batch/s use %.2f%% of a core)\n",
       ratio(1e9, ingest), g_nodes, ingest * static_cast<double>(g_nodes) / 1e9 * 100);
   std::printf(
-      "render  RenderMetrics:        %10.2f ms   (Collect %.2f ms + TextSerializer %.2f "
+      "render  RenderMetrics:        %10.2f ms   (Collect %.2f ms + TextExposition %.2f "
       "ms); body %zu bytes\n",
-      render / 1e6, collect / 1e6, text / 1e6, world.rendered.size());
+      render / 1e6, collect / 1e6, ours / 1e6, world.rendered.size());
+  std::printf(
+      "        TextExposition (round-trip values) %.2f ms against prometheus-cpp's "
+      "TextSerializer (16 digits) %.2f ms -> ours/theirs = %.2f\n",
+      ours / 1e6, text / 1e6, ratio(ours, text));
   std::printf(
       "        baseline copy of the rendered string %.3f ms -> render/copy = %.1f; "
       "render per node = %.1f us = %.1fx one OnBatch\n",

@@ -689,14 +689,11 @@ TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {
 }
 
 // The same with counters of 10^16 and more (10 PB: 2.3 days of a 400 Gb/s port at line rate;
-// netdev and TCP counters up to 2^64 - 1). DISABLED: fabricscope's /metrics prints them with 16
-// significant digits, node_exporter with the shortest text that parses back to the same double:
-// fabricscope_port_transmit_bytes_total reads 12345678901234570 where the counter (and
-// node_exporter) say 12345678901234568. prometheus-cpp 1.0.1 (Debian 12) as built by Debian
-// formats values with snprintf("%.*g", max_digits10 - 1), which exporters/http_server.cc uses
-// through prometheus::TextSerializer. Enable once the exposition prints round-trip values (e.g.
-// std::to_chars).
-TEST(NodeExporterPeer, DISABLED_SeventeenDigitValuesMatch) {
+// netdev and TCP counters up to 2^64 - 1). Both sides must print values that parse back to the
+// same double: node_exporter the shortest round-trip text, fabricscope exporters/exposition.h
+// (prometheus-cpp 1.0.1's 16 significant digits printed 12345678901234570 for the counter's
+// 12345678901234568).
+TEST(NodeExporterPeer, SeventeenDigitValuesMatch) {
   FakeTree tree;
   WriteTrickyTree(tree, SeventeenDigitValues());
   CompareOnTree(tree, 16 + 4 + 34 + 12 + 15);

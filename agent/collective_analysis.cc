@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "agent/derived.h"
 #include "collectors/pcap/flow.h"
 #include "exporters/cross_rank.h"
 #include "exporters/loss_patterns.h"
@@ -138,6 +139,8 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
           s = Signal::kCnp;
         } else if (absl::EndsWith(n, "_pause_duration")) {
           s = Signal::kPause;
+        } else if (n == "port_xmit_wait") {
+          s = Signal::kXmitWait;
         }
       }
       signals_[i].push_back(s);
@@ -283,7 +286,7 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
     }
     pa->set_microbursts(bursts);
     pa->set_microburst_seconds(static_cast<double>(burst_ns) / 1e9);
-    uint64_t loss = 0, retx = 0, cnp = 0;
+    uint64_t loss = 0, retx = 0, cnp = 0, wait_ticks = 0;
     double pause_us = 0;
     for (const CounterEvent& e : events_) {
       const bool mine = e.port == pi || (netdev_[pi] && ports_[e.port].node_level &&
@@ -302,6 +305,9 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
         case Signal::kPause:
           pause_us += static_cast<double>(e.delta);
           break;
+        case Signal::kXmitWait:
+          wait_ticks += e.delta;
+          break;
         case Signal::kNone:
           break;
       }
@@ -315,6 +321,8 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
     pa->set_retransmits(retx);
     pa->set_cnps(cnp);
     pa->set_pause_seconds(pause_us / 1e6);
+    pa->set_transmit_wait_seconds(static_cast<double>(wait_ticks) *
+                                  XmitWaitTickSeconds(ports_[pi].lanes, rate));
   }
   Classify(&a, t1 - t0);
   return a;
@@ -346,7 +354,10 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
       }
     }
     const double burst_ratio = duration_s > 0 ? p.microburst_seconds() / duration_s : 0;
-    const double sat = std::max(p.saturated_ratio(), burst_ratio);
+    // Time the port waited for credits with data to send is congestion too: the fabric behind
+    // it could not take the traffic (an InfiniBand link shows no ECN or CNP to say so).
+    const double wait_ratio = duration_s > 0 ? p.transmit_wait_seconds() / duration_s : 0;
+    const double sat = std::max({p.saturated_ratio(), burst_ratio, wait_ratio});
     if (sat >= options_.saturated_min_ratio && sat > worst_sat) {
       saturated = i;
       worst_sat = sat;
@@ -376,10 +387,15 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
     const v1::PortActivity& p = a->ports(saturated);
     a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
     a->set_port_index(static_cast<int32_t>(p.port_index()));
+    std::string waited;
+    if (p.transmit_wait_seconds() > 0 && duration_s > 0) {
+      waited = absl::StrFormat(", waited for credits %.0f%% of it (port_xmit_wait)",
+                               100 * p.transmit_wait_seconds() / duration_s);
+    }
     a->set_detail(absl::StrFormat(
-        "%s: saturated %.0f%% of the time, %d microbursts (%.3g s), peak %.2f of line rate",
+        "%s: saturated %.0f%% of the time, %d microbursts (%.3g s), peak %.2f of line rate%s",
         port_name(saturated), 100 * p.saturated_ratio(), p.microbursts(), p.microburst_seconds(),
-        p.peak_utilization()));
+        p.peak_utilization(), waited));
   } else if (total_samples == 0 || busiest < 0) {
     a->set_cause(v1::COLLECTIVE_CAUSE_UNKNOWN);
     a->set_detail("no port samples cover it");

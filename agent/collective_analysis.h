@@ -113,7 +113,7 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   const std::vector<uint32_t>& candidate_ports() const { return candidates_; }
 
  private:
-  enum class Signal : uint8_t { kNone, kLoss, kRetransmit, kCnp, kPause };
+  enum class Signal : uint8_t { kNone, kLoss, kRetransmit, kCnp, kPause, kXmitWait };
   struct CounterEvent {
     uint32_t port;
     Signal signal;

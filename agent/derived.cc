@@ -47,9 +47,19 @@ bool IsDiscard(const std::string& group, const std::string& name) {
 
 }  // namespace
 
+double XmitWaitTickSeconds(uint32_t lanes, uint64_t line_rate_bytes_per_second) {
+  if (lanes == 0 || line_rate_bytes_per_second == 0) return 0;
+  return static_cast<double>(lanes) / static_cast<double>(line_rate_bytes_per_second);
+}
+
 void ComputeDerived(const std::vector<CounterWindow>& cs, uint64_t rx_packets_delta,
-                    double window_seconds, v1::DerivedSignals* out) {
+                    double window_seconds, double xmit_wait_tick_seconds, v1::DerivedSignals* out) {
   if (window_seconds <= 0) return;
+  if (const CounterWindow* w = Find(cs, "port_xmit_wait"); w && xmit_wait_tick_seconds > 0) {
+    out->set_transmit_wait_seconds_total(static_cast<double>(w->total) * xmit_wait_tick_seconds);
+    out->set_transmit_wait_ratio(static_cast<double>(w->delta) * xmit_wait_tick_seconds /
+                                 window_seconds);
+  }
   // RDMA transport counters.
   if (const CounterWindow* oos = Find(cs, "out_of_sequence")) {
     out->set_out_of_sequence_total(oos->total);

@@ -37,7 +37,20 @@ struct CounterWindow {
 //   per-priority {rx}_prio<p>_{discards,buf_discard,cong_discard}, by source name.
 // - bit_error_ratio = Δrx_corrected_bits_phy / Δrx_bits_phy (the raw, pre-FEC BER).
 // - TCP: retransmitted ratio = ΔRetransSegs / ΔOutSegs (RFC 4022 tcpRetransSegs, tcpOutSegs).
+// - transmit_wait: PortXmitWait ticks x XmitWaitTickSeconds; its ratio is Δseconds /
+//   window_seconds. Absent when the tick length is unknown (0).
+// xmit_wait_tick_seconds: XmitWaitTickSeconds of the port.
 void ComputeDerived(const std::vector<CounterWindow>& counters, uint64_t rx_packets_delta,
-                    double window_seconds, v1::DerivedSignals* out);
+                    double window_seconds, double xmit_wait_tick_seconds, v1::DerivedSignals* out);
+
+// The length of one PortXmitWait tick: one symbol time, the time one byte takes on one lane
+// (IBTA vol. 1 16.1.3.5 PortXmitWait, with PortSamplesControl Tick = 0, "1x symbol time"; the
+// definition NVIDIA's ibdiagnet guide, "Congestion Assessment on InfiniBand Links", restates),
+// from the port's rate: lanes / line_rate_bytes_per_second. For 8b/10b links (SDR, DDR, QDR) the
+// kernel's rate is the signalling rate, so this is 0.8 of the symbol time; hardware that counts
+// in multiples of it (the guide: Quantum switches every 8 bytes of the port, Switch-IB every 32
+// bytes of a lane, shown by perfquery -c as Tick) makes these seconds a lower bound. 0 when the
+// lanes or the rate are unknown.
+double XmitWaitTickSeconds(uint32_t lanes, uint64_t line_rate_bytes_per_second);
 
 }  // namespace fabricscope::agent

@@ -441,7 +441,8 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     }
     // ps.rx.window_packets was reset by fill() above: use what went into the batch.
     ComputeDerived(windows, pw->receive().packets(),
-                   static_cast<double>(end_ns - window_start_ns_) / 1e9, pw->mutable_derived());
+                   static_cast<double>(end_ns - window_start_ns_) / 1e9,
+                   XmitWaitTickSeconds(ports_[pi].lanes, rate), pw->mutable_derived());
     ps.window_resets = 0;
     ps.window_resets_by_group.clear();
     ps.window_unavailable = 0;

@@ -33,6 +33,7 @@ struct PortDescriptor {
   bool rdma = false;
   LinkLayer link_layer = LinkLayer::kUnspecified;
   uint64_t line_rate_bytes_per_second = 0;  // 0 = unknown
+  uint32_t lanes = 0;                       // RDMA link width from `rate` ("4X" = 4); 0 = unknown
   LineRateSource line_rate_source = LineRateSource::kUnknown;
   bool is_virtual = false;  // a netdev under /sys/devices/virtual (lo, veth, bridge, ...)
   // Node-wide counters that belong to no port (TCP): device names the source ("tcp").

@@ -60,6 +60,18 @@ absl::StatusOr<uint64_t> ParseIbRate(absl::string_view text) {
   return static_cast<uint64_t>(std::llround(gbps * 125'000'000.0));
 }
 
+uint32_t ParseIbLanes(absl::string_view text) {
+  const size_t open = text.find('(');
+  if (open == absl::string_view::npos) return 0;
+  const size_t x = text.find('X', open);
+  uint32_t lanes = 0;
+  if (x == absl::string_view::npos ||
+      !absl::SimpleAtoi(text.substr(open + 1, x - open - 1), &lanes) || lanes == 0 || lanes > 32) {
+    return 0;
+  }
+  return lanes;
+}
+
 absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text) {
   int64_t mbps = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &mbps)) {
@@ -144,6 +156,10 @@ constexpr CounterTemplate kRdmaCounters[] = {
     {"local_link_integrity_errors", 4, kSat, 1, CounterRole::kError},
     {"excessive_buffer_overrun_errors", 4, kSat, 1, CounterRole::kError},
     {"VL15_dropped", 16, kSat, 1, CounterRole::kError},
+    // PortXmitWait (IBTA vol. 1 16.1.3.5, 32 bits, stops at all ones): ticks in which the port
+    // had data to send but sent none (no credits from the far end: congestion). Not an error;
+    // read in the slow group (agent/derived.h turns it into seconds).
+    {"port_xmit_wait", 32, kSat, 1, CounterRole::kOther},
 };
 
 // include/uapi/linux/if_link.h struct rtnl_link_stats64: all 64-bit.
@@ -306,6 +322,7 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
                                          : LinkLayer::kUnspecified;
       }
       if (auto rate = ReadSmallFile(dir + "/rate", 128); rate.ok()) {
+        p.lanes = ParseIbLanes(*rate);
         if (auto bps = ParseIbRate(*rate); bps.ok() && *bps > 0) {
           p.line_rate_bytes_per_second = *bps;
           p.line_rate_source = LineRateSource::kSysfs;

@@ -20,6 +20,11 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
 // Errors: InvalidArgument on text without a "<number> Gb/sec" prefix.
 absl::StatusOr<uint64_t> ParseIbRate(absl::string_view text);
 
+// The link width of an RDMA port's `rate` attribute: 4 for "100 Gb/sec (4X EDR)", 1 for
+// "25 Gb/sec (1X EDR)" (kernel drivers/infiniband/core/sysfs.c rate_show prints the active
+// width as "<n>X"); 0 when the text has none.
+uint32_t ParseIbLanes(absl::string_view text);
+
 // Parses a netdev's `speed` attribute (Mb/s, kernel Documentation/ABI/testing/sysfs-class-net)
 // into bytes per second (x 125,000). "-1" (virtio, veth, link down) gives 0 = unknown.
 // Errors: InvalidArgument on non-numeric text.

@@ -257,6 +257,16 @@ std::vector<MetricFamily> ClusterState::Collect() const {
       "counters cleared), by the group of the counter (kind: counters, hw_counters, statistics, "
       "ethtool, pma, tcp); totals continue across them. Only kinds that reset appear.",
       MetricType::Counter);
+  auto xmit_wait = MakeFamily(
+      "fabricscope_port_transmit_wait_seconds_total",
+      "Time the port had data to send and sent none, waiting for credits (PortXmitWait ticks x "
+      "one symbol time = lanes / line rate; agent/derived.h XmitWaitTickSeconds).",
+      MetricType::Counter);
+  auto xmit_wait_ratio = MakeFamily(
+      "fabricscope_port_transmit_wait_ratio",
+      "Share of the last window the port waited to transmit (PortXmitWait): congestion behind "
+      "the link.",
+      MetricType::Gauge);
   auto counter_saturated = MakeFamily(
       "fabricscope_port_counter_saturated",
       "1 for a byte or packet counter stuck at its maximum (a 32-bit PortCounters value at "
@@ -578,6 +588,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
         AddValue(discards, labels({{"reason", x.reason()}}), static_cast<double>(x.total()));
       }
       if (d.has_bit_error_ratio()) AddValue(ber, labels(), d.bit_error_ratio());
+      if (d.has_transmit_wait_seconds_total()) {
+        AddValue(xmit_wait, labels(), d.transmit_wait_seconds_total());
+        AddValue(xmit_wait_ratio, labels(), d.transmit_wait_ratio());
+      }
       if (w.has_link()) {
         AddValue(link_state, labels(), w.link().state());
         if (ps.info.rdma()) AddValue(phys_state, labels(), w.link().phys_state());
@@ -668,6 +682,8 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &resets,
                           &unavailable,
                           &counter_saturated,
+                          &xmit_wait,
+                          &xmit_wait_ratio,
                           &util,
                           &peak,
                           &sample_util,

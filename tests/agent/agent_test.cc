@@ -97,7 +97,7 @@ TEST(Agent, SlowGroupAddsLinkStateHwCountersAndTcp) {
     state += c.group == "state";
     counters += c.group == "counters";
   }
-  EXPECT_EQ(counters, 16u);
+  EXPECT_EQ(counters, 17u);  // the 16 PortCounters of the IBTA table and port_xmit_wait
   EXPECT_EQ(hw, 24u);
   EXPECT_EQ(state, 3u);
   EXPECT_TRUE((*a)->ports()[1].node_level);

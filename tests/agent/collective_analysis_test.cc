@@ -123,6 +123,32 @@ TEST_F(CollectiveAnalysisTest, APerPriorityDiscardCountsOnceWithTheDiscardsOfThe
   EXPECT_EQ(a.Analyze(Coll(1, 10 * kMs, 40 * kMs)).ports(0).loss_events(), 4u);
 }
 
+// An InfiniBand link shows congestion as time waiting for credits (PortXmitWait), not as ECN:
+// a collective whose port waited for 40% of it is network_saturated on that port even at a low
+// utilization, and the detail says so.
+TEST_F(CollectiveAnalysisTest, TransmitWaitMakesItSaturated) {
+  std::vector<PortDescriptor> ports = Ports();
+  ports[0].lanes = 4;  // 4X at kRate
+  CounterDescriptor wait;
+  wait.name = "port_xmit_wait";
+  wait.group = "counters";
+  wait.role = CounterRole::kOther;
+  ports[0].counters.push_back(wait);  // counter 2 of eth0
+  Fill(recorder_, 0, 0, 100, 0.2);
+  CollectiveAnalyzer a(ports, recorder_, {});
+  const double tick = 4.0 / static_cast<double>(kRate);
+  const auto ticks = static_cast<uint64_t>(std::llround(0.4 * 0.05 / tick));  // 40% of 50 ms
+  a.OnCounterDelta(0, 2, 30 * kMs, 80 * kMs, ticks);
+  const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 30 * kMs, 80 * kMs));
+  EXPECT_NEAR(r.ports(0).transmit_wait_seconds(), 0.02, 1e-9);
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  EXPECT_EQ(r.port_index(), 0);
+  EXPECT_NE(r.detail().find("waited for credits 40% of it (port_xmit_wait)"), std::string::npos)
+      << r.detail();
+  // The same wait outside the interval leaves it normal.
+  EXPECT_EQ(a.Analyze(Coll(2, 85 * kMs, 99 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+}
+
 // Packet-capture loss events count on the captured interface's port, inside the interval only,
 // and only the kinds that mean a lost packet.
 TEST_F(CollectiveAnalysisTest, CapturedLossOnTheCapturedInterfaceMakesItLossy) {

@@ -30,7 +30,7 @@ TEST(ComputeDerived, RdmaTransportSignalsByHand) {
   c.Add("hw_counters", "np_ecn_marked_roce_packets", 5000, 250);
   c.Add("hw_counters", "out_of_buffer", 12, 0);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, /*rx_packets_delta=*/10'000, /*window_seconds=*/2.0, &d);
+  ComputeDerived(c.list, /*rx_packets_delta=*/10'000, /*window_seconds=*/2.0, 0, &d);
   EXPECT_DOUBLE_EQ(d.loss_ratio(), 5.0 / 10'000);  // 0.05 %
   EXPECT_EQ(d.out_of_sequence_total(), 1000u);
   EXPECT_EQ(d.retransmits_total(), 40u + 7 + 3 + 50);
@@ -53,7 +53,7 @@ TEST(ComputeDerived, NoTrafficMeansZeroRatiosNotNaN) {
   c.Add("hw_counters", "out_of_sequence", 3, 0);
   c.Add("hw_counters", "np_ecn_marked_roce_packets", 3, 0);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, 0, 1.0, &d);
+  ComputeDerived(c.list, 0, 1.0, 0, &d);
   EXPECT_EQ(d.loss_ratio(), 0.0);
   EXPECT_EQ(d.ecn_marked_ratio(), 0.0);
 }
@@ -69,7 +69,7 @@ TEST(ComputeDerived, EthtoolPauseDiscardsAndBitErrorRatio) {
   c.Add("ethtool", "rx_corrected_bits_phy", 1'000, 30);
   c.Add("ethtool", "rx_bits_phy", 1'000'000'000'000, 100'000'000'000);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, 0, 1.0, &d);
+  ComputeDerived(c.list, 0, 1.0, 0, &d);
   ASSERT_EQ(d.pause_size(), 2);
   EXPECT_EQ(d.pause(0).priority(), 3u);
   EXPECT_EQ(d.pause(0).direction(), v1::DIRECTION_RECEIVE);
@@ -89,7 +89,7 @@ TEST(ComputeDerived, NetdevLossFromDropsOverReceived) {
   c.Add("statistics", "rx_dropped", 10, 2);
   c.Add("statistics", "rx_missed_errors", 5, 1);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, 997, 1.0, &d);
+  ComputeDerived(c.list, 997, 1.0, 0, &d);
   EXPECT_DOUBLE_EQ(d.loss_ratio(), 3.0 / 1000);
 }
 
@@ -98,7 +98,7 @@ TEST(ComputeDerived, TcpRetransmittedRatio) {
   c.Add("tcp", "OutSegs", 594855, 2000);
   c.Add("tcp", "RetransSegs", 348, 5);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, 0, 1.0, &d);
+  ComputeDerived(c.list, 0, 1.0, 0, &d);
   EXPECT_EQ(d.tcp_sent_segments_total(), 594855u);
   EXPECT_EQ(d.tcp_retransmitted_segments_total(), 348u);
   EXPECT_DOUBLE_EQ(d.tcp_retransmitted_ratio(), 0.0025);
@@ -109,8 +109,26 @@ TEST(ComputeDerived, NothingKnownSetsNothing) {
   Counters c;
   c.Add("counters", "symbol_error", 1, 1);
   v1::DerivedSignals d;
-  ComputeDerived(c.list, 100, 1.0, &d);
+  ComputeDerived(c.list, 100, 1.0, 0, &d);
   EXPECT_EQ(d.ByteSizeLong(), 0u);
+}
+
+// PortXmitWait as time: a 4X EDR port (100 Gb/s = 12.5e9 bytes/s) has a symbol time of
+// 4 / 12.5e9 = 0.32 ns per tick; 1.5e9 ticks in a 2 s window are 0.48 s, 24% of it.
+TEST(ComputeDerived, TransmitWaitTicksBecomeSecondsAndAShareOfTheWindow) {
+  EXPECT_DOUBLE_EQ(XmitWaitTickSeconds(4, 12'500'000'000), 3.2e-10);
+  EXPECT_DOUBLE_EQ(XmitWaitTickSeconds(1, 5'000'000'000), 2e-10);
+  EXPECT_EQ(XmitWaitTickSeconds(0, 12'500'000'000), 0);  // no "4X" in the rate text
+  EXPECT_EQ(XmitWaitTickSeconds(4, 0), 0);               // rate unknown
+  Counters c;
+  c.Add("counters", "port_xmit_wait", 2'000'000'000, 1'500'000'000);
+  v1::DerivedSignals d;
+  ComputeDerived(c.list, 0, 2.0, XmitWaitTickSeconds(4, 12'500'000'000), &d);
+  EXPECT_DOUBLE_EQ(d.transmit_wait_seconds_total(), 0.64);
+  EXPECT_DOUBLE_EQ(d.transmit_wait_ratio(), 0.24);
+  v1::DerivedSignals unknown;
+  ComputeDerived(c.list, 0, 2.0, 0, &unknown);
+  EXPECT_FALSE(unknown.has_transmit_wait_seconds_total());
 }
 
 }  // namespace

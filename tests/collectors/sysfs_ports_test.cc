@@ -79,8 +79,8 @@ TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {
     standard += c.group == "counters";
     hw += c.group == "hw_counters";
   }
-  EXPECT_EQ(standard, 16u);
-  EXPECT_EQ(hw, 24u);  // every hw_counters file but lifespan
+  EXPECT_EQ(standard, 17u);  // with port_xmit_wait
+  EXPECT_EQ(hw, 24u);        // every hw_counters file but lifespan
   EXPECT_EQ(mlx5.hw_lifespan_ms, 10u);
   EXPECT_EQ(r->ports[0].hw_lifespan_ms, 0u);  // hfi1 has no hw_counters
   const CounterDescriptor& xmit = mlx5.counters[0];

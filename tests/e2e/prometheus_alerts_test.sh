@@ -299,6 +299,7 @@ declare -A NO_DATA=(
   [fabricscope_port_ecn_marked_packets_total]="RDMA hw_counters (np_ecn_marked_roce_packets): no RDMA device on a veth"
   [fabricscope_port_pause_seconds_total]="PFC counters (ethtool prio pause): a veth has none"
   [fabricscope_port_discards_total]="mlx5 discard counters: a veth has none"
+  [fabricscope_port_transmit_wait_seconds_total]="PortXmitWait (InfiniBand counters/port_xmit_wait): a veth has none"
   [fabricscope_port_ethtool_stat_total]="NIC ethtool statistics (PHY, pause storm): a veth has none"
   [fabricscope_port_current_rate_bytes_per_second]="a veth reports no speed (-1)"
   [fabricscope_port_errors_saturated]="only while a counter is stuck at its maximum"

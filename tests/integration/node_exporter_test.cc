@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -60,6 +61,10 @@ struct Pair {
   // hw_counters: node_exporter reads them only in newer versions (not 1.5). When node_exporter
   // exports no hw_counters metric at all, the row is compared with the file's value instead.
   bool hw = false;
+  // node_exporter's value is in PortXmitWait ticks, fabricscope's in seconds: times one symbol
+  // time, lanes / rate bytes per second, both read here from the port's `rate` file (relative
+  // tolerance 1e-12: the product is rounded once on each side, in another order).
+  bool per_tick = false;
 };
 
 std::vector<Pair> MappingTable() {
@@ -110,6 +115,8 @@ std::vector<Pair> MappingTable() {
        "node_infiniband_excessive_buffer_overrun_errors_total",
        err("excessive_buffer_overrun_errors")},
       {P, "counters/VL15_dropped", "node_infiniband_vl15_dropped_total", err("VL15_dropped")},
+      {P, "counters/port_xmit_wait", "node_infiniband_port_transmit_wait_total",
+       fsm("fabricscope_port_transmit_wait_seconds_total"), false, true},
       // Port attributes (gauges): IB PortState and PortPhysicalState numbers, rate in bytes/s.
       {P, "state", "node_infiniband_state_id", fsm("fabricscope_port_link_state")},
       {P, "phys_state", "node_infiniband_physical_state_id",
@@ -250,8 +257,6 @@ std::vector<Pair> MappingTable() {
 // the test, so a new node_exporter (or a new fixture) cannot silently shrink the comparison.
 const std::vector<std::pair<std::regex, std::string>>& NotExported() {
   static const auto* list = new std::vector<std::pair<std::regex, std::string>>{
-      {std::regex("node_infiniband_port_transmit_wait_total"),
-       "counters/port_xmit_wait (PortXmitWait, 32-bit) is not read by the agent"},
       {std::regex("node_infiniband_(unicast|multicast)_packets_(received|transmitted)_total"),
        "counters/{unicast,multicast}_{rcv,xmit}_packets are not read by the agent"},
       {std::regex("node_infiniband_legacy_.*"), "counters_ext/ (kernels before 4.5)"},
@@ -300,6 +305,15 @@ std::map<std::string, std::string> ProcTable(const std::string& text, const std:
     }
   }
   return out;
+}
+
+// One PortXmitWait tick of the port directory `dir` in seconds, from its `rate` text
+// ("40 Gb/sec (4X QDR)": 4 lanes / 5e9 bytes per second); 0 when unreadable.
+double TickSeconds(const std::string& dir) {
+  std::smatch m;
+  const std::string rate = ReadFile(dir + "/rate");
+  if (!std::regex_search(rate, m, std::regex("^([0-9.]+) Gb/sec \\(([0-9]+)X"))) return 0;
+  return std::stod(m[2]) / (std::stod(m[1]) * 125'000'000.0);
 }
 
 struct PortRef {
@@ -418,7 +432,7 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
   std::set<std::string> used;  // node_exporter series the table compared
   auto compare = [&](const Pair& p, const std::map<std::string, std::string>& ne_labels,
                      std::map<std::string, std::string> fs_labels, std::optional<double> file,
-                     const std::string& where) {
+                     const std::string& where, double tick = 0) {
     ++c.compared;
     std::optional<double> want;
     std::string ref;
@@ -443,7 +457,8 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
       }
       *got += *v;
     }
-    if (want && got && *want == *got) return;
+    if (p.per_tick && want && got && std::fabs(*want * tick - *got) <= 1e-12 * *got) return;
+    if (!p.per_tick && want && got && *want == *got) return;
     c.diffs.push_back(absl::StrCat(where, ": ", ref, " = ", Fmt(want), "  vs  ",
                                    absl::StrJoin(names, " + "), " = ", Fmt(got)));
   };
@@ -458,7 +473,8 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &raw)) {
         file_value = static_cast<double>(raw);
       }
-      compare(p, port.ne_labels, port.fs_labels, file_value, fs::relative(file, sysfs).string());
+      compare(p, port.ne_labels, port.fs_labels, file_value, fs::relative(file, sysfs).string(),
+              TickSeconds(port.dir));
     }
   }
   const std::string snmp = ReadFile(procfs + "/net/snmp");
@@ -542,8 +558,8 @@ TEST(NodeExporterPeer, RealTreesMatch) {
   FakeTree tree;
   tree.CopyTestdata("sysfs-real/class", "sys/class");
   tree.CopyTestdata("procfs-real/net", "proc/net");
-  // 4 ports x (16 counters + 4 gauges) + mlx5_0's 24 hw_counters files (26 rows) + 15 TCP rows.
-  CompareOnTree(tree, 4 * 20 + 26 + 15);
+  // 4 ports x (17 counters + 4 gauges) + mlx5_0's 24 hw_counters files (26 rows) + 15 TCP rows.
+  CompareOnTree(tree, 4 * 21 + 26 + 15);
 }
 
 // The values of WriteTrickyTree that probe the exposition's number formatting.
@@ -596,7 +612,7 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
       {"port_rcv_constraint_errors", "255"},
       {"local_link_integrity_errors", "15"},  // 4-bit, saturated
       {"excessive_buffer_overrun_errors", "14"},
-      {"port_xmit_wait", "4294967295"},  // 32-bit, saturated (node_exporter only)
+      {"port_xmit_wait", "4294967295"},  // 32-bit, saturated
       {"unicast_xmit_packets", "1099511627783"},
   };
   for (const auto& [name, value] : counters) t.Write(port + "counters/" + name, value + "\n");
@@ -684,8 +700,8 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
 TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {
   FakeTree tree;
   WriteTrickyTree(tree);
-  // 1 port: 16 counters + 4 gauges + 29 hw_counters files (34 rows); 1 netdev: 12 rows; 15 TCP.
-  CompareOnTree(tree, 16 + 4 + 34 + 12 + 15);
+  // 1 port: 17 counters + 4 gauges + 29 hw_counters files (34 rows); 1 netdev: 12 rows; 15 TCP.
+  CompareOnTree(tree, 17 + 4 + 34 + 12 + 15);
 }
 
 // The same with counters of 10^16 and more (10 PB: 2.3 days of a 400 Gb/s port at line rate;
@@ -696,7 +712,7 @@ TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {
 TEST(NodeExporterPeer, SeventeenDigitValuesMatch) {
   FakeTree tree;
   WriteTrickyTree(tree, SeventeenDigitValues());
-  CompareOnTree(tree, 16 + 4 + 34 + 12 + 15);
+  CompareOnTree(tree, 17 + 4 + 34 + 12 + 15);
 }
 
 }  // namespace

@@ -102,6 +102,30 @@ std::vector<std::string> InterfaceAddresses(const std::vector<PortDescriptor>& p
   return out;
 }
 
+// An RDMA port without byte counters (iWARP/i40iw: all "N/A (no PMA)") counts the bytes and
+// packets of its netdev (statistics/, include/uapi/linux/if_link.h rtnl_link_stats64) instead,
+// when one is linked; noted either way.
+void BorrowNetdevTraffic(const std::string& sysfs_root, PortDescriptor& p,
+                         std::vector<std::string>& notes) {
+  const bool has_bytes = std::any_of(p.counters.begin(), p.counters.end(), [](const auto& c) {
+    return c.role == collectors::CounterRole::kTransmitBytes ||
+           c.role == collectors::CounterRole::kReceiveBytes;
+  });
+  if (has_bytes) return;
+  if (p.netdev.empty()) {
+    notes.push_back(absl::StrCat(p.Key(),
+                                 ": no traffic counters and no netdev linked: state, "
+                                 "rate and link events only"));
+    return;
+  }
+  for (collectors::CounterDescriptor& c : collectors::NetdevCounterSet(
+           absl::StrCat(sysfs_root, "/class/net/", p.netdev, "/statistics"), 1)) {
+    if (c.role != collectors::CounterRole::kError) p.counters.push_back(std::move(c));
+  }
+  notes.push_back(absl::StrCat(p.Key(), ": bytes and packets from its netdev ", p.netdev,
+                               " (statistics/), its own counters being unavailable"));
+}
+
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
@@ -185,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     if (auto nd = collectors::FindRdmaNetdev(o.sysfs_root, p.device, p.port); nd.ok()) {
       p.netdev = *nd;
     }
+    BorrowNetdevTraffic(o.sysfs_root, p, notes);
   }
   agent->chosen_ = chosen;
 

@@ -344,7 +344,6 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
     v1::PortWindow* pw = current_.add_ports();
     pw->set_port_index(static_cast<uint32_t>(pi));
-    pw->set_utilization_valid(rate > 0);
     pw->set_line_rate_bytes_per_second(rate);
     pw->set_counter_resets(ps.window_resets);
     for (const auto& [group, n] : ps.window_resets_by_group) {
@@ -353,6 +352,9 @@ void Pipeline::CloseWindow(int64_t end_ns) {
     pw->set_unavailable_reads(ps.window_unavailable);
     auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
     auto known = [&](int idx) { return idx >= 0 && ps.counters[idx].have_prev; };
+    // Utilization needs a line rate and a byte counter: a port without one (irdma with
+    // hw_counters only, iWARP with N/A counters and no netdev) is not an idle link.
+    pw->set_utilization_valid(rate > 0 && (known(ps.tx_bytes) || known(ps.rx_bytes)));
     auto fill = [&](DirectionState& d, int bytes_idx, int packets_idx, v1::DirectionWindow* out) {
       const double mean =
           rate > 0 && d.window_covered_ns > 0

@@ -341,9 +341,14 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
       p.counters.insert(p.counters.end(), std::make_move_iterator(hw.begin()),
                         std::make_move_iterator(hw.end()));
       DropUnavailableCounters(p, result.notes);
+      // A port without counters (iWARP/i40iw: every one reads "N/A (no PMA)") is still watched:
+      // its state, physical state, rate and link events come from the state files, and the
+      // agent takes its bytes from its netdev when one is linked (agent/agent.cc).
       if (p.counters.empty()) {
-        result.notes.push_back(absl::StrCat(p.Key(), ": no readable counters, port skipped"));
-        continue;
+        result.notes.push_back(
+            absl::StrCat(p.Key(),
+                         ": no readable traffic counters; its state, rate and link events are "
+                         "watched, and its bytes come from its netdev when one is linked"));
       }
       result.ports.push_back(std::move(p));
     }

@@ -63,7 +63,8 @@ struct DiscoveryResult {
 
 // Finds every port under <sysfs_root>/class/infiniband/<dev>/ports/<n>/ with its rate, link
 // layer and every counter file present. Counters reading "N/A" (drivers without a PMA, e.g.
-// iWARP) are left out and noted. A missing class/infiniband is not an error (no RDMA devices).
+// iWARP) are left out and noted; a port left with none is kept (noted) for its state files. A
+// missing class/infiniband is not an error (no RDMA devices).
 // Errors: NotFound when sysfs_root itself does not exist.
 absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
                                                   uint32_t error_tick_divisor = 1);

@@ -122,10 +122,14 @@ TEST(DiscoverRdmaPorts, NoPmaCountersAreLeftOutAndNoted) {
   }
   auto r = DiscoverRdmaPorts(t.root());
   ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(r->ports.empty());
+  // Kept for its state files, without counters.
+  ASSERT_EQ(r->ports.size(), 1u);
+  EXPECT_TRUE(r->ports[0].counters.empty());
+  EXPECT_EQ(r->ports[0].line_rate_bytes_per_second, 1'250'000'000u);
+  EXPECT_EQ(r->ports[0].lanes, 1u);
   ASSERT_EQ(r->notes.size(), 2u);
   EXPECT_THAT(r->notes[0], HasSubstr("N/A"));
-  EXPECT_THAT(r->notes[1], HasSubstr("i40iw0:1: no readable counters"));
+  EXPECT_THAT(r->notes[1], HasSubstr("i40iw0:1: no readable traffic counters; its state"));
 }
 
 // The legacy mlx4 layout (tests/testdata/generated/mlx4-legacy, SOURCES.md): the four data and

@@ -183,22 +183,36 @@ TEST(AgentFaults, HwCounterWrapsAt32Bits) {
 }
 
 // 3. Drivers without a PMA (iWARP, e.g. i40iw) answer "N/A (no PMA)" in every counters/ file.
-TEST(AgentFaults, NoPmaPortsAreLeftOutWithOneNote) {
+// iWARP/i40iw ports whose counters all read "N/A (no PMA)" (node_exporter#966): the port is
+// still watched for its state, physical state and rate, its traffic counters are said once to
+// be unavailable, and its bytes come from its netdev when one is linked (gid_attrs/ndevs). Its
+// utilization is absent, not 0, where it has no bytes at all.
+TEST(AgentFaults, NoPmaPortsAreWatchedAndCountTheirNetdevsBytes) {
   FakeTree t;
   WritePort(t, "mlx5_0", {});
-  const std::string iw = PortDir("i40iw0");
-  t.Write(iw + "link_layer", "Ethernet\n");
-  t.Write(iw + "rate", "10 Gb/sec (1X QDR)\n");
-  t.Write(iw + "state", "4: ACTIVE\n");
-  t.Write(iw + "phys_state", "5: LinkUp\n");
-  for (const char* c :
-       {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets", "symbol_error",
-        "link_error_recovery", "link_downed", "port_rcv_errors", "port_rcv_remote_physical_errors",
-        "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",
-        "port_rcv_constraint_errors", "local_link_integrity_errors",
-        "excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_wait"}) {
-    t.Write(iw + "counters/" + c, "N/A (no PMA)\n");
+  for (const char* dev : {"i40iw0", "i40iw1"}) {
+    const std::string iw = PortDir(dev);
+    t.Write(iw + "link_layer", "Ethernet\n");
+    t.Write(iw + "rate", "10 Gb/sec (1X QDR)\n");
+    t.Write(iw + "state", "4: ACTIVE\n");
+    t.Write(iw + "phys_state", "5: LinkUp\n");
+    for (const char* c :
+         {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+          "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+          "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+          "port_xmit_constraint_errors", "port_rcv_constraint_errors",
+          "local_link_integrity_errors", "excessive_buffer_overrun_errors", "VL15_dropped",
+          "port_xmit_wait"}) {
+      t.Write(iw + "counters/" + c, "N/A (no PMA)\n");
+    }
   }
+  // i40iw1's GID table names its netdev; i40iw0 has none.
+  t.Write(PortDir("i40iw1") + "gid_attrs/ndevs/0", "eth7\n");
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"tx_bytes", "7000"}, {"rx_bytes", "9000"}, {"tx_packets", "7"}, {"rx_packets", "9"}}) {
+    t.Write("sys/class/net/eth7/statistics/" + name, value + "\n");
+  }
+  t.Write("sys/class/net/eth7/speed", "10000\n");
   // A port where only some counters are missing keeps the others.
   WritePort(t, "mlx5_1", {.port_rcv_errors = 3});
   t.Write(PortDir("mlx5_1") + "counters/symbol_error", "N/A (no PMA)\n");
@@ -211,19 +225,31 @@ TEST(AgentFaults, NoPmaPortsAreLeftOutWithOneNote) {
                            PortLabels("mlx5_1", {{"kind", "port_rcv_errors"}}), 3));
   ASSERT_TRUE(WaitWindows(*a, 3));
   const std::vector<Sample> s = a->Samples();
-  std::vector<std::string> garbage;
-  for (const Sample& x : s) {
-    if (x.labels.count("device") && x.labels.at("device") == "i40iw0") {
-      garbage.push_back(SeriesString(x.name, x.labels));
-    }
+  for (const char* dev : {"i40iw0", "i40iw1"}) {
+    EXPECT_EQ(Value(s, "fabricscope_port_link_state", PortLabels(dev)), 4) << dev;
+    EXPECT_EQ(Value(s, "fabricscope_port_physical_state", PortLabels(dev)), 5) << dev;
+    EXPECT_EQ(Value(s, "fabricscope_port_current_rate_bytes_per_second", PortLabels(dev)),
+              1'250'000'000)
+        << dev;
+    EXPECT_EQ(
+        Value(s, "fabricscope_port_errors_total", PortLabels(dev, {{"kind", "symbol_error"}})),
+        std::nullopt);
   }
-  EXPECT_THAT(garbage, ::testing::IsEmpty()) << "series of a port whose counters read N/A";
+  EXPECT_EQ(Value(s, "fabricscope_port_transmit_bytes_total", PortLabels("i40iw0")), std::nullopt);
+  EXPECT_EQ(Value(s, "fabricscope_port_utilization_ratio",
+                  PortLabels("i40iw0", {{"direction", "transmit"}})),
+            std::nullopt);
+  EXPECT_EQ(Value(s, "fabricscope_port_transmit_bytes_total", PortLabels("i40iw1")), 7000);
+  EXPECT_EQ(Value(s, "fabricscope_port_receive_bytes_total", PortLabels("i40iw1")), 9000);
   EXPECT_EQ(
       Value(s, "fabricscope_port_errors_total", PortLabels("mlx5_1", {{"kind", "symbol_error"}})),
       std::nullopt);
   EXPECT_EQ(Value(s, "fabricscope_port_transmit_bytes_total", PortLabels("mlx5_1")), 4000);
   const std::string out = a->Output();
   EXPECT_EQ(CountLines(out, std::regex("i40iw0:1: .*N/A")), 1) << out;
+  EXPECT_EQ(CountLines(out, std::regex("i40iw0:1: no traffic counters and no netdev")), 1) << out;
+  EXPECT_EQ(CountLines(out, std::regex("i40iw1:1: bytes and packets from its netdev eth7")), 1)
+      << out;
   EXPECT_EQ(CountLines(out, std::regex("mlx5_1:1: .*N/A.*symbol_error")), 1) << out;
   EXPECT_EQ(a->proc().Stop(SIGTERM), 0) << out;
 }

@@ -9,6 +9,7 @@ namespace {
 ClusterState::Options StateOptions(const AggregatorOptions& a) {
   ClusterState::Options o;
   o.cross_rank = a.collectives;
+  o.cross_rank.max_rank_pairs_per_node = a.batch_limits.max_rank_pairs;
   o.hello = a.hello_limits;
   o.batch = a.batch_limits;
   o.max_nodes = a.max_nodes;

@@ -61,16 +61,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     n.share = batch.collective_analysis().network_share_ratio();
     n.have_share = true;
   }
-  if (batch.has_gpu()) {
-    // The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc), so the
-    // latest window replaces the node's: what a node holds here is bounded by one window
-    // (limits: max_rank_pairs_per_node), never by how many communicators it ever had.
-    auto& pairs = pairs_[node];
-    pairs.clear();
-    for (const v1::RankPairBytes& p : batch.gpu().rank_pairs()) {
-      pairs[{p.comm_hash(), p.src_rank(), p.dst_rank()}] = p.bytes_total();
-    }
-  }
+  if (batch.has_gpu()) StorePairs(node, batch.gpu());
   for (const v1::CollectiveAnalysis& a : batch.collective_analyses()) {
     // Microburst overlap per port.
     std::vector<std::pair<double, double>> ov(n.ports.size(), {0.0, 0.0});
@@ -439,11 +430,50 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   return m;
 }
 
+// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): each
+// communicator a window names is replaced by the window's pairs. One the node no longer reports
+// (its job ended, the agent restarted) stays for the heat map while the node holds fewer than
+// max_rank_pairs_per_node pairs; past that the least recently reported go first. So a node
+// cycling through communicators never holds more than the limit (plus one window, itself
+// within limits: max_rank_pairs_per_node at ingest).
+void CrossRankAnalysis::StorePairs(const std::string& node, const v1::GpuWindow& w) {
+  NodePairs& np = pairs_[node];
+  const uint64_t tick = ++pair_tick_;
+  std::map<uint64_t, std::map<std::pair<int32_t, int32_t>, uint64_t>> fresh;
+  for (const v1::RankPairBytes& p : w.rank_pairs()) {
+    fresh[p.comm_hash()][{p.src_rank(), p.dst_rank()}] = p.bytes_total();
+  }
+  for (auto& [comm, bytes] : fresh) {
+    CommPairs& c = np.comms[comm];
+    np.total -= c.bytes.size();
+    c.bytes = std::move(bytes);
+    c.seen = tick;
+    np.total += c.bytes.size();
+  }
+  while (np.total > options_.max_rank_pairs_per_node) {
+    auto oldest = np.comms.end();
+    for (auto it = np.comms.begin(); it != np.comms.end(); ++it) {
+      if (it->second.seen != tick &&
+          (oldest == np.comms.end() || it->second.seen < oldest->second.seen)) {
+        oldest = it;
+      }
+    }
+    if (oldest == np.comms.end()) break;  // all from this window
+    np.total -= oldest->second.bytes.size();
+    np.comms.erase(oldest);
+  }
+}
+
 HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
   absl::MutexLock lock(&mu_);
   std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> all;
-  for (const auto& [node, pairs] : pairs_) {
-    for (const auto& [k, bytes] : pairs) all[k] = std::max(all[k], bytes);
+  for (const auto& [node, np] : pairs_) {
+    for (const auto& [c, pairs] : np.comms) {
+      for (const auto& [sd, bytes] : pairs.bytes) {
+        auto& v = all[{c, sd.first, sd.second}];
+        v = std::max(v, bytes);
+      }
+    }
   }
   std::map<uint64_t, uint64_t> per_comm;
   for (const auto& [k, bytes] : all) per_comm[std::get<0>(k)] += bytes;

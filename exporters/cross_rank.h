@@ -44,6 +44,10 @@ struct CrossRankOptions {
   size_t recent_instances = 1024;  // complete instances kept for the heat map and JSON
   size_t overlap_window = 256;     // analyses per node in the microburst overlap ratio
   size_t max_ranks = 4096;         // (node, rank) series kept
+  // Rank pairs kept per node over all its communicators (limits: max_rank_pairs_per_node): a
+  // communicator no longer reported (its job ended) is kept while room is left, the least
+  // recently reported dropped first.
+  size_t max_rank_pairs_per_node = 4096;
 };
 
 // Cross-rank analysis at the aggregator: matches the agents' CollectiveAnalysis records by
@@ -164,9 +168,20 @@ class CrossRankAnalysis {
   uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_analyses_ ABSL_GUARDED_BY(mu_) = 0;  // outside kMaxRanksPerInstance
   int64_t newest_unix_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  // (comm, src, dst) -> cumulative bytes, latest per reporting node.
-  std::map<std::string, std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t>> pairs_
-      ABSL_GUARDED_BY(mu_);
+  // Per reporting node, per communicator: (src, dst) -> cumulative bytes of the latest window
+  // that named the communicator (StorePairs).
+  struct CommPairs {
+    uint64_t seen = 0;  // pair_tick_ when a window last named it
+    std::map<std::pair<int32_t, int32_t>, uint64_t> bytes;
+  };
+  struct NodePairs {
+    std::map<uint64_t, CommPairs> comms;
+    size_t total = 0;  // pairs over all comms
+  };
+  void StorePairs(const std::string& node, const v1::GpuWindow& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, NodePairs> pairs_ ABSL_GUARDED_BY(mu_);
+  uint64_t pair_tick_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The cause label of an agent's CollectiveAnalysis: "normal", "network_saturated",

@@ -234,31 +234,42 @@ TEST_F(CrossRankTest, RankHeatmapFromProxyPairs) {
   EXPECT_EQ(x_.RanksHeatmap("ffffffff").rows.size(), 0u);
 }
 
-// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): a node's
-// latest window replaces its pairs, so a communicator it no longer reports (its job ended, or a
-// client cycling through invented communicators) is not kept.
-TEST_F(CrossRankTest, ANodesLatestWindowReplacesItsRankPairs) {
-  constexpr uint64_t kOther = 0x5678000000000001ULL;
-  auto window = [](uint64_t comm) {
+// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): a window
+// replaces the pairs of each communicator it names. One the node no longer reports (its job
+// ended) stays for the heat map while room is left under max_rank_pairs_per_node, the least
+// recently reported dropped first: a node cycling through communicators stays bounded.
+TEST_F(CrossRankTest, RankPairsOfPastCommunicatorsStayWithinTheNodesBound) {
+  CrossRankOptions small;
+  small.max_rank_pairs_per_node = 4;
+  CrossRankAnalysis x(small);
+  auto window = [](uint64_t comm, int pairs, uint64_t bytes) {
     v1::Batch b;
-    v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
-    p->set_comm_hash(comm);
-    p->set_src_rank(0);
-    p->set_dst_rank(1);
-    p->set_bytes_total(5000);
+    for (int d = 1; d <= pairs; ++d) {
+      v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
+      p->set_comm_hash(comm);
+      p->set_src_rank(0);
+      p->set_dst_rank(d);
+      p->set_bytes_total(bytes);
+    }
     return b;
   };
-  x_.OnBatch(Node(0), window(kComm));
-  const std::string label = GpuState::CommLabel(kComm);
-  ASSERT_EQ(x_.RanksHeatmap(label).rows.size(), 2u);
-  x_.OnBatch(Node(0), window(kOther));
-  EXPECT_EQ(x_.RanksHeatmap(label).rows.size(), 0u);
-  EXPECT_EQ(x_.RanksHeatmap(GpuState::CommLabel(kOther)).rows.size(), 2u);
-  // A window without pairs (the agent has seen no proxy traffic since it started) empties it.
-  v1::Batch empty;
-  empty.mutable_gpu();
-  x_.OnBatch(Node(0), empty);
-  EXPECT_EQ(x_.RanksHeatmap("").rows.size(), 0u);
+  const uint64_t a = 0x1111000000000001ULL, b = 0x2222000000000001ULL, c = 0x3333000000000001ULL;
+  auto rows = [&](uint64_t comm) { return x.RanksHeatmap(GpuState::CommLabel(comm)).rows.size(); };
+  x.OnBatch(Node(0), window(a, 2, 100));
+  x.OnBatch(Node(0), window(a, 2, 300));  // replaced, not added: still 2 pairs
+  EXPECT_EQ(x.RanksHeatmap(GpuState::CommLabel(a)).at(0, 1), 300.0f);
+  x.OnBatch(Node(0), window(b, 2, 100));  // a's job ended: 4 pairs, both kept
+  EXPECT_EQ(rows(a), 3u);
+  EXPECT_EQ(rows(b), 3u);
+  x.OnBatch(Node(0), window(c, 1, 100));  // 5 > 4: the least recently reported (a) goes
+  EXPECT_EQ(rows(a), 0u);
+  EXPECT_EQ(rows(b), 3u);
+  EXPECT_EQ(rows(c), 2u);
+  // A window bigger than the bound on its own is kept whole (the ingest limit bounds it).
+  x.OnBatch(Node(0), window(a, 6, 100));
+  EXPECT_EQ(rows(a), 7u);
+  EXPECT_EQ(rows(b), 0u);
+  EXPECT_EQ(rows(c), 0u);
 }
 
 }  // namespace

@@ -65,6 +65,10 @@ struct Pair {
   // time, lanes / rate bytes per second, both read here from the port's `rate` file (relative
   // tolerance 1e-12: the product is rounded once on each side, in another order).
   bool per_tick = false;
+  // A file of the port whose presence means the agent reads this counter from there instead
+  // (counters_ext/<name>_64 over the 32-bit counters/<name>): the row is then not compared,
+  // and node_exporter's series counts as accounted for.
+  std::string unless = "";
 };
 
 std::vector<Pair> MappingTable() {
@@ -83,12 +87,24 @@ std::vector<Pair> MappingTable() {
   std::vector<Pair> t = {
       // IB PortCounters / PortCountersExtended. Data: both export bytes (4 x the 4-octet words).
       {P, "counters/port_xmit_data", "node_infiniband_port_data_transmitted_bytes_total",
-       fsm("fabricscope_port_transmit_bytes_total")},
+       fsm("fabricscope_port_transmit_bytes_total"), false, false,
+       "counters_ext/port_xmit_data_64"},
       {P, "counters/port_rcv_data", "node_infiniband_port_data_received_bytes_total",
-       fsm("fabricscope_port_receive_bytes_total")},
+       fsm("fabricscope_port_receive_bytes_total"), false, false, "counters_ext/port_rcv_data_64"},
       {P, "counters/port_xmit_packets", "node_infiniband_port_packets_transmitted_total",
-       fsm("fabricscope_port_transmit_packets_total")},
+       fsm("fabricscope_port_transmit_packets_total"), false, false,
+       "counters_ext/port_xmit_packets_64"},
       {P, "counters/port_rcv_packets", "node_infiniband_port_packets_received_total",
+       fsm("fabricscope_port_receive_packets_total"), false, false,
+       "counters_ext/port_rcv_packets_64"},
+      // The legacy mlx4 layout: node_exporter calls counters_ext "legacy" (data x 4 as well).
+      {P, "counters_ext/port_xmit_data_64", "node_infiniband_legacy_data_transmitted_bytes_total",
+       fsm("fabricscope_port_transmit_bytes_total")},
+      {P, "counters_ext/port_rcv_data_64", "node_infiniband_legacy_data_received_bytes_total",
+       fsm("fabricscope_port_receive_bytes_total")},
+      {P, "counters_ext/port_xmit_packets_64", "node_infiniband_legacy_packets_transmitted_total",
+       fsm("fabricscope_port_transmit_packets_total")},
+      {P, "counters_ext/port_rcv_packets_64", "node_infiniband_legacy_packets_received_total",
        fsm("fabricscope_port_receive_packets_total")},
       {P, "counters/symbol_error", "node_infiniband_symbol_error_total", err("symbol_error")},
       {P, "counters/link_error_recovery", "node_infiniband_link_error_recovery_total",
@@ -259,7 +275,9 @@ const std::vector<std::pair<std::regex, std::string>>& NotExported() {
   static const auto* list = new std::vector<std::pair<std::regex, std::string>>{
       {std::regex("node_infiniband_(unicast|multicast)_packets_(received|transmitted)_total"),
        "counters/{unicast,multicast}_{rcv,xmit}_packets are not read by the agent"},
-      {std::regex("node_infiniband_legacy_.*"), "counters_ext/ (kernels before 4.5)"},
+      {std::regex("node_infiniband_legacy_(unicast|multicast)_packets_(received|transmitted)_"
+                  "total"),
+       "counters_ext/port_{unicast,multicast}_{rcv,xmit}_packets are not read by the agent"},
       {std::regex("node_infiniband_port_discards_received_total"), "not a sysfs counter file"},
       {std::regex("node_infiniband_info"), "device identity, not a counter"},
       {std::regex("node_infiniband_lifespan_seconds"), "hw_counters/lifespan is a setting"},
@@ -468,6 +486,10 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
       if (p.scope != port.scope) continue;
       const std::string file = port.dir + "/" + p.source;
       if (!fs::exists(file)) continue;
+      if (!p.unless.empty() && fs::exists(port.dir + "/" + p.unless)) {
+        used.insert(SeriesString(p.node_exporter, port.ne_labels));
+        continue;
+      }
       std::optional<double> file_value;
       uint64_t raw = 0;
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &raw)) {
@@ -695,6 +717,17 @@ void WriteTrickyTree(const FakeTree& t, const BigValues& big = {}) {
           "TcpExt: 4294967295 1 4294967296 3 1099511627776 2 5 6 7 8 9 10\n"
           "IpExt: InNoRoutes InOctets OutOctets\n"
           "IpExt: 0 1 2\n");
+}
+
+// The legacy mlx4 layout (tests/testdata/generated/mlx4-legacy): the data and packet counters
+// are compared with node_exporter's node_infiniband_legacy_* (counters_ext/*_64), not with its
+// port_* series from the 32-bit counters/ files stuck at 2^32 - 1.
+TEST(NodeExporterPeer, LegacyCountersExtTreeMatches) {
+  FakeTree tree;
+  tree.CopyTestdata("generated/mlx4-legacy/class", "sys/class");
+  tree.CopyTestdata("procfs-real/net", "proc/net");
+  // 1 port: 4 counters_ext + 13 counters/ + 4 gauges; 15 TCP rows.
+  CompareOnTree(tree, 4 + 13 + 4 + 15);
 }
 
 TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {

@@ -15,6 +15,11 @@ namespace fabricscope::exporters {
 
 // Helpers for building prometheus-cpp MetricFamily snapshots at scrape time.
 
+// The `direction` label value of a direction: "transmit", "receive", "" for unspecified.
+inline const char* DirectionName(v1::Direction d) {
+  return d == v1::DIRECTION_TRANSMIT ? "transmit" : d == v1::DIRECTION_RECEIVE ? "receive" : "";
+}
+
 inline prometheus::MetricFamily MakeFamily(std::string name, std::string help,
                                            prometheus::MetricType type) {
   prometheus::MetricFamily f;

@@ -222,10 +222,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     f.counters.clear();
     sl.counters.clear();
     for (const collectors::CounterDescriptor& c : p.counters) {
-      const bool fast = c.role == collectors::CounterRole::kTransmitBytes ||
-                        c.role == collectors::CounterRole::kReceiveBytes ||
-                        c.role == collectors::CounterRole::kTransmitPackets ||
-                        c.role == collectors::CounterRole::kReceivePackets;
+      const bool fast = collectors::IsTrafficRole(c.role);
       collectors::CounterDescriptor copy = c;
       copy.tick_divisor = 1;
       if (!fast && c.group == "hw_counters") {

@@ -353,11 +353,9 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
         worst_pause = p.pause_seconds();
       }
     }
-    const double burst_ratio = duration_s > 0 ? p.microburst_seconds() / duration_s : 0;
-    // Time the port waited for credits with data to send is congestion too: the fabric behind
-    // it could not take the traffic (an InfiniBand link shows no ECN or CNP to say so).
-    const double wait_ratio = duration_s > 0 ? p.transmit_wait_seconds() / duration_s : 0;
-    const double sat = std::max({p.saturated_ratio(), burst_ratio, wait_ratio});
+    // Saturated samples, microbursts, or time waiting for credits with data to send: the fabric
+    // behind the port could not take the traffic (an InfiniBand link shows no ECN or CNP).
+    const double sat = exporters::SaturatedShare(p, duration_s);
     if (sat >= options_.saturated_min_ratio && sat > worst_sat) {
       saturated = i;
       worst_sat = sat;

@@ -12,6 +12,7 @@
 #include "agent/flight_recorder.h"
 #include "agent/pipeline.h"
 #include "collectors/port.h"
+#include "exporters/port_activity.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {
@@ -35,11 +36,9 @@ class P2Quantile {
   double np_[5] = {};  // desired positions
 };
 
-// The loss events of a port during a collective: the larger of its loss + retransmit counter
-// deltas and the packet capture's loss events (both see the same losses, so never their sum).
-inline uint64_t LossEvents(const v1::PortActivity& p) {
-  return std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
-}
+// The loss events of a port during a collective (exporters/port_activity.h, one rule for the
+// agent and the aggregator).
+using exporters::LossEvents;
 
 // True when `name` (a --collective-rails entry or a captured interface) names port p: its device
 // ("mlx5_0", "eth0"), its "device:port" key, or its network interface.

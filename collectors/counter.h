@@ -34,6 +34,13 @@ enum class CounterRole : uint8_t {
   kState,  // not a counter: a level (link state, rate) whose changes are events
 };
 
+// Bytes or packets: the counters utilization and microbursts are made of, read by the fast
+// sampler (agent/agent.cc).
+inline bool IsTrafficRole(CounterRole r) {
+  return r == CounterRole::kTransmitBytes || r == CounterRole::kReceiveBytes ||
+         r == CounterRole::kTransmitPackets || r == CounterRole::kReceivePackets;
+}
+
 struct CounterSpec {
   uint8_t width_bits = 64;  // 4, 8, 16, 32 or 64
   CounterBehavior behavior = CounterBehavior::kWrapping;

@@ -240,10 +240,7 @@ void PreferExtendedCounters(const std::string& port_dir, PortDescriptor& port,
                             std::vector<std::string>& notes) {
   std::vector<std::string> moved;
   for (CounterDescriptor& c : port.counters) {
-    const bool data_or_packets =
-        c.role == CounterRole::kTransmitBytes || c.role == CounterRole::kReceiveBytes ||
-        c.role == CounterRole::kTransmitPackets || c.role == CounterRole::kReceivePackets;
-    if (!data_or_packets) continue;
+    if (!IsTrafficRole(c.role)) continue;
     const std::string ext = absl::StrCat(port_dir, "/counters_ext/", c.name, "_64");
     uint64_t v = 0;
     auto text = ReadSmallFile(ext, 256);

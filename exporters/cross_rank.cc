@@ -96,12 +96,8 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
       e.port = pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device();
       for (const v1::PortActivity& p : a.ports()) {
         if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
-        // Saturated, in microbursts, or waiting for credits (PortXmitWait): the agent's rule.
-        e.saturated_ratio =
-            std::max({p.saturated_ratio(), dur > 0 ? p.microburst_seconds() / dur : 0,
-                      dur > 0 ? p.transmit_wait_seconds() / dur : 0});
-        // Counters and the capture see the same losses: the larger count (as the agent's rule).
-        e.events = std::max(p.loss_events() + p.retransmits(), p.captured_loss_events());
+        e.saturated_ratio = SaturatedShare(p, dur);
+        e.events = LossEvents(p);
       }
     }
     if (e.slow) {

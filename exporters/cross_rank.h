@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "exporters/diagnosis.h"
 #include "exporters/heatmap_svg.h"
+#include "exporters/port_activity.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
 

@@ -527,11 +527,8 @@ AgentRun RunAgent(const FakeNode& node, BenchNetns* ns, int64_t slow_ns, int slo
   r.ports = ag.ports().size();
   for (const auto& p : ag.ports()) {
     for (const auto& c : p.counters) {
-      const bool fast = (c.group == "counters" || c.group == "statistics") &&
-                        (c.role == collectors::CounterRole::kTransmitBytes ||
-                         c.role == collectors::CounterRole::kReceiveBytes ||
-                         c.role == collectors::CounterRole::kTransmitPackets ||
-                         c.role == collectors::CounterRole::kReceivePackets);
+      const bool fast =
+          (c.group == "counters" || c.group == "statistics") && collectors::IsTrafficRole(c.role);
       (fast ? r.fast_counters : r.slow_counters)++;
       r.ethtool_counters += c.group == "ethtool";
     }

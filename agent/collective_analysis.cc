@@ -5,12 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "agent/derived.h"
 #include "collectors/pcap/flow.h"
 #include "exporters/cross_rank.h"
-#include "exporters/loss_patterns.h"
 
 namespace fabricscope::agent {
 
@@ -98,6 +96,18 @@ bool IsCapturedLoss(const std::string& kind) {
 
 }  // namespace
 
+CollectiveAnalyzer::Signal CollectiveAnalyzer::SignalOf(collectors::Meaning m,
+                                                        bool port_has_discards_phy) {
+  using collectors::Meaning;
+  if (m == Meaning::kRetransmit || m == Meaning::kTcpRetransmit) return Signal::kRetransmit;
+  if (collectors::IsLossBreakdown(m, port_has_discards_phy)) return Signal::kNone;
+  if (collectors::IsLoss(m)) return Signal::kLoss;
+  if (collectors::IsCongestionFeedback(m)) return Signal::kCnp;
+  if (m == Meaning::kPauseMicroseconds) return Signal::kPause;
+  if (m == Meaning::kTransmitWait) return Signal::kXmitWait;
+  return Signal::kNone;
+}
+
 CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
                                        const FlightRecorder& recorder,
                                        CollectiveAnalysisOptions options)
@@ -118,30 +128,14 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
     }
     if (candidate) candidates_.push_back(i);
     const bool has_phy = std::any_of(p.counters.begin(), p.counters.end(), [](const auto& cd) {
-      return cd.name == exporters::kPortDiscardsCounter;
+      return cd.name == collectors::kPortDiscardsCounter;
     });
     for (const collectors::CounterDescriptor& cd : p.counters) {
       Signal s = Signal::kNone;
       if (cd.role == CounterRole::kError) {
         s = Signal::kLoss;
       } else if (cd.role == CounterRole::kOther) {
-        const std::string& n = cd.name;
-        if (n == "packet_seq_err" || n == "local_ack_timeout_err" || n == "duplicate_request" ||
-            n == "roce_adp_retrans" || n == "implied_nak_seq_err" || n == "rnr_nak_retry_err" ||
-            (cd.group == "tcp" && n == "RetransSegs")) {
-          s = Signal::kRetransmit;
-        } else if (exporters::IsLossBreakdown(n, has_phy)) {
-          s = Signal::kNone;  // its drops are rx_discards_phy's: counted there once
-        } else if (exporters::IsLossCounterName(n)) {
-          s = Signal::kLoss;
-        } else if (n == "np_cnp_sent" || n == "rp_cnp_handled" ||
-                   n == "np_ecn_marked_roce_packets") {
-          s = Signal::kCnp;
-        } else if (absl::EndsWith(n, "_pause_duration")) {
-          s = Signal::kPause;
-        } else if (n == "port_xmit_wait") {
-          s = Signal::kXmitWait;
-        }
+        s = SignalOf(collectors::MeaningOf(cd.group, cd.name).meaning, has_phy);
       }
       signals_[i].push_back(s);
     }

@@ -11,6 +11,7 @@
 #include "agent/collective_options.h"
 #include "agent/flight_recorder.h"
 #include "agent/pipeline.h"
+#include "collectors/counter_meaning.h"
 #include "collectors/port.h"
 #include "exporters/port_activity.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -113,6 +114,9 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
 
  private:
   enum class Signal : uint8_t { kNone, kLoss, kRetransmit, kCnp, kPause, kXmitWait };
+  // The evidence a counter of the given meaning gives (collectors/counter_meaning.h). A
+  // per-priority discard of a port with rx_discards_phy gives none: its drops are counted there.
+  static Signal SignalOf(collectors::Meaning m, bool port_has_discards_phy);
   struct CounterEvent {
     uint32_t port;
     Signal signal;

@@ -1,49 +1,27 @@
 #include "agent/derived.h"
 
-#include <cstring>
-
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
+#include "collectors/counter_meaning.h"
+#include "collectors/priority_stat.h"
 
 namespace fabricscope::agent {
 namespace {
 
-const CounterWindow* Find(const std::vector<CounterWindow>& cs, const char* name) {
-  for (const CounterWindow& c : cs) {
-    if (*c.name == name) return &c;
-  }
-  return nullptr;
-}
+using collectors::Meaning;
 
 double Ratio(uint64_t num, uint64_t den) {
   return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
 }
 
-// "rx_prio3_pause_duration" -> direction rx, priority 3.
-bool ParsePauseDuration(const std::string& name, v1::Direction* dir, uint32_t* prio) {
-  absl::string_view n = name;
-  if (!absl::ConsumeSuffix(&n, "_pause_duration")) return false;
-  if (absl::ConsumePrefix(&n, "rx_prio")) {
-    *dir = v1::DIRECTION_RECEIVE;
-  } else if (absl::ConsumePrefix(&n, "tx_prio")) {
-    *dir = v1::DIRECTION_TRANSMIT;
-  } else {
-    return false;
+// Sum of the totals and deltas of the counters of one meaning.
+struct Sum {
+  bool any = false;
+  uint64_t total = 0, delta = 0;
+  void Add(const CounterWindow& c) {
+    any = true;
+    total += c.total;
+    delta += c.delta;
   }
-  return absl::SimpleAtoi(n, prio) && *prio <= 7;
-}
-
-bool IsDiscard(const std::string& group, const std::string& name) {
-  if (group == "hw_counters") return name == "out_of_buffer";
-  if (group != "ethtool") return false;
-  if (name == "rx_out_of_buffer" || name == "rx_discards_phy" || name == "tx_discards_phy") {
-    return true;
-  }
-  return absl::StartsWith(name, "rx_prio") &&
-         (absl::EndsWith(name, "_discards") || absl::EndsWith(name, "_buf_discard") ||
-          absl::EndsWith(name, "_cong_discard"));
-}
+};
 
 }  // namespace
 
@@ -55,77 +33,61 @@ double XmitWaitTickSeconds(uint32_t lanes, uint64_t line_rate_bytes_per_second) 
 void ComputeDerived(const std::vector<CounterWindow>& cs, uint64_t rx_packets_delta,
                     double window_seconds, double xmit_wait_tick_seconds, v1::DerivedSignals* out) {
   if (window_seconds <= 0) return;
-  if (const CounterWindow* w = Find(cs, "port_xmit_wait"); w && xmit_wait_tick_seconds > 0) {
-    out->set_transmit_wait_seconds_total(static_cast<double>(w->total) * xmit_wait_tick_seconds);
-    out->set_transmit_wait_ratio(static_cast<double>(w->delta) * xmit_wait_tick_seconds /
-                                 window_seconds);
-  }
-  // RDMA transport counters.
-  if (const CounterWindow* oos = Find(cs, "out_of_sequence")) {
-    out->set_out_of_sequence_total(oos->total);
-    out->set_loss_ratio(Ratio(oos->delta, rx_packets_delta));
-  } else {
-    const CounterWindow* dropped = Find(cs, "rx_dropped");
-    const CounterWindow* missed = Find(cs, "rx_missed_errors");
-    if ((dropped && *dropped->group == "statistics") || missed) {
-      const uint64_t drops = (dropped ? dropped->delta : 0) + (missed ? missed->delta : 0);
-      out->set_loss_ratio(Ratio(drops, rx_packets_delta + drops));
-    }
-  }
-  uint64_t retrans_total = 0, retrans_delta = 0;
-  bool any_retrans = false;
-  for (const char* n :
-       {"packet_seq_err", "local_ack_timeout_err", "duplicate_request", "roce_adp_retrans"}) {
-    if (const CounterWindow* c = Find(cs, n)) {
-      any_retrans = true;
-      retrans_total += c->total;
-      retrans_delta += c->delta;
-    }
-  }
-  if (any_retrans) {
-    out->set_retransmits_total(retrans_total);
-    out->set_retransmits_per_second(static_cast<double>(retrans_delta) / window_seconds);
-  }
-  if (const CounterWindow* c = Find(cs, "np_cnp_sent")) {
-    out->set_cnp_sent_total(c->total);
-    out->set_cnp_sent_per_second(static_cast<double>(c->delta) / window_seconds);
-  }
-  if (const CounterWindow* c = Find(cs, "rp_cnp_handled")) {
-    out->set_cnp_handled_total(c->total);
-    out->set_cnp_handled_per_second(static_cast<double>(c->delta) / window_seconds);
-  }
-  if (const CounterWindow* c = Find(cs, "np_ecn_marked_roce_packets")) {
-    out->set_ecn_marked_total(c->total);
-    out->set_ecn_marked_ratio(Ratio(c->delta, rx_packets_delta));
-  }
-  // Ethernet PHY and priority counters (ethtool).
+  Sum by[collectors::kMeaningCount];
   for (const CounterWindow& c : cs) {
-    v1::Direction dir;
-    uint32_t prio = 0;
-    if (*c.group == "ethtool" && ParsePauseDuration(*c.name, &dir, &prio)) {
-      v1::PriorityPause* p = out->add_pause();
-      p->set_priority(prio);
-      p->set_direction(dir);
-      p->set_seconds_total(static_cast<double>(c.total) / 1e6);
-      p->set_time_ratio(static_cast<double>(c.delta) / 1e6 / window_seconds);
-    } else if (IsDiscard(*c.group, *c.name)) {
+    const Meaning m = collectors::MeaningOf(*c.group, *c.name).meaning;
+    by[static_cast<size_t>(m)].Add(c);
+    if (m == Meaning::kPauseMicroseconds) {
+      const std::optional<collectors::EthtoolStatName> p = collectors::ParsePriorityStat(*c.name);
+      v1::PriorityPause* pause = out->add_pause();
+      pause->set_priority(p->priority);
+      pause->set_direction(p->direction == collectors::StatDirection::kRx ? v1::DIRECTION_RECEIVE
+                                                                          : v1::DIRECTION_TRANSMIT);
+      pause->set_seconds_total(static_cast<double>(c.total) / 1e6);
+      pause->set_time_ratio(static_cast<double>(c.delta) / 1e6 / window_seconds);
+    } else if (m == Meaning::kDiscard || m == Meaning::kPriorityDiscard) {
       v1::Discard* d = out->add_discards();
       d->set_reason(*c.name);
       d->set_total(c.total);
     }
   }
-  const CounterWindow* corrected = Find(cs, "rx_corrected_bits_phy");
-  const CounterWindow* bits = Find(cs, "rx_bits_phy");
-  if (corrected && bits && bits->delta > 0) {
-    out->set_bit_error_ratio(Ratio(corrected->delta, bits->delta));
+  auto get = [&](Meaning m) -> const Sum& { return by[static_cast<size_t>(m)]; };
+  const double w = window_seconds;
+  if (const Sum& s = get(Meaning::kTransmitWait); s.any && xmit_wait_tick_seconds > 0) {
+    out->set_transmit_wait_seconds_total(static_cast<double>(s.total) * xmit_wait_tick_seconds);
+    out->set_transmit_wait_ratio(static_cast<double>(s.delta) * xmit_wait_tick_seconds / w);
   }
-  // TCP (node level).
-  const CounterWindow* retrans = Find(cs, "RetransSegs");
-  const CounterWindow* sent = Find(cs, "OutSegs");
-  if (retrans && sent) {
-    out->set_tcp_retransmitted_segments_total(retrans->total);
-    out->set_tcp_sent_segments_total(sent->total);
-    out->set_tcp_retransmitted_ratio(Ratio(retrans->delta, sent->delta));
+  if (const Sum& oos = get(Meaning::kOutOfSequence); oos.any) {
+    out->set_out_of_sequence_total(oos.total);
+    out->set_loss_ratio(Ratio(oos.delta, rx_packets_delta));
+  } else if (const Sum& drops = get(Meaning::kNetdevDrop); drops.any) {
+    out->set_loss_ratio(Ratio(drops.delta, rx_packets_delta + drops.delta));
+  }
+  if (const Sum& s = get(Meaning::kRetransmit); s.any) {
+    out->set_retransmits_total(s.total);
+    out->set_retransmits_per_second(static_cast<double>(s.delta) / w);
+  }
+  if (const Sum& s = get(Meaning::kCnpSent); s.any) {
+    out->set_cnp_sent_total(s.total);
+    out->set_cnp_sent_per_second(static_cast<double>(s.delta) / w);
+  }
+  if (const Sum& s = get(Meaning::kCnpHandled); s.any) {
+    out->set_cnp_handled_total(s.total);
+    out->set_cnp_handled_per_second(static_cast<double>(s.delta) / w);
+  }
+  if (const Sum& s = get(Meaning::kEcnMarked); s.any) {
+    out->set_ecn_marked_total(s.total);
+    out->set_ecn_marked_ratio(Ratio(s.delta, rx_packets_delta));
+  }
+  const Sum& corrected = get(Meaning::kCorrectedBits);
+  const Sum& bits = get(Meaning::kPhyBits);
+  if (corrected.any && bits.delta > 0) out->set_bit_error_ratio(Ratio(corrected.delta, bits.delta));
+  const Sum& retrans = get(Meaning::kTcpRetransmit);
+  const Sum& sent = get(Meaning::kTcpSent);
+  if (retrans.any && sent.any) {
+    out->set_tcp_retransmitted_segments_total(retrans.total);
+    out->set_tcp_sent_segments_total(sent.total);
+    out->set_tcp_retransmitted_ratio(Ratio(retrans.delta, sent.delta));
   }
 }
 

@@ -20,21 +20,24 @@ struct CounterWindow {
 // only when the counters they need exist. window_seconds > 0; rx_packets_delta is the port's
 // received packets in the window (0 when it has no packet counter).
 //
-// Formulas and sources (NVIDIA "Understanding mlx5 Linux counters" and the kernel's
-// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst for the RDMA and
-// ethtool counters; kernel Documentation/networking/snmp_counter.rst for TCP):
+// Each counter counts by its meaning in the counter-meaning table (collectors/counter_meaning.cc,
+// which cites the driver documentation for every entry: mlx5, irdma, IBTA, netdev, TCP); the
+// counters of one meaning are summed.
 // - RDMA loss_ratio = Δout_of_sequence / Δport_rcv_packets: each out-of-sequence arrival at the
 //   responder means packets before it were lost upstream.
 // - netdev loss_ratio = Δ(rx_dropped + rx_missed_errors) / (Δrx_packets + Δthose drops).
-// - retransmits = packet_seq_err + local_ack_timeout_err + duplicate_request + roce_adp_retrans
-//   (NAK-triggered, timeout-triggered, received duplicates, adaptive retransmissions); the rate
-//   is Δ / window_seconds.
-// - cnp_sent = np_cnp_sent (notification point), cnp_handled = rp_cnp_handled (reaction point).
-// - ecn_marked_ratio = Δnp_ecn_marked_roce_packets / Δport_rcv_packets.
+// - retransmits = the kRetransmit counters: mlx5 packet_seq_err + local_ack_timeout_err +
+//   duplicate_request + roce_adp_retrans + implied_nak_seq_err + rnr_nak_retry_err (each a
+//   retransmission or its NAK/timeout trigger), irdma tcpRetransSegs (iWARP); the rate is
+//   Δ / window_seconds.
+// - cnp_sent = np_cnp_sent (mlx5) or cnpSent (irdma), at the notification point; cnp_handled =
+//   rp_cnp_handled or cnpHandled, at the reaction point.
+// - ecn_marked_ratio = Δ(np_ecn_marked_roce_packets or RxECNMrkd) / Δreceived packets.
 // - pause per priority and direction: {rx,tx}_prio<p>_pause_duration is in µs (mlx5
 //   counters.rst): seconds_total = total / 1e6, time_ratio = Δ / 1e6 / window_seconds.
-// - discards: out_of_buffer, rx_out_of_buffer, rx_discards_phy, tx_discards_phy and the
-//   per-priority {rx}_prio<p>_{discards,buf_discard,cong_discard}, by source name.
+// - discards: the kDiscard and kPriorityDiscard counters by source name (out_of_buffer,
+//   rx_out_of_buffer, rx_discards_phy, tx_discards_phy, rx_prio<p>_{discards,buf_discard,
+//   cong_discard}, irdma ip4InDiscards / ip6InDiscards).
 // - bit_error_ratio = Δrx_corrected_bits_phy / Δrx_bits_phy (the raw, pre-FEC BER).
 // - TCP: retransmitted ratio = ΔRetransSegs / ΔOutSegs (RFC 4022 tcpRetransSegs, tcpOutSegs).
 // - transmit_wait: PortXmitWait ticks x XmitWaitTickSeconds; its ratio is Δseconds /

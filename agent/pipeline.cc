@@ -54,20 +54,18 @@ void FillDirection(const Histogram& durations, const Histogram& util, uint64_t b
 }
 
 // Counters whose increase in a window means loss, a retransmission, a NAK or congestion
-// feedback on the port: every error counter (corrupted or dropped frames), the loss counters of
-// exporters::IsLossCounterName (RDMA out_of_sequence, packet_seq_err, ..., discards and drops),
-// and the mlx5 CNP/ECN counters np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets
-// (kernel drivers/infiniband/hw/mlx5/counters.c; NVIDIA "Understanding mlx5 Linux counters").
+// feedback on the port: every error counter (corrupted or dropped frames), and the counters the
+// counter-meaning table (collectors/counter_meaning.cc) calls loss or congestion feedback.
 bool IsLossSignal(const collectors::CounterDescriptor& cd) {
   if (cd.role == CounterRole::kError) return true;
   if (cd.role != CounterRole::kOther) return false;
-  return exporters::IsLossCounterName(cd.name) || cd.name == "np_cnp_sent" ||
-         cd.name == "rp_cnp_handled" || cd.name == "np_ecn_marked_roce_packets";
+  const collectors::Meaning m = collectors::MeaningOf(cd.group, cd.name).meaning;
+  return collectors::IsLoss(m) || collectors::IsCongestionFeedback(m);
 }
 
 // Node-level TCP retransmissions (Tcp: RetransSegs), which count as loss on every netdev port.
 bool IsTcpRetransmission(const collectors::CounterDescriptor& cd) {
-  return cd.name == "RetransSegs";
+  return collectors::MeaningOf(cd.group, cd.name).meaning == collectors::Meaning::kTcpRetransmit;
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ class LinkAnalysis {
   //  priorities 0-7 with loss, top first; share of the priority-tagged loss events),
   //  "peers": [...], "nodes": [{node, step_period_seconds, rayleigh_p, ...}]}.
   // Priority-tagged loss events are the deltas of the {rx,tx}_prio<p>_<kind> counters
-  // (collectors::ParsePriorityStat) that IsLossCounterName accepts: rx_prio3_discards,
+  // (collectors::ParsePriorityStat) that IsLossCounter accepts: rx_prio3_discards,
   // rx_prio3_buf_discard, rx_prio3_cong_discard; not pause, bytes, packets or marked.
   std::string LossPatternsJson() const;
   // {"recordings":[{node, device, port, reason, from_unix_seconds, to_unix_seconds, truncated,

@@ -4,37 +4,23 @@
 #include <cmath>
 #include <numbers>
 
-#include "absl/strings/match.h"
-
 namespace fabricscope::exporters {
 
-bool IsLossCounterName(absl::string_view name) {
-  static constexpr absl::string_view kRdma[] = {
-      "out_of_sequence",  "packet_seq_err",      "local_ack_timeout_err", "duplicate_request",
-      "roce_adp_retrans", "implied_nak_seq_err", "rnr_nak_retry_err"};
-  for (absl::string_view n : kRdma) {
-    if (name == n) return true;
-  }
-  return absl::StrContains(name, "discard") || absl::StrContains(name, "drop") ||
-         absl::StrContains(name, "out_of_buffer");
-}
-
-bool IsLossBreakdown(absl::string_view name, bool port_has_discards_phy) {
-  if (!port_has_discards_phy) return false;
-  const std::optional<collectors::EthtoolStatName> p = collectors::ParsePriorityStat(name);
-  return p && p->direction == collectors::StatDirection::kRx && p->kind == "discards";
+bool IsLossCounter(absl::string_view group, absl::string_view name) {
+  return collectors::IsLoss(collectors::MeaningOf(group, name).meaning);
 }
 
 uint64_t LossEventsInWindow(const v1::PortWindow& window) {
   bool has_phy = false;
-  for (const v1::CounterValue& c : window.counters()) has_phy |= c.name() == kPortDiscardsCounter;
+  for (const v1::CounterValue& c : window.counters()) {
+    has_phy |= c.name() == collectors::kPortDiscardsCounter;
+  }
   uint64_t n = 0;
   for (const v1::ErrorCounter& e : window.errors()) n += e.delta();
   for (const v1::CounterValue& c : window.counters()) {
-    if (IsLossBreakdown(c.name(), has_phy)) continue;
-    if (IsLossCounterName(c.name()) || (c.group() == "tcp" && c.name() == "RetransSegs")) {
-      n += c.delta();
-    }
+    if (c.delta() == 0) continue;
+    const collectors::Meaning m = collectors::MeaningOf(c.group(), c.name()).meaning;
+    if (collectors::IsLoss(m) && !collectors::IsLossBreakdown(m, has_phy)) n += c.delta();
   }
   return n;
 }

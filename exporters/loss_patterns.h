@@ -5,35 +5,19 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "collectors/counter_meaning.h"
 #include "collectors/priority_stat.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
 
-// True for a counter name whose increase means lost, dropped or retransmitted packets or a NAK:
-// the mlx5 hw_counters out_of_sequence, packet_seq_err, local_ack_timeout_err,
-// duplicate_request, roce_adp_retrans, implied_nak_seq_err, rnr_nak_retry_err
-// (NVIDIA "Understanding mlx5 Linux counters"), and any name containing "discard", "drop" or
-// "out_of_buffer" (rx_discards_phy, rx_out_of_buffer, rx_dropped, port_xmit_discards,
-// rx_prio3_discards...).
-bool IsLossCounterName(absl::string_view name);
-
-// The counter that counts every receive-buffer drop of an mlx5 port (ethtool, PPCNT).
-inline constexpr absl::string_view kPortDiscardsCounter = "rx_discards_phy";
-
-// True for a loss counter that only breaks down another one the port also has, and so must not
-// be added to the port's loss count: mlx5's rx_prio<p>_discards counts, per priority, the
-// received packets "dropped due to lack of buffers on a physical port" (kernel commit 827a8cb2,
-// "net/mlx5e: Add discard counters per priority"), which is what rx_discards_phy counts for the
-// whole port (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
-// counters.rst). One drop raises both: with rx_discards_phy present the per-priority ones are
-// left out of the sum (they still say which priority: exporters/link_analysis.cc); without it
-// they are the port's count. Pure.
-bool IsLossBreakdown(absl::string_view name, bool port_has_discards_phy);
+// True for a counter whose increase means lost, dropped or retransmitted packets or a NAK
+// (collectors::IsLoss of its collectors::MeaningOf: the counter-meaning table).
+bool IsLossCounter(absl::string_view group, absl::string_view name);
 
 // Loss events of one port in one window: the deltas of its error counters plus those of its
-// other counters named by IsLossCounterName, each drop once (IsLossBreakdown); for the
-// node-level TCP port, ΔRetransSegs.
+// other counters that IsLossCounter accepts, each drop once (collectors::IsLossBreakdown); for
+// the node-level TCP port, ΔRetransSegs.
 uint64_t LossEventsInWindow(const v1::PortWindow& window);
 
 // Gini index of non-negative values (Gini 1912; the sorted-values form in e.g. Damgaard &

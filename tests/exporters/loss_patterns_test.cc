@@ -8,12 +8,14 @@ namespace fabricscope::exporters {
 namespace {
 
 TEST(LossCounters, NamesAndWindowEvents) {
-  EXPECT_TRUE(IsLossCounterName("out_of_sequence"));
-  EXPECT_TRUE(IsLossCounterName("rx_prio3_discards"));
-  EXPECT_TRUE(IsLossCounterName("rx_dropped"));
-  EXPECT_TRUE(IsLossCounterName("rx_out_of_buffer"));
-  EXPECT_FALSE(IsLossCounterName("np_cnp_sent"));
-  EXPECT_FALSE(IsLossCounterName("rx_bytes"));
+  EXPECT_TRUE(IsLossCounter("hw_counters", "out_of_sequence"));
+  EXPECT_TRUE(IsLossCounter("ethtool", "rx_prio3_discards"));
+  EXPECT_TRUE(IsLossCounter("statistics", "rx_dropped"));
+  EXPECT_TRUE(IsLossCounter("ethtool", "rx_out_of_buffer"));
+  EXPECT_TRUE(IsLossCounter("hw_counters", "ip4InDiscards"));  // irdma
+  EXPECT_FALSE(IsLossCounter("hw_counters", "np_cnp_sent"));
+  EXPECT_FALSE(IsLossCounter("hw_counters", "cnpSent"));
+  EXPECT_FALSE(IsLossCounter("statistics", "rx_bytes"));
   v1::PortWindow w;
   auto* e = w.add_errors();
   e->set_kind("symbol_error");
@@ -57,10 +59,6 @@ TEST(LossCounters, APerPriorityDiscardIsNotCountedAgainWithTheDiscardsOfThePort)
   counter(quiet_phy, "rx_discards_phy", 0);
   counter(quiet_phy, "rx_prio3_discards", 0);
   EXPECT_EQ(LossEventsInWindow(quiet_phy), 0u);
-  EXPECT_TRUE(IsLossBreakdown("rx_prio3_discards", true));
-  EXPECT_FALSE(IsLossBreakdown("rx_prio3_discards", false));
-  EXPECT_FALSE(IsLossBreakdown("rx_prio3_pause", true));
-  EXPECT_FALSE(IsLossBreakdown("rx_discards_phy", true));
 }
 
 TEST(Gini, EvenIsZeroAllInOneIsNMinusOneOverN) {

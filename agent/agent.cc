@@ -225,12 +225,20 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       const bool fast = collectors::IsTrafficRole(c.role);
       collectors::CounterDescriptor copy = c;
       copy.tick_divisor = 1;
-      if (!fast && c.group == "hw_counters") {
+      if (c.group == "hw_counters") {
+        // The kernel serves hw_counters from a cache it refreshes on a read that comes more
+        // than `lifespan` after the last refresh (drivers/infiniband/core/sysfs.c
+        // update_hw_stats, in jiffies). Slow counters are read once a lifespan. The driver's
+        // byte counters (irdma) are read every second lifespan, so that each read is a
+        // refresh even with the lifespan rounded up to whole jiffies: a cached read would
+        // give a zero delta, then a double one, which is a false microburst.
         const int64_t lifespan_ns =
             static_cast<int64_t>(o.hw_lifespan_ms ? o.hw_lifespan_ms : p.hw_lifespan_ms) *
             1'000'000;
+        const int64_t period = fast ? o.sample_period_ns : slow_ns;
+        const int64_t every = fast ? 2 * lifespan_ns : lifespan_ns;
         copy.tick_divisor =
-            static_cast<uint32_t>(std::max<int64_t>(1, (lifespan_ns + slow_ns - 1) / slow_ns));
+            static_cast<uint32_t>(std::max<int64_t>(1, (every + period - 1) / period));
       }
       (fast ? f : sl).counters.push_back(std::move(copy));
     }

@@ -16,6 +16,10 @@ enum class LineRateSource : uint8_t { kUnknown, kSysfs, kConfig };
 struct CounterDescriptor {
   std::string name;  // sysfs file name: port_xmit_data, rx_bytes, symbol_error, ...
   std::string path;  // absolute path read with pread (empty for sources that are not files)
+  // More files whose values are added to path's on every read: a counter the driver splits in
+  // parts, as irdma splits a port's bytes into ip4InOctets and ip6InOctets. name then joins the
+  // parts' names with '+'.
+  std::vector<std::string> part_paths;
   // Where the value comes from: "counters", "statistics", "hw_counters", "ethtool", "tcp".
   std::string group;
   CounterSpec spec;

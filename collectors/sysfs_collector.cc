@@ -19,12 +19,26 @@ absl::StatusOr<std::unique_ptr<SysfsCounterCollector>> SysfsCounterCollector::Op
   for (PortDescriptor& port : ports) {
     std::vector<CounterDescriptor> opened;
     for (CounterDescriptor& c : port.counters) {
-      const int fd = open(c.path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        if (notes) notes->push_back(absl::StrCat(c.path, ": ", strerror(errno), ", not sampled"));
+      Slot slot{-1, c.tick_divisor == 0 ? 1 : c.tick_divisor, {}};
+      bool ok = true;
+      for (size_t i = 0; ok && i <= c.part_paths.size(); ++i) {
+        const std::string& path = i == 0 ? c.path : c.part_paths[i - 1];
+        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+          if (notes) notes->push_back(absl::StrCat(path, ": ", strerror(errno), ", not sampled"));
+          ok = false;
+        } else if (i == 0) {
+          slot.fd = fd;
+        } else {
+          slot.part_fds.push_back(fd);
+        }
+      }
+      if (!ok) {
+        if (slot.fd >= 0) close(slot.fd);
+        for (int fd : slot.part_fds) close(fd);
         continue;
       }
-      fds.push_back(Slot{fd, c.tick_divisor == 0 ? 1 : c.tick_divisor});
+      fds.push_back(std::move(slot));
       opened.push_back(std::move(c));
     }
     if (opened.empty()) continue;
@@ -51,12 +65,37 @@ SysfsCounterCollector::SysfsCounterCollector(std::vector<PortDescriptor> ports,
 }
 
 SysfsCounterCollector::~SysfsCounterCollector() {
-  for (const Slot& s : fds_) close(s.fd);
+  for (const Slot& s : fds_) {
+    close(s.fd);
+    for (int fd : s.part_fds) close(fd);
+  }
+}
+
+namespace {
+
+ReadStatus ReadOne(int fd, uint64_t* value) {
+  char buf[64];
+  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
+  // Error, EOF (file emptied), or a value longer than any counter: not a counter.
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) return ReadStatus::kError;
+  return ParseCounterText(absl::string_view(buf, static_cast<size_t>(n)), value);
+}
+
+}  // namespace
+
+ReadStatus SysfsCounterCollector::ReadSlot(const Slot& s, uint64_t* value) {
+  ReadStatus st = ReadOne(s.fd, value);
+  for (int fd : s.part_fds) {
+    if (st != ReadStatus::kOk) break;
+    uint64_t part = 0;
+    st = ReadOne(fd, &part);
+    *value += part;  // modulo 2^64, as the 64-bit parts themselves wrap
+  }
+  return st;
 }
 
 void SysfsCounterCollector::Sample(uint64_t tick, uint64_t* values, ReadStatus* status) {
   const bool measure = tick % kCostTickStride == 0;
-  char buf[64];
   for (size_t i = 0; i < fds_.size(); ++i) {
     const Slot& s = fds_[i];
     if (tick % s.tick_divisor != 0) {
@@ -64,13 +103,7 @@ void SysfsCounterCollector::Sample(uint64_t tick, uint64_t* values, ReadStatus* 
       continue;
     }
     const int64_t t0 = measure ? MonotonicNowNs() : 0;
-    const ssize_t n = pread(s.fd, buf, sizeof(buf), 0);
-    if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) {
-      // Error, EOF (file emptied), or a value longer than any counter: not a counter.
-      status[i] = ReadStatus::kError;
-    } else {
-      status[i] = ParseCounterText(absl::string_view(buf, static_cast<size_t>(n)), &values[i]);
-    }
+    status[i] = ReadSlot(s, &values[i]);
     if (measure) {
       cost_ns_sum_[i].fetch_add(static_cast<uint64_t>(MonotonicNowNs() - t0),
                                 std::memory_order_relaxed);
@@ -96,7 +129,11 @@ size_t SysfsCounterCollector::ReopenReplaced() {
   size_t n = 0, i = 0;
   for (const PortDescriptor& p : ports_) {
     for (const CounterDescriptor& c : p.counters) {
-      if (ReopenIfReplaced(fds_[i++].fd, c.path)) ++n;
+      const Slot& s = fds_[i++];
+      if (ReopenIfReplaced(s.fd, c.path)) ++n;
+      for (size_t k = 0; k < s.part_fds.size() && k < c.part_paths.size(); ++k) {
+        if (ReopenIfReplaced(s.part_fds[k], c.part_paths[k])) ++n;
+      }
     }
   }
   return n;

@@ -15,7 +15,9 @@ namespace fabricscope::collectors {
 // on the sampler thread without allocating, locking or logging.
 //
 // A file that fails to read (device unplugged: ENODEV; permission; garbage) gives
-// ReadStatus::kError for that counter on that tick; the caller counts it.
+// ReadStatus::kError for that counter on that tick; the caller counts it. A counter made of
+// several files (CounterDescriptor::part_paths) reads as their sum, and as kError or
+// kUnavailable when any of them does.
 class SysfsCounterCollector final : public Collector {
  public:
   // Opens every counter file of `ports`. A counter whose file cannot be opened is removed from
@@ -41,7 +43,10 @@ class SysfsCounterCollector final : public Collector {
   struct Slot {
     int fd;
     uint32_t tick_divisor;
+    std::vector<int> part_fds;  // CounterDescriptor::part_paths, added to fd's value
   };
+  // Reads one slot's value (the sum of its files). Allocation-free.
+  static ReadStatus ReadSlot(const Slot& s, uint64_t* value);
   explicit SysfsCounterCollector(std::vector<PortDescriptor> ports, std::vector<Slot> fds);
 
   std::vector<PortDescriptor> ports_;

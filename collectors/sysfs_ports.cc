@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/ascii.h"
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "collectors/counter_meaning.h"
 
 namespace fabricscope::collectors {
 namespace fs = std::filesystem;
@@ -260,6 +263,22 @@ void PreferExtendedCounters(const std::string& port_dir, PortDescriptor& port,
   }
 }
 
+// The role of a driver counter that the meaning table calls bytes or packets.
+std::optional<CounterRole> TrafficRole(Meaning m) {
+  switch (m) {
+    case Meaning::kTransmitBytes:
+      return CounterRole::kTransmitBytes;
+    case Meaning::kReceiveBytes:
+      return CounterRole::kReceiveBytes;
+    case Meaning::kTransmitPackets:
+      return CounterRole::kTransmitPackets;
+    case Meaning::kReceivePackets:
+      return CounterRole::kReceivePackets;
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
@@ -275,22 +294,44 @@ std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_di
 std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_dir,
                                                 uint32_t tick_divisor) {
   std::vector<CounterDescriptor> out;
+  // The driver's traffic counters, by role, each possibly split in parts (irdma: IPv4 + IPv6).
+  std::map<CounterRole, CounterDescriptor> traffic;
   for (const std::string& name : SortedEntries(hw_counters_dir)) {
     if (name == "lifespan") continue;
     const std::string path = absl::StrCat(hw_counters_dir, "/", name);
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) continue;
+    const CounterMeaning meaning = MeaningOf("hw_counters", name);
+    const bool wide = absl::StartsWith(name, "np_") || absl::StartsWith(name, "rp_") ||
+                      name == "rx_icrc_encapsulated";
+    const uint8_t width = meaning.width_bits != 0 ? meaning.width_bits : (wide ? 64 : 32);
+    const std::optional<CounterRole> role = TrafficRole(meaning.meaning);
+    if (role) {
+      auto [it, fresh] = traffic.try_emplace(*role);
+      CounterDescriptor& d = it->second;
+      if (fresh) {
+        d.name = name;
+        d.path = path;
+        d.group = "hw_counters";
+        d.role = *role;
+        d.spec = CounterSpec{width, CounterBehavior::kWrapping, 1};
+        d.tick_divisor = 1;
+      } else {
+        d.name = absl::StrCat(d.name, "+", name);
+        d.part_paths.push_back(path);
+      }
+      continue;
+    }
     CounterDescriptor d;
     d.name = name;
     d.path = path;
     d.group = "hw_counters";
     d.role = CounterRole::kOther;
-    const bool wide = absl::StartsWith(name, "np_") || absl::StartsWith(name, "rp_") ||
-                      name == "rx_icrc_encapsulated";
-    d.spec = CounterSpec{static_cast<uint8_t>(wide ? 64 : 32), CounterBehavior::kWrapping, 1};
+    d.spec = CounterSpec{width, CounterBehavior::kWrapping, 1};
     d.tick_divisor = std::max<uint32_t>(1, tick_divisor);
     out.push_back(std::move(d));
   }
+  for (auto& [role, d] : traffic) out.push_back(std::move(d));
   return out;
 }
 
@@ -335,6 +376,20 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
         if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*life), &ms)) p.hw_lifespan_ms = ms;
       }
       std::vector<CounterDescriptor> hw = RdmaHwCounterSet(dir + "/hw_counters", 1);
+      // The driver's own byte and packet counters stand in only where counters/ has none.
+      const bool has_traffic = std::any_of(p.counters.begin(), p.counters.end(),
+                                           [](const auto& c) { return IsTrafficRole(c.role); });
+      if (has_traffic) {
+        std::erase_if(hw, [](const CounterDescriptor& c) { return IsTrafficRole(c.role); });
+      } else if (std::any_of(hw.begin(), hw.end(),
+                             [](const auto& c) { return IsTrafficRole(c.role); })) {
+        std::vector<std::string> names;
+        for (const CounterDescriptor& c : hw) {
+          if (IsTrafficRole(c.role)) names.push_back(c.name);
+        }
+        result.notes.push_back(absl::StrCat(p.Key(), ": bytes and packets from the driver's ",
+                                            "hw_counters (", absl::StrJoin(names, ", "), ")"));
+      }
       p.counters.insert(p.counters.end(), std::make_move_iterator(hw.begin()),
                         std::make_move_iterator(hw.end()));
       DropUnavailableCounters(p, result.notes);

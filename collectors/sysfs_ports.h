@@ -43,9 +43,12 @@ std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
                                               uint32_t error_tick_divisor);
 
 // Every file of an RDMA port's hw_counters/ directory except `lifespan`, as group "hw_counters",
-// role kOther. Widths (mlx5 drivers/infiniband/hw/mlx5/counters.c):
-// congestion counters (np_*, rp_*) and rx_icrc_encapsulated are 64-bit; the queue counters are
-// 32-bit in firmware and wrap.
+// role kOther, width from the counter-meaning table (collectors/counter_meaning.cc) where it
+// knows the name, else as mlx5 has them (drivers/infiniband/hw/mlx5/counters.c: congestion
+// counters np_*, rp_* and rx_icrc_encapsulated 64-bit; the queue counters 32-bit, wrapping).
+// The driver's byte and packet counters (irdma ip4InOctets, ...: Meaning kReceiveBytes, ...)
+// come out as one counter per role with that role, 64-bit, their parts added
+// (CounterDescriptor::part_paths): "ip4InOctets+ip6InOctets", tick_divisor 1.
 std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_dir,
                                                 uint32_t tick_divisor);
 

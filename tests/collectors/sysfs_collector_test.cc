@@ -113,6 +113,34 @@ TEST_F(SysfsCollectorTest, UnopenableCounterIsDroppedWithANote) {
   EXPECT_NE(notes[0].find("port_xmit_data"), std::string::npos);
 }
 
+// A counter in parts (irdma: ip4InOctets + ip6InOctets) reads as the sum of its files, and as a
+// read error when one of them fails.
+TEST(SysfsCollector, CounterInPartsReadsAsTheirSum) {
+  testing::FakeTree tree;
+  tree.CopyTestdata("generated/irdma-rocev2/class", "class");
+  auto r = DiscoverRdmaPorts(tree.root());
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto c = SysfsCounterCollector::Open(r->ports);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<uint64_t> values((*c)->counter_count());
+  std::vector<ReadStatus> status((*c)->counter_count());
+  size_t rx = 0;
+  const std::vector<CounterDescriptor>& counters = (*c)->ports()[0].counters;
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (counters[i].name == "ip4InOctets+ip6InOctets") rx = i;
+  }
+  (*c)->Sample(0, values.data(), status.data());
+  ASSERT_EQ(status[rx], ReadStatus::kOk);
+  EXPECT_EQ(values[rx], 1'500'000'000'000u + 2'000'000'000u);
+  const std::string hw = "class/infiniband/irdma0/ports/1/hw_counters/";
+  tree.Write(hw + "ip6InOctets", "2000000100\n");
+  (*c)->Sample(1, values.data(), status.data());
+  EXPECT_EQ(values[rx], 1'500'000'000'000u + 2'000'000'100u);
+  tree.Write(hw + "ip6InOctets", "garbage\n");
+  (*c)->Sample(2, values.data(), status.data());
+  EXPECT_EQ(status[rx], ReadStatus::kError);
+}
+
 TEST(SysfsCollector, NothingOpenableIsAnError) {
   PortDescriptor p;
   p.device = "gone";

@@ -170,6 +170,66 @@ TEST(DiscoverRdmaPorts, PrefersTheSixtyFourBitCountersExt) {
   }
 }
 
+// irdma (tests/testdata/generated/irdma-rocev2, SOURCES.md): no counters/ at all (procfs PR 605,
+// node_exporter#2769); the driver's own IPv4 + IPv6 octet and packet counters in hw_counters are
+// the port's bytes and packets, one counter per role with the IPv6 file as a part, 64-bit; its
+// CNP and ECN counters keep their names, 64-bit as irdma accumulates them.
+TEST(DiscoverRdmaPorts, IrdmaBytesComeFromTheDriversOwnCounters) {
+  const std::string root = std::string(FABRICSCOPE_TESTDATA) + "/generated/irdma-rocev2";
+  auto r = DiscoverRdmaPorts(root);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ports.size(), 1u);
+  const PortDescriptor& p = r->ports[0];
+  EXPECT_EQ(p.Key(), "irdma0:1");
+  EXPECT_EQ(p.link_layer, LinkLayer::kEthernet);
+  EXPECT_EQ(p.line_rate_bytes_per_second, 12'500'000'000u);
+  std::map<std::string, const CounterDescriptor*> by_name;
+  for (const CounterDescriptor& c : p.counters) by_name[c.name] = &c;
+  const std::string hw = root + "/class/infiniband/irdma0/ports/1/hw_counters/";
+  const struct {
+    const char* name;
+    CounterRole role;
+    const char* v6;
+  } traffic[] = {{"ip4OutOctets+ip6OutOctets", CounterRole::kTransmitBytes, "ip6OutOctets"},
+                 {"ip4InOctets+ip6InOctets", CounterRole::kReceiveBytes, "ip6InOctets"},
+                 {"ip4OutPkts+ip6OutPkts", CounterRole::kTransmitPackets, "ip6OutPkts"},
+                 {"ip4InPkts+ip6InPkts", CounterRole::kReceivePackets, "ip6InPkts"}};
+  for (const auto& t : traffic) {
+    ASSERT_TRUE(by_name.contains(t.name)) << t.name;
+    const CounterDescriptor& c = *by_name[t.name];
+    EXPECT_EQ(c.role, t.role) << t.name;
+    EXPECT_EQ(c.group, "hw_counters");
+    EXPECT_EQ(c.spec.width_bits, 64);
+    EXPECT_EQ(c.spec.scale, 1u);  // octets, not 4-octet words
+    EXPECT_THAT(c.part_paths, ElementsAre(hw + t.v6)) << t.name;
+  }
+  // The parts are not counted a second time as counters of their own.
+  EXPECT_FALSE(by_name.contains("ip4InOctets"));
+  EXPECT_FALSE(by_name.contains("ip6InOctets"));
+  for (const char* n : {"cnpSent", "cnpHandled", "RxECNMrkd", "ip4InDiscards"}) {
+    ASSERT_TRUE(by_name.contains(n)) << n;
+    EXPECT_EQ(by_name[n]->role, CounterRole::kOther);
+    EXPECT_EQ(by_name[n]->spec.width_bits, 64) << n;
+  }
+  EXPECT_THAT(r->notes, ElementsAre(HasSubstr("irdma0:1: bytes and packets from the driver's "
+                                              "hw_counters (ip4OutOctets+ip6OutOctets")));
+}
+
+// A port with counters/ keeps them: a driver byte counter in hw_counters does not replace them.
+TEST(DiscoverRdmaPorts, CountersDirectoryWinsOverDriverByteCounters) {
+  testing::FakeTree tree;
+  tree.CopyTestdata("sysfs-real/class/infiniband/mlx5_0", "class/infiniband/mlx5_0");
+  tree.Write("class/infiniband/mlx5_0/ports/1/hw_counters/ip4InOctets", "5\n");
+  auto r = DiscoverRdmaPorts(tree.root());
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const CounterDescriptor& c : r->ports[0].counters) {
+    if (c.role == CounterRole::kReceiveBytes) {
+      EXPECT_EQ(c.name, "port_rcv_data");
+    }
+    EXPECT_NE(c.name, "ip4InOctets");
+  }
+}
+
 TEST(DiscoverRdmaPorts, MissingRootIsNotFound) {
   auto r = DiscoverRdmaPorts("/nonexistent/fabricscope");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);

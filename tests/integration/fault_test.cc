@@ -254,6 +254,62 @@ TEST(AgentFaults, NoPmaPortsAreWatchedAndCountTheirNetdevsBytes) {
   EXPECT_EQ(a->proc().Stop(SIGTERM), 0) << out;
 }
 
+// irdma ports have no counters/ (procfs PR 605, node_exporter#2769): their bytes and packets are
+// the driver's IPv4 + IPv6 counters in hw_counters, read at twice the hw_counters lifespan, and
+// its CNP, ECN and discard counters feed the same metrics as mlx5's
+// (tests/testdata/generated/irdma-rocev2, collectors/counter_meaning.cc).
+TEST(AgentFaults, IrdmaPortsCountTheDriversBytesAndCongestionCounters) {
+  FakeTree t;
+  t.CopyTestdata("generated/irdma-rocev2/class", "sys/class");
+  auto a = StartAgent(t);
+  ASSERT_TRUE(a->Start()) << a->Output();
+  const Labels port = PortLabels("irdma0");
+  ASSERT_TRUE(WaitForValue(*a, "fabricscope_port_receive_bytes_total", port,
+                           1'500'000'000'000.0 + 2'000'000'000.0));
+  ASSERT_TRUE(WaitWindows(*a, 2));
+  std::vector<Sample> s = a->Samples();
+  EXPECT_EQ(Value(s, "fabricscope_port_transmit_bytes_total", port), 1'401'000'000'000.0);
+  EXPECT_EQ(Value(s, "fabricscope_port_receive_packets_total", port), 366'210'937.0 + 488'281.0);
+  EXPECT_EQ(Value(s, "fabricscope_port_cnp_sent_total", port), 3131);
+  EXPECT_EQ(Value(s, "fabricscope_port_cnp_handled_total", port), 4242);
+  EXPECT_EQ(Value(s, "fabricscope_port_ecn_marked_packets_total", port), 5150);
+  Labels reason = port;
+  reason["reason"] = "ip4InDiscards";
+  EXPECT_EQ(Value(s, "fabricscope_port_discards_total", reason), 17);
+  // Utilization is exported (the port has bytes), 0 while the counters stand still.
+  EXPECT_EQ(Value(s, "fabricscope_port_utilization_ratio",
+                  PortLabels("irdma0", {{"direction", "receive"}})),
+            0);
+  // 125 MB arrive, 100 MB over IPv4 and 25 MB over IPv6: the total counts both.
+  const std::string hw = "sys/class/infiniband/irdma0/ports/1/hw_counters/";
+  t.Write(hw + "ip4InOctets", "1500100000000\n");
+  t.Write(hw + "ip6InOctets", "2025000000\n");
+  // The window that held them had a busy sample at the port's 100 Gb/s (12.5 GB/s) rate: its
+  // peak is seen on some scrape until the total has moved and one more window has closed.
+  const Labels rx = PortLabels("irdma0", {{"direction", "receive"}});
+  const double want = 1'500'000'000'000.0 + 2'000'000'000.0 + 125'000'000.0;
+  double peak = 0;
+  auto watch = [&](const std::vector<Sample>& now) {
+    peak = std::max(peak, Value(now, "fabricscope_port_peak_utilization_ratio", rx).value_or(0));
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::vector<Sample> now = a->Samples();
+        watch(now);
+        return Value(now, "fabricscope_port_receive_bytes_total", port) == want;
+      },
+      kWait))
+      << a->Output();
+  ASSERT_TRUE(WaitWindows(*a, 1, watch));
+  EXPECT_GT(peak, 0.0);
+  const std::string out = a->Output();
+  EXPECT_EQ(CountLines(out, std::regex("irdma0:1: bytes and packets from the driver's "
+                                       "hw_counters \\(ip4OutOctets\\+ip6OutOctets")),
+            1)
+      << out;
+  EXPECT_EQ(a->proc().Stop(SIGTERM), 0) << out;
+}
+
 // 4. Hot-unplug and re-plug. On real sysfs, reads of an unplugged device's open attribute files
 // fail (ENODEV). Simulated in place: the files stay (same inodes, as the agent's open
 // descriptors see them) but read empty, then come back with lower values (a re-plugged device

@@ -1,5 +1,7 @@
 #include "tests/integration/node_exporter_mapping.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace fabricscope::testing {
 
 std::vector<Pair> MappingTable() {
@@ -147,6 +149,28 @@ std::vector<Pair> MappingTable() {
        hwc("rx_write_requests"), true},
       {P, "hw_counters/rx_icrc_encapsulated", "node_infiniband_rx_icrc_encapsulated_errors_total",
        hwc("rx_icrc_encapsulated"), true},
+      // hw_counters (irdma; kernel drivers/infiniband/hw/irdma/verbs.c irdma_hw_stat_descs).
+      // node_exporter (1.5, and its collector today) reads none of them: "" compares the
+      // agent with the file itself. The bytes and packets are the IPv4 + IPv6 files summed.
+      {P, "hw_counters/ip4OutOctets+hw_counters/ip6OutOctets", "",
+       fsm("fabricscope_port_transmit_bytes_total")},
+      {P, "hw_counters/ip4InOctets+hw_counters/ip6InOctets", "",
+       fsm("fabricscope_port_receive_bytes_total")},
+      {P, "hw_counters/ip4OutPkts+hw_counters/ip6OutPkts", "",
+       fsm("fabricscope_port_transmit_packets_total")},
+      {P, "hw_counters/ip4InPkts+hw_counters/ip6InPkts", "",
+       fsm("fabricscope_port_receive_packets_total")},
+      {P, "hw_counters/cnpSent", "", fsm("fabricscope_port_cnp_sent_total")},
+      {P, "hw_counters/cnpHandled", "", fsm("fabricscope_port_cnp_handled_total")},
+      {P, "hw_counters/RxECNMrkd", "", fsm("fabricscope_port_ecn_marked_packets_total")},
+      {P,
+       "hw_counters/ip4InDiscards",
+       "",
+       {{"fabricscope_port_discards_total", "reason", "ip4InDiscards"}}},
+      {P,
+       "hw_counters/ip6InDiscards",
+       "",
+       {{"fabricscope_port_discards_total", "reason", "ip6InDiscards"}}},
       // Netdevs: node_exporter reads <procfs>/net/dev, the agent <sysfs>/class/net/IF/statistics.
       // The kernel's /proc/net/dev (net/core/net-procfs.c dev_seq_printf_stats) prints
       // drop = rx_dropped + rx_missed_errors, frame = rx_length + rx_over + rx_crc +
@@ -196,6 +220,47 @@ std::vector<Pair> MappingTable() {
       {T, "TcpExt:TCPSpuriousRTOs", "node_netstat_TcpExt_TCPSpuriousRTOs", tcp("TCPSpuriousRTOs")},
       {T, "TcpExt:TCPRetransFail", "node_netstat_TcpExt_TCPRetransFail", tcp("TCPRetransFail")},
   };
+  // The rest of irdma's files, each exported by name as a driver event counter.
+  for (const char* n : {"cnpSent",
+                        "cnpHandled",
+                        "cnpIgnored",
+                        "RxECNMrkd",
+                        "ip4InDiscards",
+                        "ip6InDiscards",
+                        "ip4InTruncatedPkts",
+                        "ip6InTruncatedPkts",
+                        "ip4OutNoRoutes",
+                        "ip6OutNoRoutes",
+                        "rxVlanErrors",
+                        "ip4InReasmRqd",
+                        "ip6InReasmRqd",
+                        "ip4OutSegRqd",
+                        "ip6OutSegRqd",
+                        "ip4InMcastPkts",
+                        "ip6InMcastPkts",
+                        "ip4OutMcastPkts",
+                        "ip6OutMcastPkts",
+                        "ip4InMcastOctets",
+                        "ip6InMcastOctets",
+                        "ip4OutMcastOctets",
+                        "ip6OutMcastOctets",
+                        "InRdmaReads",
+                        "InRdmaSends",
+                        "InRdmaWrites",
+                        "OutRdmaReads",
+                        "OutRdmaSends",
+                        "OutRdmaWrites",
+                        "RdmaBnd",
+                        "RdmaInv",
+                        "RxUDP",
+                        "TxUDP",
+                        "RetransSegs",
+                        "InOptErrors",
+                        "InProtoErrors",
+                        "InSegs",
+                        "OutSegs"}) {
+    t.push_back({P, absl::StrCat("hw_counters/", n), "", hwc(n)});
+  }
   return t;
 }
 

@@ -24,8 +24,9 @@ struct FsSeries {
 struct Pair {
   Scope scope;
   // What the row is about: it applies to a port (or node) where this file / column exists, and
-  // then both sides must have it.
+  // then both sides must have it. "a+b": files whose sum the row compares (irdma's IPv4 + IPv6).
   std::string source;
+  // node_exporter's series; "" for a file node_exporter does not read: compared with the file.
   std::string node_exporter;
   // The fabricscope series; several are summed (/proc/net/dev folds some counters together).
   std::vector<FsSeries> fabricscope;

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "agent/derived.h"
-#include "exporters/loss_patterns.h"
+#include "collectors/counter_meaning.h"
 #include "exporters/utilization_codec.h"
 #include "glog/logging.h"
 

@@ -286,6 +286,46 @@ const std::vector<std::pair<std::regex, std::string>>& NotExported() {
   return *list;
 }
 
+const std::vector<std::pair<std::regex, std::string>>& FilesNotCompared() {
+  static const auto* list = new std::vector<std::pair<std::regex, std::string>>{
+      {std::regex("counters/(unicast|multicast)_(xmit|rcv)_packets"),
+       "node_exporter reads them; the agent does not (the port's packets are port_*_packets)"},
+      {std::regex("counters_ext/port_(unicast|multicast)_(xmit|rcv)_packets"),
+       "node_exporter reads them (legacy_*); the agent does not"},
+      {std::regex("hw_counters/lifespan"),
+       "a setting, not a counter: the agent reads it for the group's resolution (and writes it "
+       "with --hw-lifespan); node_exporter 1.5 does not read it"},
+      {std::regex("link_layer"),
+       "the agent reads it (InfiniBand or Ethernet: the port's label and rules); node_exporter "
+       "does not"},
+      {std::regex("lid|sm_lid|lid_mask_count|sm_sl|cap_mask"),
+       "subnet addressing, not a counter: neither reads it"},
+      {std::regex("gid_attrs/ndevs/.*"),
+       "the agent reads it to find a RoCE port's netdev; node_exporter does not"},
+      {std::regex("(gids|gid_attrs/types|pkeys)/.*"), "addressing tables: neither reads them"},
+      {std::regex("hw_counters/(ip4|ip6)(In|Out)(Octets|Pkts)"),
+       "irdma: compared summed (IPv4 + IPv6) in the traffic rows above"},
+      {std::regex("dev_port"), "the agent reads it for the port label; node_exporter does not"},
+      {std::regex("speed"),
+       "the agent reads it for the line rate; node_exporter 1.5's netdev collector does not"},
+      {std::regex("operstate"),
+       "the agent reads it for the link state; node_exporter's netclass collector (not "
+       "compared) does too"},
+      {std::regex("type"), "the agent reads it to tell Ethernet from IPoIB; neither exports it"},
+      {std::regex("statistics/rx_missed_errors"),
+       "compared inside the rx_dropped row: /proc/net/dev's drop is rx_dropped + rx_missed"},
+      {std::regex("statistics/(rx_length|rx_over|rx_frame)_errors"),
+       "in /proc/net/dev's frame column with rx_crc_errors; the agent reads rx_crc_errors only "
+       "(the generated tree keeps these at 0)"},
+      {std::regex("statistics/tx_(aborted|window|heartbeat)_errors"),
+       "in /proc/net/dev's carrier column with tx_carrier_errors; the agent reads "
+       "tx_carrier_errors only (0 in the generated tree)"},
+      {std::regex("statistics/(rx|tx)_compressed|statistics/multicast|statistics/collisions"),
+       "node_exporter reads them (/proc/net/dev); the agent does not (see NotExported)"},
+  };
+  return *list;
+}
+
 bool InComparedFamilies(const std::string& name) {
   return name.rfind("node_infiniband_", 0) == 0 || name.rfind("node_network_", 0) == 0 ||
          name.rfind("node_netstat_Tcp_", 0) == 0 || name.rfind("node_netstat_TcpExt_", 0) == 0;

@@ -51,6 +51,12 @@ std::vector<Pair> MappingTable();
 // the test, so a new node_exporter (or a new fixture) cannot silently shrink the comparison.
 const std::vector<std::pair<std::regex, std::string>>& NotExported();
 
+// Files of a port directory (paths relative to it) that no row compares, and who reads them:
+// together with MappingTable() this lists every file of the trees the test runs on, so a file
+// that neither side reads, or that only one side reads, is named here with its reason, and a
+// new file in a fixture fails the test until it is.
+const std::vector<std::pair<std::regex, std::string>>& FilesNotCompared();
+
 // The node_exporter families the peer test compares.
 bool InComparedFamilies(const std::string& name);
 

@@ -176,7 +176,29 @@ struct Comparison {
   size_t compared = 0;
   std::vector<std::string> diffs;     // one line per failed pair
   std::vector<std::string> unmapped;  // node_exporter series the table does not account for
+  std::vector<std::string> unlisted;  // files of a port dir that no row or FilesNotCompared names
 };
+
+// Files under a port directory that no row of the table and no FilesNotCompared entry names.
+std::vector<std::string> UnlistedFiles(const std::string& sysfs, const std::string& dir,
+                                       const std::vector<Pair>& table) {
+  std::set<std::string> named;
+  for (const Pair& p : table) {
+    for (absl::string_view part : absl::StrSplit(p.source, '+')) named.insert(std::string(part));
+    if (!p.unless.empty()) named.insert(p.unless);
+  }
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    const std::string rel = fs::relative(it->path(), dir).string();
+    if (named.count(rel)) continue;
+    bool listed = false;
+    for (const auto& [re, why] : FilesNotCompared()) listed |= std::regex_match(rel, re);
+    if (!listed) out.push_back(fs::relative(it->path(), sysfs).string());
+  }
+  return out;
+}
 
 // The number a sysfs attribute file starts with: "123\n" and "4: ACTIVE" (IB state files) both
 // parse; "100 Gb/sec (4X EDR)" does not (a rate is compared through node_exporter only).
@@ -235,6 +257,7 @@ Comparison Compare(const std::string& sysfs, const std::string& procfs,
   };
 
   for (const PortRef& port : PortsOf(sysfs)) {
+    for (std::string& f : UnlistedFiles(sysfs, port.dir, table)) c.unlisted.push_back(f);
     for (const Pair& p : table) {
       if (p.scope != port.scope) continue;
       const std::vector<std::string> parts = absl::StrSplit(p.source, '+');
@@ -333,6 +356,10 @@ void CompareOnTree(const FakeTree& tree, size_t min_pairs, bool ne_rdma_ok = tru
       << "node_exporter exports series the mapping table neither compares nor lists as not "
          "exported by fabricscope (add them to MappingTable() or NotExported()):\n  "
       << absl::StrJoin(c.unmapped, "\n  ");
+  EXPECT_TRUE(c.unlisted.empty())
+      << "files of a port that neither the mapping table nor FilesNotCompared() names (say "
+         "who reads them):\n  "
+      << absl::StrJoin(c.unlisted, "\n  ");
   std::cout << "compared " << c.compared << " node_exporter/fabricscope pairs\n";
   EXPECT_EQ(agent.proc().Stop(SIGTERM), 0) << agent.Output();
 }

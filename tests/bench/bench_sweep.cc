@@ -2,14 +2,14 @@
 // ethtool statistics, against the least a program can do to read the same data, in the same run.
 //
 // The port: a copy of tests/testdata's real mlx5_0 port 1 under a temporary directory (tmpfs
-// /dev/shm when available): the agent's 16 counters/ files (RdmaCounterSet) and the 24
-// hw_counters/ files (RdmaHwCounterSet), 40 files in one SysfsCounterCollector with every
+// /dev/shm when available): the agent's 17 counters/ files (RdmaCounterSet) and the 24
+// hw_counters/ files (RdmaHwCounterSet), 41 files in one SysfsCounterCollector with every
 // counter due on every tick. The ethtool part: a real veth pair in a throw-away network namespace
 // (root only; skipped with a message otherwise), one EthtoolCollector with
 // EthtoolSelection{.all = true}.
 //
-//   collector sweep = SysfsCounterCollector::Sample (40 files) + EthtoolCollector::Sample
-//   bare sweep      = pread(fd, buf, 64, 0) + strtoull over the same 40 open fds
+//   collector sweep = SysfsCounterCollector::Sample (41 files) + EthtoolCollector::Sample
+//   bare sweep      = pread(fd, buf, 64, 0) + strtoull over the same 41 open fds
 //                     + one raw ioctl(SIOCETHTOOL, ETHTOOL_GSTATS) on the same interface
 //
 // Each part is also measured alone. The collectors get an incrementing tick as in the sampler,
@@ -50,7 +50,7 @@ namespace {
 
 using collectors::ReadStatus;
 
-constexpr size_t kSweepFiles = 40;  // 16 counters/ + 24 hw_counters/
+constexpr size_t kSweepFiles = 41;  // 17 counters/ (with port_xmit_wait) + 24 hw_counters/
 constexpr char kVeth[] = "fsbsweep0";
 
 struct Setup {
@@ -95,13 +95,13 @@ bool BuildSysfs(Setup* s, std::string* why) {
     p.counters.push_back(std::move(c));
   }
   if (p.counters.size() != kSweepFiles) {
-    *why = "expected 40 counter files, found " + std::to_string(p.counters.size());
+    *why = "expected 41 counter files, found " + std::to_string(p.counters.size());
     return false;
   }
   for (const auto& c : p.counters) s->paths.push_back(c.path);
   auto col = collectors::SysfsCounterCollector::Open({p});
   if (!col.ok() || (*col)->counter_count() != kSweepFiles) {
-    *why = "SysfsCounterCollector::Open did not open 40 files";
+    *why = "SysfsCounterCollector::Open did not open 41 files";
     return false;
   }
   s->sysfs = std::move(*col);
@@ -297,13 +297,13 @@ int main(int argc, char** argv) {
         "stats (driver n_stats %u), one ETHTOOL_GSTATS per sweep\n",
         kVeth, setup.ns->name().c_str(), setup.eth->counter_count(), setup.n_stats);
   } else {
-    std::printf("ethtool: SKIPPED (%s); the sweep is the 40 counter files only\n",
+    std::printf("ethtool: SKIPPED (%s); the sweep is the 41 counter files only\n",
                 setup.eth_skip.c_str());
   }
   std::fflush(stdout);
 
-  benchmark::RegisterBenchmark("bare/sysfs40", BM_BareSysfs);
-  benchmark::RegisterBenchmark("collector/sysfs40", BM_CollectorSysfs);
+  benchmark::RegisterBenchmark("bare/sysfs41", BM_BareSysfs);
+  benchmark::RegisterBenchmark("collector/sysfs41", BM_CollectorSysfs);
   if (setup.eth) {
     benchmark::RegisterBenchmark("bare/gstats", BM_BareGstats);
     benchmark::RegisterBenchmark("collector/ethtool", BM_CollectorEthtool);
@@ -326,13 +326,13 @@ int main(int argc, char** argv) {
     const char* label;
     std::string bare, coll;
   };
-  std::vector<Row> rows = {{"sysfs, 40 files (pread+parse)", "bare/sysfs40", "collector/sysfs40"}};
+  std::vector<Row> rows = {{"sysfs, 41 files (pread+parse)", "bare/sysfs41", "collector/sysfs41"}};
   char eth_label[64];
   if (setup.eth) {
     std::snprintf(eth_label, sizeof(eth_label), "ethtool GSTATS, %u veth stats", setup.n_stats);
     rows.push_back({eth_label, "bare/gstats", "collector/ethtool"});
   }
-  rows.push_back({setup.eth ? "FULL SWEEP (40 files + GSTATS)" : "FULL SWEEP (40 files only)",
+  rows.push_back({setup.eth ? "FULL SWEEP (41 files + GSTATS)" : "FULL SWEEP (41 files only)",
                   "bare/sweep", "collector/sweep"});
   double sweep_ratio = 0, sweep_ratio_cpu = 0, sweep_ratio_min = 0;
   for (const Row& r : rows) {
@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
         worst <= 1.3 ? "met by all three" : "NOT met by all three", ns / 1e3, ns / 1e4, ns / 1e5);
   }
   std::printf(
-      "bare = pread(fd, buf, 63, 0) + strtoull over the same 40 open files%s; collector = "
+      "bare = pread(fd, buf, 63, 0) + strtoull over the same 41 open files%s; collector = "
       "SysfsCounterCollector::Sample%s. Fake files on %s; a real mlx5 reads counters/ with "
       "a firmware command per file and refreshes hw_counters at most every lifespan ms, "
       "so absolute figures there are larger, the per-read overhead the same.\n",

@@ -37,11 +37,21 @@ google::protobuf::Value Num(double v) {
   return x;
 }
 
+// Where a capture cut short stopped: the frame libpcap could not read, and its message.
+struct Stopped {
+  uint64_t frame = 0;  // 1-based; 0 = the file was read to its end
+  std::string error;
+};
+
 void PrintJson(const std::string& file, const CaptureCounters& c, const RoceAnalyzer& roce,
-               const TcpAnalyzer& tcp, const std::vector<FlowRow>& rows) {
+               const TcpAnalyzer& tcp, const std::vector<FlowRow>& rows, const Stopped& stopped) {
   google::protobuf::Struct root;
   auto& f = *root.mutable_fields();
   f["file"].set_string_value(file);
+  if (stopped.frame > 0) {
+    f["stopped_at_frame"] = Num(static_cast<double>(stopped.frame));
+    f["error"].set_string_value(stopped.error);
+  }
   f["packets"] = Num(static_cast<double>(c.frames));
   f["parsed_packets"] = Num(static_cast<double>(c.parsed));
   auto& skipped = *f["skipped"].mutable_struct_value()->mutable_fields();
@@ -187,7 +197,9 @@ int main(int argc, char** argv) {
       "RoCEv2 (PSN gaps, go-back-N retransmissions, NAKs, RNR NAKs, ACK timeouts, CNPs, ECN CE) "
       "and TCP (retransmissions, fast retransmissions, out-of-order, duplicate ACKs, counted as "
       "tshark's tcp.analysis flags count frames).\n\nUsage: fabricscope-pcap FILE [--json] "
-      "[--top=N]\nExit status: 0 analyzed; 2 an unusable file, or not exactly one FILE; 1 "
+      "[--top=N]\nExit status: 0 analyzed; 3 a capture cut short (a frame past the end of the "
+      "file, as when tcpdump was killed): what was read before it is reported, with a warning "
+      "naming the frame where it stopped; 2 an unusable file, or not exactly one FILE; 1 "
       "--help, an unknown flag or a bad flag value such as --top=x (Abseil's flag parser).");
   std::vector<std::string> storage;
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
@@ -213,11 +225,15 @@ int main(int argc, char** argv) {
       tcp.Add(p);
     }
   };
+  // A read error after the header (libpcap: "truncated dump file; tried to read N captured
+  // bytes, only got M") ends the analysis at that frame, not the report.
+  Stopped stopped;
   while (true) {
     auto n = (*src)->Dispatch(4096, cb);
     if (!n.ok()) {
-      fprintf(stderr, "fabricscope-pcap: %s\n", std::string(n.status().message()).c_str());
-      return 2;
+      stopped.frame = (*src)->counters().frames + 1;
+      stopped.error = std::string(n.status().message());
+      break;
     }
     if (*n < 0) break;
   }
@@ -230,10 +246,19 @@ int main(int argc, char** argv) {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const FlowRow& a, const FlowRow& b) { return a.bytes() > b.bytes(); });
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(file, c, roce, tcp, rows);
+    PrintJson(file, c, roce, tcp, rows, stopped);
   } else {
     PrintTable(file, c, roce, tcp, rows,
                static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_top))));
+  }
+  if (stopped.frame > 0) {
+    fflush(stdout);
+    fprintf(stderr,
+            "fabricscope-pcap: warning: the capture stops at frame %llu (%s); the report covers "
+            "the %llu frames before it\n",
+            static_cast<unsigned long long>(stopped.frame), stopped.error.c_str(),
+            static_cast<unsigned long long>(stopped.frame - 1));
+    return 3;
   }
   return 0;
 }

@@ -1,10 +1,12 @@
-// fabricscope-pcap as a user runs it: a capture file in, a table or one JSON object out, exit 2
-// for anything that is not a usable capture, 1 for what Abseil's flag parser rejects.
+// fabricscope-pcap as a user runs it: a capture file in, a table or one JSON object out, exit 3
+// for a capture cut short (reported up to the cut), 2 for anything that is not a usable capture,
+// 1 for what Abseil's flag parser rejects.
 #include <gmock/gmock.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "tests/common/fake_tree.h"
@@ -95,7 +97,7 @@ TEST(PcapCli, UnusableFilesExitTwoWithOneLine) {
 TEST(PcapCli, ExitStatusesAreTheOnesHelpStates) {
   Result help = RunPcap({"--help"});
   EXPECT_EQ(help.status, 1);
-  EXPECT_THAT(help.output, HasSubstr("Exit status: 0 analyzed; 2 an unusable file"));
+  EXPECT_THAT(help.output, HasSubstr("Exit status: 0 analyzed; 3 a capture cut short"));
   EXPECT_THAT(help.output, HasSubstr("--top"));
   // A missing file would exit 2: 1 shows the flag parser stopped first.
   EXPECT_EQ(RunPcap({"--no-such-flag", "missing.pcap"}).status, 1);
@@ -121,6 +123,32 @@ TEST(PcapCli, TruncatedAndGarbageFramesAreCountedNotFatal) {
   EXPECT_EQ(s.fields().at("parsed_packets").number_value(), 1);
   EXPECT_EQ(Number(s, "skipped", "truncated"), 1);
   EXPECT_EQ(Number(s, "skipped", "not_ip"), 1);
+}
+
+// A capture cut short (tcpdump killed mid-write: the last record's bytes are missing) is
+// reported up to the frame before the cut, with a warning that names the frame, and exit 3.
+TEST(PcapCli, CaptureCutShortReportsWhatItReadAndExitsThree) {
+  FakeTree t;
+  const std::string file = t.Path("cut.pcap");
+  ASSERT_TRUE(WriteScenario(file, GoBackNScenario()));  // 12 frames
+  const uintmax_t size = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, size - 20);  // into frame 12's bytes
+  Result r = RunPcap({file, "--json"});
+  ASSERT_EQ(r.status, 3) << r.output;
+  const std::string json = r.output.substr(0, r.output.find("fabricscope-pcap: warning"));
+  google::protobuf::Struct s;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &s).ok()) << r.output;
+  EXPECT_EQ(s.fields().at("packets").number_value(), 11);
+  EXPECT_EQ(s.fields().at("stopped_at_frame").number_value(), 12);
+  EXPECT_THAT(s.fields().at("error").string_value(), HasSubstr("truncated"));
+  EXPECT_EQ(Number(s, "roce", "naks_sequence_error"), 1);  // the NAK came before the cut
+  EXPECT_THAT(r.output, HasSubstr("warning: the capture stops at frame 12"));
+  Result table = RunPcap({file});
+  EXPECT_EQ(table.status, 3);
+  EXPECT_THAT(table.output, HasSubstr("11 packets"));
+  // A whole capture is still 0.
+  ASSERT_TRUE(WriteScenario(file, GoBackNScenario()));
+  EXPECT_EQ(RunPcap({file}).status, 0);
 }
 
 }  // namespace

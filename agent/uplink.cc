@@ -136,6 +136,7 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     cursor = queue_.empty() ? next_seq_ : queue_.front().seq();
     *hello_msg.mutable_hello() = hello_;
     hello_msg.mutable_hello()->set_resume_seq(cursor);
+    hello_msg.mutable_hello()->set_acked_seq(acked_.load());
   }
   if (!options_.auth_token.empty()) {
     ctx.AddMetadata(exporters::kAuthMetadataKey,

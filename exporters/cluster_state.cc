@@ -73,10 +73,17 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   for (int i = 0; i < hello.ports_size(); ++i)
     n.ports[static_cast<size_t>(i)].info = hello.ports(i);
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
-  // aggregator (or this one), dropped from the agent's full queue, or refused by an aggregator
-  // as invalid or too large, which the agent counts itself
-  // (fabricscope_agent_uplink_{dropped,refused}_batches_total). Either way, nothing to wait for.
-  if (hello.resume_seq() > n.contiguous + 1) n.contiguous = hello.resume_seq() - 1;
+  // aggregator (or this one), or dropped unacked (the agent's full queue, or refused by an
+  // aggregator as invalid or too large; the agent counts them in
+  // fabricscope_agent_uplink_{dropped,refused}_batches_total). Nothing to wait for; those above
+  // both what this aggregator stored and what any aggregator acked (Hello.acked_seq) are lost.
+  if (hello.resume_seq() > n.contiguous + 1) {
+    const uint64_t kept = std::max(n.contiguous, hello.acked_seq());
+    if (hello.resume_seq() - 1 > kept && hello.resume_seq() - 1 - kept <= kMaxSeqStep) {
+      lost_batches_total_ += hello.resume_seq() - 1 - kept;
+    }
+    n.contiguous = hello.resume_seq() - 1;
+  }
   return n.contiguous;
 }
 

@@ -133,6 +133,36 @@ TEST(ClusterState, GapInsideAStreamIsCountedLost) {
             2);
 }
 
+// A Hello that resumes past batches this aggregator never stored: those an aggregator acked
+// (Hello.acked_seq: stored before a restart of this one) are not lost; those above it are (the
+// agent dropped them unacked: full queue, refused, a stopped aggregator's outage).
+TEST(ClusterState, HelloResumingPastUnackedBatchesCountsThemLost) {
+  auto lost = [](ClusterState& s) {
+    return Find(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value;
+  };
+  ClusterState restarted;  // knows nothing; the agent had 1..499 acked, 500.. unacked
+  v1::Hello h = Hello("n1", 7, 500);
+  h.set_acked_seq(499);
+  EXPECT_EQ(*restarted.OnHello(h), 499u);
+  EXPECT_EQ(lost(restarted), 0);
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 2)).ok());
+  // Reconnect: 2 acked, 3..31 dropped from a 30-batch queue, 32 the first it still holds.
+  h = Hello("n1", 7, 32);
+  h.set_acked_seq(2);
+  EXPECT_EQ(*s.OnHello(h), 31u);
+  EXPECT_EQ(lost(s), 29);
+  // The same Hello again (a second reconnect) counts nothing more.
+  EXPECT_EQ(*s.OnHello(h), 31u);
+  EXPECT_EQ(lost(s), 29);
+  // A hostile resume_seq far past any real agent is not counted as 2^63 losses.
+  h.set_resume_seq(uint64_t{1} << 62);
+  ASSERT_TRUE(s.OnHello(h).ok());
+  EXPECT_EQ(lost(s), 29);
+}
+
 // An early batch (Batch.early: collective records ahead of their window) takes a sequence
 // number but no window: the ports, the window-gap count and the next window are untouched.
 TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {

@@ -1,6 +1,7 @@
 #include "exporters/aggregator.h"
 
 #include "absl/strings/str_format.h"
+#include "glog/logging.h"
 
 namespace fabricscope::exporters {
 
@@ -26,6 +27,16 @@ Aggregator::Aggregator(AggregatorOptions options)
 Aggregator::~Aggregator() {
   Stop();
   watchdog_.Stop();
+}
+
+size_t Aggregator::ExpireNodes() {
+  const std::vector<std::string> gone = state_.ExpireNodes(absl::Now(), options_.node_expiry);
+  for (const std::string& node : gone) {
+    LOG(INFO) << "node " << node << " sent nothing for "
+              << absl::FormatDuration(options_.node_expiry)
+              << "; forgotten (fabricscope_aggregator_expired_nodes_total)";
+  }
+  return gone.size();
 }
 
 std::string Aggregator::StallReason() const {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "exporters/cluster_state.h"
 #include "exporters/http_server.h"
 #include "exporters/lock_watchdog.h"
@@ -40,6 +41,10 @@ struct AggregatorOptions {
   BatchLimits batch_limits;
   size_t max_nodes = 16384;
   StreamRate stream_rate;  // `limits: max_batches_per_second, batch_burst`
+  // A node that sends nothing for this long is forgotten (`node_expiry:`, --node-expiry;
+  // ClusterState::ExpireNodes): a decommissioned or renamed node's series do not stay in
+  // /metrics forever. 0 = never. Checked about once a second.
+  absl::Duration node_expiry = absl::Minutes(10);
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's
@@ -61,6 +66,9 @@ class Aggregator {
   const AggregatorOptions& options() const { return options_; }
 
   ClusterState& state() { return state_; }
+  // Forgets the nodes silent for options().node_expiry (ClusterState::ExpireNodes), with one
+  // log line per node. Control thread. Returns how many.
+  size_t ExpireNodes();
   // Extra collectables (e.g. the agent's own registry) rendered after the cluster state.
   // Call before Start(); they must outlive the aggregator.
   void AddCollectable(const prometheus::Collectable* c) { extra_.push_back(c); }

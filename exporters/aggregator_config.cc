@@ -114,6 +114,17 @@ absl::Status LoadAuth(const YAML::Node& node, AggregatorOptions* o) {
 
 }  // namespace
 
+absl::Status ParseNodeExpiry(const std::string& text, absl::Duration* out) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d > absl::Hours(24 * 365)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_expiry \"", text,
+                     "\": want a duration such as 10m, 1h or 0 (never), at most 1 year"));
+  }
+  *out = d;
+  return absl::OkStatus();
+}
+
 absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* options) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -149,6 +160,11 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
         }
       } else if (key == "web_config") {
         o.web_config = kv.second.as<std::string>();
+      } else if (key == "node_expiry") {
+        if (absl::Status s = ParseNodeExpiry(kv.second.as<std::string>(), &o.node_expiry);
+            !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+        }
       } else if (key == "allow_insecure") {
         o.allow_insecure = kv.second.as<bool>();
       } else if (key == "collectives") {

@@ -15,6 +15,7 @@ namespace fabricscope::exporters {
 //   auth: {token_file, node_tokens_file} (exporters/stream_auth.h)
 //   allow_insecure: false (true: plain text without a token on a non-loopback grpc_listen)
 //   web_config: FILE (TLS and basic auth of the HTTP endpoints, exporters/web_config.h)
+//   node_expiry: 10m (forget a node silent this long; 0 = never; ParseNodeExpiry)
 //   limits: {max_nodes: 16384, max_ports_per_node: 256, max_addresses_per_node: 256,
 //     max_communicators_per_node: 1024, max_rank_pairs_per_node: 4096,
 //     max_batches_per_second: 100, batch_burst: 1000}, each 1..1000000
@@ -29,6 +30,10 @@ namespace fabricscope::exporters {
 // Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, a top
 // level that is not a map, unknown keys or malformed HOST:PORT values (with the key named).
 absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* options);
+
+// Parses a node expiry: an absl duration ("10m", "1h30m", "0"), 0 to 1 year.
+// Errors: InvalidArgument saying the form.
+absl::Status ParseNodeExpiry(const std::string& text, absl::Duration* out);
 
 // Checks that both addresses are HOST:PORT and grpc_listen is not empty: the file's own form,
 // before flags apply. Errors: InvalidArgument naming the bad value.

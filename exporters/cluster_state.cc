@@ -68,6 +68,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
   }
   n.hello = hello;
+  n.last_seen = absl::Now();
   links_.OnHello(hello);
   cross_rank_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
@@ -87,6 +88,25 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   return n.contiguous;
 }
 
+std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {
+  std::vector<std::string> gone;
+  if (expiry <= absl::ZeroDuration()) return gone;
+  absl::MutexLock lock(&mu_);
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.last_seen <= expiry) {
+      ++it;
+      continue;
+    }
+    gone.push_back(it->first);
+    gpu_.ResetNode(it->first);
+    links_.ForgetNode(it->first);
+    cross_rank_.ForgetNode(it->first);
+    it = nodes_.erase(it);
+    ++expired_nodes_total_;
+  }
+  return gone;
+}
+
 absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
                                                const v1::Batch& batch) {
   absl::MutexLock lock(&mu_);
@@ -97,6 +117,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
         absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
   }
   NodeState& n = it->second;
+  n.last_seen = absl::Now();
   if (batch.seq() <= n.contiguous) {
     ++duplicate_batches_total_;
     return n.contiguous;

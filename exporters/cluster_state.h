@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "exporters/cross_rank.h"
 #include "exporters/gpu_state.h"
 #include "exporters/link_analysis.h"
@@ -71,6 +72,12 @@ class ClusterState : public prometheus::Collectable {
   std::string RecentMicroburstsJson(absl::string_view node_filter) const;
 
   size_t node_count() const;
+  // Forgets every node that sent neither a Hello nor a batch for `expiry` before `now`: its
+  // series leave /metrics, and its state leaves memory here, in the link analysis, the
+  // cross-rank state and the GPU state; counted in fabricscope_aggregator_expired_nodes_total.
+  // A node that reconnects starts afresh (its totals are the hardware counters', so they
+  // continue). expiry <= 0: nothing expires. Returns the names of the nodes forgotten.
+  std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
   // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
   // reason one of kRefusedStreamReasons (exporters/telemetry_service.h says when each applies).
   static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
@@ -142,6 +149,7 @@ class ClusterState : public prometheus::Collectable {
     std::vector<PortSnapshot> ports;
     v1::AgentStats agent;
     int64_t last_batch_unix_ns = 0;
+    absl::Time last_seen;            // this aggregator's clock at the node's last Hello or batch
     int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
     v1::CaptureWindow capture;       // the latest, when the agent captures packets
     std::deque<v1::PacketLossEvent> loss_events;
@@ -160,6 +168,7 @@ class ClusterState : public prometheus::Collectable {
   std::map<std::string, uint64_t> rejected_batches_ ABSL_GUARDED_BY(mu_);  // by reason
   std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);   // by reason
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t expired_nodes_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> throttled_batches_total_{0};
 };
 

@@ -436,6 +436,11 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                               "Batches an agent dropped before this aggregator stored them.",
                               MetricType::Counter);
   AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
+  auto self_expired = MakeFamily("fabricscope_aggregator_expired_nodes_total",
+                                 "Nodes forgotten after sending nothing for node_expiry (their "
+                                 "series left /metrics).",
+                                 MetricType::Counter);
+  AddValue(self_expired, {}, static_cast<double>(expired_nodes_total_));
   auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
                              "Batches dropped whole, by reason (before_hello, seq_jump, "
                              "port_index, series, histogram, communicator_limit, "
@@ -529,6 +534,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &self_batches,
                           &self_dups,
                           &self_lost,
+                          &self_expired,
                           &self_rej,
                           &self_gaps,
                           &self_refused,

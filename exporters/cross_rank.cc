@@ -49,6 +49,13 @@ void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
   n.overlap.clear();
 }
 
+void CrossRankAnalysis::ForgetNode(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  nodes_.erase(node);
+  pairs_.erase(node);
+  std::erase_if(scores_, [&](const auto& kv) { return kv.first.first == node; });
+}
+
 void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   if (batch.collective_analyses_size() == 0 && !batch.has_collective_analysis() &&
       !batch.has_gpu()) {

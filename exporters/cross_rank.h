@@ -73,6 +73,9 @@ class CrossRankAnalysis {
   explicit CrossRankAnalysis(CrossRankOptions options = {});
 
   void OnHello(const v1::Hello& hello);
+  // Drops the node's ports, rank pairs and straggler scores (ClusterState::ExpireNodes).
+  // Instances it took part in stay until they complete or are evicted, as for any silent rank.
+  void ForgetNode(const std::string& node);
   // Takes and releases the lock (LockWatchdog).
   void ProbeLock() const { absl::MutexLock lock(&mu_); }
   void OnBatch(const std::string& node, const v1::Batch& batch);

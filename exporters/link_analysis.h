@@ -52,6 +52,12 @@ class LinkAnalysis {
   explicit LinkAnalysis(LinkAnalysisOptions options = {});
 
   void OnHello(const v1::Hello& hello);
+  // Drops everything held for `node` (ClusterState::ExpireNodes); its past anomalies stay in
+  // the bounded list until they age out.
+  void ForgetNode(const std::string& node) {
+    absl::MutexLock lock(&mu_);
+    nodes_.erase(node);
+  }
   // Takes and releases the lock (LockWatchdog).
   void ProbeLock() const { absl::MutexLock lock(&mu_); }
   void OnBatch(const std::string& node, const v1::Batch& batch);

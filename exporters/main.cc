@@ -55,6 +55,10 @@ ABSL_FLAG(std::string, web_config, "",
           "cert_file, key_file, client_auth_type, client_ca_file; basic_auth_users: name: "
           "bcrypt hash): HTTPS and/or basic auth on /metrics, /api/* and /heatmap/*; /healthz "
           "stays open. Re-read on SIGHUP. Default: plain HTTP, no auth.");
+ABSL_FLAG(std::string, node_expiry, "",
+          "Forget a node that sent nothing for this long (its series leave /metrics; a "
+          "reconnect brings it back). A duration: 10m, 1h, 0 = never. Default 10m, or "
+          "node_expiry: in the config file.");
 ABSL_FLAG(bool, allow_insecure, false,
           "Serve agents in plain text with no token on a non-loopback --grpc-listen. Without it "
           "such an address is refused (exit 2): give a token or TLS instead.");
@@ -83,6 +87,11 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   // given, so allow_insecure: true in the file is turned off in the file.
   if (absl::GetFlag(FLAGS_allow_insecure)) o.allow_insecure = true;
   if (auto v = absl::GetFlag(FLAGS_web_config); !v.empty()) o.web_config = v;
+  if (auto v = absl::GetFlag(FLAGS_node_expiry); !v.empty()) {
+    if (absl::Status s = fabricscope::exporters::ParseNodeExpiry(v, &o.node_expiry); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
+    }
+  }
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
   if (absl::Status s = fabricscope::exporters::CheckAggregatorSecurity(o); !s.ok()) return s;
   return o;
@@ -182,6 +191,7 @@ int main(int argc, char** argv) {
       was_stalled = !stall.empty();
     }
     if (wd_ns > 0 && stall.empty()) notifier.WatchdogPing();
+    aggregator.ExpireNodes();
   }
   LOG(INFO) << "signal " << sig << ", stopping";
   notifier.Stopping("stopping");

@@ -85,5 +85,20 @@ TEST(AggregatorConfig, BadCollectivesValuesNameTheKey) {
   EXPECT_EQ(o.collectives.diagnosis.gap, 8u);  // nothing applied from a bad file
 }
 
+TEST(AggregatorConfig, NodeExpiryIsADuration) {
+  testing::FakeTree t;
+  AggregatorOptions o;
+  EXPECT_EQ(o.node_expiry, absl::Minutes(10));  // the default
+  ASSERT_TRUE(LoadAggregatorConfig(Write(t, "node_expiry: 1h30m\n"), &o).ok());
+  EXPECT_EQ(o.node_expiry, absl::Minutes(90));
+  ASSERT_TRUE(LoadAggregatorConfig(Write(t, "node_expiry: 0\n"), &o).ok());
+  EXPECT_EQ(o.node_expiry, absl::ZeroDuration());  // never
+  for (const char* bad : {"node_expiry: ten\n", "node_expiry: -5m\n", "node_expiry: 9000h\n"}) {
+    absl::Status s = LoadAggregatorConfig(Write(t, bad), &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("node_expiry")) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace fabricscope::exporters

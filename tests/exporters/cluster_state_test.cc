@@ -125,6 +125,35 @@ TEST(ClusterState, NewInstanceReplacesTheNode) {
   EXPECT_EQ(s.node_count(), 1u);
 }
 
+// A node silent for node_expiry leaves /metrics and memory, counted; a reconnect brings it back.
+TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 100)).ok());
+  ASSERT_TRUE(s.OnHello(Hello("n2", 8)).ok());
+  const absl::Time now = absl::Now();
+  EXPECT_TRUE(s.ExpireNodes(now + absl::Minutes(5), absl::Minutes(10)).empty());
+  EXPECT_TRUE(s.ExpireNodes(now + absl::Hours(5), absl::ZeroDuration()).empty());  // never
+  EXPECT_EQ(s.ExpireNodes(now + absl::Minutes(11), absl::Minutes(10)),
+            (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(s.node_count(), 0u);
+  auto fams = s.Collect();
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_expired_nodes_total")->metric[0].counter.value, 2);
+  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total"), nullptr);
+  EXPECT_EQ(s.RecentMicroburstsJson(""), "{\"microbursts\":[]}");
+  // The old stream's next batch finds no Hello; the agent reconnects and totals continue.
+  EXPECT_EQ(s.OnBatch("n1", 7, Batch(2, 200)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::Hello again = Hello("n1", 7, 2);
+  again.set_acked_seq(1);
+  ASSERT_TRUE(s.OnHello(again).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 200)).ok());
+  fams = s.Collect();
+  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 200);
+  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
+  EXPECT_EQ(s.node_count(), 1u);
+}
+
 TEST(ClusterState, GapInsideAStreamIsCountedLost) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

@@ -11,6 +11,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libcpp-httplib-dev
   libpcap-dev libibverbs-dev libibumad-dev
+  # the agent spool's CRC32C (ISA-L crc32_iscsi)
+  libisal-dev
   libabsl-dev libgoogle-glog-dev libsystemd-dev libyaml-cpp-dev
   # libxcrypt's crypt_r for the web config's bcrypt hashes; OpenSSL (TLS, SHA-256)
   libcrypt-dev libssl-dev

@@ -450,6 +450,19 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
       if (!token.ok()) return token.status();
       uo.auth_token = *std::move(token);
     }
+    if (!options_.spool_dir.empty()) {
+      auto spool = Spool::Open(
+          SpoolOptions{.dir = options_.spool_dir, .max_bytes = options_.spool_max_bytes},
+          MakeHello());
+      if (!spool.ok()) return spool.status();
+      spool_ = *std::move(spool);
+      const Spool::Stats st = spool_->stats();
+      LOG(INFO) << "spool " << options_.spool_dir << ": " << st.batches
+                << " unacked batches of earlier agent processes to send (" << st.bytes
+                << " bytes); dropped at start: " << st.dropped_corrupt << " corrupt, "
+                << st.dropped_expired << " expired, " << st.dropped_full << " over the limit";
+      uo.spool = spool_.get();
+    }
     sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
     if (!options_.health_listen.empty()) {
       // /healthz alone (no collectables, no cluster state): the process and its HTTP thread
@@ -570,6 +583,17 @@ void Agent::SubmitReady() {
     s->set_ring_drops_total(drops);
     s->set_uplink_dropped_batches_total(sink_->dropped_batches());
     s->set_uplink_refused_batches_total(sink_->refused_batches());
+    if (spool_) {
+      const Spool::Stats st = spool_->stats();
+      s->set_has_spool(true);
+      s->set_spool_bytes(st.bytes);
+      s->set_spool_batches(st.batches);
+      s->set_spool_replayed_batches_total(st.replayed);
+      auto& dropped = *s->mutable_spool_dropped_batches_total();
+      dropped["full"] = st.dropped_full;
+      dropped["corrupt"] = st.dropped_corrupt;
+      dropped["expired"] = st.dropped_expired;
+    }
     // Effective resolution per counter group: the sampling period, or for cached sources the
     // cache lifetime when that is longer.
     std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective

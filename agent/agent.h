@@ -14,6 +14,7 @@
 #include "agent/options.h"
 #include "agent/pipeline.h"
 #include "agent/sampler.h"
+#include "agent/spool.h"
 #include "collectors/collector.h"
 #include "collectors/spsc_ring.h"
 #include "exporters/aggregator.h"
@@ -112,6 +113,7 @@ class Agent {
   std::unique_ptr<exporters::Aggregator> aggregator_;
   std::unique_ptr<exporters::HttpServer> health_;  // streaming mode's /healthz, when asked for
   int health_port_ = 0;
+  std::unique_ptr<Spool> spool_;  // streaming mode with --spool-dir; outlives sink_
   std::unique_ptr<BatchSink> sink_;
   std::unique_ptr<CaptureRunner> capture_;
   // GPU timelines: the ingest endpoint (null when --gpu-socket is off or could not be bound)

@@ -143,6 +143,16 @@ ABSL_FLAG(std::string, ring_slots, "",
 ABSL_FLAG(std::string, max_queued_batches, "",
           "Unacked batches kept while the aggregator is away; the oldest is dropped beyond "
           "this. Default 900 (15 minutes of 1 s windows).");
+ABSL_FLAG(std::string, spool_dir, "",
+          "Streaming mode: keep every unacked batch on disk here too (crash-safe: CRC32C-checked "
+          "records, replayed with their original sequence numbers after a restart or an outage "
+          "longer than --max-queued-batches). Default none (memory only); the systemd unit "
+          "sets /var/lib/fabricscope/spool. Ignored in standalone mode. spool: {dir:} in the "
+          "config.");
+ABSL_FLAG(std::string, spool_max_bytes, "",
+          "Most bytes the spool holds; past it the oldest batches are dropped and counted "
+          "(fabricscope_agent_spool_dropped_batches_total{reason=\"full\"}). Bytes or "
+          "KiB/MiB/GiB/TiB, 1MiB..1TiB. Default 256MiB.");
 ABSL_FLAG(std::string, flight_recorder_seconds, "",
           "Seconds of raw sub-ms samples kept per port for drill-down (attached to batches "
           "around microbursts with loss). 0 = off. Default 10.");
@@ -313,6 +323,12 @@ absl::Status ApplyFlags(AgentOptions* o) {
           count(flag(FLAGS_max_queued_batches), "--max-queued-batches", &o->max_queued_batches);
       !s.ok())
     return s;
+  if (auto v = flag(FLAGS_spool_dir); !v.empty()) o->spool_dir = v;
+  if (auto v = flag(FLAGS_spool_max_bytes); !v.empty()) {
+    auto n = fabricscope::agent::ParseByteSize(v, "--spool-max-bytes");
+    if (!n.ok()) return n.status();
+    o->spool_max_bytes = *n;
+  }
   if (!o->aggregator.empty()) {
     if (auto hp = fabricscope::exporters::SplitHostPort(o->aggregator); !hp.ok())
       return hp.status();

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -153,6 +154,54 @@ absl::Status ParseCollectiveOptions(const YAML::Node& node, const std::string& w
 
 }  // namespace
 
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text, const std::string& what) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[digits]))) {
+    ++digits;
+  }
+  uint64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " \"", text, "\": want bytes, e.g. 268435456 or 256MiB"));
+  }
+  const absl::string_view unit = absl::StripAsciiWhitespace(t.substr(digits));
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  if (unit == "KiB") shift = 10;
+  if (unit == "MiB") shift = 20;
+  if (unit == "GiB") shift = 30;
+  if (unit == "TiB") shift = 40;
+  if (shift < 0 || n > (~uint64_t{0} >> shift)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " \"", text, "\": the unit is one of B, KiB, MiB, GiB, TiB (and it must fit)"));
+  }
+  return n << shift;
+}
+
+namespace {
+
+// `spool: {dir: PATH, max_bytes: 256MiB}`.
+absl::Status ParseSpool(const YAML::Node& v, const std::string& where, AgentOptions* o) {
+  if (!v.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": spool: must be a map"));
+  for (const auto& kv : v) {
+    const std::string k = kv.first.as<std::string>();
+    if (k == "dir") {
+      o->spool_dir = kv.second.as<std::string>();
+    } else if (k == "max_bytes") {
+      auto n = ParseByteSize(kv.second.as<std::string>(), "spool.max_bytes");
+      if (!n.ok())
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", n.status().message()));
+      o->spool_max_bytes = *n;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": spool.", k, ": unknown key"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -206,6 +255,8 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* o) {
         o->ring_slots = v.as<size_t>();
       } else if (key == "max_queued_batches") {
         o->max_queued_batches = v.as<size_t>();
+      } else if (key == "spool") {
+        st = ParseSpool(v, where, o);
       } else if (key == "flight_recorder_seconds") {
         o->flight_recorder_seconds = v.as<double>();
       } else if (key == "series_bucket") {
@@ -372,6 +423,9 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   }
   if (o.max_queued_batches < 1) {
     return absl::InvalidArgumentError("max_queued_batches must be at least 1");
+  }
+  if (o.spool_max_bytes < (uint64_t{1} << 20) || o.spool_max_bytes > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError("spool max bytes must be 1MiB..1TiB");
   }
   if (!o.auth_token_file.empty()) {
     if (o.aggregator.empty()) {

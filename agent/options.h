@@ -92,6 +92,11 @@ struct AgentOptions {
   std::string health_listen;
   size_t ring_slots = 8192;
   size_t max_queued_batches = 900;
+  // Streaming mode: the crash-safe spool of unacked batches (agent/spool.h; --spool-dir,
+  // `spool: {dir, max_bytes}`); empty = memory only. The systemd unit sets
+  // /var/lib/fabricscope/spool. 1 MiB..1 TiB.
+  std::string spool_dir;
+  uint64_t spool_max_bytes = uint64_t{256} << 20;
   // Raw sub-ms samples kept per port in memory for drill-down (agent/flight_recorder.h);
   // 0 = off. 0..600 s.
   double flight_recorder_seconds = 10;
@@ -111,6 +116,10 @@ absl::StatusOr<std::map<std::string, uint64_t>> ParseLineRateList(const std::str
 absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::string& what,
                                         int64_t min_ns, int64_t max_ns);
 
+// Parses a size in bytes: a number with an optional unit B, KiB, MiB, GiB or TiB ("256MiB").
+// Errors: InvalidArgument naming `what`.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text, const std::string& what);
+
 // Reads a YAML config file into *options (keys not present keep their value). Keys:
 //   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
 //   http_listen, web_config, tls: {ca, cert, key, server_name}, auth_token_file, ring_slots,
@@ -120,8 +129,8 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 //   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k, flight_recorder_seconds, series_bucket:
 //   scalars; pma: list of "local" / "LID:PORT"; interfaces: list of names;  line_rates: map name ->
 //   rate ("100gbit"); microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
-//   health_listen: scalar; collectives: {rails: [names], step_marker: FUNC, delay: 25ms,
-//   saturation_utilization: 0.9,
+//   health_listen: scalar; spool: {dir: PATH, max_bytes: 256MiB}; collectives: {rails: [names],
+//   step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
 //     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
 //     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01,
 //     lossy_tail_ratio: 1.05, lossy_min_rate: 0.0002, lossy_rate_window: 16,

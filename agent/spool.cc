@@ -31,8 +31,8 @@ constexpr size_t kHeaderBytes = 8;
 constexpr uint32_t kMaxRecordBytes = 256u << 20;
 
 absl::Status ErrnoError(const std::string& what, const std::string& path, int err) {
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, " ", path, ": ",
-                                                                 strerror(err)));
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(what, " ", path, ": ", strerror(err)));
 }
 
 uint32_t LoadLe32(const unsigned char* p) {
@@ -72,9 +72,9 @@ Scan ScanSegment(const std::string& path,
     const uint32_t len = LoadLe32(h), crc = LoadLe32(h + 4);
     if (len > kMaxRecordBytes || s.good_bytes + kHeaderBytes + len > size) break;
     payload.resize(len);
-    if (len > 0 && pread(fd, payload.data(), len,
-                         static_cast<off_t>(s.good_bytes + kHeaderBytes)) !=
-                       static_cast<ssize_t>(len)) {
+    if (len > 0 &&
+        pread(fd, payload.data(), len, static_cast<off_t>(s.good_bytes + kHeaderBytes)) !=
+            static_cast<ssize_t>(len)) {
       break;
     }
     if (Crc32c(payload.data(), payload.size()) != crc) break;
@@ -101,8 +101,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
   const std::string tmp = path + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError("open", tmp, errno);
-  const bool ok = write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
-                  fsync(fd) == 0;
+  const bool ok =
+      write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) && fsync(fd) == 0;
   const int err = errno;
   close(fd);
   if (!ok) return ErrnoError("write", tmp, err);
@@ -119,8 +119,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
 
 uint32_t Crc32c(const void* data, size_t size) {
   // ISA-L takes an int length; records are below kMaxRecordBytes.
-  return ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)),
-                      static_cast<int>(size), 0xFFFFFFFFu);
+  return ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)), static_cast<int>(size),
+                      0xFFFFFFFFu);
 }
 
 std::string Spool::InstanceDir(uint64_t instance) const {
@@ -133,7 +133,8 @@ absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const SpoolOptions& options,
   std::unique_ptr<Spool> s(new Spool(options, hello.instance_id()));
   std::error_code ec;
   fs::create_directories(options.dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("spool ", options.dir, ": ", ec.message()));
+  if (ec)
+    return absl::PermissionDeniedError(absl::StrCat("spool ", options.dir, ": ", ec.message()));
   chmod(options.dir.c_str(), 0700);
   const std::string mine = s->InstanceDir(s->instance_);
   if (mkdir(mine.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir", mine, errno);
@@ -183,8 +184,8 @@ absl::Status Spool::RecoverInstance(const std::string& dir, uint64_t instance) {
     std::ifstream in(dir + "/hello.pb", std::ios::binary);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  const bool hello_ok = !text.empty() && hello.ParseFromString(text) &&
-                        hello.instance_id() == instance;
+  const bool hello_ok =
+      !text.empty() && hello.ParseFromString(text) && hello.instance_id() == instance;
   const auto now = fs::file_time_type::clock::now();
   std::map<uint64_t, Segment> segs;
   std::error_code ec;
@@ -350,8 +351,7 @@ std::optional<v1::Batch> Spool::Read(uint64_t seq) {
   v1::Batch b;
   if (!read_ok || LoadLe32(h) != loc.size ||
       LoadLe32(h + 4) != Crc32c(rec.data() + kHeaderBytes, loc.size) ||
-      !b.ParseFromArray(rec.data() + kHeaderBytes, static_cast<int>(loc.size)) ||
-      b.seq() != seq) {
+      !b.ParseFromArray(rec.data() + kHeaderBytes, static_cast<int>(loc.size)) || b.seq() != seq) {
     ++stats_.dropped_corrupt;
     index_.erase(it);
     return std::nullopt;

@@ -16,8 +16,8 @@
 namespace fabricscope::agent {
 
 struct SpoolOptions {
-  std::string dir;                        // empty = no spool (batches live in memory only)
-  uint64_t max_bytes = uint64_t{256} << 20;  // past it the oldest segments are dropped ("full")
+  std::string dir;                             // empty = no spool (batches live in memory only)
+  uint64_t max_bytes = uint64_t{256} << 20;    // past it the oldest segments are dropped ("full")
   uint64_t segment_bytes = uint64_t{1} << 20;  // a segment past this is sealed: fdatasync, closed
   int64_t max_age_ns = int64_t{24} * 3600 * 1'000'000'000;  // older segments: "expired"
 };
@@ -103,7 +103,8 @@ class Spool {
     uint32_t size;     // payload bytes
   };
 
-  Spool(SpoolOptions options, uint64_t instance) : options_(std::move(options)), instance_(instance) {}
+  Spool(SpoolOptions options, uint64_t instance)
+      : options_(std::move(options)), instance_(instance) {}
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RecoverInstance(const std::string& dir, uint64_t instance)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

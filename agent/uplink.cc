@@ -21,31 +21,80 @@ GrpcUplink::~GrpcUplink() { Shutdown(0); }
 void GrpcUplink::Submit(v1::Batch batch) {
   absl::MutexLock lock(&mu_);
   batch.set_seq(next_seq_++);
+  // Spooled before it can be sent: a crash from here on loses nothing. A failed append (a
+  // full disk past what eviction frees) is counted by the spool; the batch is still queued.
+  if (options_.spool != nullptr) options_.spool->Append(batch).IgnoreError();
   queue_.push_back(std::move(batch));
   while (queue_.size() > options_.max_queued_batches) {
+    const uint64_t seq = queue_.front().seq();
     queue_.pop_front();
-    dropped_.fetch_add(1);
+    // On disk it is read back when its turn comes; otherwise it is gone.
+    if (options_.spool == nullptr || !options_.spool->Holds(seq)) dropped_.fetch_add(1);
   }
 }
 
 void GrpcUplink::OnAck(uint64_t seq) {
-  absl::MutexLock lock(&mu_);
-  while (!queue_.empty() && queue_.front().seq() <= seq) queue_.pop_front();
-  if (seq > acked_.load()) acked_.store(seq);
+  {
+    absl::MutexLock lock(&mu_);
+    while (!queue_.empty() && queue_.front().seq() <= seq) queue_.pop_front();
+    if (seq > acked_.load()) acked_.store(seq);
+  }
+  if (options_.spool != nullptr) options_.spool->Acked(seq);
+}
+
+uint64_t GrpcUplink::FirstHeldLocked() const {
+  uint64_t first = queue_.empty() ? next_seq_ : queue_.front().seq();
+  if (options_.spool != nullptr) {
+    const uint64_t spooled = options_.spool->FirstSeq();
+    if (spooled != 0 && spooled > acked_.load()) first = std::min(first, spooled);
+  }
+  return first;
+}
+
+bool GrpcUplink::NextToSend(uint64_t cursor, v1::Batch* out) {
+  for (; cursor < next_seq_; ++cursor) {
+    if (!queue_.empty() && cursor >= queue_.front().seq()) {
+      // The queue is seq-ascending without holes.
+      *out = queue_[static_cast<size_t>(cursor - queue_.front().seq())];
+      return true;
+    }
+    if (options_.spool != nullptr) {
+      if (std::optional<v1::Batch> b = options_.spool->Read(cursor)) {
+        *out = *std::move(b);
+        return true;
+      }
+    }
+    // Dropped (full queue without a spool, or the spool full): the aggregator sees the gap and
+    // counts it lost.
+  }
+  return false;
 }
 
 void GrpcUplink::Shutdown(int timeout_ms) {
   if (!thread_.joinable()) return;
+  uint64_t unacked = 0;
   {
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](std::deque<v1::Batch>* q) { return q->empty(); }, &queue_),
-                         absl::Milliseconds(timeout_ms));
+    auto all_acked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return acked_.load() + 1 >= next_seq_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&all_acked), absl::Milliseconds(timeout_ms));
+    unacked = next_seq_ - 1 - std::min(acked_.load(), next_seq_ - 1);
     stopping_ = true;
     if (active_ctx_) active_ctx_->TryCancel();
   }
   thread_.request_stop();
   thread_.join();
+  if (unacked == 0) return;
+  if (options_.spool != nullptr) {
+    options_.spool->Sync();
+    LOG(INFO) << unacked << " batches not acked by the aggregator at exit stay in the spool; "
+              << "the next start sends them";
+  } else {
+    dropped_.fetch_add(unacked);
+    LOG(WARNING) << unacked << " batches not acked by the aggregator at exit are dropped "
+                 << "(no --spool-dir; counted in fabricscope_agent_uplink_dropped_batches_total)";
+  }
 }
 
 void GrpcUplink::Run(std::stop_token stop) {
@@ -64,6 +113,7 @@ void GrpcUplink::Run(std::stop_token stop) {
   auto channel = grpc::CreateCustomChannel(options_.target,
                                            exporters::ChannelCredentialsFor(options_.tls), args);
   auto stub = v1::Telemetry::NewStub(channel);
+  if (options_.spool != nullptr) ReplayLeftovers(*stub, stop);
   std::mt19937_64 rng(std::random_device{}());
   int backoff_ms = options_.initial_backoff_ms;
   bool warned = false;
@@ -133,7 +183,7 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     if (stopping_) return grpc::Status::CANCELLED;
     active_ctx_ = &ctx;
     stream_broken_ = false;
-    cursor = queue_.empty() ? next_seq_ : queue_.front().seq();
+    cursor = FirstHeldLocked();
     *hello_msg.mutable_hello() = hello_;
     hello_msg.mutable_hello()->set_resume_seq(cursor);
     hello_msg.mutable_hello()->set_acked_seq(acked_.load());
@@ -171,14 +221,15 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this, cursor]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || stream_broken_ || (!queue_.empty() && queue_.back().seq() >= cursor);
+        return stopping_ || stream_broken_ || cursor < next_seq_;
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_ || stream_broken_) break;
-      // The queue is seq-ascending without holes; anything below cursor was sent already.
-      const uint64_t first = queue_.front().seq();
-      const size_t index = cursor > first ? static_cast<size_t>(cursor - first) : 0;
-      *out.mutable_batch() = queue_[index];
+      // Anything below cursor was sent already; below the held ones nothing is left to send.
+      if (!NextToSend(std::max(cursor, FirstHeldLocked()), out.mutable_batch())) {
+        cursor = next_seq_;
+        continue;
+      }
     }
     cursor = out.batch().seq() + 1;
     if (!stream->Write(out)) break;

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/batch_sink.h"
+#include "agent/spool.h"
 #include "exporters/tls.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
@@ -25,6 +26,10 @@ struct UplinkOptions {
   // Sent as `authorization: Bearer <token>` on every stream (exporters/stream_auth.h); empty =
   // none. Never logged.
   std::string auth_token = "";
+  // The crash-safe store behind the memory queue (agent/spool.h), or null. Not owned; it must
+  // outlive the uplink. With one, a batch evicted from the full memory queue stays on disk and
+  // is read back when its turn comes, and what earlier agent processes left is replayed first.
+  Spool* spool = nullptr;
 };
 
 // One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and
@@ -36,6 +41,13 @@ struct UplinkOptions {
 // two refusals in a row (the first may have come before the acks of those ahead of it), it is
 // dropped and counted in refused_batches(), with one log line for the first and one per 100
 // after, instead of being sent again forever while everything behind it waits.
+//
+// With a spool (UplinkOptions::spool), every batch is also appended there before it is sent and
+// removed once acked; a batch the memory queue evicts is then not dropped but read back from
+// disk. Before this instance's first stream, the batches earlier agent processes left in the
+// spool are replayed, each instance under its own Hello (its node, instance id and port list,
+// so their sequence numbers and port indices mean what they meant), and deleted once acked
+// (ReplayLeftovers).
 //
 // Threading: Submit() from one producer thread, never blocks on the network. One internal
 // thread writes the stream; a second reads acks while a stream is up.
@@ -54,6 +66,18 @@ class GrpcUplink final : public BatchSink {
 
  private:
   void Run(std::stop_token stop);
+  // Sends the spool's leftovers (uplink_replay.cc): returns once each is acked, given up
+  // (refused: kept on disk for the next start) or stop is requested.
+  void ReplayLeftovers(v1::Telemetry::Stub& stub, std::stop_token& stop);
+  // One stream under a leftover's Hello, from segment *next on; advances *next past each
+  // segment the aggregator acked whole (and deletes it). Returns the stream's final status.
+  grpc::Status ReplayStream(v1::Telemetry::Stub& stub, const Spool::Leftover& leftover,
+                            size_t* next, std::stop_token& stop);
+  // The lowest sequence number not yet acked that is still held (memory or spool).
+  uint64_t FirstHeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The batch to send at `cursor` or after it (a hole left by a dropped batch is skipped).
+  // False when none is held.
+  bool NextToSend(uint64_t cursor, v1::Batch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs one stream until it breaks or stop is requested. Returns its final status.
   grpc::Status RunStream(v1::Telemetry::Stub& stub, std::stop_token& stop);
   // After a stream the aggregator ended with `st`: drops the batch it refused, if it did.

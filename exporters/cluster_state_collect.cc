@@ -220,6 +220,20 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                                    "Batches an aggregator refused as invalid or too large, which "
                                    "the agent dropped instead of sending again.",
                                    MetricType::Counter);
+  auto spool_bytes =
+      MakeFamily("fabricscope_agent_spool_bytes",
+                 "Bytes of unacked batches in the agent's spool (--spool-dir).", MetricType::Gauge);
+  auto spool_batches = MakeFamily("fabricscope_agent_spool_batches",
+                                  "Unacked batches in the agent's spool.", MetricType::Gauge);
+  auto spool_replayed = MakeFamily("fabricscope_agent_spool_replayed_batches_total",
+                                   "Batches of earlier agent processes the spool sent again "
+                                   "after a restart.",
+                                   MetricType::Counter);
+  auto spool_dropped = MakeFamily("fabricscope_agent_spool_dropped_batches_total",
+                                  "Batches the spool dropped, by reason: full (past "
+                                  "--spool-max-bytes or the disk), corrupt (a torn or damaged "
+                                  "record), expired (older than the spool's maximum age).",
+                                  MetricType::Counter);
   auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
                               "Mean cost of one read of one of the port's counter files (pread + "
                               "parse).",
@@ -293,6 +307,19 @@ std::vector<MetricFamily> ClusterState::Collect() const {
              static_cast<double>(n.agent.uplink_dropped_batches_total()));
     AddValue(uplink_refused, {{"node", node}},
              static_cast<double>(n.agent.uplink_refused_batches_total()));
+    if (n.agent.has_spool()) {
+      AddValue(spool_bytes, {{"node", node}}, static_cast<double>(n.agent.spool_bytes()));
+      AddValue(spool_batches, {{"node", node}}, static_cast<double>(n.agent.spool_batches()));
+      AddValue(spool_replayed, {{"node", node}},
+               static_cast<double>(n.agent.spool_replayed_batches_total()));
+      for (const char* reason : {"full", "corrupt", "expired"}) {
+        const auto it = n.agent.spool_dropped_batches_total().find(reason);
+        AddValue(spool_dropped, {{"node", node}, {"reason", reason}},
+                 it == n.agent.spool_dropped_batches_total().end()
+                     ? 0.0
+                     : static_cast<double>(it->second));
+      }
+    }
     // Read cost per port: the mean over its counter files (per-file figures stay in the batch).
     std::vector<std::pair<double, int>> port_cost(n.ports.size(), {0.0, 0});
     for (const v1::CounterReadCost& c : n.agent.read_costs()) {
@@ -528,6 +555,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                           &ring_drops,
                           &uplink_drops,
                           &uplink_refused,
+                          &spool_bytes,
+                          &spool_batches,
+                          &spool_replayed,
+                          &spool_dropped,
                           &read_cost,
                           &last_batch,
                           &info,

@@ -107,8 +107,7 @@ TEST(Spool, ANewInstanceFindsTheLeftoversOfTheOneBefore) {
   // aggregator drops the duplicates. Every unacked one is there, in order.
   std::vector<uint64_t> seqs = SeqsOf(all);
   ASSERT_GE(seqs.size(), 4u);
-  EXPECT_EQ(std::vector<uint64_t>(seqs.end() - 4, seqs.end()),
-            (std::vector<uint64_t>{3, 4, 5, 6}));
+  EXPECT_EQ(std::vector<uint64_t>(seqs.end() - 4, seqs.end()), (std::vector<uint64_t>{3, 4, 5, 6}));
   EXPECT_EQ((*s)->stats().batches, seqs.size());
   for (const std::string& seg : left[0].segments) (*s)->RemoveLeftoverSegment(seg, 1);
   EXPECT_TRUE((*s)->Leftovers().empty());

@@ -182,7 +182,8 @@ void ExpectInstalled(const std::string& root, const std::string& prefix,
   const std::string unit =
       ReadFile(root + prefix + "/lib/systemd/system/fabricscope-agent.service");
   EXPECT_EQ(UnitValue(unit, "ExecStart"),
-            prefix + "/bin/fabricscope-agent --config=" + config_dir + "/agent.yaml --status=off");
+            prefix + "/bin/fabricscope-agent --config=" + config_dir +
+                "/agent.yaml --status=off --spool-dir=/var/lib/fabricscope/spool");
   const std::string agg =
       ReadFile(root + prefix + "/lib/systemd/system/fabricscope-aggregator.service");
   EXPECT_EQ(UnitValue(agg, "ExecStart"),
@@ -250,7 +251,8 @@ void CheckContents(const std::string& deb) {
   r = Sh("dpkg-deb --fsys-tarfile " + deb +
          " | tar -xO ./usr/lib/systemd/system/fabricscope-agent.service");
   EXPECT_EQ(UnitValue(r.output, "ExecStart"),
-            "/usr/bin/fabricscope-agent --config=/etc/fabricscope/agent.yaml --status=off");
+            "/usr/bin/fabricscope-agent --config=/etc/fabricscope/agent.yaml --status=off "
+            "--spool-dir=/var/lib/fabricscope/spool");
 }
 
 void CheckControl(const std::string& deb) {
@@ -258,9 +260,9 @@ void CheckControl(const std::string& deb) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "Package: fabricscope\n")) << r.output;
   // From dpkg-shlibdeps: the libraries the binaries link.
-  for (const char* dep :
-       {"libgrpc++1.51", "libprotobuf32", "libsystemd0", "libpcap0.8", "libibumad3",
-        "libyaml-cpp0.7", "libgoogle-glog0v6", "libc6", "init-system-helpers", "adduser"}) {
+  for (const char* dep : {"libgrpc++1.51", "libprotobuf32", "libsystemd0", "libpcap0.8",
+                          "libibumad3", "libyaml-cpp0.7", "libgoogle-glog0v6", "libisal2", "libc6",
+                          "init-system-helpers", "adduser"}) {
     EXPECT_TRUE(absl::StrContains(r.output, dep)) << dep << "\n" << r.output;
   }
   r = Sh("dpkg-deb -I " + deb + " conffiles");

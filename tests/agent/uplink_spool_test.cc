@@ -45,9 +45,8 @@ double Metric(const exporters::ClusterState& s, const std::string& name) {
   for (const auto& f : s.Collect()) {
     if (f.name != name) continue;
     double sum = 0;
-    for (const auto& m : f.metric) sum += f.type == prometheus::MetricType::Gauge
-                                              ? m.gauge.value
-                                              : m.counter.value;
+    for (const auto& m : f.metric)
+      sum += f.type == prometheus::MetricType::Gauge ? m.gauge.value : m.counter.value;
     return sum;
   }
   return -1;

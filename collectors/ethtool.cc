@@ -186,6 +186,16 @@ bool IsDefaultRoceStat(absl::string_view name) {
   return false;
 }
 
+std::vector<std::string> StringSetNames(const unsigned char* strings, uint32_t count) {
+  std::vector<std::string> names;
+  names.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* s = reinterpret_cast<const char*>(strings + size_t{i} * ETH_GSTRING_LEN);
+    names.emplace_back(s, strnlen(s, ETH_GSTRING_LEN));
+  }
+  return names;
+}
+
 EthtoolCollector::EthtoolCollector() = default;
 
 EthtoolCollector::~EthtoolCollector() {
@@ -247,11 +257,7 @@ absl::StatusOr<std::unique_ptr<EthtoolCollector>> EthtoolCollector::Open(
         failure = absl::AbortedError("the driver's stat count changed while reading names");
         continue;
       }
-      names.clear();
-      for (uint32_t i = 0; i < *count; ++i) {
-        const char* s = reinterpret_cast<const char*>(p + header + size_t{i} * ETH_GSTRING_LEN);
-        names.emplace_back(s, strnlen(s, ETH_GSTRING_LEN));
-      }
+      names = StringSetNames(p + header, *count);
       failure = absl::OkStatus();
       break;
     }

@@ -23,6 +23,12 @@ namespace fabricscope::collectors {
 // rest count events, packets, bytes or bits as their names say.
 bool IsDefaultRoceStat(absl::string_view name);
 
+// The names of an ETH_SS_STATS string set as ETHTOOL_GSTRINGS fills it (include/uapi/linux/
+// ethtool.h struct ethtool_gstrings): `count` fields of ETH_GSTRING_LEN (32) bytes, each a name
+// padded with NULs; a name of exactly 32 bytes has no NUL and is taken whole. Reads exactly
+// count x 32 bytes of `strings`.
+std::vector<std::string> StringSetNames(const unsigned char* strings, uint32_t count);
+
 // Which of a driver's ETH_SS_STATS statistics become counters.
 struct EthtoolSelection {
   // Every stat the driver offers, in driver order, instead of the IsDefaultRoceStat() set.

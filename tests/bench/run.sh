@@ -125,4 +125,16 @@ else
 fi
 
 echo
+echo "== fuzzing: every parser, 60 s each, coverage-guided (tests/fuzz/run.sh; ctest gives them 2 s each)"
+if command -v clang++ >/dev/null; then
+  "$REPO/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}" >"$LOGS/fuzz.log" 2>&1 || {
+    tail -n 30 "$LOGS/fuzz.log"
+    exit 1
+  }
+  grep -E '^== |number_of_executed_units' "$LOGS/fuzz.log"
+else
+  echo "skipped: needs clang and libclang-rt-14-dev (deploy/install-deps.sh)"
+fi
+
+echo
 echo "== done in $(($(date +%s) - start)) s; full logs in $LOGS"

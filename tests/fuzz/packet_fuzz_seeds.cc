@@ -1,21 +1,18 @@
-// Writes packet_fuzz's seed corpus into the directory given as argv[1]: every generated RoCE
-// scenario (tests/pcap/roce_scenarios.h) as one input, its frames under each link type.
+// packet_fuzz's seeds: every generated RoCE scenario (tests/pcap/roce_scenarios.h) as one
+// input, its frames under each link type (tests/fuzz/packet_fuzz_input.h).
 
-#include <cstdio>
-#include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/common/pcap_writer.h"
+#include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/packet_fuzz_input.h"
 #include "tests/pcap/roce_scenarios.h"
 
-int main(int argc, char** argv) {
-  using namespace fabricscope::testing;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
-    return 2;
-  }
-  int files = 0;
+namespace fabricscope::testing {
+
+std::vector<std::string> FuzzSeeds() {
+  std::vector<std::string> out;
   for (const NamedScenario& s : AllScenarios()) {
     for (size_t link = 0; link < kFuzzLinkTypeCount; ++link) {
       Bytes input;
@@ -40,13 +37,10 @@ int main(int argc, char** argv) {
         PutBe16(&input, static_cast<uint16_t>(frame.size()));
         input.insert(input.end(), frame.begin(), frame.end());
       }
-      const std::string path = std::string(argv[1]) + "/" + s.name + "-" + std::to_string(link);
-      std::ofstream(path, std::ios::binary)
-          .write(reinterpret_cast<const char*>(input.data()),
-                 static_cast<std::streamsize>(input.size()));
-      ++files;
+      out.emplace_back(input.begin(), input.end());
     }
   }
-  std::printf("%d seeds\n", files);
-  return 0;
+  return out;
 }
+
+}  // namespace fabricscope::testing

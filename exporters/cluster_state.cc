@@ -68,7 +68,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
   }
   n.hello = hello;
-  n.last_seen = absl::Now();
+  n.last_seen = options_.now ? options_.now() : absl::Now();
   links_.OnHello(hello);
   cross_rank_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
@@ -82,6 +82,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     const uint64_t kept = std::max(n.contiguous, hello.acked_seq());
     if (hello.resume_seq() - 1 > kept && hello.resume_seq() - 1 - kept <= kMaxSeqStep) {
       lost_batches_total_ += hello.resume_seq() - 1 - kept;
+      n.lost += hello.resume_seq() - 1 - kept;
     }
     n.contiguous = hello.resume_seq() - 1;
   }
@@ -117,9 +118,10 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
         absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
   }
   NodeState& n = it->second;
-  n.last_seen = absl::Now();
+  n.last_seen = options_.now ? options_.now() : absl::Now();
   if (batch.seq() <= n.contiguous) {
     ++duplicate_batches_total_;
+    ++n.duplicates;
     return n.contiguous;
   }
   // Sequence numbers step by one per window (and early batch); a jump past kMaxSeqStep (136 years
@@ -184,9 +186,13 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
                                  "fabricscope_aggregator_rejected_batches_total)";
     return n.contiguous;
   }
-  if (batch.seq() > n.contiguous + 1) lost_batches_total_ += batch.seq() - 1 - n.contiguous;
+  if (batch.seq() > n.contiguous + 1) {
+    lost_batches_total_ += batch.seq() - 1 - n.contiguous;
+    n.lost += batch.seq() - 1 - n.contiguous;
+  }
   n.contiguous = batch.seq();
   ++batches_total_;
+  ++n.batches;
   if (batch.early()) {
     // Collective records sent ahead of their window (Batch.early): no window to account.
     cross_rank_.OnBatch(node, batch);
@@ -306,6 +312,31 @@ std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) c
         f["peak_utilization"].set_number_value(b.peak_utilization);
         f["bytes"].set_number_value(static_cast<double>(b.bytes));
       }
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  return out;
+}
+
+std::string ClusterState::NodesJson() const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["nodes"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+      f["node"].set_string_value(node);
+      // As a string: a 64-bit id does not fit a JSON number exactly.
+      f["instance_id"].set_string_value(absl::StrCat(n.hello.instance_id()));
+      f["acked_seq"].set_number_value(static_cast<double>(n.contiguous));
+      f["batches"].set_number_value(static_cast<double>(n.batches));
+      f["duplicate_batches"].set_number_value(static_cast<double>(n.duplicates));
+      f["lost_batches"].set_number_value(static_cast<double>(n.lost));
+      f["last_seen_unix_seconds"].set_number_value(
+          absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch()));
     }
   }
   std::string out;

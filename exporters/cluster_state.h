@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ class ClusterState : public prometheus::Collectable {
     // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
     // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
     size_t max_nodes = 16384;
+    // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
+    // hour with it.
+    std::function<absl::Time()> now;
   };
   ClusterState() : ClusterState(Options{}) {}
   // links: the heat-map, temporal and loss-pattern analysis (exporters/link_analysis.h).
@@ -78,6 +82,10 @@ class ClusterState : public prometheus::Collectable {
   // A node that reconnects starts afresh (its totals are the hardware counters', so they
   // continue). expiry <= 0: nothing expires. Returns the names of the nodes forgotten.
   std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
+  // JSON: {"nodes":[{node, instance_id, acked_seq, batches, duplicate_batches, lost_batches,
+  // last_seen_unix_seconds}...]} sorted by node: each node's live agent instance, the highest
+  // sequence number it has been acked (stored, or declared lost), and this instance's counts.
+  std::string NodesJson() const;
   // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
   // reason one of kRefusedStreamReasons (exporters/telemetry_service.h says when each applies).
   static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
@@ -149,7 +157,8 @@ class ClusterState : public prometheus::Collectable {
     std::vector<PortSnapshot> ports;
     v1::AgentStats agent;
     int64_t last_batch_unix_ns = 0;
-    absl::Time last_seen;            // this aggregator's clock at the node's last Hello or batch
+    absl::Time last_seen;  // this aggregator's clock at the node's last Hello or batch
+    uint64_t batches = 0, duplicates = 0, lost = 0;  // of this instance, here
     int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
     v1::CaptureWindow capture;       // the latest, when the agent captures packets
     std::deque<v1::PacketLossEvent> loss_events;

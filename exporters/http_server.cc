@@ -57,6 +57,9 @@ void HttpServer::RegisterDataRoutes() {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     res.set_content(state_ ? state_->RecentMicroburstsJson(node) : "{}", "application/json");
   });
+  server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(state_ ? state_->NodesJson() : "{}", "application/json");
+  });
   server_->Get("/api/loss_events", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
@@ -109,6 +112,8 @@ void HttpServer::RegisterDataRoutes() {
     page +=
         "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
         "?node=NAME to filter)</li>"
+        "<li><a href=\"/api/nodes\">/api/nodes</a> the nodes reporting: agent instance, acked "
+        "sequence number, batches stored, duplicates and lost, last seen</li>"
         "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
         "retransmission events from captures (JSON; ?node=NAME)</li>"
         "<li><a href=\"/api/collectives\">/api/collectives</a> recent NCCL collectives per "

@@ -154,6 +154,23 @@ TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
   EXPECT_EQ(s.node_count(), 1u);
 }
 
+TEST(ClusterState, NodesJsonSaysWhatEachInstanceGotHere) {
+  ClusterState s;
+  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());  // a duplicate
+  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(4, 4)).ok());  // 2 and 3 lost
+  const std::string json = s.NodesJson();
+  EXPECT_THAT(json, HasSubstr("\"node\":\"n1\""));
+  EXPECT_THAT(json, HasSubstr("\"instance_id\":\"7\""));
+  EXPECT_THAT(json, HasSubstr("\"acked_seq\":4"));
+  EXPECT_THAT(json, HasSubstr("\"batches\":2"));
+  EXPECT_THAT(json, HasSubstr("\"duplicate_batches\":1"));
+  EXPECT_THAT(json, HasSubstr("\"lost_batches\":2"));
+  ASSERT_TRUE(s.OnHello(Hello("n1", 8)).ok());  // a new instance starts its counts afresh
+  EXPECT_THAT(s.NodesJson(), HasSubstr("\"batches\":0"));
+}
+
 TEST(ClusterState, GapInsideAStreamIsCountedLost) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());

@@ -125,6 +125,14 @@ else
 fi
 
 echo
+echo "== soak: 1,000 agents churning for a simulated hour, aggregator RSS per minute, with --node-expiry 10m and without (fabricscope_bench_soak)"
+ninja -C "$BUILD_DIR" fabricscope_bench_soak | tail -n 1
+"$BIN/fabricscope_bench_soak" --expiry-minutes=0 >"$LOGS/soak_never.log" 2>&1 || true
+"$BIN/fabricscope_bench_soak" >"$LOGS/soak.log" 2>&1 || { tail -n 5 "$LOGS/soak.log"; exit 1; }
+echo "without expiry (baseline): $(grep '^soak:' "$LOGS/soak_never.log")"
+echo "with --node-expiry 10m:    $(grep '^soak:' "$LOGS/soak.log")"
+
+echo
 echo "== fuzzing: every parser, 60 s each, coverage-guided (tests/fuzz/run.sh; ctest gives them 2 s each)"
 if command -v clang++ >/dev/null; then
   "$REPO/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}" >"$LOGS/fuzz.log" 2>&1 || {

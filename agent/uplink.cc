@@ -72,19 +72,22 @@ bool GrpcUplink::NextToSend(uint64_t cursor, v1::Batch* out) {
 
 void GrpcUplink::Shutdown(int timeout_ms) {
   if (!thread_.joinable()) return;
-  uint64_t unacked = 0;
+  uint64_t unacked = 0, last = 0;
   {
     absl::MutexLock lock(&mu_);
     auto all_acked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return acked_.load() + 1 >= next_seq_;
     };
     mu_.AwaitWithTimeout(absl::Condition(&all_acked), absl::Milliseconds(timeout_ms));
-    unacked = next_seq_ - 1 - std::min(acked_.load(), next_seq_ - 1);
+    last = next_seq_ - 1;
+    unacked = last - std::min(acked_.load(), last);
     stopping_ = true;
     if (active_ctx_) active_ctx_->TryCancel();
   }
   thread_.request_stop();
   thread_.join();
+  LOG(INFO) << "uplink: last batch " << last << ", acked through "
+            << std::min(acked_.load(), last);
   if (unacked == 0) return;
   if (options_.spool != nullptr) {
     options_.spool->Sync();

@@ -133,7 +133,7 @@ echo "without expiry (baseline): $(grep '^soak:' "$LOGS/soak_never.log")"
 echo "with --node-expiry 10m:    $(grep '^soak:' "$LOGS/soak.log")"
 
 echo
-echo "== fuzzing: every parser, 60 s each, coverage-guided (tests/fuzz/run.sh; ctest gives them 2 s each)"
+echo "== fuzzing: every parser, 60 s each, coverage-guided (tests/fuzz/run.sh; make test-asan gives them 2 s each)"
 if command -v clang++ >/dev/null; then
   "$REPO/tests/fuzz/run.sh" "${FUZZ_SECONDS:-60}" >"$LOGS/fuzz.log" 2>&1 || {
     tail -n 30 "$LOGS/fuzz.log"

@@ -85,6 +85,24 @@ class Agent {
   };
 
   explicit Agent(AgentOptions options) : options_(std::move(options)) {}
+  // Create's steps (agent/agent_setup.cc), in order.
+  // The ports to watch: discovery under sysfs_root, --interfaces (or every RDMA port and
+  // physical interface, else lo), --line-rate overrides, each RDMA port's netdev (and its bytes
+  // where the port has none). Adds what to tell the user to *notes. Errors: InvalidArgument for
+  // a name that matches no port, FailedPrecondition when none is left, discovery's errors.
+  static absl::StatusOr<std::vector<collectors::PortDescriptor>> ChoosePorts(
+      const AgentOptions& o, std::vector<std::string>& notes);
+  // chosen_'s counter files in the fast group (bytes and packets) and the slow one (the rest;
+  // hw_counters at their lifespan), opened.
+  void OpenSysfsGroups();
+  // The slow group's other sources: link state, ethtool statistics, TCP counters.
+  void OpenOtherSources();
+  // The InfiniBand PerfMgt group (--pma), when asked for.
+  void OpenPma();
+  // The collective rails checked against ports_, the pipeline, and a ring and a sampler per
+  // group with collectors. Errors: FailedPrecondition when no counter could be opened,
+  // InvalidArgument for a rail that names no port.
+  absl::Status BuildPipeline();
   void PipelineLoop(std::stop_token stop);
   bool DrainOnce();
   // Pipeline thread: moves queued GPU records into gpu_timeline_. Returns whether any came.

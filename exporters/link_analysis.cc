@@ -377,6 +377,9 @@ HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
     auto it = ip_to_node.find(ip);
     return it == ip_to_node.end() ? ip : it->second;
   };
+  // Without any capture the window ends now: INT64_MIN - seconds overflowed (found by
+  // tests/fuzz/http_query_fuzz.cc under UBSan).
+  if (newest == INT64_MIN) newest = absl::ToUnixNanos(absl::Now());
   const int64_t from = newest - static_cast<int64_t>(seconds * 1e9);
   std::map<std::pair<std::string, std::string>, double> pairs;  // max over reporting nodes
   for (const auto& [name, n] : nodes_) {

@@ -12,6 +12,7 @@
 #include "agent/uplink.h"
 #include "exporters/cluster_state.h"
 #include "exporters/telemetry_service.h"
+#include "tests/agent/uplink_test_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"
 
@@ -19,38 +20,6 @@ namespace fabricscope::agent {
 namespace {
 
 using testing::WaitFor;
-
-v1::Hello HelloFor(uint64_t instance) {
-  v1::Hello h;
-  h.set_node("node-a");
-  h.set_instance_id(instance);
-  v1::PortInfo* p = h.add_ports();
-  p->set_device("mlx5_0");
-  p->set_port(1);
-  p->set_line_rate_bytes_per_second(25'000'000'000);
-  return h;
-}
-
-v1::Batch BatchWithTx(uint64_t tx_total) {
-  v1::Batch b;
-  b.set_window_end_ns(static_cast<int64_t>(tx_total) * 1'000'000);
-  v1::PortWindow* w = b.add_ports();
-  w->set_port_index(0);
-  w->mutable_transmit()->set_bytes_total(tx_total);
-  w->mutable_transmit()->set_has_bytes(true);
-  return b;
-}
-
-double Metric(const exporters::ClusterState& s, const std::string& name) {
-  for (const auto& f : s.Collect()) {
-    if (f.name != name) continue;
-    double sum = 0;
-    for (const auto& m : f.metric)
-      sum += f.type == prometheus::MetricType::Gauge ? m.gauge.value : m.counter.value;
-    return sum;
-  }
-  return -1;
-}
 
 // A port where nothing listens yet: the aggregator of the test starts there later.
 int FreePort() {
@@ -63,7 +32,7 @@ int FreePort() {
 // The memory queue holds 2; the spool holds the rest: an outage of 8 batches loses none.
 TEST(UplinkSpool, BatchesPastTheMemoryQueueAreSentFromDisk) {
   testing::FakeTree t;
-  auto spool = Spool::Open({.dir = t.root()}, HelloFor(7));
+  auto spool = Spool::Open({.dir = t.root()}, TestHello(7));
   ASSERT_TRUE(spool.ok());
   const int port = FreePort();
   GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", port),
@@ -71,17 +40,17 @@ TEST(UplinkSpool, BatchesPastTheMemoryQueueAreSentFromDisk) {
                      .initial_backoff_ms = 20,
                      .max_backoff_ms = 50,
                      .spool = spool->get()},
-                    HelloFor(7));
-  for (uint64_t i = 1; i <= 8; ++i) uplink.Submit(BatchWithTx(i * 10));
+                    TestHello(7));
+  for (uint64_t i = 1; i <= 8; ++i) uplink.Submit(TestBatch(i * 10));
   EXPECT_EQ(uplink.dropped_batches(), 0u);
   EXPECT_EQ((*spool)->stats().batches, 8u);
   exporters::ClusterState state;
   exporters::TelemetryServer server(state);
   ASSERT_TRUE(server.Start(absl::StrCat("127.0.0.1:", port)).ok());
   ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 8; }));
-  EXPECT_EQ(Metric(state, "fabricscope_aggregator_batches_total"), 8);
-  EXPECT_EQ(Metric(state, "fabricscope_aggregator_lost_batches_total"), 0);
-  EXPECT_EQ(Metric(state, "fabricscope_port_transmit_bytes_total"), 80);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_batches_total"), 8);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_lost_batches_total"), 0);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_port_transmit_bytes_total"), 80);
   ASSERT_TRUE(WaitFor([&] { return (*spool)->stats().batches == 0; }));  // acked: deleted
   uplink.Shutdown(1000);
 }
@@ -94,27 +63,27 @@ TEST(UplinkSpool, TheNextProcessReplaysWhatTheKilledOneLeft) {
   const int port = FreePort();
   const std::string target = absl::StrCat("127.0.0.1:", port);
   {
-    auto spool = Spool::Open({.dir = t.root()}, HelloFor(7));
+    auto spool = Spool::Open({.dir = t.root()}, TestHello(7));
     ASSERT_TRUE(spool.ok());
     GrpcUplink first({.target = target, .initial_backoff_ms = 20, .spool = spool->get()},
-                     HelloFor(7));
-    for (uint64_t i = 1; i <= 5; ++i) first.Submit(BatchWithTx(i));
+                     TestHello(7));
+    for (uint64_t i = 1; i <= 5; ++i) first.Submit(TestBatch(i));
     first.Shutdown(0);  // nothing acked, nothing waited for: as kill -9 leaves the spool
   }
   exporters::ClusterState state;
   exporters::TelemetryServer server(state);
   ASSERT_TRUE(server.Start(target).ok());
-  auto spool = Spool::Open({.dir = t.root()}, HelloFor(8));
+  auto spool = Spool::Open({.dir = t.root()}, TestHello(8));
   ASSERT_TRUE(spool.ok());
   ASSERT_EQ((*spool)->Leftovers().size(), 1u);
   GrpcUplink second({.target = target, .initial_backoff_ms = 20, .spool = spool->get()},
-                    HelloFor(8));
-  for (uint64_t i = 1; i <= 3; ++i) second.Submit(BatchWithTx(100 + i));
+                    TestHello(8));
+  for (uint64_t i = 1; i <= 3; ++i) second.Submit(TestBatch(100 + i));
   ASSERT_TRUE(WaitFor([&] { return second.acked_seq() == 3; }));
-  EXPECT_EQ(Metric(state, "fabricscope_aggregator_batches_total"), 5 + 3);
-  EXPECT_EQ(Metric(state, "fabricscope_aggregator_duplicate_batches_total"), 0);
-  EXPECT_EQ(Metric(state, "fabricscope_aggregator_lost_batches_total"), 0);
-  EXPECT_EQ(Metric(state, "fabricscope_port_transmit_bytes_total"), 103);  // the live instance
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_batches_total"), 5 + 3);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_duplicate_batches_total"), 0);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_aggregator_lost_batches_total"), 0);
+  EXPECT_EQ(SelfMetric(state, "fabricscope_port_transmit_bytes_total"), 103);  // the live instance
   EXPECT_TRUE((*spool)->Leftovers().empty());
   EXPECT_GE((*spool)->stats().replayed, 1u);  // one per replayed segment's batches
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(t.root(), "/0000000000000007")));
@@ -125,17 +94,17 @@ TEST(UplinkSpool, TheNextProcessReplaysWhatTheKilledOneLeft) {
 // instead of being dropped.
 TEST(UplinkSpool, ShutdownKeepsWhatIsNotAckedOnDisk) {
   testing::FakeTree t;
-  auto spool = Spool::Open({.dir = t.root()}, HelloFor(7));
+  auto spool = Spool::Open({.dir = t.root()}, TestHello(7));
   ASSERT_TRUE(spool.ok());
   GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", FreePort()), .spool = spool->get()},
-                    HelloFor(7));
-  for (uint64_t i = 1; i <= 4; ++i) uplink.Submit(BatchWithTx(i));
+                    TestHello(7));
+  for (uint64_t i = 1; i <= 4; ++i) uplink.Submit(TestBatch(i));
   uplink.Shutdown(100);
   EXPECT_EQ(uplink.dropped_batches(), 0u);
   EXPECT_EQ((*spool)->stats().batches, 4u);
   // Without a spool the same exit drops them, counted.
-  GrpcUplink bare({.target = absl::StrCat("127.0.0.1:", FreePort())}, HelloFor(9));
-  for (uint64_t i = 1; i <= 4; ++i) bare.Submit(BatchWithTx(i));
+  GrpcUplink bare({.target = absl::StrCat("127.0.0.1:", FreePort())}, TestHello(9));
+  for (uint64_t i = 1; i <= 4; ++i) bare.Submit(TestBatch(i));
   bare.Shutdown(100);
   EXPECT_EQ(bare.dropped_batches(), 4u);
 }

@@ -374,6 +374,15 @@ TEST(LinkAnalysis, PriorityLossCountsOnlyTheLastLossWindows) {
   EXPECT_EQ(json.find("\"priority\":3"), std::string::npos) << json;
 }
 
+// No capture yet: an empty map, computed from now (it was INT64_MIN - 10 s, a signed overflow
+// that UBSan reported through tests/fuzz/http_query_fuzz.cc).
+TEST(LinkAnalysis, NodesHeatmapWithoutCapturesIsEmpty) {
+  LinkAnalysis a;
+  const HeatmapModel m = a.NodesHeatmap(10);
+  EXPECT_TRUE(m.rows.empty());
+  EXPECT_TRUE(m.col_labels.empty());
+}
+
 TEST(LinkAnalysis, NodesHeatmapMapsAddressesToNodesAndCountsAPairOnce) {
   LinkAnalysis a;
   v1::Hello h1 = Hello("n1", 1), h2 = Hello("n2", 1, 2);

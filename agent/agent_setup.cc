@@ -1,0 +1,332 @@
+// Agent::Create and its steps (agent/agent.h): which ports, which counters in which sampler
+// group, which collectors, and the pipeline behind them.
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/agent.h"
+#include "collectors/ethtool.h"
+#include "collectors/port_state.h"
+#include "collectors/procfs_tcp.h"
+#include "collectors/sysfs_collector.h"
+#include "collectors/sysfs_ports.h"
+#include "collectors/umad_perfquery.h"
+#include "glog/logging.h"
+
+namespace fabricscope::agent {
+
+using collectors::PortDescriptor;
+
+namespace {
+
+bool Matches(const PortDescriptor& p, const std::string& name) {
+  return p.device == name || p.Key() == name;
+}
+
+// "mlx5_0:1, eth0" (RDMA ports by device:port, interfaces by name; not the node-wide TCP port),
+// "(none)" for none: the list an error about an unmatched port name shows.
+std::string PortList(const std::vector<PortDescriptor>& ports) {
+  std::vector<std::string> names;
+  for (const PortDescriptor& p : ports) {
+    if (!p.node_level) names.push_back(p.rdma ? p.Key() : p.device);
+  }
+  return names.empty() ? "(none)" : absl::StrJoin(names, ", ");
+}
+
+// An RDMA port without byte counters (iWARP/i40iw: all "N/A (no PMA)") counts the bytes and
+// packets of its netdev (statistics/, include/uapi/linux/if_link.h rtnl_link_stats64) instead,
+// when one is linked; noted either way.
+void BorrowNetdevTraffic(const std::string& sysfs_root, PortDescriptor& p,
+                         std::vector<std::string>& notes) {
+  const bool has_bytes = std::any_of(p.counters.begin(), p.counters.end(), [](const auto& c) {
+    return c.role == collectors::CounterRole::kTransmitBytes ||
+           c.role == collectors::CounterRole::kReceiveBytes;
+  });
+  if (has_bytes) return;
+  if (p.netdev.empty()) {
+    notes.push_back(absl::StrCat(p.Key(),
+                                 ": no traffic counters and no netdev linked: state, "
+                                 "rate and link events only"));
+    return;
+  }
+  for (collectors::CounterDescriptor& c : collectors::NetdevCounterSet(
+           absl::StrCat(sysfs_root, "/class/net/", p.netdev, "/statistics"), 1)) {
+    if (c.role != collectors::CounterRole::kError) p.counters.push_back(std::move(c));
+  }
+  notes.push_back(absl::StrCat(p.Key(), ": bytes and packets from its netdev ", p.netdev,
+                               " (statistics/), its own counters being unavailable"));
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (options.node.empty()) options.node = HostName();
+  std::unique_ptr<Agent> agent(new Agent(std::move(options)));
+  auto chosen = ChoosePorts(agent->options_, agent->notes_);
+  if (!chosen.ok()) return chosen.status();
+  agent->chosen_ = *std::move(chosen);
+  agent->OpenSysfsGroups();
+  agent->OpenOtherSources();
+  agent->OpenPma();
+  if (absl::Status s = agent->BuildPipeline(); !s.ok()) return s;
+  agent->instance_id_ =
+      std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return agent;
+}
+
+absl::StatusOr<std::vector<PortDescriptor>> Agent::ChoosePorts(const AgentOptions& o,
+                                                               std::vector<std::string>& notes) {
+  auto rdma = collectors::DiscoverRdmaPorts(o.sysfs_root);
+  if (!rdma.ok()) return rdma.status();
+  auto net = collectors::DiscoverNetdevs(o.sysfs_root);
+  if (!net.ok()) return net.status();
+
+  notes.insert(notes.end(), rdma->notes.begin(), rdma->notes.end());
+  notes.insert(notes.end(), net->notes.begin(), net->notes.end());
+
+  std::vector<PortDescriptor> all = rdma->ports;
+  all.insert(all.end(), net->ports.begin(), net->ports.end());
+  std::vector<PortDescriptor> chosen;
+  if (!o.interfaces.empty()) {
+    for (const std::string& name : o.interfaces) {
+      bool found = false;
+      for (const PortDescriptor& p : all) {
+        if (Matches(p, name)) {
+          found = true;
+          const bool dup = std::any_of(chosen.begin(), chosen.end(), [&](const PortDescriptor& c) {
+            return c.Key() == p.Key() && c.rdma == p.rdma;
+          });
+          if (!dup) chosen.push_back(p);
+        }
+      }
+      if (!found) {
+        return absl::InvalidArgumentError(absl::StrCat("no port matches \"", name, "\" under ",
+                                                       o.sysfs_root, "; found: ", PortList(all)));
+      }
+    }
+  } else {
+    for (const PortDescriptor& p : all) {
+      if (p.rdma || !p.is_virtual) chosen.push_back(p);
+    }
+    if (chosen.empty()) {
+      for (const PortDescriptor& p : all) {
+        if (p.device == "lo") chosen.push_back(p);
+      }
+    }
+    if (chosen.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no RDMA port, physical interface or lo with counters under ", o.sysfs_root));
+    }
+  }
+  for (const auto& [name, rate] : o.line_rates) {
+    bool used = false;
+    for (PortDescriptor& p : chosen) {
+      if (Matches(p, name)) {
+        p.line_rate_bytes_per_second = rate;
+        p.line_rate_source = collectors::LineRateSource::kConfig;
+        used = true;
+      }
+    }
+    if (!used)
+      notes.push_back(absl::StrCat("line rate for \"", name, "\" matches no watched port"));
+  }
+  for (const PortDescriptor& p : chosen) {
+    if (p.line_rate_bytes_per_second == 0) {
+      notes.push_back(absl::StrCat(
+          p.rdma ? p.Key() : p.device,
+          ": line rate unknown (the driver reports no speed); bytes and packets are counted, "
+          "utilization and microbursts are not. Set --line-rate=",
+          p.device, "=<rate>"));
+    }
+  }
+
+  for (PortDescriptor& p : chosen) {
+    if (!p.rdma) continue;
+    if (auto nd = collectors::FindRdmaNetdev(o.sysfs_root, p.device, p.port); nd.ok()) {
+      p.netdev = *nd;
+    }
+    BorrowNetdevTraffic(o.sysfs_root, p, notes);
+  }
+  return chosen;
+}
+
+void Agent::OpenSysfsGroups() {
+  const AgentOptions& o = options_;
+  const std::vector<PortDescriptor>& chosen = chosen_;
+  std::vector<std::string>& notes = notes_;
+  // Fast group: byte and packet counters only. Slow group: the rest of the sysfs counters,
+  // hw_counters (at their lifespan), link state, TCP.
+  const int64_t slow_ns = o.slow_sample_period_ns;
+  std::vector<PortDescriptor> fast_ports, slow_ports;
+  for (const PortDescriptor& p : chosen) {
+    PortDescriptor f = p, sl = p;
+    f.counters.clear();
+    sl.counters.clear();
+    for (const collectors::CounterDescriptor& c : p.counters) {
+      const bool fast = collectors::IsTrafficRole(c.role);
+      collectors::CounterDescriptor copy = c;
+      copy.tick_divisor = 1;
+      if (c.group == "hw_counters") {
+        // The kernel serves hw_counters from a cache it refreshes on a read that comes more
+        // than `lifespan` after the last refresh (drivers/infiniband/core/sysfs.c
+        // update_hw_stats, in jiffies). Slow counters are read once a lifespan. The driver's
+        // byte counters (irdma) are read every second lifespan, so that each read is a
+        // refresh even with the lifespan rounded up to whole jiffies: a cached read would
+        // give a zero delta, then a double one, which is a false microburst.
+        const int64_t lifespan_ns =
+            static_cast<int64_t>(o.hw_lifespan_ms ? o.hw_lifespan_ms : p.hw_lifespan_ms) *
+            1'000'000;
+        const int64_t period = fast ? o.sample_period_ns : slow_ns;
+        const int64_t every = fast ? 2 * lifespan_ns : lifespan_ns;
+        copy.tick_divisor =
+            static_cast<uint32_t>(std::max<int64_t>(1, (every + period - 1) / period));
+      }
+      (fast ? f : sl).counters.push_back(std::move(copy));
+    }
+    if (!f.counters.empty()) fast_ports.push_back(std::move(f));
+    if (!sl.counters.empty()) slow_ports.push_back(std::move(sl));
+  }
+  SamplerGroup& fast = groups_[0];
+  SamplerGroup& slow = groups_[1];
+  fast.name = "fast";
+  fast.period_ns = o.sample_period_ns;
+  slow.name = "slow";
+  slow.period_ns = slow_ns;
+  // RDMA and netdev counters as two sources, each opened once.
+  for (bool rdma : {true, false}) {
+    std::vector<PortDescriptor> part;
+    for (const PortDescriptor& p : fast_ports) {
+      if (p.rdma == rdma) part.push_back(p);
+    }
+    if (part.empty()) continue;
+    auto c = collectors::SysfsCounterCollector::Open(std::move(part), &notes);
+    if (c.ok()) {
+      Attach(fast, std::move(*c));
+    } else {
+      notes.push_back(std::string(c.status().message()));
+    }
+  }
+  if (!slow_ports.empty()) {
+    auto c = collectors::SysfsCounterCollector::Open(slow_ports, &notes);
+    if (c.ok()) {
+      Attach(slow, std::move(*c));
+    } else {
+      notes.push_back(std::string(c.status().message()));
+    }
+  }
+}
+
+void Agent::OpenOtherSources() {
+  const AgentOptions& o = options_;
+  const std::vector<PortDescriptor>& chosen = chosen_;
+  std::vector<std::string>& notes = notes_;
+  SamplerGroup& slow = groups_[1];
+  if (auto c = collectors::PortStateCollector::Open(o.sysfs_root, chosen); c.ok()) {
+    Attach(slow, std::move(*c));
+  } else {
+    notes.push_back(std::string(c.status().message()));
+  }
+  if (o.ethtool) {
+    // The watched interfaces and the netdevs of RoCE ports: PFC, pause, PHY and discard stats.
+    std::vector<std::string> ifnames;
+    for (const PortDescriptor& p : chosen) {
+      const std::string& name = p.rdma ? p.netdev : p.device;
+      if (!name.empty() && std::find(ifnames.begin(), ifnames.end(), name) == ifnames.end()) {
+        ifnames.push_back(name);
+      }
+    }
+    if (!ifnames.empty()) {
+      std::vector<std::string> eth_notes;
+      auto c = collectors::EthtoolCollector::Open(ifnames, collectors::EthtoolSelection{}, 1,
+                                                  &eth_notes, o.sysfs_root);
+      if (c.ok()) {
+        Attach(slow, std::move(*c));
+        notes.insert(notes.end(), eth_notes.begin(), eth_notes.end());
+      } else {
+        // Virtual and most non-RDMA NICs have none of the RoCE statistics: one quiet line.
+        LOG(INFO) << "no ethtool RoCE/PHY statistics on " << absl::StrJoin(ifnames, ", ") << ": "
+                  << c.status().message();
+      }
+    }
+  }
+  if (o.tcp) {
+    if (auto c = collectors::ProcNetTcpCollector::Open(o.procfs_root); c.ok()) {
+      Attach(slow, std::move(*c));
+    } else {
+      notes.push_back(absl::StrCat("TCP counters not read: ", c.status().message()));
+    }
+  }
+}
+
+void Agent::OpenPma() {
+  const AgentOptions& o = options_;
+  std::vector<std::string>& notes = notes_;
+  SamplerGroup& pma = groups_[2];
+  pma.name = "pma";
+  pma.period_ns = o.pma_period_ns;
+  if (!o.pma_targets.empty()) {
+    std::vector<collectors::PmaTarget> targets;
+    for (const PmaTargetOption& t : o.pma_targets) {
+      collectors::PmaTarget pt;
+      pt.lid = t.lid;
+      pt.port_select = t.port;
+      // Distinct device names keep the PerfMgt view of a port apart from its sysfs view.
+      pt.device = t.lid == 0 ? absl::StrCat("pma:", o.pma_ca.empty() ? "local" : o.pma_ca)
+                             : absl::StrCat("lid", t.lid);
+      targets.push_back(pt);
+    }
+    auto q = collectors::UmadPerfQuery::Open(o.pma_ca, o.pma_port);
+    if (!q.ok()) {
+      notes.push_back(
+          absl::StrCat("InfiniBand PerfMgt source unavailable: ", q.status().message()));
+    } else {
+      auto c = collectors::UmadPerfQueryCollector::Create(std::move(*q), targets, 1, &notes);
+      if (c.ok()) {
+        Attach(pma, std::move(*c));
+      } else {
+        notes.push_back(absl::StrCat("InfiniBand PerfMgt: ", c.status().message()));
+      }
+    }
+  }
+}
+
+absl::Status Agent::BuildPipeline() {
+  const AgentOptions& o = options_;
+  SamplerGroup& fast = groups_[0];
+  SamplerGroup& slow = groups_[1];
+  SamplerGroup& pma = groups_[2];
+  if (fast.collectors.empty() && slow.collectors.empty()) {
+    return absl::FailedPreconditionError("no counter file of the chosen ports could be opened");
+  }
+  // A rail that names no port is a typo, not an empty set: say so (as for --interfaces).
+  for (const std::string& rail : o.collectives.rails) {
+    if (std::none_of(ports_.begin(), ports_.end(),
+                     [&](const PortDescriptor& p) { return MatchesRail(p, rail); })) {
+      return absl::InvalidArgumentError(absl::StrCat("collective rails: no port matches \"", rail,
+                                                     "\"; ports: ", PortList(ports_)));
+    }
+  }
+  PipelineOptions po{o.window_ns, o.sample_period_ns, o.thresholds, o.port_thresholds};
+  po.series_bucket_ns = o.series_bucket_ns;
+  po.flight_recorder_seconds = o.flight_recorder_seconds;
+  pipeline_ = std::make_unique<Pipeline>(ports_, std::move(po));
+  pipeline_->SetGroups({fast.refs, slow.refs, pma.refs});
+  for (SamplerGroup* g : {&fast, &slow, &pma}) {
+    if (g->collectors.empty()) continue;
+    g->ring = std::make_unique<collectors::SpscSlotRing>(o.ring_slots, g->layout.slot_bytes());
+    std::vector<collectors::Collector*> raw;
+    for (const auto& c : g->collectors) raw.push_back(c.get());
+    g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, SamplerOptions{g->period_ns});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope::agent

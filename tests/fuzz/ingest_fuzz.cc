@@ -8,6 +8,7 @@
 
 #include "exporters/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
+#include "google/protobuf/stubs/logging.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace fabricscope::testing {
@@ -64,6 +65,13 @@ std::vector<std::string> FuzzSeeds() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fabricscope;
+  // Parsing invalid UTF-8 is an expected failure here; protobuf would log each one.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(
+        [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+    return true;
+  }();
+  (void)quiet;
   v1::AgentMessage msg;
   if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
   exporters::ClusterState state;

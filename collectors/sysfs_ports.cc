@@ -19,7 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "collectors/counter_meaning.h"
+#include "collectors/ib_port_counters.h"
 
 namespace fabricscope::collectors {
 namespace fs = std::filesystem;
@@ -138,32 +140,6 @@ struct CounterTemplate {
 };
 
 constexpr CounterBehavior kWrap = CounterBehavior::kWrapping;
-constexpr CounterBehavior kSat = CounterBehavior::kSaturating;
-
-// IBTA vol. 1 16.1.3.5 (PortCounters) widths; data and packet counters are 64-bit when the
-// kernel serves PortCountersExtended (every mlx4/mlx5/hfi1 since kernel 4.5) and wrap there.
-constexpr CounterTemplate kRdmaCounters[] = {
-    {"port_xmit_data", 64, kWrap, 4, CounterRole::kTransmitBytes},
-    {"port_rcv_data", 64, kWrap, 4, CounterRole::kReceiveBytes},
-    {"port_xmit_packets", 64, kWrap, 1, CounterRole::kTransmitPackets},
-    {"port_rcv_packets", 64, kWrap, 1, CounterRole::kReceivePackets},
-    {"symbol_error", 16, kSat, 1, CounterRole::kError},
-    {"link_error_recovery", 8, kSat, 1, CounterRole::kError},
-    {"link_downed", 8, kSat, 1, CounterRole::kError},
-    {"port_rcv_errors", 16, kSat, 1, CounterRole::kError},
-    {"port_rcv_remote_physical_errors", 16, kSat, 1, CounterRole::kError},
-    {"port_rcv_switch_relay_errors", 16, kSat, 1, CounterRole::kError},
-    {"port_xmit_discards", 16, kSat, 1, CounterRole::kError},
-    {"port_xmit_constraint_errors", 8, kSat, 1, CounterRole::kError},
-    {"port_rcv_constraint_errors", 8, kSat, 1, CounterRole::kError},
-    {"local_link_integrity_errors", 4, kSat, 1, CounterRole::kError},
-    {"excessive_buffer_overrun_errors", 4, kSat, 1, CounterRole::kError},
-    {"VL15_dropped", 16, kSat, 1, CounterRole::kError},
-    // PortXmitWait (IBTA vol. 1 16.1.3.5, 32 bits, stops at all ones): ticks in which the port
-    // had data to send but sent none (no credits from the far end: congestion). Not an error;
-    // read in the slow group (agent/derived.h turns it into seconds).
-    {"port_xmit_wait", 32, kSat, 1, CounterRole::kOther},
-};
 
 // include/uapi/linux/if_link.h struct rtnl_link_stats64: all 64-bit.
 constexpr CounterTemplate kNetdevCounters[] = {
@@ -182,8 +158,7 @@ constexpr CounterTemplate kNetdevCounters[] = {
     {"tx_carrier_errors", 64, kWrap, 1, CounterRole::kError},
 };
 
-template <size_t N>
-std::vector<CounterDescriptor> BuildCounterSet(const CounterTemplate (&templates)[N],
+std::vector<CounterDescriptor> BuildCounterSet(absl::Span<const CounterTemplate> templates,
                                                const std::string& dir, const char* group,
                                                uint32_t error_tick_divisor) {
   std::vector<CounterDescriptor> out;
@@ -283,7 +258,15 @@ std::optional<CounterRole> TrafficRole(Meaning m) {
 
 std::vector<CounterDescriptor> RdmaCounterSet(const std::string& counters_dir,
                                               uint32_t error_tick_divisor) {
-  return BuildCounterSet(kRdmaCounters, counters_dir, "counters", error_tick_divisor);
+  // Data and packet counters are 64-bit when the kernel serves PortCountersExtended (every
+  // mlx4/mlx5/hfi1 since kernel 4.5) and wrap there; a 32-bit one that really stops at 2^32 - 1
+  // is caught by PreferExtendedCounters (stuck_at_32_bits_saturates).
+  std::vector<CounterTemplate> templates;
+  for (const IbPortCounter& c : kIbPortCounters) {
+    const CounterSpec spec = IbCounterSpec(c, /*extended=*/true);
+    templates.push_back(CounterTemplate{c.name, spec.width_bits, spec.behavior, c.scale, c.role});
+  }
+  return BuildCounterSet(templates, counters_dir, "counters", error_tick_divisor);
 }
 
 std::vector<CounterDescriptor> NetdevCounterSet(const std::string& statistics_dir,

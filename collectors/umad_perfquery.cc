@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collectors/clock.h"
+#include "collectors/ib_port_counters.h"
 
 namespace fabricscope::collectors {
 namespace {
@@ -361,69 +362,66 @@ uint64_t CountersValue(const PortCountersSample& s, uint8_t f) {
   }
 }
 
-struct PmaCounter {
-  const char* name;  // as the kernel's counters/ file
+// A counter of a PerfMgt reply: its sysfs name (collectors/ib_port_counters.h has its width and
+// role) and where the decoded sample keeps it.
+struct PmaField {
+  const char* name;
   Field field;
-  uint8_t width_bits;
-  CounterBehavior behavior;
-  uint32_t scale;
-  CounterRole role;
 };
 
-constexpr CounterBehavior kWrap = CounterBehavior::kWrapping;
-constexpr CounterBehavior kSat = CounterBehavior::kSaturating;
-
-// PortCountersExtended data/packet counters: 64-bit, wrapping; data in 4-octet words.
-constexpr PmaCounter kExtendedData[] = {
-    {"port_xmit_data", kExtXmitData, 64, kWrap, 4, CounterRole::kTransmitBytes},
-    {"port_rcv_data", kExtRcvData, 64, kWrap, 4, CounterRole::kReceiveBytes},
-    {"port_xmit_packets", kExtXmitPackets, 64, kWrap, 1, CounterRole::kTransmitPackets},
-    {"port_rcv_packets", kExtRcvPackets, 64, kWrap, 1, CounterRole::kReceivePackets},
-};
-// Only with the full extended set (kPmaCapExtendedWidth, not NoIETF).
-constexpr PmaCounter kExtendedCasts[] = {
-    {"unicast_xmit_packets", kExtUnicastXmitPackets, 64, kWrap, 1, CounterRole::kOther},
-    {"unicast_rcv_packets", kExtUnicastRcvPackets, 64, kWrap, 1, CounterRole::kOther},
-    {"multicast_xmit_packets", kExtMulticastXmitPackets, 64, kWrap, 1, CounterRole::kOther},
-    {"multicast_rcv_packets", kExtMulticastRcvPackets, 64, kWrap, 1, CounterRole::kOther},
-};
-// PortCounters data/packet counters for PMAs without the extended set: 32-bit, saturating.
-constexpr PmaCounter kLegacyData[] = {
-    {"port_xmit_data", kXmitData, 32, kSat, 4, CounterRole::kTransmitBytes},
-    {"port_rcv_data", kRcvData, 32, kSat, 4, CounterRole::kReceiveBytes},
-    {"port_xmit_packets", kXmitPackets, 32, kSat, 1, CounterRole::kTransmitPackets},
-    {"port_rcv_packets", kRcvPackets, 32, kSat, 1, CounterRole::kReceivePackets},
-};
-// PortCounters error counters (16.1.3.5 widths), saturating; then PortXmitWait.
-constexpr PmaCounter kErrorCounters[] = {
-    {"symbol_error", kSymbolError, 16, kSat, 1, CounterRole::kError},
-    {"link_error_recovery", kLinkErrorRecovery, 8, kSat, 1, CounterRole::kError},
-    {"link_downed", kLinkDowned, 8, kSat, 1, CounterRole::kError},
-    {"port_rcv_errors", kRcvErrors, 16, kSat, 1, CounterRole::kError},
-    {"port_rcv_remote_physical_errors", kRcvRemotePhysicalErrors, 16, kSat, 1, CounterRole::kError},
-    {"port_rcv_switch_relay_errors", kRcvSwitchRelayErrors, 16, kSat, 1, CounterRole::kError},
-    {"port_xmit_discards", kXmitDiscards, 16, kSat, 1, CounterRole::kError},
-    {"port_xmit_constraint_errors", kXmitConstraintErrors, 8, kSat, 1, CounterRole::kError},
-    {"port_rcv_constraint_errors", kRcvConstraintErrors, 8, kSat, 1, CounterRole::kError},
-    {"local_link_integrity_errors", kLocalLinkIntegrityErrors, 4, kSat, 1, CounterRole::kError},
-    {"excessive_buffer_overrun_errors", kExcessiveBufferOverrunErrors, 4, kSat, 1,
-     CounterRole::kError},
-    {"VL15_dropped", kVl15Dropped, 16, kSat, 1, CounterRole::kError},
-    {"port_xmit_wait", kXmitWait, 32, kSat, 1, CounterRole::kOther},
+// PortCountersExtended data/packet counters (64-bit, wrapping).
+constexpr PmaField kExtendedData[] = {{"port_xmit_data", kExtXmitData},
+                                      {"port_rcv_data", kExtRcvData},
+                                      {"port_xmit_packets", kExtXmitPackets},
+                                      {"port_rcv_packets", kExtRcvPackets}};
+// PortCounters data/packet counters for PMAs without the extended set (32-bit, saturating).
+constexpr PmaField kLegacyData[] = {{"port_xmit_data", kXmitData},
+                                    {"port_rcv_data", kRcvData},
+                                    {"port_xmit_packets", kXmitPackets},
+                                    {"port_rcv_packets", kRcvPackets}};
+// PortCounters error counters (saturating), then PortXmitWait.
+constexpr PmaField kErrorCounters[] = {
+    {"symbol_error", kSymbolError},
+    {"link_error_recovery", kLinkErrorRecovery},
+    {"link_downed", kLinkDowned},
+    {"port_rcv_errors", kRcvErrors},
+    {"port_rcv_remote_physical_errors", kRcvRemotePhysicalErrors},
+    {"port_rcv_switch_relay_errors", kRcvSwitchRelayErrors},
+    {"port_xmit_discards", kXmitDiscards},
+    {"port_xmit_constraint_errors", kXmitConstraintErrors},
+    {"port_rcv_constraint_errors", kRcvConstraintErrors},
+    {"local_link_integrity_errors", kLocalLinkIntegrityErrors},
+    {"excessive_buffer_overrun_errors", kExcessiveBufferOverrunErrors},
+    {"VL15_dropped", kVl15Dropped},
+    {"port_xmit_wait", kXmitWait},
 };
 
+// Only with the full extended set (kPmaCapExtendedWidth, not NoIETF): not PortCounters, so not
+// in kIbPortCounters. 64-bit, wrapping.
+constexpr PmaField kExtendedCasts[] = {{"unicast_xmit_packets", kExtUnicastXmitPackets},
+                                       {"unicast_rcv_packets", kExtUnicastRcvPackets},
+                                       {"multicast_xmit_packets", kExtMulticastXmitPackets},
+                                       {"multicast_rcv_packets", kExtMulticastRcvPackets}};
+
+// Appends the counters of `table` to the port and their fields to slots: the spec from
+// kIbPortCounters (its extended form when `extended`), or 64-bit wrapping for the casts.
 template <size_t N>
-void AddCounters(const PmaCounter (&table)[N], uint32_t tick_divisor, PortDescriptor& port,
-                 std::vector<uint8_t>& slots) {
-  for (const PmaCounter& c : table) {
+void AddCounters(const PmaField (&table)[N], bool extended, uint32_t tick_divisor,
+                 PortDescriptor& port, std::vector<uint8_t>& slots) {
+  for (const PmaField& f : table) {
     CounterDescriptor d;
-    d.name = c.name;
+    d.name = f.name;
     d.group = "pma";
-    d.spec = CounterSpec{c.width_bits, c.behavior, c.scale};
-    d.role = c.role;
+    if (const IbPortCounter* c = FindIbPortCounter(f.name)) {
+      d.spec = IbCounterSpec(*c, extended);
+      d.role = c->role;
+    } else {
+      d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
+      d.role = CounterRole::kOther;
+    }
     d.tick_divisor = tick_divisor;
     port.counters.push_back(std::move(d));
-    slots.push_back(c.field);
+    slots.push_back(f.field);
   }
 }
 
@@ -460,19 +458,19 @@ absl::StatusOr<std::unique_ptr<UmadPerfQueryCollector>> UmadPerfQueryCollector::
     t.extended = (cpi->capability_mask & (kPmaCapExtendedWidth | kPmaCapExtendedWidthNoIetf)) != 0;
     t.first_slot = c->slots_.size();
     if (t.extended) {
-      AddCounters(kExtendedData, c->tick_divisor_, port, c->slots_);
+      AddCounters(kExtendedData, true, c->tick_divisor_, port, c->slots_);
       if (cpi->capability_mask & kPmaCapExtendedWidth) {
-        AddCounters(kExtendedCasts, c->tick_divisor_, port, c->slots_);
+        AddCounters(kExtendedCasts, true, c->tick_divisor_, port, c->slots_);
       }
     } else {
-      AddCounters(kLegacyData, c->tick_divisor_, port, c->slots_);
+      AddCounters(kLegacyData, false, c->tick_divisor_, port, c->slots_);
       if (notes) {
         notes->push_back(absl::StrCat(port.Key(),
                                       ": PMA has no PortCountersExtended; data/packet counters "
                                       "are 32-bit and saturate"));
       }
     }
-    AddCounters(kErrorCounters, c->tick_divisor_, port, c->slots_);
+    AddCounters(kErrorCounters, false, c->tick_divisor_, port, c->slots_);
     t.slot_count = c->slots_.size() - t.first_slot;
     c->slot_target_.resize(c->slots_.size(), c->targets_.size());
     c->targets_.push_back(std::move(t));

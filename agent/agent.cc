@@ -316,36 +316,7 @@ void Agent::SubmitReady() {
       dropped["corrupt"] = st.dropped_corrupt;
       dropped["expired"] = st.dropped_expired;
     }
-    // Effective resolution per counter group: the sampling period, or for cached sources the
-    // cache lifetime when that is longer.
-    std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective
-    for (size_t gi = 0; gi < kGroups; ++gi) {
-      const SamplerGroup& g = groups_[gi];
-      for (const Pipeline::CounterRef& ref : g.refs) {
-        const PortDescriptor& p = ports_[ref.port];
-        const collectors::CounterDescriptor& cd = p.counters[ref.counter];
-        const int64_t period = g.period_ns * cd.tick_divisor;
-        int64_t effective = period;
-        if (cd.group == "hw_counters") {
-          const int64_t life =
-              static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
-                                                           : p.hw_lifespan_ms) *
-              1'000'000;
-          effective = std::max(effective, life);
-        }
-        const std::string key =
-            cd.role == collectors::CounterRole::kError ? cd.group + "_errors" : cd.group;
-        auto& e = res[key];
-        e.first = std::max(e.first, period);
-        e.second = std::max(e.second, effective);
-      }
-    }
-    for (const auto& [group, pe] : res) {
-      v1::GroupResolution* r = s->add_resolutions();
-      r->set_group(group);
-      r->set_sample_period_seconds(static_cast<double>(pe.first) / 1e9);
-      r->set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
-    }
+    for (const v1::GroupResolution& r : resolutions_) *s->add_resolutions() = r;
     if (capture && &b == &ready.back()) *b.mutable_capture() = std::move(*capture);
     if (gpu_ingest_) {
       gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);

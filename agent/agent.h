@@ -103,6 +103,8 @@ class Agent {
   // group with collectors. Errors: FailedPrecondition when no counter could be opened,
   // InvalidArgument for a rail that names no port.
   absl::Status BuildPipeline();
+  // resolutions_ from the groups (called by BuildPipeline).
+  void ComputeResolutions();
   void PipelineLoop(std::stop_token stop);
   bool DrainOnce();
   // Pipeline thread: moves queued GPU records into gpu_timeline_. Returns whether any came.
@@ -124,6 +126,9 @@ class Agent {
   std::vector<std::string> notes_;
   std::vector<collectors::PortDescriptor> chosen_;  // discovery result, with line rates
   std::vector<collectors::PortDescriptor> ports_;   // merged over all collectors
+  // Each counter group's sampling period and effective resolution (AgentStats.resolutions),
+  // fixed once the groups are built.
+  std::vector<v1::GroupResolution> resolutions_;
   static constexpr size_t kGroups = 3;
   SamplerGroup groups_[kGroups];
   std::unique_ptr<Pipeline> pipeline_;

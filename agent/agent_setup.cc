@@ -1,6 +1,7 @@
 // Agent::Create and its steps (agent/agent.h): which ports, which counters in which sampler
 // group, which collectors, and the pipeline behind them.
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -326,7 +327,42 @@ absl::Status Agent::BuildPipeline() {
     for (const auto& c : g->collectors) raw.push_back(c.get());
     g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, SamplerOptions{g->period_ns});
   }
+  ComputeResolutions();
   return absl::OkStatus();
+}
+
+void Agent::ComputeResolutions() {
+  // Per counter group: the sampling period, or for cached sources the cache lifetime when that
+  // is longer (hw_counters/lifespan). Fixed once the groups are: every batch carries a copy.
+  std::map<std::string, std::pair<int64_t, int64_t>> res;  // group -> period, effective
+  for (size_t gi = 0; gi < kGroups; ++gi) {
+    const SamplerGroup& g = groups_[gi];
+    for (const Pipeline::CounterRef& ref : g.refs) {
+      const PortDescriptor& p = ports_[ref.port];
+      const collectors::CounterDescriptor& cd = p.counters[ref.counter];
+      const int64_t period = g.period_ns * cd.tick_divisor;
+      int64_t effective = period;
+      if (cd.group == "hw_counters") {
+        const int64_t life = static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
+                                                                          : p.hw_lifespan_ms) *
+                             1'000'000;
+        effective = std::max(effective, life);
+      }
+      const std::string key =
+          cd.role == collectors::CounterRole::kError ? cd.group + "_errors" : cd.group;
+      auto& e = res[key];
+      e.first = std::max(e.first, period);
+      e.second = std::max(e.second, effective);
+    }
+  }
+  resolutions_.clear();
+  for (const auto& [group, pe] : res) {
+    v1::GroupResolution r;
+    r.set_group(group);
+    r.set_sample_period_seconds(static_cast<double>(pe.first) / 1e9);
+    r.set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
+    resolutions_.push_back(std::move(r));
+  }
 }
 
 }  // namespace fabricscope::agent

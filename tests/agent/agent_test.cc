@@ -198,6 +198,21 @@ TEST(Agent, StandaloneServesHardwareTotalsOnMetrics) {
   EXPECT_GT(Scrape(body, "fabricscope_agent_sample_interval_seconds_count{node=\"test-node\"}"), 0);
   EXPECT_THAT(body, HasSubstr("fabricscope_port_errors_total{node=\"test-node\",device=\"mlx5_0\","
                               "port=\"1\",kind=\"symbol_error\"} 0"));
+  // Each group's resolution, fixed at start: hw_counters at their lifespan (the fixture's
+  // 10 ms), error counters at the slow period. ("counters" is its coarsest member's:
+  // port_xmit_wait, read in the slow group.)
+  EXPECT_EQ(Scrape(body,
+                   "fabricscope_agent_group_resolution_seconds{node=\"test-node\","
+                   "group=\"counters\"}"),
+            static_cast<double>(o.slow_sample_period_ns) / 1e9);
+  EXPECT_EQ(Scrape(body,
+                   "fabricscope_agent_group_resolution_seconds{node=\"test-node\","
+                   "group=\"hw_counters\"}"),
+            0.01);
+  EXPECT_EQ(Scrape(body,
+                   "fabricscope_agent_group_resolution_seconds{node=\"test-node\","
+                   "group=\"counters_errors\"}"),
+            static_cast<double>(o.slow_sample_period_ns) / 1e9);
   auto health = http.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);

@@ -30,219 +30,70 @@ void AddByReason(prometheus::MetricFamily& family, const char* const (&reasons)[
 }  // namespace
 
 std::vector<MetricFamily> ClusterState::Collect() const {
-  auto tx_bytes = MakeFamily("fabricscope_port_transmit_bytes_total",
-                             "Bytes transmitted by the port (hardware counter, 4-octet words x 4 "
-                             "for RDMA ports).",
-                             MetricType::Counter);
-  auto rx_bytes = MakeFamily("fabricscope_port_receive_bytes_total",
-                             "Bytes received by the port (hardware counter).", MetricType::Counter);
-  auto tx_pkts = MakeFamily("fabricscope_port_transmit_packets_total",
-                            "Packets transmitted by the port.", MetricType::Counter);
-  auto rx_pkts = MakeFamily("fabricscope_port_receive_packets_total",
-                            "Packets received by the port.", MetricType::Counter);
-  auto line_rate =
-      MakeFamily("fabricscope_port_line_rate_bytes_per_second",
-                 "Line rate of the port (sysfs rate/speed, or configured).", MetricType::Gauge);
-  auto resets = MakeFamily(
-      "fabricscope_port_counter_resets_total",
-      "Counter reads that went backwards without a plausible wrap (device reset, re-plug, "
-      "counters cleared), by the group of the counter (kind: counters, hw_counters, statistics, "
-      "ethtool, pma, tcp); totals continue across them. Only kinds that reset appear.",
-      MetricType::Counter);
-  auto xmit_wait = MakeFamily(
-      "fabricscope_port_transmit_wait_seconds_total",
-      "Time the port had data to send and sent none, waiting for credits (PortXmitWait ticks x "
-      "one symbol time = lanes / line rate; agent/derived.h XmitWaitTickSeconds).",
-      MetricType::Counter);
-  auto xmit_wait_ratio = MakeFamily(
-      "fabricscope_port_transmit_wait_ratio",
-      "Share of the last window the port waited to transmit (PortXmitWait): congestion behind "
-      "the link.",
-      MetricType::Gauge);
-  auto counter_saturated = MakeFamily(
-      "fabricscope_port_counter_saturated",
-      "1 for a byte or packet counter stuck at its maximum (a 32-bit PortCounters value at "
-      "2^32 - 1): the port's bytes or packets stop counting and its utilization reads low.",
-      MetricType::Gauge);
-  auto unavailable = MakeFamily(
-      "fabricscope_port_unavailable_reads_total",
-      "Counter reads of the port that failed or said N/A (the previous good value is kept and "
-      "the next delta spans the gap).",
-      MetricType::Counter);
-  auto util = MakeFamily("fabricscope_port_utilization_ratio",
-                         "Mean utilization of line rate over the last window.", MetricType::Gauge);
-  auto peak = MakeFamily("fabricscope_port_peak_utilization_ratio",
-                         "Highest single-sample (sub-ms) utilization in the last window.",
-                         MetricType::Gauge);
-  auto sample_util = MakeFamily(
-      "fabricscope_port_sample_utilization_ratio",
-      "Distribution of per-sample (sub-ms) utilization since agent start.", MetricType::Histogram);
-  auto errors =
-      MakeFamily("fabricscope_port_errors_total",
-                 "Port error counters by kind (the sysfs counter name).", MetricType::Counter);
-  auto saturated = MakeFamily("fabricscope_port_errors_saturated",
-                              "1 while an error counter is stuck at its maximum and no longer "
-                              "counts (IB PMA counters saturate); absent otherwise.",
-                              MetricType::Gauge);
-  auto bursts = MakeFamily("fabricscope_microbursts_total",
-                           "Microbursts: runs of samples at or above the enter threshold of line "
-                           "rate, ended below the exit threshold.",
-                           MetricType::Counter);
-  auto burst_dur = MakeFamily("fabricscope_microburst_duration_seconds", "Duration of microbursts.",
-                              MetricType::Histogram);
-  auto hw = MakeFamily("fabricscope_port_hw_events_total",
-                       "RDMA driver hw_counters by name (mlx5: out_of_sequence, packet_seq_err, "
-                       "np_cnp_sent, ...).",
-                       MetricType::Counter);
-  auto eth = MakeFamily("fabricscope_port_ethtool_stat_total",
-                        "SIOCETHTOOL statistics by name (RoCE priority, pause, PHY counters).",
-                        MetricType::Counter);
-  auto tcp_events = MakeFamily("fabricscope_tcp_events_total",
-                               "TCP counters of /proc/net/snmp (Tcp:) and /proc/net/netstat "
-                               "(TcpExt:) by column name.",
-                               MetricType::Counter);
-  auto loss = MakeFamily("fabricscope_port_loss_ratio",
-                         "Packets lost over packets received in the last window (RDMA: "
-                         "out_of_sequence / port_rcv_packets; netdev: drops / received).",
-                         MetricType::Gauge);
-  auto retrans = MakeFamily("fabricscope_port_retransmits_total",
-                            "packet_seq_err + local_ack_timeout_err + duplicate_request + "
-                            "roce_adp_retrans.",
-                            MetricType::Counter);
-  auto retrans_rate = MakeFamily("fabricscope_port_retransmits_per_second",
-                                 "Retransmits per second over the last window.", MetricType::Gauge);
-  auto oos = MakeFamily("fabricscope_port_out_of_sequence_packets_total",
-                        "Packets the responder received out of sequence (loss upstream).",
-                        MetricType::Counter);
-  auto cnp_sent =
-      MakeFamily("fabricscope_port_cnp_sent_total",
-                 "Congestion notification packets sent (np_cnp_sent).", MetricType::Counter);
-  auto cnp_handled =
-      MakeFamily("fabricscope_port_cnp_handled_total",
-                 "CNPs that throttled this sender (rp_cnp_handled).", MetricType::Counter);
-  auto cnp_sent_rate = MakeFamily("fabricscope_port_cnp_sent_per_second",
-                                  "CNPs sent per second over the last window.", MetricType::Gauge);
-  auto cnp_handled_rate =
-      MakeFamily("fabricscope_port_cnp_handled_per_second",
-                 "CNPs handled per second over the last window.", MetricType::Gauge);
-  auto ecn = MakeFamily("fabricscope_port_ecn_marked_packets_total",
-                        "Received RoCE packets with ECN CE (np_ecn_marked_roce_packets).",
-                        MetricType::Counter);
-  auto ecn_ratio =
-      MakeFamily("fabricscope_port_ecn_marked_ratio",
-                 "ECN-marked packets over packets received in the last window.", MetricType::Gauge);
-  auto pause = MakeFamily("fabricscope_port_pause_seconds_total",
-                          "Time paused by PFC per priority and direction "
-                          "({rx,tx}_prio<p>_pause_duration, us / 1e6).",
-                          MetricType::Counter);
-  auto pause_ratio =
-      MakeFamily("fabricscope_port_pause_time_ratio",
-                 "Share of the last window paused by PFC, per priority.", MetricType::Gauge);
-  auto discards = MakeFamily("fabricscope_port_discards_total",
-                             "Packets discarded by the NIC, by reason (the source counter).",
-                             MetricType::Counter);
-  auto ber = MakeFamily("fabricscope_port_bit_error_ratio",
-                        "Raw (pre-FEC) bit error ratio over the last window: "
-                        "rx_corrected_bits_phy / rx_bits_phy.",
-                        MetricType::Gauge);
-  auto link_state = MakeFamily("fabricscope_port_link_state",
-                               "IB PortState (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE); netdevs: 4 up, "
-                               "1 down, 0 other.",
-                               MetricType::Gauge);
-  auto phys_state =
-      MakeFamily("fabricscope_port_physical_state",
-                 "IB PortPhysicalState (5 LinkUp, 3 Disabled, 2 Polling, ...).", MetricType::Gauge);
-  auto cur_rate =
-      MakeFamily("fabricscope_port_current_rate_bytes_per_second",
-                 "Rate the port reports now (changes are speed changes).", MetricType::Gauge);
-  auto flaps = MakeFamily("fabricscope_port_link_flaps_total",
-                          "Transitions of the port out of ACTIVE/up since agent start.",
-                          MetricType::Counter);
-  auto rate_changes =
-      MakeFamily("fabricscope_port_rate_changes_total",
-                 "Changes of the port's rate since agent start.", MetricType::Counter);
-  auto tcp_retrans =
-      MakeFamily("fabricscope_tcp_retransmitted_segments_total",
-                 "TCP segments retransmitted (Tcp: RetransSegs).", MetricType::Counter);
-  auto tcp_sent = MakeFamily("fabricscope_tcp_sent_segments_total",
-                             "TCP segments sent (Tcp: OutSegs).", MetricType::Counter);
-  auto tcp_ratio =
-      MakeFamily("fabricscope_tcp_retransmitted_segments_ratio",
-                 "Retransmitted over sent TCP segments in the last window.", MetricType::Gauge);
-  auto flow_retrans = MakeFamily("fabricscope_flow_retransmits_total",
-                                 "Retransmissions seen in captured packets, by kind (RoCE "
-                                 "go_back_n, ack_timeout; TCP retransmission, "
-                                 "fast_retransmission, spurious_retransmission).",
-                                 MetricType::Counter);
-  auto flow_naks = MakeFamily("fabricscope_flow_naks_total",
-                              "RoCE NAKs seen in captured packets, by kind (sequence_error, rnr, "
-                              "other).",
-                              MetricType::Counter);
-  auto flow_cnps =
-      MakeFamily("fabricscope_flow_cnps_total",
-                 "RoCEv2 CNPs (opcode 0x81) seen in captured packets.", MetricType::Counter);
-  auto flow_loss = MakeFamily("fabricscope_flow_lost_packets_total",
-                              "Packets inferred lost from captured traffic, by kind (psn_gap, "
-                              "out_of_order).",
-                              MetricType::Counter);
-  auto flow_ce = MakeFamily("fabricscope_flow_ecn_ce_packets_total",
-                            "Captured RoCE packets with ECN CE.", MetricType::Counter);
-  auto cap_frames = MakeFamily("fabricscope_capture_packets_total", "Frames the capture delivered.",
-                               MetricType::Counter);
-  auto cap_drops = MakeFamily("fabricscope_capture_dropped_packets_total",
-                              "Frames the capture lost (pcap_stats: kernel ring full, or the "
-                              "interface).",
-                              MetricType::Counter);
-  auto cap_bad =
-      MakeFamily("fabricscope_capture_malformed_packets_total",
-                 "Truncated or malformed frames skipped by the parser.", MetricType::Counter);
-  auto peer_bytes = MakeFamily("fabricscope_peer_bytes",
-                               "Bytes between the top peer pairs in the last window (captured "
-                               "traffic).",
-                               MetricType::Gauge);
-  auto resolution = MakeFamily("fabricscope_agent_group_resolution_seconds",
-                               "Effective time resolution of a counter group (sampling period, "
-                               "or the driver's cache lifetime when longer).",
-                               MetricType::Gauge);
-  auto interval = MakeFamily("fabricscope_agent_sample_interval_seconds",
-                             "Achieved time between sampler ticks.", MetricType::Histogram);
-  auto overruns = MakeFamily("fabricscope_agent_sampler_overruns_total",
-                             "Sampler ticks that started more than one period late, by sampler "
-                             "thread (fast: byte counters; slow; pma).",
-                             MetricType::Counter);
-  auto ring_drops =
-      MakeFamily("fabricscope_agent_ring_dropped_samples_total",
-                 "Samples dropped because the agent pipeline fell behind.", MetricType::Counter);
-  auto uplink_drops =
-      MakeFamily("fabricscope_agent_uplink_dropped_batches_total",
-                 "Batches the agent dropped from its full uplink queue.", MetricType::Counter);
-  auto uplink_refused = MakeFamily("fabricscope_agent_uplink_refused_batches_total",
-                                   "Batches an aggregator refused as invalid or too large, which "
-                                   "the agent dropped instead of sending again.",
-                                   MetricType::Counter);
-  auto spool_bytes =
-      MakeFamily("fabricscope_agent_spool_bytes",
-                 "Bytes of unacked batches in the agent's spool (--spool-dir).", MetricType::Gauge);
-  auto spool_batches = MakeFamily("fabricscope_agent_spool_batches",
-                                  "Unacked batches in the agent's spool.", MetricType::Gauge);
-  auto spool_replayed = MakeFamily("fabricscope_agent_spool_replayed_batches_total",
-                                   "Batches of earlier agent processes the spool sent again "
-                                   "after a restart.",
-                                   MetricType::Counter);
-  auto spool_dropped = MakeFamily("fabricscope_agent_spool_dropped_batches_total",
-                                  "Batches the spool dropped, by reason: full (past "
-                                  "--spool-max-bytes or the disk), corrupt (a torn or damaged "
-                                  "record), expired (older than the spool's maximum age).",
-                                  MetricType::Counter);
-  auto read_cost = MakeFamily("fabricscope_agent_read_cost_seconds",
-                              "Mean cost of one read of one of the port's counter files (pread + "
-                              "parse).",
-                              MetricType::Gauge);
-  auto last_batch = MakeFamily("fabricscope_agent_last_batch_timestamp_seconds",
-                               "Unix time of the end of the last window received from the agent.",
-                               MetricType::Gauge);
-  auto info =
-      MakeFamily("fabricscope_agent_info", "Agent identity; value is always 1.", MetricType::Gauge);
+  auto tx_bytes = MakeFamily(Metric::kPortTransmitBytesTotal);
+  auto rx_bytes = MakeFamily(Metric::kPortReceiveBytesTotal);
+  auto tx_pkts = MakeFamily(Metric::kPortTransmitPacketsTotal);
+  auto rx_pkts = MakeFamily(Metric::kPortReceivePacketsTotal);
+  auto line_rate = MakeFamily(Metric::kPortLineRateBytesPerSecond);
+  auto resets = MakeFamily(Metric::kPortCounterResetsTotal);
+  auto xmit_wait = MakeFamily(Metric::kPortTransmitWaitSecondsTotal);
+  auto xmit_wait_ratio = MakeFamily(Metric::kPortTransmitWaitRatio);
+  auto counter_saturated = MakeFamily(Metric::kPortCounterSaturated);
+  auto unavailable = MakeFamily(Metric::kPortUnavailableReadsTotal);
+  auto util = MakeFamily(Metric::kPortUtilizationRatio);
+  auto peak = MakeFamily(Metric::kPortPeakUtilizationRatio);
+  auto sample_util = MakeFamily(Metric::kPortSampleUtilizationRatio);
+  auto errors = MakeFamily(Metric::kPortErrorsTotal);
+  auto saturated = MakeFamily(Metric::kPortErrorsSaturated);
+  auto bursts = MakeFamily(Metric::kMicroburstsTotal);
+  auto burst_dur = MakeFamily(Metric::kMicroburstDurationSeconds);
+  auto hw = MakeFamily(Metric::kPortHwEventsTotal);
+  auto eth = MakeFamily(Metric::kPortEthtoolStatTotal);
+  auto tcp_events = MakeFamily(Metric::kTcpEventsTotal);
+  auto loss = MakeFamily(Metric::kPortLossRatio);
+  auto retrans = MakeFamily(Metric::kPortRetransmitsTotal);
+  auto retrans_rate = MakeFamily(Metric::kPortRetransmitsPerSecond);
+  auto oos = MakeFamily(Metric::kPortOutOfSequencePacketsTotal);
+  auto cnp_sent = MakeFamily(Metric::kPortCnpSentTotal);
+  auto cnp_handled = MakeFamily(Metric::kPortCnpHandledTotal);
+  auto cnp_sent_rate = MakeFamily(Metric::kPortCnpSentPerSecond);
+  auto cnp_handled_rate = MakeFamily(Metric::kPortCnpHandledPerSecond);
+  auto ecn = MakeFamily(Metric::kPortEcnMarkedPacketsTotal);
+  auto ecn_ratio = MakeFamily(Metric::kPortEcnMarkedRatio);
+  auto pause = MakeFamily(Metric::kPortPauseSecondsTotal);
+  auto pause_ratio = MakeFamily(Metric::kPortPauseTimeRatio);
+  auto discards = MakeFamily(Metric::kPortDiscardsTotal);
+  auto ber = MakeFamily(Metric::kPortBitErrorRatio);
+  auto link_state = MakeFamily(Metric::kPortLinkState);
+  auto phys_state = MakeFamily(Metric::kPortPhysicalState);
+  auto cur_rate = MakeFamily(Metric::kPortCurrentRateBytesPerSecond);
+  auto flaps = MakeFamily(Metric::kPortLinkFlapsTotal);
+  auto rate_changes = MakeFamily(Metric::kPortRateChangesTotal);
+  auto tcp_retrans = MakeFamily(Metric::kTcpRetransmittedSegmentsTotal);
+  auto tcp_sent = MakeFamily(Metric::kTcpSentSegmentsTotal);
+  auto tcp_ratio = MakeFamily(Metric::kTcpRetransmittedSegmentsRatio);
+  auto flow_retrans = MakeFamily(Metric::kFlowRetransmitsTotal);
+  auto flow_naks = MakeFamily(Metric::kFlowNaksTotal);
+  auto flow_cnps = MakeFamily(Metric::kFlowCnpsTotal);
+  auto flow_loss = MakeFamily(Metric::kFlowLostPacketsTotal);
+  auto flow_ce = MakeFamily(Metric::kFlowEcnCePacketsTotal);
+  auto cap_frames = MakeFamily(Metric::kCapturePacketsTotal);
+  auto cap_drops = MakeFamily(Metric::kCaptureDroppedPacketsTotal);
+  auto cap_bad = MakeFamily(Metric::kCaptureMalformedPacketsTotal);
+  auto peer_bytes = MakeFamily(Metric::kPeerBytes);
+  auto resolution = MakeFamily(Metric::kAgentGroupResolutionSeconds);
+  auto interval = MakeFamily(Metric::kAgentSampleIntervalSeconds);
+  auto overruns = MakeFamily(Metric::kAgentSamplerOverrunsTotal);
+  auto ring_drops = MakeFamily(Metric::kAgentRingDroppedSamplesTotal);
+  auto uplink_drops = MakeFamily(Metric::kAgentUplinkDroppedBatchesTotal);
+  auto uplink_refused = MakeFamily(Metric::kAgentUplinkRefusedBatchesTotal);
+  auto spool_bytes = MakeFamily(Metric::kAgentSpoolBytes);
+  auto spool_batches = MakeFamily(Metric::kAgentSpoolBatches);
+  auto spool_replayed = MakeFamily(Metric::kAgentSpoolReplayedBatchesTotal);
+  auto spool_dropped = MakeFamily(Metric::kAgentSpoolDroppedBatchesTotal);
+  auto read_cost = MakeFamily(Metric::kAgentReadCostSeconds);
+  auto last_batch = MakeFamily(Metric::kAgentLastBatchTimestampSeconds);
+  auto info = MakeFamily(Metric::kAgentInfo);
 
   absl::MutexLock lock(&mu_);
   for (const auto& [node, n] : nodes_) {
@@ -452,49 +303,23 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     }
   }
 
-  auto self_batches = MakeFamily("fabricscope_aggregator_batches_total",
-                                 "Batches stored by this aggregator.", MetricType::Counter);
+  auto self_batches = MakeFamily(Metric::kAggregatorBatchesTotal);
   AddValue(self_batches, {}, static_cast<double>(batches_total_));
-  auto self_dups = MakeFamily("fabricscope_aggregator_duplicate_batches_total",
-                              "Batches received again after a reconnect (acked, not applied).",
-                              MetricType::Counter);
+  auto self_dups = MakeFamily(Metric::kAggregatorDuplicateBatchesTotal);
   AddValue(self_dups, {}, static_cast<double>(duplicate_batches_total_));
-  auto self_lost = MakeFamily("fabricscope_aggregator_lost_batches_total",
-                              "Batches an agent dropped before this aggregator stored them.",
-                              MetricType::Counter);
+  auto self_lost = MakeFamily(Metric::kAggregatorLostBatchesTotal);
   AddValue(self_lost, {}, static_cast<double>(lost_batches_total_));
-  auto self_expired = MakeFamily("fabricscope_aggregator_expired_nodes_total",
-                                 "Nodes forgotten after sending nothing for node_expiry (their "
-                                 "series left /metrics).",
-                                 MetricType::Counter);
+  auto self_expired = MakeFamily(Metric::kAggregatorExpiredNodesTotal);
   AddValue(self_expired, {}, static_cast<double>(expired_nodes_total_));
-  auto self_rej = MakeFamily("fabricscope_aggregator_rejected_batches_total",
-                             "Batches dropped whole, by reason (before_hello, seq_jump, "
-                             "port_index, series, histogram, communicator_limit, "
-                             "rank_pair_limit).",
-                             MetricType::Counter);
+  auto self_rej = MakeFamily(Metric::kAggregatorRejectedBatchesTotal);
   AddByReason(self_rej, kRejectedBatchReasons, rejected_batches_);
-  auto self_gaps = MakeFamily("fabricscope_aggregator_window_gaps_total",
-                              "Batches whose window does not start where the node's previous one "
-                              "ended.",
-                              MetricType::Counter);
+  auto self_gaps = MakeFamily(Metric::kAggregatorWindowGapsTotal);
   AddValue(self_gaps, {}, static_cast<double>(window_gaps_total_));
-  auto self_refused = MakeFamily("fabricscope_aggregator_refused_streams_total",
-                                 "Agent streams refused, by reason (identity: the node is not its "
-                                 "client certificate's; token: no token or a wrong one; "
-                                 "duplicate: another agent instance streams for the node; "
-                                 "invalid_hello: a field out of bounds; node_limit: one node "
-                                 "more than limits: max_nodes).",
-                                 MetricType::Counter);
+  auto self_refused = MakeFamily(Metric::kAggregatorRefusedStreamsTotal);
   AddByReason(self_refused, kRefusedStreamReasons, refused_streams_);
-  auto self_throttled =
-      MakeFamily("fabricscope_aggregator_throttled_batches_total",
-                 "Batches after which a stream's next read was delayed, its rate over limits: "
-                 "max_batches_per_second (the sender slows down; nothing is dropped).",
-                 MetricType::Counter);
+  auto self_throttled = MakeFamily(Metric::kAggregatorThrottledBatchesTotal);
   AddValue(self_throttled, {}, static_cast<double>(throttled_batches_total_.load()));
-  auto self_nodes = MakeFamily("fabricscope_aggregator_nodes", "Nodes known to this aggregator.",
-                               MetricType::Gauge);
+  auto self_nodes = MakeFamily(Metric::kAggregatorNodes);
   AddValue(self_nodes, {}, static_cast<double>(nodes_.size()));
 
   std::vector<MetricFamily> out;

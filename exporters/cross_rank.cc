@@ -292,10 +292,7 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
 void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) const {
   absl::MutexLock lock(&mu_);
   using prometheus::MetricType;
-  auto skew = MakeFamily("fabricscope_collective_arrival_skew_seconds",
-                         "Per collective instance matched across all its ranks (comm, func, "
-                         "seq): latest start minus earliest start",
-                         MetricType::Histogram);
+  auto skew = MakeFamily(Metric::kCollectiveArrivalSkewSeconds);
   if (instances_ > 0) {
     v1::Histogram h;
     for (double bound : ArrivalSkewBounds()) h.add_upper_bounds(bound);
@@ -304,30 +301,18 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
     h.set_count(instances_);
     AddHistogram(skew, {}, h);
   }
-  auto causes = MakeFamily("fabricscope_collectives_by_cause_total",
-                           "Collective instances matched across ranks, by cause: normal, "
-                           "network_saturated, network_lossy, compute_straggler",
-                           MetricType::Counter);
+  auto causes = MakeFamily(Metric::kCollectivesByCauseTotal);
   for (const char* c : {"normal", "network_saturated", "network_lossy", "compute_straggler"}) {
     auto it = by_cause_.find(c);
     AddValue(causes, {{"cause", c}}, it == by_cause_.end() ? 0.0 : static_cast<double>(it->second));
   }
-  auto score = MakeFamily("fabricscope_straggler_score",
-                          "Mean blame of the rank over its last instances: the share of each "
-                          "collective it held back (README: straggler score)",
-                          MetricType::Gauge);
+  auto score = MakeFamily(Metric::kStragglerScore);
   for (const auto& [key, s] : scores_) {
     AddValue(score, {{"node", key.first}, {"rank", absl::StrCat(key.second)}},
              s.blame.empty() ? 0.0 : s.sum / static_cast<double>(s.blame.size()));
   }
-  auto share = MakeFamily("fabricscope_collective_network_share_ratio",
-                          "Share of time the node spent in collectives: per training iteration "
-                          "when a step marker is set, else of wall time (last window)",
-                          MetricType::Gauge);
-  auto overlap = MakeFamily("fabricscope_port_microburst_overlap_ratio",
-                            "Share of the recent collectives' time with a microburst on the "
-                            "port",
-                            MetricType::Gauge);
+  auto share = MakeFamily(Metric::kCollectiveNetworkShareRatio);
+  auto overlap = MakeFamily(Metric::kPortMicroburstOverlapRatio);
   for (const auto& [node, n] : nodes_) {
     if (n.have_share) AddValue(share, {{"node", node}}, n.share);
     for (size_t pi = 0; pi < n.ports.size(); ++pi) {
@@ -344,20 +329,11 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
                burst / total);
     }
   }
-  auto evicted = MakeFamily("fabricscope_collective_instances_evicted_total",
-                            "Collective instances dropped before every rank reported (timeout or "
-                            "pending bound)",
-                            MetricType::Counter);
+  auto evicted = MakeFamily(Metric::kCollectiveInstancesEvictedTotal);
   AddValue(evicted, {}, static_cast<double>(evicted_));
-  auto dropped =
-      MakeFamily("fabricscope_collective_analyses_dropped_total",
-                 "Collective analyses dropped on arrival: a rank count outside 1.." +
-                     std::to_string(kMaxRanksPerInstance) + " or a rank outside the communicator",
-                 MetricType::Counter);
+  auto dropped = MakeFamily(Metric::kCollectiveAnalysesDroppedTotal);
   AddValue(dropped, {}, static_cast<double>(dropped_analyses_));
-  auto pending =
-      MakeFamily("fabricscope_collective_instances_pending",
-                 "Collective instances waiting for their other ranks", MetricType::Gauge);
+  auto pending = MakeFamily(Metric::kCollectiveInstancesPending);
   AddValue(pending, {}, static_cast<double>(pending_.size()));
   for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &dropped, &pending}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));

@@ -288,15 +288,8 @@ std::string Diagnosis::Json() const {
 
 void Diagnosis::Collect(std::vector<prometheus::MetricFamily>* out) const {
   using prometheus::MetricType;
-  auto info = MakeFamily("fabricscope_diagnosis_info",
-                         "What holds each communicator back now (README: diagnosis): the most "
-                         "common cause other than normal over its last instances, with the "
-                         "node, rank and port it names; cause=\"normal\" when none",
-                         MetricType::Gauge);
-  auto cost = MakeFamily("fabricscope_diagnosis_cost_ratio",
-                         "p90 duration of the instances the diagnosis names over the p90 of the "
-                         "normal instances before it, minus 1 (absent without a baseline)",
-                         MetricType::Gauge);
+  auto info = MakeFamily(Metric::kDiagnosisInfo);
+  auto cost = MakeFamily(Metric::kDiagnosisCostRatio);
   for (const auto& [comm, c] : comms_) {
     const Current d = Diagnose(c);
     const std::string label = GpuState::CommLabel(comm);

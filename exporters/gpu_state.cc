@@ -375,60 +375,20 @@ void AddNodeStats(const std::string& node, const v1::GpuWindow& last, NodeFamili
 }  // namespace
 
 void GpuState::Collect(std::vector<MetricFamily>* out) const {
-  auto duration = MakeFamily("fabricscope_collective_duration_seconds",
-                             "Duration of NCCL collectives per rank (start to completion per the "
-                             "timing source), over all nodes' ranks.",
-                             MetricType::Histogram);
-  auto busbw = MakeFamily(
-      "fabricscope_collective_bus_bandwidth_bytes_per_second",
-      "nccl-tests busBw of the collectives in the last window in which they ran on each node: "
-      "sum of S x factor over sum of durations, combined over nodes weighted by time.",
-      MetricType::Gauge);
-  auto bus_bytes = MakeFamily("fabricscope_collective_bus_bytes_total",
-                              "nccl-tests bus bytes (S x factor) of completed collectives; "
-                              "rate() over rate(fabricscope_collective_duration_seconds_sum) "
-                              "is busBw.",
-                              MetricType::Counter);
-  auto total = MakeFamily("fabricscope_collectives_total",
-                          "NCCL collectives and point-to-point operations completed, per rank.",
-                          MetricType::Counter);
-  auto by_source = MakeFamily(
-      "fabricscope_collective_timing_source_total",
-      "NCCL collectives completed, per rank, by where their interval came from: kernel_channel "
-      "or proxy_op (a completion signal), enqueue_only or copy_engine (none: no duration, no "
-      "busBw).",
-      MetricType::Counter);
-  auto dropped = MakeFamily("fabricscope_plugin_dropped_events_total",
-                            "GPU records dropped before the agent used them: by the producer "
-                            "(source nccl, cupti: full pool, agent away) or by the agent (source "
-                            "agent: ingest queue full).",
-                            MetricType::Counter);
-  auto pairs = MakeFamily("fabricscope_rank_pair_bytes_total",
-                          "Bytes sent by NCCL's proxy from src_rank to dst_rank (network "
-                          "transfers), top pairs by bytes.",
-                          MetricType::Counter);
-  auto kernels = MakeFamily("fabricscope_gpu_kernels_total", "GPU kernels recorded by CUPTI.",
-                            MetricType::Counter);
-  auto kernel_secs =
-      MakeFamily("fabricscope_gpu_kernel_seconds_total",
-                 "Time GPU kernels ran (sum of kernel durations, CUPTI).", MetricType::Counter);
-  auto conns =
-      MakeFamily("fabricscope_gpu_ingest_connections",
-                 "Producer processes connected to the agent's GPU socket.", MetricType::Gauge);
-  auto datagrams =
-      MakeFamily("fabricscope_gpu_ingest_datagrams_total",
-                 "Well-formed datagrams received on the GPU socket.", MetricType::Counter);
-  auto bad = MakeFamily("fabricscope_gpu_ingest_dropped_datagrams_total",
-                        "Datagrams dropped whole by the GPU ingest, by reason (empty, truncated, "
-                        "bad_magic, bad_version, bad_records, oversize).",
-                        MetricType::Counter);
-  auto repaired = MakeFamily("fabricscope_gpu_ingest_repaired_string_bytes_total",
-                             "Bytes of producer strings that were not valid UTF-8, replaced with "
-                             "U+FFFD at the agent's ingest.",
-                             MetricType::Counter);
-  auto refused = MakeFamily("fabricscope_gpu_ingest_rejected_connections_total",
-                            "Connections to the GPU socket refused, by reason (limit, uid).",
-                            MetricType::Counter);
+  auto duration = MakeFamily(Metric::kCollectiveDurationSeconds);
+  auto busbw = MakeFamily(Metric::kCollectiveBusBandwidthBytesPerSecond);
+  auto bus_bytes = MakeFamily(Metric::kCollectiveBusBytesTotal);
+  auto total = MakeFamily(Metric::kCollectivesTotal);
+  auto by_source = MakeFamily(Metric::kCollectiveTimingSourceTotal);
+  auto dropped = MakeFamily(Metric::kPluginDroppedEventsTotal);
+  auto pairs = MakeFamily(Metric::kRankPairBytesTotal);
+  auto kernels = MakeFamily(Metric::kGpuKernelsTotal);
+  auto kernel_secs = MakeFamily(Metric::kGpuKernelSecondsTotal);
+  auto conns = MakeFamily(Metric::kGpuIngestConnections);
+  auto datagrams = MakeFamily(Metric::kGpuIngestDatagramsTotal);
+  auto bad = MakeFamily(Metric::kGpuIngestDroppedDatagramsTotal);
+  auto repaired = MakeFamily(Metric::kGpuIngestRepairedStringBytesTotal);
+  auto refused = MakeFamily(Metric::kGpuIngestRejectedConnectionsTotal);
 
   auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
   NodeFamilies node_families{dropped,  conns,   datagrams, bad,

@@ -27,12 +27,7 @@ inline double CoefficientOfVariation(const std::vector<double>& v) {
 //   {scope="rails", node, direction}: LinkAnalysis, across a node's RDMA ports, last window;
 //   {scope="ranks", comm, direction}: GpuState, across a communicator's ranks, recent span.
 inline prometheus::MetricFamily TrafficImbalanceFamily() {
-  return MakeFamily("fabricscope_traffic_imbalance_ratio",
-                    "Coefficient of variation (population std / mean) of bytes, 0 = even: "
-                    "scope=\"rails\" across a node's RDMA ports (all ports when it has none) in "
-                    "the last window; scope=\"ranks\" across a communicator's ranks (NCCL proxy "
-                    "network bytes) over the recent batches.",
-                    prometheus::MetricType::Gauge);
+  return MakeFamily(Metric::kTrafficImbalanceRatio);
 }
 
 }  // namespace fabricscope::exporters

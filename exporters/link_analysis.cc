@@ -414,30 +414,13 @@ HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
 }
 
 void LinkAnalysis::Collect(std::vector<MetricFamily>* out) const {
-  auto period = MakeFamily("fabricscope_step_period_seconds",
-                           "Training-step period detected from the node's port traffic "
-                           "(autocorrelation; absent when no period is found).",
-                           MetricType::Gauge);
-  auto strength = MakeFamily("fabricscope_step_period_strength_ratio",
-                             "Autocorrelation of the node's traffic at the detected step period.",
-                             MetricType::Gauge);
-  auto anomalies =
-      MakeFamily("fabricscope_anomaly_events_total",
-                 "Windows whose bytes or microburst count departed from the node's own "
-                 "baseline (|robust z| > threshold), by kind.",
-                 MetricType::Counter);
+  auto period = MakeFamily(Metric::kStepPeriodSeconds);
+  auto strength = MakeFamily(Metric::kStepPeriodStrengthRatio);
+  auto anomalies = MakeFamily(Metric::kAnomalyEventsTotal);
   auto imbalance = TrafficImbalanceFamily();  // scope="rails"; GpuState adds "ranks"
-  auto concentration =
-      MakeFamily("fabricscope_loss_concentration_ratio",
-                 "Share of the cluster's loss events of the last loss windows that "
-                 "this link holds.",
-                 MetricType::Gauge);
-  auto recorder = MakeFamily("fabricscope_flight_recorder_bytes",
-                             "Memory held by the agent's flight recorder (raw sub-ms samples).",
-                             MetricType::Gauge);
-  auto series = MakeFamily("fabricscope_aggregator_link_series_bytes",
-                           "Memory held by the per-port utilization history of the link heat map.",
-                           MetricType::Gauge);
+  auto concentration = MakeFamily(Metric::kLossConcentrationRatio);
+  auto recorder = MakeFamily(Metric::kFlightRecorderBytes);
+  auto series = MakeFamily(Metric::kAggregatorLinkSeriesBytes);
   const uint64_t series_mem = series_bytes();
   absl::MutexLock lock(&mu_);
   uint64_t cluster_loss = 0;

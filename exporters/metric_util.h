@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "exporters/metric_catalog.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "glog/logging.h"
 #include "prometheus/client_metric.h"
@@ -18,15 +19,6 @@ namespace fabricscope::exporters {
 // The `direction` label value of a direction: "transmit", "receive", "" for unspecified.
 inline const char* DirectionName(v1::Direction d) {
   return d == v1::DIRECTION_TRANSMIT ? "transmit" : d == v1::DIRECTION_RECEIVE ? "receive" : "";
-}
-
-inline prometheus::MetricFamily MakeFamily(std::string name, std::string help,
-                                           prometheus::MetricType type) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
 }
 
 inline prometheus::ClientMetric WithLabels(std::vector<prometheus::ClientMetric::Label> labels) {

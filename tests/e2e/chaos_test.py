@@ -171,9 +171,11 @@ def settle(agent, agg, scenario, lost_bound=0, replayed=None, lost_is_dropped=Fa
     lost_is_dropped: the aggregator's lost count must be above 0 and at most the agent's own
     count of batches it dropped (neither in memory nor on disk): a batch already written to the
     stream when it was dropped may still have arrived, so the agent's count is an upper bound."""
-    # Its last windows reach the aggregator before SIGTERM's 2 s are up.
-    time.sleep(0.5)  # two more windows: the scenario's tail, not a wait for a condition
-    body = http("/metrics")
+    # The agent has caught up (its spool holds the last window or two, as its stats in its
+    # latest batch say) before SIGTERM gives it 2 s: after a link outage TCP's backed-off
+    # retransmission timer and the backlog can take several seconds.
+    wait_for(lambda: metric(http("/metrics"), "fabricscope_agent_spool_batches",
+                            f'{{node="{NODE}"}}') <= 3, 60, f"{scenario}: the agent to catch up")
     if agent.stop() != 0:
         raise RuntimeError(f"{scenario}: the agent did not exit 0:\n{agent.text()[-2000:]}")
     m = re.findall(r"uplink: last batch (\d+), acked through (\d+)", agent.text())

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "exporters/metric_util.h"
 #include "prometheus/text_serializer.h"
+#include "tests/exporters/test_family.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -118,7 +119,7 @@ TEST(TextExposition, SameLinesAsPrometheusCppWhereItsNumbersAreExact) {
   for (MetricType type : {MetricType::Counter, MetricType::Gauge, MetricType::Histogram,
                           MetricType::Summary, MetricType::Untyped}) {
     MetricFamily f =
-        MakeFamily("fs_test_" + std::to_string(static_cast<int>(type)), "plain help", type);
+        TestFamily("fs_test_" + std::to_string(static_cast<int>(type)), "plain help", type);
     for (int i = 0; i < 20; ++i) {
       prometheus::ClientMetric m =
           WithLabels({{"node", "n" + std::to_string(i)}, {"quote", "a \"b\" \\ c\nd"}});

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/exporters/test_family.h"
+
 namespace fabricscope::exporters {
 namespace {
 
@@ -10,11 +12,11 @@ using prometheus::MetricType;
 
 TEST(MergeFamiliesByName, MergesSameNamesIntoTheFirstAndKeepsTheOrder) {
   std::vector<MetricFamily> fs;
-  fs.push_back(MakeFamily("a_ratio", "first help", MetricType::Gauge));
+  fs.push_back(TestFamily("a_ratio", "first help", MetricType::Gauge));
   AddValue(fs.back(), {{"scope", "rails"}}, 1);
-  fs.push_back(MakeFamily("b_total", "b", MetricType::Counter));
+  fs.push_back(TestFamily("b_total", "b", MetricType::Counter));
   AddValue(fs.back(), {}, 7);
-  fs.push_back(MakeFamily("a_ratio", "second help", MetricType::Gauge));
+  fs.push_back(TestFamily("a_ratio", "second help", MetricType::Gauge));
   AddValue(fs.back(), {{"scope", "ranks"}}, 2);
   AddValue(fs.back(), {{"scope", "ranks"}, {"comm", "x"}}, 3);
   MergeFamiliesByName(&fs);
@@ -31,8 +33,8 @@ TEST(MergeFamiliesByName, MergesSameNamesIntoTheFirstAndKeepsTheOrder) {
 
 TEST(MergeFamiliesByName, TwoTypesForOneNameCrash) {
   std::vector<MetricFamily> fs;
-  fs.push_back(MakeFamily("a", "", MetricType::Gauge));
-  fs.push_back(MakeFamily("a", "", MetricType::Counter));
+  fs.push_back(TestFamily("a", "", MetricType::Gauge));
+  fs.push_back(TestFamily("a", "", MetricType::Counter));
   EXPECT_DEATH(MergeFamiliesByName(&fs), "two types");
 }
 

@@ -321,25 +321,22 @@ std::vector<std::string> CounterViolations(absl::string_view s) {
 }
 
 absl::StatusOr<std::set<std::string>> ExportedMetricNames(const std::string& exporters_dir) {
-  const std::vector<std::string> files = FilesEndingWith(exporters_dir, ".cc");
-  if (files.empty()) return absl::NotFoundError(absl::StrCat("no .cc files in ", exporters_dir));
-  static const std::regex kFamily(R"(MakeFamily\(\s*"(fabricscope_[a-z0-9_]+)\")");
-  static const std::regex kType(R"(MetricType::(\w+))");
+  const std::string catalog = exporters_dir + "/metric_catalog.inc";
+  absl::StatusOr<std::string> text = ReadFile(catalog);
+  if (!text.ok()) return text.status();
+  // FABRICSCOPE_METRIC(id, "name", Type, ...), the name and type on one line or the next.
+  static const std::regex kEntry(
+      R"re(FABRICSCOPE_METRIC\(\s*\w+,\s*"(fabricscope_[a-z0-9_]+)",\s*(\w+),)re");
   std::set<std::string> out;
-  for (const std::string& f : files) {
-    absl::StatusOr<std::string> text = ReadFile(f);
-    if (!text.ok()) return text.status();
-    for (auto it = std::sregex_iterator(text->begin(), text->end(), kFamily);
-         it != std::sregex_iterator(); ++it) {
-      const std::string name = (*it)[1].str();
-      out.insert(name);
-      std::smatch type;
-      const auto from = text->cbegin() + (it->position(0) + it->length(0));
-      if (std::regex_search(from, text->cend(), type, kType) && type[1] == "Histogram") {
-        for (const char* suffix : {"_bucket", "_sum", "_count"}) out.insert(name + suffix);
-      }
+  for (auto it = std::sregex_iterator(text->begin(), text->end(), kEntry);
+       it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1].str();
+    out.insert(name);
+    if ((*it)[2] == "Histogram") {
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) out.insert(name + suffix);
     }
   }
+  if (out.empty()) return absl::NotFoundError(absl::StrCat("no metric in ", catalog));
   return out;
 }
 

@@ -2,7 +2,7 @@
 
 // What the monitoring tests read: the PromQL expressions of the Grafana dashboards
 // (dashboards/*.json) and of the Prometheus rules (deploy/prometheus/*.rules.yml), the metric
-// names the aggregator can export (exporters/*.cc), and the pending list
+// names the aggregator can export (exporters/metric_catalog.inc), and the pending list
 // (tests/monitoring/pending_metrics.txt). Used by monitoring_test.cc and by the
 // fabricscope-monitoring-exprs tool that feeds the real-Prometheus end-to-end test.
 // Not thread-safe; plain functions over files.
@@ -59,9 +59,9 @@ std::vector<std::string> MetricNames(absl::string_view expr);
 // per violation (empty when the expression is fine).
 std::vector<std::string> CounterViolations(absl::string_view expr);
 
-// Metric family names the aggregator can export: every "fabricscope_..." name given to
-// MakeFamily(...) in the .cc files of `exporters_dir`; a family whose type is
-// MetricType::Histogram also yields NAME_bucket, NAME_sum and NAME_count. Errors: NotFound.
+// Metric family names the aggregator can export: every name of the metric catalog
+// (`exporters_dir`/metric_catalog.inc); a Histogram also yields NAME_bucket, NAME_sum and
+// NAME_count. Errors: NotFound (no catalog, or no entry in it).
 absl::StatusOr<std::set<std::string>> ExportedMetricNames(const std::string& exporters_dir);
 
 // The pending list: lines "NAME TYPE" (TYPE counter, gauge or histogram; '#' comments). A

@@ -174,16 +174,31 @@ def settle(agent, agg, scenario, lost_bound=0, replayed=None, lost_is_dropped=Fa
     # The agent has caught up (its spool holds the last window or two, as its stats in its
     # latest batch say) before SIGTERM gives it 2 s: after a link outage TCP's backed-off
     # retransmission timer and the backlog can take several seconds.
-    wait_for(lambda: metric(http("/metrics"), "fabricscope_agent_spool_batches",
-                            f'{{node="{NODE}"}}') <= 3, 60, f"{scenario}: the agent to catch up")
+    # Fresh batches first: the stats the aggregator holds are those of the last batch it got,
+    # which, right after an outage, predate it.
+    seen = node_view() or {}
+    start = seen.get("batches", 0) if seen.get("instance_id") else 0
+
+    def caught_up():
+        now = node_view() or {}
+        return (now.get("instance_id") == seen.get("instance_id") and
+                now.get("batches", 0) >= start + 5 and
+                metric(http("/metrics"), "fabricscope_agent_spool_batches",
+                       f'{{node="{NODE}"}}') <= 3)
+    wait_for(caught_up, 90, f"{scenario}: the agent to catch up")
     if agent.stop() != 0:
         raise RuntimeError(f"{scenario}: the agent did not exit 0:\n{agent.text()[-2000:]}")
     m = re.findall(r"uplink: last batch (\d+), acked through (\d+)", agent.text())
     if not m:
         raise RuntimeError(f"{scenario}: no exit line from the agent:\n{agent.text()[-2000:]}")
     last, acked = int(m[-1][0]), int(m[-1][1])
-    wait_for(lambda: (node_view() or {}).get("acked_seq", -1) >= last, 10,
-             f"{scenario}: acked_seq {last} at the aggregator")
+    try:
+        wait_for(lambda: (node_view() or {}).get("acked_seq", -1) >= last, 10,
+                 f"{scenario}: acked_seq {last} at the aggregator")
+    except RuntimeError:
+        log(f"{scenario}: the aggregator's view {node_view()}; the agent's last lines:\n"
+            + "\n".join(agent.text().splitlines()[-15:]))
+        raise
     view = node_view()
     body = http("/metrics")
     lost = metric(body, "fabricscope_aggregator_lost_batches_total")

@@ -86,8 +86,7 @@ void GrpcUplink::Shutdown(int timeout_ms) {
   }
   thread_.request_stop();
   thread_.join();
-  LOG(INFO) << "uplink: last batch " << last << ", acked through "
-            << std::min(acked_.load(), last);
+  LOG(INFO) << "uplink: last batch " << last << ", acked through " << std::min(acked_.load(), last);
   if (unacked == 0) return;
   if (options_.spool != nullptr) {
     options_.spool->Sync();
@@ -141,11 +140,22 @@ void GrpcUplink::Run(std::stop_token stop) {
     if (acked_.load() > acked_before || (stream_acked_.load() && DropRefused(st))) {
       backoff_ms = options_.initial_backoff_ms;
     }
-    const int sleep_ms = std::uniform_int_distribution<int>(backoff_ms / 2, backoff_ms)(rng);
-    backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(sleep_ms));
-    if (stopping_) break;
+    if (!SleepBackoff(&backoff_ms, rng)) break;
+  }
+}
+
+bool GrpcUplink::SleepBackoff(int* backoff_ms, std::mt19937_64& rng) {
+  const int sleep_ms = std::uniform_int_distribution<int>(*backoff_ms / 2, *backoff_ms)(rng);
+  *backoff_ms = std::min(*backoff_ms * 2, options_.max_backoff_ms);
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(sleep_ms));
+  return !stopping_;
+}
+
+void GrpcUplink::Authorize(grpc::ClientContext& ctx) const {
+  if (!options_.auth_token.empty()) {
+    ctx.AddMetadata(exporters::kAuthMetadataKey,
+                    std::string(exporters::kBearerPrefix) + options_.auth_token);
   }
 }
 
@@ -191,10 +201,7 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     hello_msg.mutable_hello()->set_resume_seq(cursor);
     hello_msg.mutable_hello()->set_acked_seq(acked_.load());
   }
-  if (!options_.auth_token.empty()) {
-    ctx.AddMetadata(exporters::kAuthMetadataKey,
-                    std::string(exporters::kBearerPrefix) + options_.auth_token);
-  }
+  Authorize(ctx);
   auto stream = stub.Stream(&ctx);
   if (!stream->Write(hello_msg)) {
     grpc::Status st = stream->Finish();

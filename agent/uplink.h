@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -73,6 +74,14 @@ class GrpcUplink final : public BatchSink {
   // segment the aggregator acked whole (and deletes it). Returns the stream's final status.
   grpc::Status ReplayStream(v1::Telemetry::Stub& stub, const Spool::Leftover& leftover,
                             size_t* next, std::stop_token& stop);
+  // The `authorization` metadata of a stream, when the agent has a token.
+  void Authorize(grpc::ClientContext& ctx) const;
+  // Sleeps a jittered *backoff_ms (full jitter: half to all of it), doubles it up to
+  // max_backoff_ms, and returns false when Shutdown began meanwhile.
+  bool SleepBackoff(int* backoff_ms, std::mt19937_64& rng);
+  // The batches of leftover segment *next, skipping (and deleting) segments that hold none;
+  // *next is left at the segment read, or at the end with an empty result.
+  std::vector<v1::Batch> NextLeftoverSegment(const Spool::Leftover& leftover, size_t* next);
   // The lowest sequence number not yet acked that is still held (memory or spool).
   uint64_t FirstHeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The batch to send at `cursor` or after it (a hole left by a dropped batch is skipped).

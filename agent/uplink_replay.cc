@@ -6,7 +6,6 @@
 
 #include "absl/time/time.h"
 #include "agent/uplink.h"
-#include "exporters/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -58,30 +57,28 @@ void GrpcUplink::ReplayLeftovers(v1::Telemetry::Stub& stub, std::stop_token& sto
         break;
       }
       if (next > before) backoff_ms = options_.initial_backoff_ms;
-      const int sleep_ms = std::uniform_int_distribution<int>(backoff_ms / 2, backoff_ms)(rng);
-      backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(sleep_ms));
-      if (stopping_) return;
+      if (!SleepBackoff(&backoff_ms, rng)) return;
     }
   }
+}
+
+std::vector<v1::Batch> GrpcUplink::NextLeftoverSegment(const Spool::Leftover& leftover,
+                                                       size_t* next) {
+  for (; *next < leftover.segments.size(); ++*next) {
+    absl::StatusOr<std::vector<v1::Batch>> batches = Spool::ReadSegment(leftover.segments[*next]);
+    if (batches.ok() && !batches->empty()) return *std::move(batches);
+    options_.spool->RemoveLeftoverSegment(leftover.segments[*next], 0);
+  }
+  return {};
 }
 
 grpc::Status GrpcUplink::ReplayStream(v1::Telemetry::Stub& stub, const Spool::Leftover& leftover,
                                       size_t* next, std::stop_token& stop) {
   // The first segment with a batch in it sets where the stream resumes.
-  absl::StatusOr<std::vector<v1::Batch>> batches;
-  while (*next < leftover.segments.size()) {
-    batches = Spool::ReadSegment(leftover.segments[*next]);
-    if (batches.ok() && !batches->empty()) break;
-    options_.spool->RemoveLeftoverSegment(leftover.segments[(*next)++], 0);
-  }
-  if (*next == leftover.segments.size()) return grpc::Status::OK;
+  std::vector<v1::Batch> batches = NextLeftoverSegment(leftover, next);
+  if (batches.empty()) return grpc::Status::OK;
   grpc::ClientContext ctx;
-  if (!options_.auth_token.empty()) {
-    ctx.AddMetadata(exporters::kAuthMetadataKey,
-                    std::string(exporters::kBearerPrefix) + options_.auth_token);
-  }
+  Authorize(ctx);
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return grpc::Status::CANCELLED;
@@ -89,8 +86,8 @@ grpc::Status GrpcUplink::ReplayStream(v1::Telemetry::Stub& stub, const Spool::Le
   }
   v1::AgentMessage hello;
   *hello.mutable_hello() = leftover.hello;
-  hello.mutable_hello()->set_resume_seq(batches->front().seq());
-  hello.mutable_hello()->set_acked_seq(batches->front().seq() - 1);
+  hello.mutable_hello()->set_resume_seq(batches.front().seq());
+  hello.mutable_hello()->set_acked_seq(batches.front().seq() - 1);
   auto stream = stub.Stream(&ctx);
   ReplayAcks acks;
   std::thread reader;
@@ -106,12 +103,12 @@ grpc::Status GrpcUplink::ReplayStream(v1::Telemetry::Stub& stub, const Spool::Le
     });
     while (*next < leftover.segments.size() && !stop.stop_requested()) {
       bool written = true;
-      for (const v1::Batch& b : *batches) {
+      for (const v1::Batch& b : batches) {
         v1::AgentMessage m;
         *m.mutable_batch() = b;
         if (!(written = stream->Write(m))) break;
       }
-      const uint64_t last = batches->back().seq();
+      const uint64_t last = batches.back().seq();
       bool acked = false;
       if (written) {
         absl::MutexLock lock(&acks.mu);
@@ -122,13 +119,8 @@ grpc::Status GrpcUplink::ReplayStream(v1::Telemetry::Stub& stub, const Spool::Le
         acked = acks.acked >= last;
       }
       if (!acked) break;
-      options_.spool->RemoveLeftoverSegment(leftover.segments[(*next)++], batches->size());
-      batches = std::vector<v1::Batch>();
-      while (*next < leftover.segments.size()) {
-        batches = Spool::ReadSegment(leftover.segments[*next]);
-        if (batches.ok() && !batches->empty()) break;
-        options_.spool->RemoveLeftoverSegment(leftover.segments[(*next)++], 0);
-      }
+      options_.spool->RemoveLeftoverSegment(leftover.segments[(*next)++], batches.size());
+      batches = NextLeftoverSegment(leftover, next);
     }
     ctx.TryCancel();  // done, or broken: the reader's Read returns either way
     stream->WritesDone();

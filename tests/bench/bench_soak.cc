@@ -142,11 +142,12 @@ int main(int argc, char** argv) {
     expired += state.ExpireNodes(now, absl::Minutes(expiry_minutes)).size();
     const std::string text = prometheus::TextSerializer().Serialize(state.Collect());
     rss.push_back(RssMib());
-    std::printf("minute %3d: nodes %zu, rss %.1f MiB, scrape %.1f MB (restarted %llu, renamed %llu, "
-                "expired %llu)\n",
-                minute, state.node_count(), rss.back(), static_cast<double>(text.size()) / 1e6,
-                static_cast<unsigned long long>(restarted),
-                static_cast<unsigned long long>(renamed), static_cast<unsigned long long>(expired));
+    std::printf(
+        "minute %3d: nodes %zu, rss %.1f MiB, scrape %.1f MB (restarted %llu, renamed %llu, "
+        "expired %llu)\n",
+        minute, state.node_count(), rss.back(), static_cast<double>(text.size()) / 1e6,
+        static_cast<unsigned long long>(restarted), static_cast<unsigned long long>(renamed),
+        static_cast<unsigned long long>(expired));
     std::fflush(stdout);
   }
   if (static_cast<int>(rss.size()) <= warmup) {
@@ -155,10 +156,11 @@ int main(int argc, char** argv) {
   }
   const auto [lo, hi] = std::minmax_element(rss.begin() + warmup, rss.end());
   const double spread = (*hi - *lo) / *lo;
-  std::printf("soak: nodes=%d minutes=%d warmup=%d rss_mib_after_warmup min=%.1f max=%.1f "
-              "spread=%.3f (target <= 0.05: %s); renamed=%llu expired=%llu restarted=%llu\n",
-              nodes, minutes, warmup, *lo, *hi, spread, spread <= 0.05 ? "met" : "NOT MET",
-              static_cast<unsigned long long>(renamed), static_cast<unsigned long long>(expired),
-              static_cast<unsigned long long>(restarted));
+  std::printf(
+      "soak: nodes=%d minutes=%d warmup=%d rss_mib_after_warmup min=%.1f max=%.1f "
+      "spread=%.3f (target <= 0.05: %s); renamed=%llu expired=%llu restarted=%llu\n",
+      nodes, minutes, warmup, *lo, *hi, spread, spread <= 0.05 ? "met" : "NOT MET",
+      static_cast<unsigned long long>(renamed), static_cast<unsigned long long>(expired),
+      static_cast<unsigned long long>(restarted));
   return spread <= 0.05 ? 0 : 1;
 }

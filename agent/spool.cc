@@ -311,20 +311,10 @@ void Spool::Acked(uint64_t seq) {
 }
 
 bool Spool::EvictOldest() {
-  std::error_code ec;
   if (!leftovers_.empty()) {
     auto inst = leftovers_.begin();
-    auto& segs = inst->second.second;
-    const Segment seg = segs.begin()->second;
-    stats_.dropped_full += seg.records;
-    stats_.bytes -= seg.bytes;
-    stats_.batches -= seg.records;
-    fs::remove(seg.path, ec);
-    segs.erase(segs.begin());
-    if (segs.empty()) {
-      fs::remove_all(InstanceDir(inst->first), ec);
-      leftovers_.erase(inst);
-    }
+    stats_.dropped_full += inst->second.second.begin()->second.records;
+    RemoveLeftoverLocked(inst, inst->second.second.begin());
     return true;
   }
   const size_t keep = open_fd_ >= 0 ? 1 : 0;
@@ -395,23 +385,26 @@ absl::StatusOr<std::vector<v1::Batch>> Spool::ReadSegment(const std::string& pat
   return out;
 }
 
+void Spool::RemoveLeftoverLocked(LeftoverMap::iterator inst,
+                                 std::map<uint64_t, Segment>::iterator seg) {
+  std::error_code ec;
+  stats_.bytes -= seg->second.bytes;
+  stats_.batches -= seg->second.records;
+  fs::remove(seg->second.path, ec);
+  inst->second.second.erase(seg);
+  if (inst->second.second.empty()) {
+    fs::remove_all(InstanceDir(inst->first), ec);
+    leftovers_.erase(inst);
+  }
+}
+
 void Spool::RemoveLeftoverSegment(const std::string& path, uint64_t replayed) {
   absl::MutexLock lock(&mu_);
   stats_.replayed += replayed;
   for (auto inst = leftovers_.begin(); inst != leftovers_.end(); ++inst) {
     auto& segs = inst->second.second;
     for (auto it = segs.begin(); it != segs.end(); ++it) {
-      if (it->second.path != path) continue;
-      stats_.bytes -= it->second.bytes;
-      stats_.batches -= it->second.records;
-      std::error_code ec;
-      fs::remove(path, ec);
-      segs.erase(it);
-      if (segs.empty()) {
-        fs::remove_all(InstanceDir(inst->first), ec);
-        leftovers_.erase(inst);
-      }
-      return;
+      if (it->second.path == path) return RemoveLeftoverLocked(inst, it);
     }
   }
 }

@@ -113,6 +113,11 @@ class Spool {
   bool EvictOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveSegmentLocked(std::map<uint64_t, Segment>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Earlier instances: instance -> (hello, segments by first seq).
+  using LeftoverMap = std::map<uint64_t, std::pair<v1::Hello, std::map<uint64_t, Segment>>>;
+  // Deletes one segment of an earlier instance, and the instance's directory with its last.
+  void RemoveLeftoverLocked(LeftoverMap::iterator inst, std::map<uint64_t, Segment>::iterator seg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OpenSegment(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SealOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string InstanceDir(uint64_t instance) const;
@@ -123,9 +128,7 @@ class Spool {
   std::map<uint64_t, Segment> segments_ ABSL_GUARDED_BY(mu_);  // this instance, by first seq
   std::map<uint64_t, Loc> index_ ABSL_GUARDED_BY(mu_);         // this instance, by seq
   int open_fd_ ABSL_GUARDED_BY(mu_) = -1;                      // segments_.rbegin() when >= 0
-  // Earlier instances: instance -> (hello, segments by first seq).
-  std::map<uint64_t, std::pair<v1::Hello, std::map<uint64_t, Segment>>> leftovers_
-      ABSL_GUARDED_BY(mu_);
+  LeftoverMap leftovers_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

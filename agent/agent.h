@@ -103,6 +103,9 @@ class Agent {
   // group with collectors. Errors: FailedPrecondition when no counter could be opened,
   // InvalidArgument for a rail that names no port.
   absl::Status BuildPipeline();
+  // How long the kernel caches the port's hw_counters: --hw-lifespan when given, else the
+  // port's own hw_counters/lifespan, in ns.
+  int64_t HwLifespanNs(const collectors::PortDescriptor& p) const;
   // resolutions_ from the groups (called by BuildPipeline).
   void ComputeResolutions();
   void PipelineLoop(std::stop_token stop);

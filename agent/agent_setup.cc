@@ -182,9 +182,7 @@ void Agent::OpenSysfsGroups() {
         // byte counters (irdma) are read every second lifespan, so that each read is a
         // refresh even with the lifespan rounded up to whole jiffies: a cached read would
         // give a zero delta, then a double one, which is a false microburst.
-        const int64_t lifespan_ns =
-            static_cast<int64_t>(o.hw_lifespan_ms ? o.hw_lifespan_ms : p.hw_lifespan_ms) *
-            1'000'000;
+        const int64_t lifespan_ns = HwLifespanNs(p);
         const int64_t period = fast ? o.sample_period_ns : slow_ns;
         const int64_t every = fast ? 2 * lifespan_ns : lifespan_ns;
         copy.tick_divisor =
@@ -331,6 +329,11 @@ absl::Status Agent::BuildPipeline() {
   return absl::OkStatus();
 }
 
+int64_t Agent::HwLifespanNs(const PortDescriptor& p) const {
+  const uint32_t ms = options_.hw_lifespan_ms ? options_.hw_lifespan_ms : p.hw_lifespan_ms;
+  return static_cast<int64_t>(ms) * 1'000'000;
+}
+
 void Agent::ComputeResolutions() {
   // Per counter group: the sampling period, or for cached sources the cache lifetime when that
   // is longer (hw_counters/lifespan). Fixed once the groups are: every batch carries a copy.
@@ -343,10 +346,7 @@ void Agent::ComputeResolutions() {
       const int64_t period = g.period_ns * cd.tick_divisor;
       int64_t effective = period;
       if (cd.group == "hw_counters") {
-        const int64_t life = static_cast<int64_t>(options_.hw_lifespan_ms ? options_.hw_lifespan_ms
-                                                                          : p.hw_lifespan_ms) *
-                             1'000'000;
-        effective = std::max(effective, life);
+        effective = std::max(effective, HwLifespanNs(p));
       }
       const std::string key =
           cd.role == collectors::CounterRole::kError ? cd.group + "_errors" : cd.group;

@@ -68,7 +68,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
   }
   n.hello = hello;
-  n.last_seen = options_.now ? options_.now() : absl::Now();
+  n.last_seen = Now();
   links_.OnHello(hello);
   cross_rank_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
@@ -81,8 +81,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   if (hello.resume_seq() > n.contiguous + 1) {
     const uint64_t kept = std::max(n.contiguous, hello.acked_seq());
     if (hello.resume_seq() - 1 > kept && hello.resume_seq() - 1 - kept <= kMaxSeqStep) {
-      lost_batches_total_ += hello.resume_seq() - 1 - kept;
-      n.lost += hello.resume_seq() - 1 - kept;
+      CountLost(n, hello.resume_seq() - 1 - kept);
     }
     n.contiguous = hello.resume_seq() - 1;
   }
@@ -118,7 +117,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
         absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
   }
   NodeState& n = it->second;
-  n.last_seen = options_.now ? options_.now() : absl::Now();
+  n.last_seen = Now();
   if (batch.seq() <= n.contiguous) {
     ++duplicate_batches_total_;
     ++n.duplicates;
@@ -186,10 +185,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
                                  "fabricscope_aggregator_rejected_batches_total)";
     return n.contiguous;
   }
-  if (batch.seq() > n.contiguous + 1) {
-    lost_batches_total_ += batch.seq() - 1 - n.contiguous;
-    n.lost += batch.seq() - 1 - n.contiguous;
-  }
+  if (batch.seq() > n.contiguous + 1) CountLost(n, batch.seq() - 1 - n.contiguous);
   n.contiguous = batch.seq();
   ++batches_total_;
   ++n.batches;

@@ -131,6 +131,8 @@ class ClusterState : public prometheus::Collectable {
  private:
   // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
   absl::Status CheckHelloFields(const v1::Hello& hello);
+  // The clock of last_seen: options_.now, or absl::Now.
+  absl::Time Now() const { return options_.now ? options_.now() : absl::Now(); }
   // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
   absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Burst {
@@ -164,6 +166,11 @@ class ClusterState : public prometheus::Collectable {
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
   };
+  // A node's batches that will never arrive: counted for the node's instance and in all.
+  void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    lost_batches_total_ += batches;
+    n.lost += batches;
+  }
 
   const Options options_;
   mutable absl::Mutex mu_;

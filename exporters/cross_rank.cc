@@ -331,6 +331,8 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
   }
   auto evicted = MakeFamily(Metric::kCollectiveInstancesEvictedTotal);
   AddValue(evicted, {}, static_cast<double>(evicted_));
+  static_assert(kMaxRanksPerInstance == 131072,
+                "the help of kCollectiveAnalysesDroppedTotal in metric_catalog.inc names it");
   auto dropped = MakeFamily(Metric::kCollectiveAnalysesDroppedTotal);
   AddValue(dropped, {}, static_cast<double>(dropped_analyses_));
   auto pending = MakeFamily(Metric::kCollectiveInstancesPending);

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
+#include "collectors/common/option_table.h"
 #include "exporters/tls.h"
 
 namespace fabricscope::agent {
@@ -28,6 +29,10 @@ absl::StatusOr<std::vector<PmaTargetOption>> ParsePmaTargets(const std::string& 
 // Parsed in one place (agent/main.cc from flags, LoadYamlConfig from the file) and passed to
 // the Agent's constructor; libraries never read flags.
 struct AgentOptions {
+  // Command line only (agent/main.cc): the config file ("" = /etc/fabricscope/agent.yaml when
+  // it exists) and the status line on stderr (auto: when stderr is a terminal).
+  std::string config_file;
+  std::string status_line = "auto";
   std::string node;  // default: the host name
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
@@ -120,24 +125,15 @@ absl::StatusOr<int64_t> ParseDurationNs(const std::string& text, const std::stri
 // Errors: InvalidArgument naming `what`.
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text, const std::string& what);
 
-// Reads a YAML config file into *options (keys not present keep their value). Keys:
-//   node, sysfs_root, procfs_root, sample_period, window, slow_sample_period, aggregator,
-//   http_listen, web_config, tls: {ca, cert, key, server_name}, auth_token_file, ring_slots,
-//   max_queued_batches, hw_lifespan_ms, tcp, ethtool, pma_ca, pma_port, pma_period, capture,
-//   capture_filter, capture_snaplen, gpu_socket, gpu_socket_mode (octal string "0660"),
-//   gpu_socket_group, gpu_max_connections, gpu_queue_slots, gpu_max_collectives_per_batch,
-//   gpu_max_kernel_spans_per_batch, gpu_rank_pairs_top_k, flight_recorder_seconds, series_bucket:
-//   scalars; pma: list of "local" / "LID:PORT"; interfaces: list of names;  line_rates: map name ->
-//   rate ("100gbit"); microburst: {enter: 0.9, exit: 0.7, ports: {name: {enter:, exit:}}};
-//   health_listen: scalar; spool: {dir: PATH, max_bytes: 256MiB}; collectives: {rails: [names],
-//   step_marker: FUNC, delay: 25ms, saturation_utilization: 0.9,
-//     saturated_min_ratio: 0.3, idle_max_utilization: 0.2, waiting_min: 2ms,
-//     lossy_min_events: 1, lossy_min_ratio: 0.02, lossy_min_pause_ratio: 0.01,
-//     lossy_tail_ratio: 1.05, lossy_min_rate: 0.0002, lossy_rate_window: 16,
-//     lossy_min_hits: 4, lossy_baseline_hit_ratio: 0.1, lossy_max_p_value: 0.001,
-//     contention_ratio: 1.25, early_send_interval: 200ms}.
-// Errors: NotFound when the file is missing, InvalidArgument for YAML syntax errors, unknown
-// keys or bad values (with the key named).
+// Every option of the agent, declared once in agent/options.inc: its flag, config key, form,
+// bounds and help (collectors/common/option_table.h). Built on first use; never changes.
+const std::vector<common::OptionSpec<AgentOptions>>& AgentOptionTable();
+
+// Reads a YAML config file into *options (keys not present keep their value): the keys of
+// AgentOptionTable(), dotted keys as nested maps (spool: {dir:, max_bytes:}); lists for
+// interfaces, pma, gpu_allowed_uids and collectives.rails; a map for line_rates and
+// microburst.ports. Errors: NotFound when the file is missing, InvalidArgument for YAML syntax
+// errors, unknown keys or bad values (with the key named).
 absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);
 
 // Parses a file mode in octal ("0660", "666"); at most 0777. Errors: InvalidArgument.
@@ -145,7 +141,9 @@ absl::StatusOr<uint32_t> ParseFileMode(const std::string& text);
 // Parses comma-separated numeric uids ("0,1000"). Errors: InvalidArgument naming the entry.
 absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text);
 
-// Checks cross-field rules (exit <= enter, thresholds in (0, 10], window >= 10 x period...).
+// Checks every option against its bounds in AgentOptionTable() (options built in code too),
+// then the cross-field rules (exit <= enter, window >= 10 x period, slow period >= period,
+// series bucket <= window, a token file needs an aggregator, readable TLS and web config files).
 absl::Status ValidateOptions(const AgentOptions& options);
 
 }  // namespace fabricscope::agent

@@ -37,6 +37,8 @@ packages=(
   # deploy/ tests: systemd-analyze (units), dpkg-dev and file (CPack's .deb, dpkg-shlibdeps),
   # shellcheck (maintainer scripts), python3-yaml (Kubernetes manifests)
   systemd dpkg-dev file shellcheck python3-yaml
+  # tests/lint: the size limits (no file over 600 lines, no function over 120; Universal Ctags)
+  universal-ctags
 )
 
 missing=()

@@ -14,6 +14,9 @@
 namespace fabricscope::exporters {
 
 struct AggregatorOptions {
+  // Command line only (exporters/main.cc): the config file; "" = /etc/fabricscope/aggregator.yaml
+  // when it exists.
+  std::string config_file;
   // gRPC listen address for agents; empty = no gRPC server (in-process agent only).
   std::string grpc_listen = "0.0.0.0:9471";
   // HTTP listen address for /metrics, /healthz and /api/*.

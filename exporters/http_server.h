@@ -65,8 +65,4 @@ class HttpServer {
   std::thread thread_;
 };
 
-// Splits "host:port", "[v6]:port" or ":port" into host and port; an empty host becomes "0.0.0.0".
-// Errors: InvalidArgument.
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
-
 }  // namespace fabricscope::exporters

@@ -3,7 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+
 #include "tests/common/fake_tree.h"
+#include "tests/common/readme.h"
 
 namespace fabricscope::agent {
 namespace {
@@ -110,6 +114,90 @@ TEST(ValidateOptions, ThresholdsAndWindow) {
   o = AgentOptions();
   o.window_ns = 5 * o.sample_period_ns;
   EXPECT_FALSE(ValidateOptions(o).ok());
+}
+
+}  // namespace
+}  // namespace fabricscope::agent
+
+namespace fabricscope::agent {
+namespace {
+
+// Options declared once (agent/options.inc): each flag and key once, every default within its
+// own bounds, and README's table is the one the table renders.
+TEST(AgentOptionTable, NamesAreUniqueAndDefaultsObeyTheirBounds) {
+  std::set<std::string> flags, keys;
+  for (const auto& spec : AgentOptionTable()) {
+    if (!spec.flag.empty()) {
+      EXPECT_TRUE(flags.insert(spec.flag).second) << spec.flag;
+    }
+    if (!spec.key.empty()) {
+      EXPECT_TRUE(keys.insert(spec.key).second) << spec.key;
+    }
+    EXPECT_FALSE(spec.help.empty()) << spec.flag << spec.key;
+  }
+  // One flag per FABRICSCOPE_OPTION of the declaration file.
+  std::ifstream inc(std::string(FABRICSCOPE_SOURCE_DIR) + "/agent/options.inc");
+  size_t declared = 0;
+  for (std::string line; std::getline(inc, line);) {
+    declared += line.rfind("FABRICSCOPE_OPTION(", 0) == 0;
+  }
+  EXPECT_EQ(flags.size(), declared);
+  EXPECT_GT(declared, 40u);
+  EXPECT_TRUE(common::CheckOptionBounds(AgentOptionTable(), AgentOptions{}).ok());
+  AgentOptions o;
+  o.ring_slots = 8;  // below the table's 16
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--ring-slots"));
+}
+
+TEST(AgentOptionTable, ReadmeTableIsTheGeneratedOne) {
+  const std::string expected = common::OptionMarkdown(AgentOptionTable(), AgentOptions{});
+  EXPECT_EQ(testing::ReadmeGeneratedBlock("agent"), expected)
+      << "README's agent option table differs from the option table; regenerate it with "
+         "fabricscope-agent --help-markdown";
+}
+
+TEST(AgentOptionTable, ConfigKeysNestAndMatchTheFlags) {
+  testing::FakeTree t;
+  t.Write("agent.yaml", R"(
+spool: {dir: /var/spool/x, max_bytes: 1GiB}
+tls: {ca: /ca.pem, server_name: agg}
+collectives: {rails: [mlx5_0, mlx5_1], delay: 50ms, contention_ratio: 2}
+hw_lifespan: 5
+gpu_socket_mode: "0600"
+pma: [local, "12:3"]
+)");
+  AgentOptions o;
+  ASSERT_TRUE(LoadYamlConfig(t.Path("agent.yaml"), &o).ok());
+  EXPECT_EQ(o.spool_dir, "/var/spool/x");
+  EXPECT_EQ(o.spool_max_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(o.tls.ca, "/ca.pem");
+  EXPECT_EQ(o.tls.server_name, "agg");
+  EXPECT_EQ(o.collectives.rails, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));
+  EXPECT_EQ(o.collectives.delay_ns, 50'000'000);
+  EXPECT_DOUBLE_EQ(o.collectives.contention_ratio, 2);
+  EXPECT_EQ(o.hw_lifespan_ms, 5u);
+  EXPECT_EQ(o.gpu_socket_mode, 0600u);
+  ASSERT_EQ(o.pma_targets.size(), 2u);
+  EXPECT_EQ(o.pma_targets[1].lid, 12);
+  // The same through the flags' names.
+  AgentOptions f;
+  for (auto [flag, text] :
+       std::vector<std::pair<std::string, std::string>>{{"spool-dir", "/var/spool/x"},
+                                                        {"spool-max-bytes", "1GiB"},
+                                                        {"hw-lifespan", "5ms"},
+                                                        {"collective-rails", "mlx5_0,mlx5_1"},
+                                                        {"gpu-socket-mode", "0600"},
+                                                        {"pma", "local,12:3"}}) {
+    ASSERT_TRUE(common::SetFromFlag(AgentOptionTable(), flag, text, &f).ok()) << flag;
+  }
+  EXPECT_EQ(f.spool_dir, o.spool_dir);
+  EXPECT_EQ(f.spool_max_bytes, o.spool_max_bytes);
+  EXPECT_EQ(f.hw_lifespan_ms, o.hw_lifespan_ms);
+  EXPECT_EQ(f.collectives.rails, o.collectives.rails);
+  EXPECT_EQ(f.gpu_socket_mode, o.gpu_socket_mode);
+  EXPECT_EQ(f.pma_targets.size(), o.pma_targets.size());
+  t.Write("bad.yaml", "spool: {max_bytes: 1KiB}\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("bad.yaml"), &o).message(), HasSubstr("spool.max_bytes"));
 }
 
 }  // namespace

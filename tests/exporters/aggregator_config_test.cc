@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/fake_tree.h"
+#include "tests/common/readme.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -75,7 +76,7 @@ TEST(AggregatorConfig, BadCollectivesValuesNameTheKey) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("collectives.straggler_max_p_value"));
   s = LoadAggregatorConfig(Write(t, "collectives:\n  straggler_history: -3\n"), &o);
-  EXPECT_THAT(s.message(), HasSubstr("collectives.straggler_history: -3 is not in [2, 1024]"));
+  EXPECT_THAT(s.message(), HasSubstr("collectives.straggler_history: -3 is outside 2 .. 1024"));
   s = LoadAggregatorConfig(Write(t, "collectives:\n  no_such_rule: 1\n"), &o);
   EXPECT_THAT(s.message(), HasSubstr("collectives.no_such_rule: unknown key"));
   s = LoadAggregatorConfig(Write(t, "collectives: [1, 2]\n"), &o);
@@ -98,6 +99,23 @@ TEST(AggregatorConfig, NodeExpiryIsADuration) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("node_expiry")) << bad;
   }
+}
+
+}  // namespace
+}  // namespace fabricscope::exporters
+
+namespace fabricscope::exporters {
+namespace {
+
+TEST(AggregatorOptionTable, ReadmeTableIsTheGeneratedOneAndDefaultsObeyTheirBounds) {
+  EXPECT_EQ(testing::ReadmeGeneratedBlock("aggregator"),
+            common::OptionMarkdown(AggregatorOptionTable(), AggregatorOptions{}))
+      << "README's aggregator option table differs from the option table; regenerate it with "
+         "fabricscope-aggregator --help-markdown";
+  EXPECT_TRUE(ValidateAggregatorOptions(AggregatorOptions{}).ok());
+  AggregatorOptions o;
+  o.max_nodes = 0;
+  EXPECT_THAT(ValidateAggregatorOptions(o).message(), HasSubstr("limits.max_nodes"));
 }
 
 }  // namespace

@@ -29,15 +29,6 @@ namespace {
 using fabricscope::testing::WaitFor;
 using ::testing::HasSubstr;
 
-TEST(SplitHostPort, Forms) {
-  EXPECT_EQ(*SplitHostPort("127.0.0.1:9470"), std::make_pair(std::string("127.0.0.1"), 9470));
-  EXPECT_EQ(*SplitHostPort(":9470"), std::make_pair(std::string("0.0.0.0"), 9470));
-  EXPECT_EQ(*SplitHostPort("[::1]:0"), std::make_pair(std::string("::1"), 0));
-  EXPECT_FALSE(SplitHostPort("localhost").ok());
-  EXPECT_FALSE(SplitHostPort("h:99999").ok());
-  EXPECT_FALSE(SplitHostPort("h:port").ok());
-}
-
 TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
   ClusterState state;
   v1::Hello h;

@@ -1,4 +1,4 @@
-#include "exporters/service_notifier.h"
+#include "collectors/common/service_notifier.h"
 
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 
 namespace {
 
@@ -66,4 +66,4 @@ void ServiceNotifier::Status(const std::string& status) {
 
 void ServiceNotifier::WatchdogPing() { Send("WATCHDOG=1"); }
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

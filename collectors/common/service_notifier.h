@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 
 // Tells the service manager (systemd, Type=notify) what the daemon is doing, through
 // sd_notify(3) from libsystemd: READY=1, RELOADING=1, STOPPING=1, STATUS=<text> and the
@@ -46,4 +46,4 @@ class ServiceNotifier {
   int64_t watchdog_interval_ns_ = 0;
 };
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

@@ -319,9 +319,7 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
   }
 }
 
-void Pipeline::CloseWindow(int64_t end_ns) {
-  current_.set_window_start_ns(window_start_ns_);
-  current_.set_window_end_ns(end_ns);
+std::vector<bool> Pipeline::PortsWithLoss() const {
   std::vector<bool> port_has_loss(state_.size(), false);
   bool tcp_retransmitted = false;
   for (size_t pi = 0; pi < state_.size(); ++pi) {
@@ -336,117 +334,137 @@ void Pipeline::CloseWindow(int64_t end_ns) {
   for (size_t pi = 0; pi < state_.size(); ++pi) {
     if (tcp_retransmitted && !ports_[pi].rdma && !ports_[pi].node_level) port_has_loss[pi] = true;
   }
-  AttachBurstsWithLoss(port_has_loss);
-  for (size_t pi = 0; pi < state_.size(); ++pi) {
-    PortState& ps = state_[pi];
-    const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
-    v1::PortWindow* pw = current_.add_ports();
-    pw->set_port_index(static_cast<uint32_t>(pi));
-    pw->set_line_rate_bytes_per_second(rate);
-    pw->set_counter_resets(ps.window_resets);
-    for (const auto& [group, n] : ps.window_resets_by_group) {
-      (*pw->mutable_counter_resets_by_group())[group] = n;
-    }
-    pw->set_unavailable_reads(ps.window_unavailable);
-    auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
-    auto known = [&](int idx) { return idx >= 0 && ps.counters[idx].have_prev; };
-    // Utilization needs a line rate and a byte counter: a port without one (irdma with
-    // hw_counters only, iWARP with N/A counters and no netdev) is not an idle link.
-    pw->set_utilization_valid(rate > 0 && (known(ps.tx_bytes) || known(ps.rx_bytes)));
-    auto fill = [&](DirectionState& d, int bytes_idx, int packets_idx, v1::DirectionWindow* out) {
-      const double mean =
-          rate > 0 && d.window_covered_ns > 0
-              ? static_cast<double>(d.window_bytes) /
-                    (static_cast<double>(rate) * static_cast<double>(d.window_covered_ns) / 1e9)
-              : 0.0;
-      FillDirection(d.burst_durations, d.sample_util, d.window_bytes, d.window_packets,
-                    total(bytes_idx), total(packets_idx), mean, d.window_peak, d.window_bursts,
-                    d.bursts_total, d.window_samples, out);
-      d.window_bytes = d.window_packets = 0;
-      d.window_covered_ns = 0;
-      d.window_peak = 0;
-      d.window_bursts = 0;
-      d.window_samples = 0;
-    };
-    if (rate > 0 && options_.series_bucket_ns > 0 && (ps.tx_bytes >= 0 || ps.rx_bytes >= 0)) {
-      v1::UtilizationSeries* us = current_.add_utilization_series();
-      us->set_port_index(static_cast<uint32_t>(pi));
-      us->set_bucket_ns(ps.tx.series.bucket_ns());
-      // Both directions start at the same bucket: the lead bucket when either has it.
-      DirectionState* dirs[2] = {ps.tx_bytes >= 0 ? &ps.tx : nullptr,
-                                 ps.rx_bytes >= 0 ? &ps.rx : nullptr};
-      int64_t starts[2] = {window_start_ns_, window_start_ns_};
-      std::string enc[2];
-      for (int k = 0; k < 2; ++k) {
-        if (dirs[k]) starts[k] = dirs[k]->series.Encode(rate, end_ns, &enc[k]);
-      }
-      const int64_t start = std::min(starts[0], starts[1]);
-      for (int k = 0; k < 2; ++k) {
-        // A direction without the lead bucket gets a "missing" byte in front.
-        if (dirs[k] && starts[k] > start) {
-          enc[k].insert(enc[k].begin(), static_cast<char>(exporters::kUtilizationMissing));
-        }
-      }
-      us->set_start_ns(start);
-      if (dirs[0]) *us->mutable_transmit() = std::move(enc[0]);
-      if (dirs[1]) *us->mutable_receive() = std::move(enc[1]);
-    }
-    fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
-    fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
-    pw->mutable_transmit()->set_has_bytes(known(ps.tx_bytes));
-    pw->mutable_transmit()->set_has_packets(known(ps.tx_packets));
-    pw->mutable_receive()->set_has_bytes(known(ps.rx_bytes));
-    pw->mutable_receive()->set_has_packets(known(ps.rx_packets));
-    std::vector<CounterWindow> windows;
-    for (size_t k = 0; k < ps.counters.size(); ++k) {
-      const collectors::CounterDescriptor& cd = ports_[pi].counters[k];
-      CounterState& cs = ps.counters[k];
-      if (cs.have_prev && cd.role != CounterRole::kState) {
-        windows.push_back(CounterWindow{&cd.group, &cd.name, cs.total, cs.window_delta});
-      }
-      if (cd.role == CounterRole::kError && cs.have_prev) {
-        v1::ErrorCounter* e = pw->add_errors();
-        e->set_kind(cd.name);
-        e->set_total(cs.total);
-        e->set_delta(cs.window_delta);
-        e->set_saturated(cs.saturated);
-      } else if (cs.saturated && cd.role != CounterRole::kOther) {  // bytes or packets
-        pw->add_saturated_counters(cd.name);
-        if (!cs.saturation_logged) {
-          cs.saturation_logged = true;
-          LOG(WARNING) << ports_[pi].Key() << ": " << cd.path << " is stuck at 2^32 - 1, a "
-                       << "32-bit PortCounters value that stopped counting: this port's " << cd.name
-                       << " no longer moves (fabricscope_port_counter_saturated; "
-                       << "no counters_ext/" << cd.name << "_64 to read instead)";
-        }
-      } else if (cd.role == CounterRole::kOther && cs.have_prev) {
-        v1::CounterValue* c = pw->add_counters();
-        c->set_group(cd.group);
-        c->set_name(cd.name);
-        c->set_total(cs.total);
-        c->set_delta(cs.window_delta);
-      }
-      cs.window_delta = 0;
-    }
-    if (ps.state_idx >= 0 || ps.rate_idx >= 0) {
-      v1::LinkState* l = pw->mutable_link();
-      auto level = [&](int idx) {
-        return idx >= 0 && ps.counters[idx].have_prev ? ps.counters[idx].prev_raw : 0;
-      };
-      l->set_state(static_cast<uint32_t>(level(ps.state_idx)));
-      l->set_phys_state(static_cast<uint32_t>(level(ps.phys_idx)));
-      l->set_rate_bytes_per_second(level(ps.rate_idx));
-      l->set_flaps_total(ps.link_flaps);
-      l->set_rate_changes_total(ps.rate_changes);
-    }
-    // ps.rx.window_packets was reset by fill() above: use what went into the batch.
-    ComputeDerived(windows, pw->receive().packets(),
-                   static_cast<double>(end_ns - window_start_ns_) / 1e9,
-                   XmitWaitTickSeconds(ports_[pi].lanes, rate), pw->mutable_derived());
-    ps.window_resets = 0;
-    ps.window_resets_by_group.clear();
-    ps.window_unavailable = 0;
+  return port_has_loss;
+}
+
+void Pipeline::AddUtilizationSeries(size_t pi, int64_t end_ns) {
+  PortState& ps = state_[pi];
+  const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
+  v1::UtilizationSeries* us = current_.add_utilization_series();
+  us->set_port_index(static_cast<uint32_t>(pi));
+  us->set_bucket_ns(ps.tx.series.bucket_ns());
+  // Both directions start at the same bucket: the lead bucket when either has it.
+  DirectionState* dirs[2] = {ps.tx_bytes >= 0 ? &ps.tx : nullptr,
+                             ps.rx_bytes >= 0 ? &ps.rx : nullptr};
+  int64_t starts[2] = {window_start_ns_, window_start_ns_};
+  std::string enc[2];
+  for (int k = 0; k < 2; ++k) {
+    if (dirs[k]) starts[k] = dirs[k]->series.Encode(rate, end_ns, &enc[k]);
   }
+  const int64_t start = std::min(starts[0], starts[1]);
+  for (int k = 0; k < 2; ++k) {
+    // A direction without the lead bucket gets a "missing" byte in front.
+    if (dirs[k] && starts[k] > start) {
+      enc[k].insert(enc[k].begin(), static_cast<char>(exporters::kUtilizationMissing));
+    }
+  }
+  us->set_start_ns(start);
+  if (dirs[0]) *us->mutable_transmit() = std::move(enc[0]);
+  if (dirs[1]) *us->mutable_receive() = std::move(enc[1]);
+}
+
+std::vector<CounterWindow> Pipeline::FillCounters(size_t pi, v1::PortWindow* pw) {
+  PortState& ps = state_[pi];
+  std::vector<CounterWindow> windows;
+  for (size_t k = 0; k < ps.counters.size(); ++k) {
+    const collectors::CounterDescriptor& cd = ports_[pi].counters[k];
+    CounterState& cs = ps.counters[k];
+    if (cs.have_prev && cd.role != CounterRole::kState) {
+      windows.push_back(CounterWindow{&cd.group, &cd.name, cs.total, cs.window_delta});
+    }
+    if (cd.role == CounterRole::kError && cs.have_prev) {
+      v1::ErrorCounter* e = pw->add_errors();
+      e->set_kind(cd.name);
+      e->set_total(cs.total);
+      e->set_delta(cs.window_delta);
+      e->set_saturated(cs.saturated);
+    } else if (cs.saturated && cd.role != CounterRole::kOther) {  // bytes or packets
+      pw->add_saturated_counters(cd.name);
+      if (!cs.saturation_logged) {
+        cs.saturation_logged = true;
+        LOG(WARNING) << ports_[pi].Key() << ": " << cd.path << " is stuck at 2^32 - 1, a "
+                     << "32-bit PortCounters value that stopped counting: this port's " << cd.name
+                     << " no longer moves (fabricscope_port_counter_saturated; "
+                     << "no counters_ext/" << cd.name << "_64 to read instead)";
+      }
+    } else if (cd.role == CounterRole::kOther && cs.have_prev) {
+      v1::CounterValue* c = pw->add_counters();
+      c->set_group(cd.group);
+      c->set_name(cd.name);
+      c->set_total(cs.total);
+      c->set_delta(cs.window_delta);
+    }
+    cs.window_delta = 0;
+  }
+  if (ps.state_idx >= 0 || ps.rate_idx >= 0) {
+    v1::LinkState* l = pw->mutable_link();
+    auto level = [&](int idx) {
+      return idx >= 0 && ps.counters[idx].have_prev ? ps.counters[idx].prev_raw : 0;
+    };
+    l->set_state(static_cast<uint32_t>(level(ps.state_idx)));
+    l->set_phys_state(static_cast<uint32_t>(level(ps.phys_idx)));
+    l->set_rate_bytes_per_second(level(ps.rate_idx));
+    l->set_flaps_total(ps.link_flaps);
+    l->set_rate_changes_total(ps.rate_changes);
+  }
+  return windows;
+}
+
+void Pipeline::ClosePortWindow(size_t pi, int64_t end_ns) {
+  PortState& ps = state_[pi];
+  const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
+  v1::PortWindow* pw = current_.add_ports();
+  pw->set_port_index(static_cast<uint32_t>(pi));
+  pw->set_line_rate_bytes_per_second(rate);
+  pw->set_counter_resets(ps.window_resets);
+  for (const auto& [group, n] : ps.window_resets_by_group) {
+    (*pw->mutable_counter_resets_by_group())[group] = n;
+  }
+  pw->set_unavailable_reads(ps.window_unavailable);
+  auto total = [&](int idx) { return idx < 0 ? uint64_t{0} : ps.counters[idx].total; };
+  auto known = [&](int idx) { return idx >= 0 && ps.counters[idx].have_prev; };
+  // Utilization needs a line rate and a byte counter: a port without one (irdma with
+  // hw_counters only, iWARP with N/A counters and no netdev) is not an idle link.
+  pw->set_utilization_valid(rate > 0 && (known(ps.tx_bytes) || known(ps.rx_bytes)));
+  auto fill = [&](DirectionState& d, int bytes_idx, int packets_idx, v1::DirectionWindow* out) {
+    const double mean =
+        rate > 0 && d.window_covered_ns > 0
+            ? static_cast<double>(d.window_bytes) /
+                  (static_cast<double>(rate) * static_cast<double>(d.window_covered_ns) / 1e9)
+            : 0.0;
+    FillDirection(d.burst_durations, d.sample_util, d.window_bytes, d.window_packets,
+                  total(bytes_idx), total(packets_idx), mean, d.window_peak, d.window_bursts,
+                  d.bursts_total, d.window_samples, out);
+    d.window_bytes = d.window_packets = 0;
+    d.window_covered_ns = 0;
+    d.window_peak = 0;
+    d.window_bursts = 0;
+    d.window_samples = 0;
+  };
+  if (rate > 0 && options_.series_bucket_ns > 0 && (ps.tx_bytes >= 0 || ps.rx_bytes >= 0)) {
+    AddUtilizationSeries(pi, end_ns);
+  }
+  fill(ps.tx, ps.tx_bytes, ps.tx_packets, pw->mutable_transmit());
+  fill(ps.rx, ps.rx_bytes, ps.rx_packets, pw->mutable_receive());
+  pw->mutable_transmit()->set_has_bytes(known(ps.tx_bytes));
+  pw->mutable_transmit()->set_has_packets(known(ps.tx_packets));
+  pw->mutable_receive()->set_has_bytes(known(ps.rx_bytes));
+  pw->mutable_receive()->set_has_packets(known(ps.rx_packets));
+  const std::vector<CounterWindow> windows = FillCounters(pi, pw);
+  // ps.rx.window_packets was reset by fill() above: use what went into the batch.
+  ComputeDerived(windows, pw->receive().packets(),
+                 static_cast<double>(end_ns - window_start_ns_) / 1e9,
+                 XmitWaitTickSeconds(ports_[pi].lanes, rate), pw->mutable_derived());
+  ps.window_resets = 0;
+  ps.window_resets_by_group.clear();
+  ps.window_unavailable = 0;
+}
+
+void Pipeline::CloseWindow(int64_t end_ns) {
+  current_.set_window_start_ns(window_start_ns_);
+  current_.set_window_end_ns(end_ns);
+  AttachBurstsWithLoss(PortsWithLoss());
+  for (size_t pi = 0; pi < state_.size(); ++pi) ClosePortWindow(pi, end_ns);
   v1::FlightRecorderStats* fr = current_.mutable_flight_recorder();
   fr->set_bytes(recorder_.bytes());
   fr->set_seconds(recorder_.seconds());

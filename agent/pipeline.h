@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/derived.h"
 #include "agent/flight_recorder.h"
 #include "agent/histogram.h"
 #include "agent/microburst.h"
@@ -153,6 +154,13 @@ class Pipeline {
   };
 
   void CloseWindow(int64_t end_ns);
+  // CloseWindow's parts: which ports had a loss signal in the window (and every non-RDMA port
+  // when the node's TCP retransmitted), one port's PortWindow, its utilization series, and its
+  // counters (errors, other counters, link state) with the windows ComputeDerived reads.
+  std::vector<bool> PortsWithLoss() const;
+  void ClosePortWindow(size_t pi, int64_t end_ns);
+  void AddUtilizationSeries(size_t pi, int64_t end_ns);
+  std::vector<CounterWindow> FillCounters(size_t pi, v1::PortWindow* pw);
   void StartWindow(int64_t start_ns);
   // Attaches flight-recorder samples around this window's microbursts on ports with loss.
   void AttachBurstsWithLoss(const std::vector<bool>& port_has_loss);

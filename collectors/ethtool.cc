@@ -202,6 +202,74 @@ EthtoolCollector::~EthtoolCollector() {
   if (fd_ >= 0) close(fd_);
 }
 
+// Reads ifname's ETH_SS_STATS names into *names, with retries; else the last attempt's error.
+absl::Status EthtoolCollector::ReadStatNames(const std::string& ifname,
+                                             std::vector<std::string>* names) const {
+  // Count, names, count again: retried when the driver's set changes in between.
+  absl::Status failure;
+  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+    absl::StatusOr<uint32_t> count = StatsCount(fd_, ifname);
+    if (!count.ok()) {
+      failure = count.status();
+      break;
+    }
+    const size_t header = offsetof(ethtool_gstrings, data);
+    absl::StatusOr<StatsBuffer> buf = StatsBuffer::Create(header + *count * ETH_GSTRING_LEN);
+    if (!buf.ok()) {
+      failure = buf.status();
+      break;
+    }
+    const uint32_t cmd = ETHTOOL_GSTRINGS, set = ETH_SS_STATS, len = *count;
+    unsigned char* p = buf->data();
+    std::memcpy(p + offsetof(ethtool_gstrings, cmd), &cmd, sizeof(cmd));
+    std::memcpy(p + offsetof(ethtool_gstrings, string_set), &set, sizeof(set));
+    std::memcpy(p + offsetof(ethtool_gstrings, len), &len, sizeof(len));
+    ifreq ifr = EthtoolRequest(ifname.c_str(), ifname.size(), p);
+    if (ioctl(fd_, SIOCETHTOOL, &ifr) != 0) {
+      const int err = errno;
+      failure = ErrnoStatus(err, "ETHTOOL_GSTRINGS");
+      if (err == EFAULT) continue;  // the set grew into the guard page
+      break;
+    }
+    uint32_t got = 0;
+    std::memcpy(&got, p + offsetof(ethtool_gstrings, len), sizeof(got));
+    absl::StatusOr<uint32_t> again = StatsCount(fd_, ifname);
+    if (got != *count || !again.ok() || *again != *count) {
+      failure = absl::AbortedError("the driver's stat count changed while reading names");
+      continue;
+    }
+    *names = StringSetNames(p + header, *count);
+    failure = absl::OkStatus();
+    break;
+  }
+  return failure;
+}
+
+// Adds a slot and a counter of *port per selected stat; returns how many repeat an earlier name.
+size_t EthtoolCollector::AddSelectedStats(const std::vector<std::string>& names,
+                                          const EthtoolSelection& sel, PortDescriptor* port) {
+  const uint32_t iface = static_cast<uint32_t>(ifaces_.size());
+  std::set<std::string> names_taken;
+  size_t duplicates = 0;
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (name.empty() || !(sel.all || IsDefaultRoceStat(name))) continue;
+    if (!names_taken.insert(name).second) {
+      ++duplicates;  // a counter is known by (port, group, name): keep the first
+      continue;
+    }
+    slots_.push_back(Slot{iface, i});
+    CounterDescriptor d;
+    d.name = name;
+    d.group = "ethtool";
+    d.role = CounterRole::kOther;
+    d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
+    d.tick_divisor = tick_divisor_;
+    port->counters.push_back(std::move(d));
+  }
+  return duplicates;
+}
+
 absl::StatusOr<std::unique_ptr<EthtoolCollector>> EthtoolCollector::Open(
     std::vector<std::string> ifnames, const EthtoolSelection& sel, uint32_t tick_divisor,
     std::vector<std::string>* notes, const std::string& sysfs_root) {
@@ -223,44 +291,8 @@ absl::StatusOr<std::unique_ptr<EthtoolCollector>> EthtoolCollector::Open(
     }
     if (!seen.insert(ifname).second) continue;
 
-    // Count, names, count again: retried when the driver's set changes in between.
     std::vector<std::string> names;
-    absl::Status failure;
-    for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
-      absl::StatusOr<uint32_t> count = StatsCount(c->fd_, ifname);
-      if (!count.ok()) {
-        failure = count.status();
-        break;
-      }
-      const size_t header = offsetof(ethtool_gstrings, data);
-      absl::StatusOr<StatsBuffer> buf = StatsBuffer::Create(header + *count * ETH_GSTRING_LEN);
-      if (!buf.ok()) {
-        failure = buf.status();
-        break;
-      }
-      const uint32_t cmd = ETHTOOL_GSTRINGS, set = ETH_SS_STATS, len = *count;
-      unsigned char* p = buf->data();
-      std::memcpy(p + offsetof(ethtool_gstrings, cmd), &cmd, sizeof(cmd));
-      std::memcpy(p + offsetof(ethtool_gstrings, string_set), &set, sizeof(set));
-      std::memcpy(p + offsetof(ethtool_gstrings, len), &len, sizeof(len));
-      ifreq ifr = EthtoolRequest(ifname.c_str(), ifname.size(), p);
-      if (ioctl(c->fd_, SIOCETHTOOL, &ifr) != 0) {
-        const int err = errno;
-        failure = ErrnoStatus(err, "ETHTOOL_GSTRINGS");
-        if (err == EFAULT) continue;  // the set grew into the guard page
-        break;
-      }
-      uint32_t got = 0;
-      std::memcpy(&got, p + offsetof(ethtool_gstrings, len), sizeof(got));
-      absl::StatusOr<uint32_t> again = StatsCount(c->fd_, ifname);
-      if (got != *count || !again.ok() || *again != *count) {
-        failure = absl::AbortedError("the driver's stat count changed while reading names");
-        continue;
-      }
-      names = StringSetNames(p + header, *count);
-      failure = absl::OkStatus();
-      break;
-    }
+    const absl::Status failure = c->ReadStatNames(ifname, &names);
     if (!failure.ok()) {
       note(absl::StrCat(ifname, ": no ethtool stats (", failure.message(), ")"));
       continue;
@@ -274,26 +306,8 @@ absl::StatusOr<std::unique_ptr<EthtoolCollector>> EthtoolCollector::Open(
       uint32_t v = 0;
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*dp), &v)) port.port = v;
     }
-    const uint32_t iface = static_cast<uint32_t>(c->ifaces_.size());
     const uint32_t first_slot = static_cast<uint32_t>(c->slots_.size());
-    std::set<std::string> names_taken;
-    size_t duplicates = 0;
-    for (uint32_t i = 0; i < names.size(); ++i) {
-      const std::string& name = names[i];
-      if (name.empty() || !(sel.all || IsDefaultRoceStat(name))) continue;
-      if (!names_taken.insert(name).second) {
-        ++duplicates;  // a counter is known by (port, group, name): keep the first
-        continue;
-      }
-      c->slots_.push_back(Slot{iface, i});
-      CounterDescriptor d;
-      d.name = name;
-      d.group = "ethtool";
-      d.role = CounterRole::kOther;
-      d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
-      d.tick_divisor = c->tick_divisor_;
-      port.counters.push_back(std::move(d));
-    }
+    const size_t duplicates = c->AddSelectedStats(names, sel, &port);
     if (duplicates > 0) {
       note(absl::StrCat(ifname, ": ", duplicates,
                         " ethtool stats repeat an earlier name and are "

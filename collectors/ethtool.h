@@ -98,6 +98,10 @@ class EthtoolCollector final : public Collector {
     uint32_t stat;   // index into the driver's stat array
   };
   EthtoolCollector();
+  // Open's steps for one interface (see the .cc).
+  absl::Status ReadStatNames(const std::string& ifname, std::vector<std::string>* names) const;
+  size_t AddSelectedStats(const std::vector<std::string>& names, const EthtoolSelection& sel,
+                          PortDescriptor* port);
 
   int fd_ = -1;  // AF_INET SOCK_DGRAM, only for SIOCETHTOOL
   uint32_t tick_divisor_ = 1;

@@ -107,6 +107,47 @@ std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duratio
   return gone;
 }
 
+namespace {
+
+// The port indexes and utilization series of a batch against the node's ports. Errors:
+// InvalidArgument with *reason set (port_index, series).
+absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** reason) {
+  absl::Status invalid;
+  for (const v1::PortWindow& pw : batch.ports()) {
+    if (pw.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
+                                                        pw.port_index(), " of ", ports));
+    }
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    if (m.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
+                                                        " has a microburst on port index ",
+                                                        m.port_index(), " of ", ports));
+    }
+  }
+  // Utilization series within the agent's own bounds (--series-bucket 10us..window, one byte
+  // per bucket within a window of at most kMaxSeriesWindowNs): the heat-map ingest loops over
+  // the series' span, so a span someone sent must not set its length.
+  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
+    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
+    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
+        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
+            static_cast<double>(kMaxSeriesWindowNs) ||
+        u.port_index() >= ports) {
+      *reason = "series";
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
+                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
+    }
+  }
+  return invalid;
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
                                                const v1::Batch& batch) {
   absl::MutexLock lock(&mu_);
@@ -137,38 +178,8 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   }
   // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
   // resending it would not make it valid, and it must not block the batches behind it.
-  absl::Status invalid;
   const char* reason = "";
-  for (const v1::PortWindow& pw : batch.ports()) {
-    if (pw.port_index() >= n.ports.size()) {
-      reason = "port_index";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
-                                                        pw.port_index(), " of ", n.ports.size()));
-    }
-  }
-  for (const v1::Microburst& m : batch.microbursts()) {
-    if (m.port_index() >= n.ports.size()) {
-      reason = "port_index";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
-                                                        " has a microburst on port index ",
-                                                        m.port_index(), " of ", n.ports.size()));
-    }
-  }
-  // Utilization series within the agent's own bounds (--series-bucket 10us..window, one byte
-  // per bucket within a window of at most kMaxSeriesWindowNs): the heat-map ingest loops over
-  // the series' span, so a span someone sent must not set its length.
-  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
-    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
-    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
-        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
-            static_cast<double>(kMaxSeriesWindowNs) ||
-        u.port_index() >= n.ports.size()) {
-      reason = "series";
-      invalid = absl::InvalidArgumentError(
-          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
-                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
-    }
-  }
+  absl::Status invalid = CheckBatchPorts(batch, n.ports.size(), &reason);
   if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, &reason);
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
   if (invalid.ok()) {
@@ -197,6 +208,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
   }
   links_.OnBatch(node, batch);
   cross_rank_.OnBatch(node, batch);
+  StoreWindowLocked(n, batch);
+  gpu_.OnBatch(node, batch);
+  return n.contiguous;
+}
+
+void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
   for (const v1::PortWindow& pw : batch.ports()) {
     PortSnapshot& ps = n.ports[pw.port_index()];
     ps.last = pw;
@@ -220,7 +237,6 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
   if (batch.has_agent()) n.agent = batch.agent();
-  gpu_.OnBatch(node, batch);
   if (batch.has_capture()) {
     n.capture = batch.capture();
     for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
@@ -236,7 +252,6 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     ++window_gaps_total_;
   }
   n.last_window_end_ns = std::max(n.last_window_end_ns, batch.window_end_ns());
-  return n.contiguous;
 }
 
 size_t ClusterState::node_count() const {

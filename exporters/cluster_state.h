@@ -17,6 +17,7 @@
 #include "exporters/gpu_state.h"
 #include "exporters/link_analysis.h"
 #include "exporters/message_checks.h"
+#include "exporters/metric_util.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -166,6 +167,14 @@ class ClusterState : public prometheus::Collectable {
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
   };
+  // A window batch's ports, microbursts, agent stats and capture into the node's state, and
+  // its gap from the previous window counted.
+  void StoreWindowLocked(NodeState& n, const v1::Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Collect(), by area (exporters/cluster_state_collect.cc): a node's agent series, one port's
+  // series, the aggregator's own counters.
+  static void CollectAgent(const std::string& node, const NodeState& n, FamilySet& f);
+  static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f);
+  void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     lost_batches_total_ += batches;

@@ -118,6 +118,80 @@ std::string Num(double v) {
   return absl::StrFormat("%.3g", v);
 }
 
+// Appends the XML declaration, the <svg> start tag, the background, the title and the note.
+void AppendSvgStart(std::string* out, const HeatmapModel& m, double left, double width,
+                    double height) {
+  absl::StrAppendFormat(out,
+                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
+                        "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                        "font-family=\"sans-serif\" font-size=\"11\">\n",
+                        width, height, width, height);
+  absl::StrAppend(out, "<title>", XmlEscape(m.title), "</title>\n",
+                  "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
+  absl::StrAppendFormat(out,
+                        "<text id=\"title\" x=\"%.1f\" y=\"22\" font-size=\"15\" "
+                        "font-weight=\"bold\">%s</text>\n",
+                        left, XmlEscape(m.title));
+  if (!m.note.empty()) {
+    absl::StrAppendFormat(out, "<text x=\"%.1f\" y=\"38\" fill=\"#555555\">%s</text>\n", left,
+                          XmlEscape(m.note));
+  }
+}
+
+// Appends the cells (rows x cols of cw x ch px from left, top): one rect per run of equal color.
+void AppendCells(std::string* out, const HeatmapModel& m, size_t rows, size_t cols, double left,
+                 double top, double cw, double ch) {
+  absl::StrAppend(out, "<g id=\"cells\" shape-rendering=\"crispEdges\">\n");
+  for (size_t r = 0; r < rows; ++r) {
+    const double y = top + ch * static_cast<double>(r);
+    size_t c = 0;
+    while (c < cols) {
+      const int idx = PaletteIndex(m.at(r, c), m.scale_min, m.scale_max);
+      size_t end = c + 1;
+      while (end < cols && PaletteIndex(m.at(r, end), m.scale_min, m.scale_max) == idx) ++end;
+      const std::string fill = idx < 0 ? kMissing : Hex(Viridis(idx / 255.0));
+      absl::StrAppendFormat(out,
+                            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+                            "fill=\"%s\"/>\n",
+                            left + cw * static_cast<double>(c), y,
+                            cw * static_cast<double>(end - c), ch, fill);
+      c = end;
+    }
+  }
+  absl::StrAppend(out, "</g>\n");
+}
+
+// Appends the legend: the color bar with its ticks, the no-data swatch and the value label.
+void AppendLegend(std::string* out, const HeatmapModel& m, double legend_x, double top) {
+  // Legend: a vertical color bar, high at the top.
+  const double bar_h = 200;
+  absl::StrAppend(out, "<g id=\"legend\">\n");
+  for (int i = 0; i < 64; ++i) {
+    const double t = 1.0 - (i + 0.5) / 64.0;
+    absl::StrAppendFormat(out,
+                          "<rect x=\"%.1f\" y=\"%.2f\" width=\"16\" height=\"%.3f\" "
+                          "fill=\"%s\"/>\n",
+                          legend_x, top + bar_h * i / 64.0, bar_h / 64.0 + 0.05, Hex(Viridis(t)));
+  }
+  for (int i = 0; i <= 4; ++i) {
+    const double frac = i / 4.0;
+    const double v = m.scale_max - (m.scale_max - m.scale_min) * frac;
+    absl::StrAppendFormat(out, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", legend_x + 20,
+                          top + bar_h * frac + 4, Num(v));
+  }
+  absl::StrAppendFormat(out,
+                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" fill=\"%s\"/>"
+                        "<text x=\"%.1f\" y=\"%.1f\">no data</text>\n",
+                        legend_x, top + bar_h + 12, kMissing, legend_x + 20, top + bar_h + 21);
+  absl::StrAppendFormat(out,
+                        "<text id=\"legend-label\" x=\"%.1f\" y=\"%.1f\" "
+                        "text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
+                        legend_x + 70, top + bar_h / 2, legend_x + 70, top + bar_h / 2,
+                        XmlEscape(m.value_label));
+  absl::StrAppend(out, "</g>\n");
+}
+
 }  // namespace
 
 std::string RenderHeatmapSvg(const HeatmapModel& m) {
@@ -143,41 +217,9 @@ std::string RenderHeatmapSvg(const HeatmapModel& m) {
 
   std::string out;
   out.reserve(512 + rows * 64 + rows * cols * 8);
-  absl::StrAppendFormat(&out,
-                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
-                        "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-                        "font-family=\"sans-serif\" font-size=\"11\">\n",
-                        width, height, width, height);
-  absl::StrAppend(&out, "<title>", XmlEscape(m.title), "</title>\n",
-                  "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
-  absl::StrAppendFormat(&out,
-                        "<text id=\"title\" x=\"%.1f\" y=\"22\" font-size=\"15\" "
-                        "font-weight=\"bold\">%s</text>\n",
-                        left, XmlEscape(m.title));
-  if (!m.note.empty()) {
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"38\" fill=\"#555555\">%s</text>\n", left,
-                          XmlEscape(m.note));
-  }
+  AppendSvgStart(&out, m, left, width, height);
   // Cells.
-  absl::StrAppend(&out, "<g id=\"cells\" shape-rendering=\"crispEdges\">\n");
-  for (size_t r = 0; r < rows; ++r) {
-    const double y = top + ch * static_cast<double>(r);
-    size_t c = 0;
-    while (c < cols) {
-      const int idx = PaletteIndex(m.at(r, c), m.scale_min, m.scale_max);
-      size_t end = c + 1;
-      while (end < cols && PaletteIndex(m.at(r, end), m.scale_min, m.scale_max) == idx) ++end;
-      const std::string fill = idx < 0 ? kMissing : Hex(Viridis(idx / 255.0));
-      absl::StrAppendFormat(&out,
-                            "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-                            "fill=\"%s\"/>\n",
-                            left + cw * static_cast<double>(c), y,
-                            cw * static_cast<double>(end - c), ch, fill);
-      c = end;
-    }
-  }
-  absl::StrAppend(&out, "</g>\n");
+  AppendCells(&out, m, rows, cols, left, top, cw, ch);
   // Row labels: every k-th so that labels are >= 11 px apart.
   const size_t row_step = std::max<size_t>(1, static_cast<size_t>(std::ceil(11.0 / ch)));
   absl::StrAppend(&out, "<g id=\"row-labels\" text-anchor=\"end\">\n");
@@ -224,32 +266,8 @@ std::string RenderHeatmapSvg(const HeatmapModel& m) {
                         "<text id=\"y-label\" x=\"12\" y=\"%.1f\" text-anchor=\"middle\" "
                         "transform=\"rotate(-90 12 %.1f)\">%s</text>\n",
                         top + plot_h / 2, top + plot_h / 2, XmlEscape(m.row_axis));
-  // Legend: a vertical color bar, high at the top.
-  const double bar_h = 200;
-  absl::StrAppend(&out, "<g id=\"legend\">\n");
-  for (int i = 0; i < 64; ++i) {
-    const double t = 1.0 - (i + 0.5) / 64.0;
-    absl::StrAppendFormat(&out,
-                          "<rect x=\"%.1f\" y=\"%.2f\" width=\"16\" height=\"%.3f\" "
-                          "fill=\"%s\"/>\n",
-                          legend_x, top + bar_h * i / 64.0, bar_h / 64.0 + 0.05, Hex(Viridis(t)));
-  }
-  for (int i = 0; i <= 4; ++i) {
-    const double frac = i / 4.0;
-    const double v = m.scale_max - (m.scale_max - m.scale_min) * frac;
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", legend_x + 20,
-                          top + bar_h * frac + 4, Num(v));
-  }
-  absl::StrAppendFormat(&out,
-                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" fill=\"%s\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\">no data</text>\n",
-                        legend_x, top + bar_h + 12, kMissing, legend_x + 20, top + bar_h + 21);
-  absl::StrAppendFormat(&out,
-                        "<text id=\"legend-label\" x=\"%.1f\" y=\"%.1f\" "
-                        "text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
-                        legend_x + 70, top + bar_h / 2, legend_x + 70, top + bar_h / 2,
-                        XmlEscape(m.value_label));
-  absl::StrAppend(&out, "</g>\n</svg>\n");
+  AppendLegend(&out, m, legend_x, top);
+  absl::StrAppend(&out, "</svg>\n");
   return out;
 }
 

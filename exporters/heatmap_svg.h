@@ -60,6 +60,15 @@ void AppendJsonString(std::string* out, absl::string_view s);
 // unix time in seconds to keep microseconds (1.8e9 s needs 16 digits for 1e-6 s), while short
 // decimals stay short (0.3, not 0.30000000000000004).
 void AppendJsonNumber(std::string* out, double v);
+// "key": value, for the JSON endpoints written by hand.
+inline void AppendJsonField(std::string* out, const char* key, double v) {
+  out->append("\"").append(key).append("\":");
+  AppendJsonNumber(out, v);
+}
+inline void AppendJsonField(std::string* out, const char* key, absl::string_view v) {
+  out->append("\"").append(key).append("\":");
+  AppendJsonString(out, v);
+}
 
 // JSON for scripts and Grafana: {"title", "row_axis", "col_axis", "value_label", "scale_min",
 // "scale_max", "note", "start_unix_seconds", "bucket_seconds" (time axis) or "col_labels",

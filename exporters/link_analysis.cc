@@ -22,9 +22,6 @@ using prometheus::MetricType;
 
 namespace {
 
-// PFC priorities (IEEE 802.1Qbb: eight, 0-7).
-constexpr size_t kPfcPriorities = 8;
-
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 // Ceiling of a / b for a >= 0, b > 0, without the overflow of (a + b - 1) / b near INT64_MAX
 // (a heat-map span of centuries).
@@ -34,15 +31,8 @@ std::string LinkName(const std::string& node, const v1::PortInfo& p) {
   return absl::StrCat(node, "/", p.device(), ":", p.port());
 }
 
-void Num(std::string* out, const char* key, double v) {
-  absl::StrAppend(out, "\"", key, "\":");
-  AppendJsonNumber(out, v);
-}
-
-void Str(std::string* out, const char* key, absl::string_view v) {
-  absl::StrAppend(out, "\"", key, "\":");
-  AppendJsonString(out, v);
-}
+void Num(std::string* out, const char* key, double v) { AppendJsonField(out, key, v); }
+void Str(std::string* out, const char* key, absl::string_view v) { AppendJsonField(out, key, v); }
 
 }  // namespace
 
@@ -492,14 +482,9 @@ std::string LinkAnalysis::AnomaliesJson(absl::string_view node_filter) const {
 }
 
 std::string LinkAnalysis::LossPatternsJson() const {
-  struct LinkLoss {
-    std::string node;
-    const v1::PortInfo* info;
-    uint64_t events;
-    std::array<uint64_t, kPfcPriorities> by_priority;
-  };
+  LossPatternInput in;
+  in.loss_windows = options_.loss_windows;
   absl::MutexLock lock(&mu_);
-  std::vector<LinkLoss> links;
   for (const auto& [name, n] : nodes_) {
     std::vector<std::array<uint64_t, kPfcPriorities>> by_priority(n.ports.size());
     for (const std::vector<PriorityLoss>& window : n.priority_loss) {
@@ -509,158 +494,18 @@ std::string LinkAnalysis::LossPatternsJson() const {
     }
     for (size_t i = 0; i < n.ports.size(); ++i) {
       const PortLinks& p = n.ports[i];
-      if (!p.loss.empty()) links.push_back(LinkLoss{name, &p.info, p.loss_sum, by_priority[i]});
+      if (p.loss.empty()) continue;
+      in.links.push_back({name, p.info.device(), p.info.port(), p.loss_sum, by_priority[i]});
     }
-  }
-  std::stable_sort(links.begin(), links.end(),
-                   [](const LinkLoss& a, const LinkLoss& b) { return a.events > b.events; });
-  std::vector<uint64_t> link_counts;
-  std::vector<double> link_values;
-  uint64_t total = 0;
-  for (const LinkLoss& l : links) {
-    link_counts.push_back(l.events);
-    link_values.push_back(static_cast<double>(l.events));
-    total += l.events;
-  }
-  std::vector<std::string> reasons;
-  const ConcentrationRule rule;
-  if (int top = ConcentratedGroup(link_counts, rule); top >= 0) {
-    reasons.push_back(absl::StrCat("link ", LinkName(links[top].node, *links[top].info), " holds ",
-                                   links[top].events, " of ", total, " loss events"));
-  }
-  // PFC priorities, and the link that holds most of the top priority's loss if one does.
-  std::vector<uint64_t> priority_counts(kPfcPriorities, 0);
-  uint64_t priority_total = 0;
-  for (const LinkLoss& l : links) {
-    for (size_t q = 0; q < kPfcPriorities; ++q) {
-      priority_counts[q] += l.by_priority[q];
-      priority_total += l.by_priority[q];
-    }
-  }
-  if (int top = ConcentratedGroup(priority_counts, rule); top >= 0) {
-    std::string reason = absl::StrCat("priority ", top, " holds ", priority_counts[top], " of ",
-                                      priority_total, " priority-tagged loss events");
-    std::vector<uint64_t> on_link;
-    for (const LinkLoss& l : links) on_link.push_back(l.by_priority[top]);
-    if (int link = ConcentratedGroup(on_link, rule); link >= 0) {
-      absl::StrAppend(&reason, ", ", on_link[link], " of them on link ",
-                      LinkName(links[link].node, *links[link].info));
-    }
-    reasons.push_back(std::move(reason));
-  }
-  // Peers and timing from captured loss events.
-  std::map<std::pair<std::string, std::string>, uint64_t> peers;
-  uint64_t peer_total = 0;
-  std::string nodes_json;
-  for (const auto& [name, n] : nodes_) {
-    std::vector<int64_t> times;
+    LossPatternInput::Node& node = in.nodes.emplace_back();
+    node.name = name;
+    if (n.period) node.period_seconds = n.period->period_seconds;
     for (const auto& [pair, t] : n.loss_events) {
-      ++peers[pair];
-      ++peer_total;
-      times.push_back(t);
+      node.peers.push_back(pair);
+      node.times_ns.push_back(t);
     }
-    if (!nodes_json.empty()) nodes_json += ",";
-    nodes_json += "{";
-    Str(&nodes_json, "node", name);
-    nodes_json += ",";
-    Num(&nodes_json, "step_period_seconds", n.period ? n.period->period_seconds : NAN);
-    nodes_json += ",";
-    Num(&nodes_json, "captured_loss_events", static_cast<double>(times.size()));
-    if (n.period && times.size() >= rule.min_events) {
-      const Rayleigh ray = RayleighTest(times, n.period->period_seconds);
-      nodes_json += ",";
-      Num(&nodes_json, "phase_resultant", ray.resultant);
-      nodes_json += ",";
-      Num(&nodes_json, "rayleigh_p", ray.p_value);
-      if (ray.p_value < 0.01) {
-        reasons.push_back(absl::StrFormat(
-            "node %s: loss recurs at a fixed phase of its %.3g s step period (Rayleigh p=%.2g)",
-            name, n.period->period_seconds, ray.p_value));
-      }
-    }
-    nodes_json += "}";
   }
-  std::vector<std::pair<std::pair<std::string, std::string>, uint64_t>> peer_list(peers.begin(),
-                                                                                  peers.end());
-  std::stable_sort(peer_list.begin(), peer_list.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::vector<uint64_t> peer_counts;
-  for (const auto& p : peer_list) peer_counts.push_back(p.second);
-  if (int top = ConcentratedGroup(peer_counts, rule); top >= 0) {
-    reasons.push_back(absl::StrCat("peer pair ", peer_list[top].first.first, " -> ",
-                                   peer_list[top].first.second, " holds ", peer_list[top].second,
-                                   " of ", peer_total, " captured loss events"));
-  }
-  const char* classification = total + peer_total < rule.min_events ? "insufficient_data"
-                               : reasons.empty()                    ? "random"
-                                                                    : "systematic";
-  std::string out = "{";
-  Str(&out, "classification", classification);
-  out += ",";
-  Str(&out, "rule",
-      absl::StrFormat(
-          "systematic when, over the last %d windows with at least %d events, one link, one PFC "
-          "priority (of the loss counters named {rx,tx}_prio<p>_*) or one captured peer pair "
-          "holds >= %.0f%% of the loss events and >= %.0fx an even share, or a node's captured "
-          "loss events cluster at one phase of its step period (Rayleigh p < 0.01); random "
-          "otherwise",
-          options_.loss_windows, rule.min_events, rule.min_share * 100, rule.even_share_factor));
-  out += ",\"reasons\":[";
-  for (size_t i = 0; i < reasons.size(); ++i) {
-    if (i) out += ",";
-    AppendJsonString(&out, reasons[i]);
-  }
-  out += "],";
-  Num(&out, "total_loss_events", static_cast<double>(total));
-  out += ",";
-  Num(&out, "gini", Gini(link_values));
-  out += ",\"links\":[";
-  for (size_t i = 0; i < links.size() && i < 20; ++i) {
-    if (links[i].events == 0) break;
-    if (i) out += ",";
-    out += "{";
-    Str(&out, "node", links[i].node);
-    out += ",";
-    Str(&out, "device", links[i].info->device());
-    out += ",";
-    Num(&out, "port", links[i].info->port());
-    out += ",";
-    Num(&out, "loss_events", static_cast<double>(links[i].events));
-    out += ",";
-    Num(&out, "share", static_cast<double>(links[i].events) / static_cast<double>(total));
-    out += "}";
-  }
-  out += "],";
-  Num(&out, "total_priority_loss_events", static_cast<double>(priority_total));
-  out += ",\"priorities\":[";
-  std::vector<size_t> order(kPfcPriorities);
-  for (size_t q = 0; q < kPfcPriorities; ++q) order[q] = q;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return priority_counts[a] > priority_counts[b]; });
-  for (size_t i = 0; i < order.size() && priority_counts[order[i]] > 0; ++i) {
-    if (i) out += ",";
-    out += "{";
-    Num(&out, "priority", static_cast<double>(order[i]));
-    out += ",";
-    Num(&out, "loss_events", static_cast<double>(priority_counts[order[i]]));
-    out += ",";
-    Num(&out, "share",
-        static_cast<double>(priority_counts[order[i]]) / static_cast<double>(priority_total));
-    out += "}";
-  }
-  out += "],\"peers\":[";
-  for (size_t i = 0; i < peer_list.size() && i < 20; ++i) {
-    if (i) out += ",";
-    out += "{";
-    Str(&out, "src", peer_list[i].first.first);
-    out += ",";
-    Str(&out, "dst", peer_list[i].first.second);
-    out += ",";
-    Num(&out, "loss_events", static_cast<double>(peer_list[i].second));
-    out += "}";
-  }
-  out += "],\"nodes\":[" + nodes_json + "]}";
-  return out;
+  return LossPatternsReport(in);
 }
 
 std::string LinkAnalysis::FlightRecordingsJson(absl::string_view node_filter) const {

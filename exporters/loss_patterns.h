@@ -1,7 +1,10 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -46,5 +49,35 @@ struct ConcentrationRule {
   double even_share_factor = 2.0;
 };
 int ConcentratedGroup(const std::vector<uint64_t>& counts, const ConcentrationRule& rule = {});
+
+// PFC priorities (IEEE 802.1Qbb: eight, 0-7).
+inline constexpr size_t kPfcPriorities = 8;
+
+// What /api/loss/patterns judges, copied out of LinkAnalysis under its lock: each link's loss
+// events over the last loss_windows windows (by PFC priority where the counters say it), and
+// each node's captured loss events (peer pair, time) with its step period when one is known.
+struct LossPatternInput {
+  struct Link {
+    std::string node, device;
+    uint32_t port = 0;
+    uint64_t events = 0;
+    std::array<uint64_t, kPfcPriorities> by_priority{};
+  };
+  struct Node {
+    std::string name;
+    std::optional<double> period_seconds;
+    std::vector<std::pair<std::string, std::string>> peers;  // (src, dst) of each event
+    std::vector<int64_t> times_ns;                           // of each event, same order
+  };
+  std::vector<Link> links;  // links with loss history, in node then port order
+  std::vector<Node> nodes;  // every node
+  int loss_windows = 0;
+};
+
+// The JSON of /api/loss/patterns (LinkAnalysis::LossPatternsJson documents the fields): the
+// ConcentrationRule over links, PFC priorities and captured peer pairs, and the Rayleigh test of
+// each node's captured loss times against its step period. Classification: insufficient_data
+// below rule.min_events events, systematic when any reason holds, random otherwise.
+std::string LossPatternsReport(const LossPatternInput& in);
 
 }  // namespace fabricscope::exporters

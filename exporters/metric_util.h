@@ -1,6 +1,8 @@
 #pragma once
 
+#include <array>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -57,6 +59,27 @@ inline void AddHistogram(prometheus::MetricFamily& f,
   m.histogram.sample_sum = h.sum();
   f.metric.push_back(std::move(m));
 }
+
+// The families of one scrape, by catalog id: each made (MakeFamily) on first use. DrainInto
+// appends the ones that got samples, in catalog order (exporters/metric_catalog.inc), so a
+// collector names a family where it adds to it and never lists its families again.
+class FamilySet {
+ public:
+  prometheus::MetricFamily& operator[](Metric m) {
+    std::optional<prometheus::MetricFamily>& f = families_[static_cast<size_t>(m)];
+    if (!f) f = MakeFamily(m);
+    return *f;
+  }
+  void DrainInto(std::vector<prometheus::MetricFamily>* out) {
+    for (std::optional<prometheus::MetricFamily>& f : families_) {
+      if (f && !f->metric.empty()) out->push_back(std::move(*f));
+      f.reset();
+    }
+  }
+
+ private:
+  std::array<std::optional<prometheus::MetricFamily>, kMetricCount> families_;
+};
 
 // Merges families that share a name into the first of them (its help and position; the later
 // ones' samples appended in order), so that each name is serialized once: the text format allows

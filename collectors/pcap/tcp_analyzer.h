@@ -165,6 +165,16 @@ class TcpAnalyzer {
   };
 
   void Reset(Connection* c);
+  // Add's steps, in the order they apply to a frame. Defined in the .cc and used only there;
+  // inline so that the per-frame path stays one function (AddConnection, taken only for a new
+  // connection, stays out of line).
+  inline Connection* FindConnection(const ParsedPacket& p, bool lower_first);
+  Connection* AddConnection(const FlowKey& key);
+  inline uint32_t UpdateBases(Connection* c, int d, uint32_t seq, uint32_t ack, bool syn,
+                              bool has_ack);
+  inline uint32_t RetransmissionFlags(const Connection& c, int d, uint32_t seq, uint32_t len,
+                                      uint32_t nxt, int64_t now);
+  static inline void UpdateIrtt(Connection* c, bool syn, bool has_ack, int64_t now);
   void Emit(const FlowKey& flow, LossKind kind, int64_t ts_ns, uint32_t first, uint32_t last);
 
   TcpAnalyzerOptions options_;

@@ -273,6 +273,126 @@ void CollectiveRows(int iterations, bool chain, Stats out[2]) {
   kPlugin.finalize(ctx);
 }
 
+// Events to time: factories of the callables Measure runs.
+auto CollPairEvent(const nccl::ProfilerV5* t, void* c) {
+  return [t, c](uint64_t i) { CollPair(t, c, i); };
+}
+auto KernelEvent(const nccl::ProfilerV5* t, void* c, void* parent) {
+  return [t, c, parent](uint64_t i) { KernelChannel(t, c, parent, i); };
+}
+auto StepEvent(const nccl::ProfilerV5* t, void* c, void* parent) {
+  return [t, c, parent](uint64_t i) { ProxyStep(t, c, parent, static_cast<int>(i & 7)); };
+}
+
+// Everything the report prints; _p the plugin, _e the empty table, _c the plugin while a proxy
+// thread runs.
+struct Results {
+  Stats coll_p, coll_e, kch_p, kch_e, step_p, step_e, coll_c, kch_c;
+  uint64_t proxy_events = 0;
+  Stats plain[2], chained[2], empty[2];  // whole collectives: children first[0], NCCL order[1]
+  Stats latency;
+  size_t received = 0;
+  nccl::PluginStats stats;
+};
+
+void PrintMachine(int iterations) {
+  std::printf("machine: nproc=%u, loadavg=", std::thread::hardware_concurrency());
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof(buf), f) != nullptr) std::printf("%.14s", buf);
+    std::fclose(f);
+  }
+  std::printf(", samples per row=%d\n", iterations);
+}
+
+// Contention: a proxy thread runs ProxyOps with 8 steps each and KernelCh events under its own
+// long-lived Coll on the same communicator, as NCCL's proxy thread would.
+void MeasureContended(int iterations, void* ctx, void* coll, Results* r) {
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> proxy_events{0};
+  std::thread proxy([&] {
+    nccl::EventDescrV5 d = CollDescr(1);
+    void* pcoll = nullptr;
+    kPlugin.start_event(ctx, &pcoll, &d);
+    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      void* pop = StartProxyOp(g_plugin, ctx, pcoll);
+      for (int s = 0; s < 8; ++s) ProxyStep(g_plugin, ctx, pop, s);
+      kPlugin.stop_event(pop);
+      KernelChannel(g_plugin, ctx, pcoll, i);
+      proxy_events.fetch_add(10, std::memory_order_relaxed);
+    }
+    kPlugin.stop_event(pcoll);
+  });
+  r->coll_c = Measure(iterations, CollPairEvent(g_plugin, ctx), true);
+  r->kch_c = Measure(iterations, KernelEvent(g_plugin, ctx, coll), false);
+  stop.store(true);
+  proxy.join();
+  r->proxy_events = proxy_events.load();
+}
+
+// The per-event rows, on one thread and then contended.
+void MeasureEvents(int iterations, void* ctx, void* empty_ctx, Results* r) {
+  // Long-lived parents for KernelCh and ProxyStep events (as under a running collective).
+  nccl::EventDescrV5 cd = CollDescr(0);
+  void* coll = nullptr;
+  kPlugin.start_event(ctx, &coll, &cd);
+  void* op = StartProxyOp(g_plugin, ctx, coll);
+  void* ecoll = nullptr;
+  kEmpty.start_event(empty_ctx, &ecoll, &cd);
+  void* eop = StartProxyOp(g_empty, empty_ctx, ecoll);
+
+  Measure(iterations / 10, CollPairEvent(g_plugin, ctx), true);  // warm-up
+  r->coll_p = Measure(iterations, CollPairEvent(g_plugin, ctx), true);
+  r->coll_e = Measure(iterations, CollPairEvent(g_empty, empty_ctx), false);
+  r->kch_p = Measure(iterations, KernelEvent(g_plugin, ctx, coll), false);
+  r->kch_e = Measure(iterations, KernelEvent(g_empty, empty_ctx, ecoll), false);
+  r->step_p = Measure(iterations, StepEvent(g_plugin, ctx, op), false);
+  r->step_e = Measure(iterations, StepEvent(g_empty, empty_ctx, eop), false);
+
+  MeasureContended(iterations, ctx, coll, r);
+  kPlugin.stop_event(op);
+  kPlugin.stop_event(coll);
+}
+
+void PrintReport(const Results& r, const nccl::PluginOptions& o) {
+  std::printf(
+      "\n=== NCCL profiler plugin: ns per event incl. two clock reads; empty = same call path, "
+      "no work\n");
+  std::printf("%-46s %7s %7s %7s   %7s %7s   %7s\n", "event", "p50", "p99", "p99.9", "empty50",
+              "empty99", "added50");
+  Row("Coll start+stop (1 thread)", r.coll_p, r.coll_e);
+  Row("Coll start+stop (proxy thread running)", r.coll_c, r.coll_e);
+  Row("KernelCh start+record(22)+stop (1 thread)", r.kch_p, r.kch_e);
+  Row("KernelCh start+record(22)+stop (proxy running)", r.kch_c, r.kch_e);
+  Row("ProxyStep start+3 records+stop (1 thread)", r.step_p, r.step_e);
+  Row("collective+2 ProxyOp+2 KernelCh, children first", r.plain[0], r.empty[0]);
+  Row("collective+children, NCCL order (Coll stop 1st)", r.plain[1], r.empty[1]);
+  Row("same, chained to a no-op plugin, children 1st", r.chained[0], r.empty[0]);
+  Row("same, chained to a no-op plugin, NCCL order", r.chained[1], r.empty[1]);
+  double worst = 0;
+  for (const Stats* s : {&r.plain[0], &r.plain[1], &r.chained[0], &r.chained[1]}) {
+    worst = std::max(worst, s->p99 - r.empty[s == &r.plain[0] || s == &r.chained[0] ? 0 : 1].p99);
+  }
+  std::printf(
+      "per-collective p99 target <= 200 ns added incl. children: %s (worst row %.0f ns over the "
+      "empty table's p99; Coll alone %.0f ns, contended %.0f ns)\n",
+      worst <= 200 ? "met" : "NOT met", worst, r.coll_p.p99, r.coll_c.p99);
+  std::printf(
+      "record latency, last child's stop -> record at a receiver (flush period 5 ms, %zu of "
+      "20000 received): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; target p99 <= 50 ms: %s\n",
+      r.received, r.latency.p50 / 1e6, r.latency.p99 / 1e6, r.latency.p999 / 1e6,
+      r.received == 20000 && r.latency.p99 <= 50e6 ? "met" : "NOT met");
+  std::printf("proxy thread events during the contended rows: %lu\n",
+              static_cast<unsigned long>(r.proxy_events));
+  std::printf(
+      "plugin memory (pools, queues, buffers allocated at the first init): %.2f MiB for %u "
+      "collectives, %u proxy ops, %u kernel channels in flight\n",
+      r.stats.pool_bytes / 1048576.0, o.pool_ops, o.pool_proxy_ops, o.pool_kernel_ch);
+  std::printf("records emitted %lu, dropped %lu (agent absent: all dropped by design)\n",
+              static_cast<unsigned long>(r.stats.records_emitted),
+              static_cast<unsigned long>(r.stats.dropped));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -292,113 +412,23 @@ int main(int argc, char** argv) {
   void* empty_ctx = nullptr;
   if (kPlugin.init(&ctx, 0x1234, &mask, "bench", 1, 2, 0, nullptr) != 0) return 1;
   kEmpty.init(&empty_ctx, 0x1234, &mask, "bench", 1, 2, 0, nullptr);
-  std::printf("machine: nproc=%u, loadavg=", std::thread::hardware_concurrency());
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    char buf[64] = {};
-    if (std::fgets(buf, sizeof(buf), f) != nullptr) std::printf("%.14s", buf);
-    std::fclose(f);
-  }
-  std::printf(", samples per row=%d\n", iterations);
+  PrintMachine(iterations);
 
-  // Long-lived parents for KernelCh and ProxyStep events (as under a running collective).
-  nccl::EventDescrV5 cd = CollDescr(0);
-  void* coll = nullptr;
-  kPlugin.start_event(ctx, &coll, &cd);
-  void* op = StartProxyOp(g_plugin, ctx, coll);
-  void* ecoll = nullptr;
-  kEmpty.start_event(empty_ctx, &ecoll, &cd);
-  void* eop = StartProxyOp(g_empty, empty_ctx, ecoll);
-
-  auto coll_pair = [&](const nccl::ProfilerV5* t, void* c) {
-    return [t, c](uint64_t i) { CollPair(t, c, i); };
-  };
-  auto kernel = [&](const nccl::ProfilerV5* t, void* c, void* parent) {
-    return [t, c, parent](uint64_t i) { KernelChannel(t, c, parent, i); };
-  };
-  auto step = [&](const nccl::ProfilerV5* t, void* c, void* parent) {
-    return [t, c, parent](uint64_t i) { ProxyStep(t, c, parent, static_cast<int>(i & 7)); };
-  };
-  Measure(iterations / 10, coll_pair(g_plugin, ctx), true);  // warm-up
-  const Stats coll_p = Measure(iterations, coll_pair(g_plugin, ctx), true);
-  const Stats coll_e = Measure(iterations, coll_pair(g_empty, empty_ctx), false);
-  const Stats kch_p = Measure(iterations, kernel(g_plugin, ctx, coll), false);
-  const Stats kch_e = Measure(iterations, kernel(g_empty, empty_ctx, ecoll), false);
-  const Stats step_p = Measure(iterations, step(g_plugin, ctx, op), false);
-  const Stats step_e = Measure(iterations, step(g_empty, empty_ctx, eop), false);
-
-  // Contention: a proxy thread runs ProxyOps with 8 steps each and KernelCh events under its own
-  // long-lived Coll on the same communicator, as NCCL's proxy thread would.
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> proxy_events{0};
-  std::thread proxy([&] {
-    nccl::EventDescrV5 d = CollDescr(1);
-    void* pcoll = nullptr;
-    kPlugin.start_event(ctx, &pcoll, &d);
-    for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-      void* pop = StartProxyOp(g_plugin, ctx, pcoll);
-      for (int s = 0; s < 8; ++s) ProxyStep(g_plugin, ctx, pop, s);
-      kPlugin.stop_event(pop);
-      KernelChannel(g_plugin, ctx, pcoll, i);
-      proxy_events.fetch_add(10, std::memory_order_relaxed);
-    }
-    kPlugin.stop_event(pcoll);
-  });
-  const Stats coll_c = Measure(iterations, coll_pair(g_plugin, ctx), true);
-  const Stats kch_c = Measure(iterations, kernel(g_plugin, ctx, coll), false);
-  stop.store(true);
-  proxy.join();
-  kPlugin.stop_event(op);
-  kPlugin.stop_event(coll);
-  const nccl::PluginStats stats = nccl::CurrentStats();
+  Results r;
+  MeasureEvents(iterations, ctx, empty_ctx, &r);
+  r.stats = nccl::CurrentStats();
   kPlugin.finalize(ctx);
   // A whole collective with its children, both orders; plain and chained; the empty baseline.
-  Stats plain[2], chained[2], empty[2];
-  CollectiveRows(iterations, false, plain);
-  CollectiveRows(iterations, true, chained);
+  CollectiveRows(iterations, false, r.plain);
+  CollectiveRows(iterations, true, r.chained);
   for (int order = 0; order < 2; ++order) {
     auto one = [empty_ctx, order](uint64_t i) {
       CollectiveWithChildren(g_empty, empty_ctx, i, order == 0);
     };
-    empty[order] = Measure(iterations, one, false);
+    r.empty[order] = Measure(iterations, one, false);
   }
-  size_t received = 0;
-  const Stats latency = RecordLatency(20000, &received);
+  r.latency = RecordLatency(20000, &r.received);
 
-  std::printf(
-      "\n=== NCCL profiler plugin: ns per event incl. two clock reads; empty = same call path, "
-      "no work\n");
-  std::printf("%-46s %7s %7s %7s   %7s %7s   %7s\n", "event", "p50", "p99", "p99.9", "empty50",
-              "empty99", "added50");
-  Row("Coll start+stop (1 thread)", coll_p, coll_e);
-  Row("Coll start+stop (proxy thread running)", coll_c, coll_e);
-  Row("KernelCh start+record(22)+stop (1 thread)", kch_p, kch_e);
-  Row("KernelCh start+record(22)+stop (proxy running)", kch_c, kch_e);
-  Row("ProxyStep start+3 records+stop (1 thread)", step_p, step_e);
-  Row("collective+2 ProxyOp+2 KernelCh, children first", plain[0], empty[0]);
-  Row("collective+children, NCCL order (Coll stop 1st)", plain[1], empty[1]);
-  Row("same, chained to a no-op plugin, children 1st", chained[0], empty[0]);
-  Row("same, chained to a no-op plugin, NCCL order", chained[1], empty[1]);
-  double worst = 0;
-  for (const Stats* r : {&plain[0], &plain[1], &chained[0], &chained[1]}) {
-    worst = std::max(worst, r->p99 - empty[r == &plain[0] || r == &chained[0] ? 0 : 1].p99);
-  }
-  std::printf(
-      "per-collective p99 target <= 200 ns added incl. children: %s (worst row %.0f ns over the "
-      "empty table's p99; Coll alone %.0f ns, contended %.0f ns)\n",
-      worst <= 200 ? "met" : "NOT met", worst, coll_p.p99, coll_c.p99);
-  std::printf(
-      "record latency, last child's stop -> record at a receiver (flush period 5 ms, %zu of "
-      "20000 received): p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; target p99 <= 50 ms: %s\n",
-      received, latency.p50 / 1e6, latency.p99 / 1e6, latency.p999 / 1e6,
-      received == 20000 && latency.p99 <= 50e6 ? "met" : "NOT met");
-  std::printf("proxy thread events during the contended rows: %lu\n",
-              static_cast<unsigned long>(proxy_events.load()));
-  std::printf(
-      "plugin memory (pools, queues, buffers allocated at the first init): %.2f MiB for %u "
-      "collectives, %u proxy ops, %u kernel channels in flight\n",
-      stats.pool_bytes / 1048576.0, o.pool_ops, o.pool_proxy_ops, o.pool_kernel_ch);
-  std::printf("records emitted %lu, dropped %lu (agent absent: all dropped by design)\n",
-              static_cast<unsigned long>(stats.records_emitted),
-              static_cast<unsigned long>(stats.dropped));
+  PrintReport(r, o);
   return 0;
 }

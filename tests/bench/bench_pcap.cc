@@ -331,35 +331,45 @@ OursResult Ours(const std::string& path) {
 
 bool HaveTshark() { return system("command -v tshark >/dev/null 2>&1") == 0; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Flags {
   uint64_t frames = 1'000'000, tshark_frames = 200'000;
   int reps = 3;
   bool keep = false;
+};
+
+// Parses the flags into *f; on a bad one prints the usage and returns false.
+bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--frames=", 0) == 0) {
-      frames = std::stoull(a.substr(9));
+      f->frames = std::stoull(a.substr(9));
     } else if (a.rfind("--tshark-frames=", 0) == 0) {
-      tshark_frames = std::stoull(a.substr(16));
+      f->tshark_frames = std::stoull(a.substr(16));
     } else if (a.rfind("--reps=", 0) == 0) {
-      reps = std::max(1, std::stoi(a.substr(7)));
+      f->reps = std::max(1, std::stoi(a.substr(7)));
     } else if (a == "--keep") {
-      keep = true;
+      f->keep = true;
     } else {
       fprintf(stderr, "usage: %s [--frames=N] [--tshark-frames=N (0: skip)] [--reps=N] [--keep]\n",
               argv[0]);
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// Pins the process to the CPU it runs on and says so.
+void PinToCurrentCpu() {
   const int cpu = sched_getcpu();
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof(set), &set) != 0) perror("sched_setaffinity");
   printf("machine: nproc=%ld, pinned to cpu %d\n", sysconf(_SC_NPROCESSORS_ONLN), cpu);
+}
 
+// A fresh folder under $TMPDIR (default /tmp); empty after printing why when it cannot be made.
+std::string MakeTempDir() {
   const char* tmp = getenv("TMPDIR");
   std::string dir_tmpl =
       std::string(tmp != nullptr && *tmp != 0 ? tmp : "/tmp") + "/fabricscope-bench-pcap-XXXXXX";
@@ -367,12 +377,14 @@ int main(int argc, char** argv) {
   dir_buf.push_back(0);
   if (mkdtemp(dir_buf.data()) == nullptr) {
     perror("mkdtemp");
-    return 1;
+    return "";
   }
-  const std::string dir = dir_buf.data();
-  const std::string big = dir + "/big.pcap", small = dir + "/tshark.pcap";
-  const bool tshark = tshark_frames > 0 && HaveTshark();
+  return dir_buf.data();
+}
 
+// Generates the capture(s) and describes them.
+Generated GenerateCaptures(const std::string& big, const std::string& small, uint64_t frames,
+                           bool tshark, uint64_t tshark_frames) {
   double t0 = NowS();
   const Generated g = Generate(big, small, frames, tshark ? tshark_frames : 0);
   printf(
@@ -386,21 +398,30 @@ int main(int argc, char** argv) {
            static_cast<unsigned long long>(g.small_frames),
            static_cast<double>(std::filesystem::file_size(small)) / (1 << 20));
   }
+  return g;
+}
 
+// The measured times of every repetition, in seconds (_w wall, _c cpu).
+struct Timings {
+  std::vector<double> bare_w, bare_c, ours_w, ours_c, tshark_w, tshark1_w;
+};
+
+// Times the bare count and our analysis of the big capture `reps` times, then prints what ours
+// found.
+void MeasureOurs(const std::string& big, const Generated& g, int reps, Timings* t) {
   BareCount(big);  // warm the page cache
-  std::vector<double> bare_w, bare_c, ours_w, ours_c, tshark_w;
   OursResult o;
   for (int r = 0; r < reps; ++r) {
     double w = NowS(), c = CpuS();
     const uint64_t n = BareCount(big);
-    bare_w.push_back(NowS() - w);
-    bare_c.push_back(CpuS() - c);
+    t->bare_w.push_back(NowS() - w);
+    t->bare_c.push_back(CpuS() - c);
     if (n != g.frames) fprintf(stderr, "bare: read %llu frames\n", (unsigned long long)n);
     w = NowS();
     c = CpuS();
     o = Ours(big);
-    ours_w.push_back(NowS() - w);
-    ours_c.push_back(CpuS() - c);
+    t->ours_w.push_back(NowS() - w);
+    t->ours_c.push_back(CpuS() - c);
     if (o.frames != g.frames)
       fprintf(stderr, "ours: read %llu frames\n", (unsigned long long)o.frames);
   }
@@ -410,46 +431,50 @@ int main(int argc, char** argv) {
       (unsigned long long)o.frames, (unsigned long long)o.parsed, (unsigned long long)o.roce_data,
       (unsigned long long)o.roce_retx, (unsigned long long)o.roce_gaps, (unsigned long long)o.naks,
       (unsigned long long)o.tcp_frames, (unsigned long long)o.tcp_retx);
+}
 
+// Times tshark on the small capture `reps` times, whole and stopped after the first frame.
+void MeasureTshark(const std::string& small, int reps, Timings* t) {
   const std::string cmd = "tshark -r '" + small + "' -T fields -e frame.number >/dev/null 2>&1";
   // tshark's startup (dissector registration, a few seconds on a slow VM): the same command
   // stopped after the first frame (-c 1), to tell startup from per-packet cost.
   const std::string cmd1 =
       "tshark -c 1 -r '" + small + "' -T fields -e frame.number >/dev/null 2>&1";
-  std::vector<double> tshark1_w;
-  if (tshark) {
-    (void)system(cmd.c_str());  // warm (tshark's own startup files, the page cache)
-    for (int r = 0; r < reps; ++r) {
-      double w = NowS();
-      const int rc = system(cmd.c_str());
-      tshark_w.push_back(NowS() - w);
-      if (rc != 0) fprintf(stderr, "tshark exited with %d\n", rc);
-      w = NowS();
-      (void)system(cmd1.c_str());
-      tshark1_w.push_back(NowS() - w);
-    }
+  (void)system(cmd.c_str());  // warm (tshark's own startup files, the page cache)
+  for (int r = 0; r < reps; ++r) {
+    double w = NowS();
+    const int rc = system(cmd.c_str());
+    t->tshark_w.push_back(NowS() - w);
+    if (rc != 0) fprintf(stderr, "tshark exited with %d\n", rc);
+    w = NowS();
+    (void)system(cmd1.c_str());
+    t->tshark1_w.push_back(NowS() - w);
   }
+}
 
+// The summary table: medians of the timings, in packets per second.
+void PrintSummary(const Generated& g, int reps, const Timings& t, bool tshark,
+                  uint64_t tshark_frames) {
   const double nf = static_cast<double>(g.frames);
-  const double bare_pps = nf / Median(bare_w), ours_pps = nf / Median(ours_w);
+  const double bare_pps = nf / Median(t.bare_w), ours_pps = nf / Median(t.ours_w);
   printf(
       "\n=== offline capture analysis, %llu frames, median of %d (packets/s, wall; cpu "
       "s in brackets)\n",
       (unsigned long long)g.frames, reps);
   printf("bare libpcap count      %12.0f pkt/s  (%.3f s wall, %.3f s cpu)\n", bare_pps,
-         Median(bare_w), Median(bare_c));
+         Median(t.bare_w), Median(t.bare_c));
   printf("ours (CaptureAnalysis)  %12.0f pkt/s  (%.3f s wall, %.3f s cpu)\n", ours_pps,
-         Median(ours_w), Median(ours_c));
+         Median(t.ours_w), Median(t.ours_c));
   if (tshark) {
-    const double tshark_pps = static_cast<double>(g.small_frames) / Median(tshark_w);
+    const double tshark_pps = static_cast<double>(g.small_frames) / Median(t.tshark_w);
     printf("tshark -T fields        %12.0f pkt/s  (%.3f s wall for %llu frames)\n", tshark_pps,
-           Median(tshark_w), (unsigned long long)g.small_frames);
+           Median(t.tshark_w), (unsigned long long)g.small_frames);
     printf("ours / tshark           %12.1f x  (target >= 20)\n", ours_pps / tshark_pps);
-    const double steady_s = Median(tshark_w) - Median(tshark1_w);
+    const double steady_s = Median(t.tshark_w) - Median(t.tshark1_w);
     if (steady_s > 0) {
       const double steady_pps = static_cast<double>(g.small_frames) / steady_s;
       printf("tshark without startup  %12.0f pkt/s  (startup, -c 1: %.3f s wall)\n", steady_pps,
-             Median(tshark1_w));
+             Median(t.tshark1_w));
       printf("ours / tshark w/o start %12.1f x\n", ours_pps / steady_pps);
     }
   } else {
@@ -458,8 +483,27 @@ int main(int argc, char** argv) {
   }
   printf("bare / ours             %12.2f x  (our overhead over the libpcap floor)\n",
          bare_pps / ours_pps);
+}
 
-  if (!keep) {
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  if (!ParseFlags(argc, argv, &f)) return 2;
+  PinToCurrentCpu();
+
+  const std::string dir = MakeTempDir();
+  if (dir.empty()) return 1;
+  const std::string big = dir + "/big.pcap", small = dir + "/tshark.pcap";
+  const bool tshark = f.tshark_frames > 0 && HaveTshark();
+  const Generated g = GenerateCaptures(big, small, f.frames, tshark, f.tshark_frames);
+
+  Timings t;
+  MeasureOurs(big, g, f.reps, &t);
+  if (tshark) MeasureTshark(small, f.reps, &t);
+  PrintSummary(g, f.reps, t, tshark, f.tshark_frames);
+
+  if (!f.keep) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   } else {

@@ -3,21 +3,27 @@
 #include "absl/strings/str_cat.h"
 
 namespace fabricscope::testing {
+namespace {
 
-std::vector<Pair> MappingTable() {
-  const Scope P = Scope::kRdmaPort, N = Scope::kNetdev, T = Scope::kTcp;
-  auto fsm = [](std::string metric) { return std::vector<FsSeries>{{std::move(metric), "", ""}}; };
-  auto err = [](std::string kind) {
-    return std::vector<FsSeries>{{"fabricscope_port_errors_total", "kind", std::move(kind)}};
-  };
-  auto hwc = [](std::string counter) {
-    return std::vector<FsSeries>{
-        {"fabricscope_port_hw_events_total", "counter", std::move(counter)}};
-  };
-  auto tcp = [](std::string column) {
-    return std::vector<FsSeries>{{"fabricscope_tcp_events_total", "counter", std::move(column)}};
-  };
-  std::vector<Pair> t = {
+// Shorthands of the rows: the scopes, and the fabricscope series of the common shapes (one
+// series without a label; a port error kind; a port hardware event counter; a TCP counter).
+constexpr Scope P = Scope::kRdmaPort, N = Scope::kNetdev, T = Scope::kTcp;
+
+std::vector<FsSeries> fsm(std::string metric) {
+  return std::vector<FsSeries>{{std::move(metric), "", ""}};
+}
+std::vector<FsSeries> err(std::string kind) {
+  return std::vector<FsSeries>{{"fabricscope_port_errors_total", "kind", std::move(kind)}};
+}
+std::vector<FsSeries> hwc(std::string counter) {
+  return std::vector<FsSeries>{{"fabricscope_port_hw_events_total", "counter", std::move(counter)}};
+}
+std::vector<FsSeries> tcp(std::string column) {
+  return std::vector<FsSeries>{{"fabricscope_tcp_events_total", "counter", std::move(column)}};
+}
+
+std::vector<Pair> PortCounterRows() {
+  return {
       // IB PortCounters / PortCountersExtended. Data: both export bytes (4 x the 4-octet words).
       {P, "counters/port_xmit_data", "node_infiniband_port_data_transmitted_bytes_total",
        fsm("fabricscope_port_transmit_bytes_total"), false, false,
@@ -66,6 +72,11 @@ std::vector<Pair> MappingTable() {
       {P, "counters/VL15_dropped", "node_infiniband_vl15_dropped_total", err("VL15_dropped")},
       {P, "counters/port_xmit_wait", "node_infiniband_port_transmit_wait_total",
        fsm("fabricscope_port_transmit_wait_seconds_total"), false, true},
+  };
+}
+
+std::vector<Pair> PortAttributeRows() {
+  return {
       // Port attributes (gauges): IB PortState and PortPhysicalState numbers, rate in bytes/s.
       {P, "state", "node_infiniband_state_id", fsm("fabricscope_port_link_state")},
       {P, "phys_state", "node_infiniband_physical_state_id",
@@ -74,6 +85,11 @@ std::vector<Pair> MappingTable() {
        fsm("fabricscope_port_line_rate_bytes_per_second")},
       {P, "rate", "node_infiniband_rate_bytes_per_second",
        fsm("fabricscope_port_current_rate_bytes_per_second")},
+  };
+}
+
+std::vector<Pair> Mlx5HwCounterRows() {
+  return {
       // hw_counters (mlx5). node_exporter names from its infiniband collector (newer than 1.5).
       {P, "hw_counters/duplicate_request", "node_infiniband_duplicate_requests_packets_total",
        hwc("duplicate_request"), true},
@@ -149,6 +165,11 @@ std::vector<Pair> MappingTable() {
        hwc("rx_write_requests"), true},
       {P, "hw_counters/rx_icrc_encapsulated", "node_infiniband_rx_icrc_encapsulated_errors_total",
        hwc("rx_icrc_encapsulated"), true},
+  };
+}
+
+std::vector<Pair> IrdmaTrafficRows() {
+  return {
       // hw_counters (irdma; kernel drivers/infiniband/hw/irdma/verbs.c irdma_hw_stat_descs).
       // node_exporter (1.5, and its collector today) reads none of them: "" compares the
       // agent with the file itself. The bytes and packets are the IPv4 + IPv6 files summed.
@@ -171,6 +192,11 @@ std::vector<Pair> MappingTable() {
        "hw_counters/ip6InDiscards",
        "",
        {{"fabricscope_port_discards_total", "reason", "ip6InDiscards"}}},
+  };
+}
+
+std::vector<Pair> NetdevRows() {
+  return {
       // Netdevs: node_exporter reads <procfs>/net/dev, the agent <sysfs>/class/net/IF/statistics.
       // The kernel's /proc/net/dev (net/core/net-procfs.c dev_seq_printf_stats) prints
       // drop = rx_dropped + rx_missed_errors, frame = rx_length + rx_over + rx_crc +
@@ -198,6 +224,11 @@ std::vector<Pair> MappingTable() {
       {N, "statistics/rx_crc_errors", "node_network_receive_frame_total", err("rx_crc_errors")},
       {N, "statistics/tx_carrier_errors", "node_network_transmit_carrier_total",
        err("tx_carrier_errors")},
+  };
+}
+
+std::vector<Pair> TcpRows() {
+  return {
       // TCP (node-wide). node_exporter's default --collector.netstat.fields covers the Tcp
       // columns and TcpExt TCPSynRetrans/TCPTimeouts; the test widens it to the other TcpExt
       // columns the agent reads.
@@ -220,6 +251,10 @@ std::vector<Pair> MappingTable() {
       {T, "TcpExt:TCPSpuriousRTOs", "node_netstat_TcpExt_TCPSpuriousRTOs", tcp("TCPSpuriousRTOs")},
       {T, "TcpExt:TCPRetransFail", "node_netstat_TcpExt_TCPRetransFail", tcp("TCPRetransFail")},
   };
+}
+
+std::vector<Pair> IrdmaEventCounterRows() {
+  std::vector<Pair> t;
   // The rest of irdma's files, each exported by name as a driver event counter.
   for (const char* n : {"cnpSent",
                         "cnpHandled",
@@ -260,6 +295,19 @@ std::vector<Pair> MappingTable() {
                         "InSegs",
                         "OutSegs"}) {
     t.push_back({P, absl::StrCat("hw_counters/", n), "", hwc(n)});
+  }
+  return t;
+}
+
+}  // namespace
+
+// The groups of rows, one after the other in this order.
+std::vector<Pair> MappingTable() {
+  std::vector<Pair> t;
+  for (auto rows : {PortCounterRows, PortAttributeRows, Mlx5HwCounterRows, IrdmaTrafficRows,
+                    NetdevRows, TcpRows, IrdmaEventCounterRows}) {
+    const std::vector<Pair> r = rows();
+    t.insert(t.end(), r.begin(), r.end());
   }
   return t;
 }

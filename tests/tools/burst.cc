@@ -286,15 +286,10 @@ int Receive(const std::string& listen_at, double timeout_s) {
   return 0;
 }
 
-int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
-         const std::string& congestion) {
-  const int64_t deadline = NowNs() + static_cast<int64_t>(timeout_s * 1e9);
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  std::string error;
-  if (!ResolveHostPort(connect_to, &addr, &len, &error)) return Usage("--connect: " + error);
-
-  // Connect, retrying while nobody listens yet (the receiver may still be starting).
+// Connect, retrying while nobody listens yet (the receiver may still be starting). On success
+// stores the connected descriptor in *fd_out and returns 0; otherwise returns the exit status.
+int Connect(const sockaddr_storage& addr, socklen_t len, const std::string& connect_to,
+            const std::string& congestion, double timeout_s, int64_t deadline, int* fd_out) {
   int fd = -1;
   while (true) {
     fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -307,7 +302,7 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
       close(fd);
       return Fail(msg);
     }
-    int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), len);
+    int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), len);
     if (rc != 0 && errno == EINPROGRESS) {
       if (!WaitFor(fd, POLLOUT, deadline)) {
         close(fd);
@@ -330,39 +325,52 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
     timespec pause{0, 20'000'000};
     nanosleep(&pause, nullptr);
   }
-  Fd s(fd);
+  *fd_out = fd;
+  return 0;
+}
 
+// What a send run measured: the bytes sent, when the first one was, and the receiver's answer.
+struct Transfer {
+  uint64_t sent = 0;
+  int64_t start_ns = 0, start_unix_ns = 0, end_ns = 0;
+  std::string answer;
+};
+
+// Sends exactly `bytes` bytes on fd, noting in *t when it started and how much was sent. Returns
+// 0, or the exit status on failure.
+int SendPayload(int fd, uint64_t bytes, double timeout_s, int64_t deadline, Transfer* t) {
   std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kMaxSendChunk, bytes)) + 1);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>('a' + i % 26);
-  const int64_t start_ns = NowNs();
-  const int64_t start_unix_ns = UnixNowNs();
-  uint64_t sent = 0;
-  while (sent < bytes) {
-    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - sent));
-    const ssize_t n = send(s.fd, buf.data(), chunk, MSG_NOSIGNAL);
+  t->start_ns = NowNs();
+  t->start_unix_ns = UnixNowNs();
+  while (t->sent < bytes) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - t->sent));
+    const ssize_t n = send(fd, buf.data(), chunk, MSG_NOSIGNAL);
     if (n > 0) {
-      sent += static_cast<uint64_t>(n);
+      t->sent += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      return Fail(Errno(("send failed after " + std::to_string(sent) + " bytes").c_str()));
+      return Fail(Errno(("send failed after " + std::to_string(t->sent) + " bytes").c_str()));
     }
-    if (!WaitFor(s.fd, POLLOUT, deadline)) {
-      return Fail("timed out after " + Seconds(timeout_s) + " with " + std::to_string(sent) +
+    if (!WaitFor(fd, POLLOUT, deadline)) {
+      return Fail("timed out after " + Seconds(timeout_s) + " with " + std::to_string(t->sent) +
                   " of " + std::to_string(bytes) + " bytes sent");
     }
   }
-  if (shutdown(s.fd, SHUT_WR) != 0) return Fail(Errno("shutdown"));
+  return 0;
+}
 
-  // The receiver answers "OK <bytes>" once it has read everything, then closes.
-  std::string answer;
+// The receiver answers "OK <bytes>" once it has read everything, then closes. Reads that answer
+// into t->answer; returns 0, or the exit status on failure.
+int ReadAnswer(int fd, double timeout_s, int64_t deadline, Transfer* t) {
   while (true) {
     char tmp[64];
-    const ssize_t n = read(s.fd, tmp, sizeof(tmp));
+    const ssize_t n = read(fd, tmp, sizeof(tmp));
     if (n > 0) {
-      answer.append(tmp, static_cast<size_t>(n));
-      if (answer.size() > 256) return Fail("the receiver answered garbage: " + answer);
+      t->answer.append(tmp, static_cast<size_t>(n));
+      if (t->answer.size() > 256) return Fail("the receiver answered garbage: " + t->answer);
       continue;
     }
     if (n == 0) break;
@@ -370,44 +378,69 @@ int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       return Fail(Errno("reading the receiver's answer"));
     }
-    if (!WaitFor(s.fd, POLLIN, deadline)) {
+    if (!WaitFor(fd, POLLIN, deadline)) {
       return Fail("timed out after " + Seconds(timeout_s) +
-                  " s waiting for the receiver to confirm " + std::to_string(sent) + " bytes");
+                  " s waiting for the receiver to confirm " + std::to_string(t->sent) + " bytes");
     }
   }
-  const int64_t end_ns = NowNs();
+  return 0;
+}
 
+// Prints the send result line (with the socket's TCP_INFO) and checks the receiver's answer;
+// returns the exit status.
+int Report(int fd, const Transfer& t) {
   tcp_info info{};
   socklen_t info_len = sizeof(info);
-  const bool have_info = getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0;
+  const bool have_info = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0;
   char cc[32] = {};
   socklen_t cc_len = sizeof(cc) - 1;
-  if (getsockopt(s.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cc_len) != 0) strcpy(cc, "unknown");
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cc_len) != 0) strcpy(cc, "unknown");
 
   unsigned long long peer = 0;
-  const bool answered = sscanf(answer.c_str(), "OK %llu", &peer) == 1;
+  const bool answered = sscanf(t.answer.c_str(), "OK %llu", &peer) == 1;
   auto u = [&](uint64_t v) { return static_cast<unsigned long long>(have_info ? v : 0); };
   printf(
       "sent_bytes=%llu elapsed_seconds=%.6f peer_received_bytes=%s mss=%llu segs_out=%llu "
       "data_segs_out=%llu retrans=%llu tcp_bytes_sent=%llu tcp_bytes_retrans=%llu "
       "timestamps=%d congestion=%s busy_us=%llu rwnd_limited_us=%llu sndbuf_limited_us=%llu "
       "snd_cwnd=%llu pacing_rate=%llu start_unix_seconds=%.6f end_unix_seconds=%.6f\n",
-      static_cast<unsigned long long>(sent), static_cast<double>(end_ns - start_ns) / 1e9,
+      static_cast<unsigned long long>(t.sent), static_cast<double>(t.end_ns - t.start_ns) / 1e9,
       answered ? std::to_string(peer).c_str() : "unknown", u(info.tcpi_snd_mss),
       u(info.tcpi_segs_out), u(info.tcpi_data_segs_out), u(info.tcpi_total_retrans),
       u(info.tcpi_bytes_sent), u(info.tcpi_bytes_retrans),
       have_info && (info.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 1 : 0, cc, u(info.tcpi_busy_time),
       u(info.tcpi_rwnd_limited), u(info.tcpi_sndbuf_limited), u(info.tcpi_snd_cwnd),
-      u(info.tcpi_pacing_rate), static_cast<double>(start_unix_ns) / 1e9,
-      static_cast<double>(start_unix_ns + (end_ns - start_ns)) / 1e9);
+      u(info.tcpi_pacing_rate), static_cast<double>(t.start_unix_ns) / 1e9,
+      static_cast<double>(t.start_unix_ns + (t.end_ns - t.start_ns)) / 1e9);
   fflush(stdout);
   if (!answered)
-    return Fail("the receiver did not confirm the transfer (answer: \"" + answer + "\")");
-  if (peer != sent) {
-    return Fail("the receiver got " + std::to_string(peer) + " bytes, " + std::to_string(sent) +
+    return Fail("the receiver did not confirm the transfer (answer: \"" + t.answer + "\")");
+  if (peer != t.sent) {
+    return Fail("the receiver got " + std::to_string(peer) + " bytes, " + std::to_string(t.sent) +
                 " were sent");
   }
   return 0;
+}
+
+int Send(const std::string& connect_to, uint64_t bytes, double timeout_s,
+         const std::string& congestion) {
+  const int64_t deadline = NowNs() + static_cast<int64_t>(timeout_s * 1e9);
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  std::string error;
+  if (!ResolveHostPort(connect_to, &addr, &len, &error)) return Usage("--connect: " + error);
+  int fd = -1;
+  if (const int rc = Connect(addr, len, connect_to, congestion, timeout_s, deadline, &fd)) {
+    return rc;
+  }
+  Fd s(fd);
+
+  Transfer t;
+  if (const int rc = SendPayload(s.fd, bytes, timeout_s, deadline, &t)) return rc;
+  if (shutdown(s.fd, SHUT_WR) != 0) return Fail(Errno("shutdown"));
+  if (const int rc = ReadAnswer(s.fd, timeout_s, deadline, &t)) return rc;
+  t.end_ns = NowNs();
+  return Report(s.fd, t);
 }
 
 }  // namespace

@@ -109,10 +109,8 @@ void RecvAll(int fd, char* p, size_t n, int64_t deadline_ns) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
+// Parses the flags into *a; on an unknown one prints it with the usage and returns false.
+bool ParseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     auto val = [&](const char* name) -> const char* {
@@ -120,56 +118,59 @@ int main(int argc, char** argv) {
       return s.compare(0, n, name) == 0 ? s.c_str() + n : nullptr;
     };
     if (const char* v = val("--rank=")) {
-      a.rank = std::atoi(v);
+      a->rank = std::atoi(v);
     } else if (const char* v = val("--nranks=")) {
-      a.nranks = std::atoi(v);
+      a->nranks = std::atoi(v);
     } else if (const char* v = val("--listen=")) {
-      a.listen = v;
+      a->listen = v;
     } else if (const char* v = val("--right=")) {
-      a.right = v;
+      a->right = v;
     } else if (const char* v = val("--plugin=")) {
-      a.plugin = v;
+      a->plugin = v;
     } else if (const char* v = val("--bytes=")) {
-      a.bytes = std::strtoull(v, nullptr, 10);
+      a->bytes = std::strtoull(v, nullptr, 10);
     } else if (const char* v = val("--iterations=")) {
-      a.iterations = std::atoi(v);
+      a->iterations = std::atoi(v);
     } else if (const char* v = val("--compute-ms=")) {
-      a.compute_ms = std::atoi(v);
+      a->compute_ms = std::atoi(v);
     } else if (const char* v = val("--delay-ms=")) {
-      a.delay_ms = std::atoi(v);
+      a->delay_ms = std::atoi(v);
     } else if (const char* v = val("--delay-file=")) {
-      a.delay_file = v;
+      a->delay_file = v;
     } else if (const char* v = val("--comm-hash=")) {
-      a.comm_hash = std::strtoull(v, nullptr, 16);
+      a->comm_hash = std::strtoull(v, nullptr, 16);
     } else if (const char* v = val("--timeout=")) {
-      a.timeout_s = std::atoi(v);
+      a->timeout_s = std::atoi(v);
     } else {
       std::fprintf(stderr, "unknown argument %s\n%s", s.c_str(), kUsage);
-      return 2;
+      return false;
     }
   }
-  sockaddr_in listen_addr{}, right_addr{};
-  if (a.nranks < 2 || a.rank < 0 || a.rank >= a.nranks || !ParseAddr(a.listen, &listen_addr) ||
-      !ParseAddr(a.right, &right_addr) || a.plugin.empty() || a.iterations < 1 ||
-      a.bytes < 4 * static_cast<size_t>(a.nranks)) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  const int64_t deadline = HarnessNowNs() + static_cast<int64_t>(a.timeout_s) * 1'000'000'000;
+  return true;
+}
 
-  // Connect the ring: listen for the left neighbour, connect to the right one (retrying while
-  // it is not listening yet).
+// The connected ring: the listening socket, the left neighbour's connection and the right one's.
+struct Ring {
+  int lfd = -1, left = -1, right = -1;
+};
+
+// Connect the ring: listen for the left neighbour, connect to the right one (retrying while
+// it is not listening yet).
+Ring ConnectRing(const Args& a, const sockaddr_in& listen_addr, const sockaddr_in& right_addr,
+                 int64_t deadline) {
   const int lfd = socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
   setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(lfd, reinterpret_cast<sockaddr*>(&listen_addr), sizeof(listen_addr)) != 0 ||
+  if (bind(lfd, reinterpret_cast<const sockaddr*>(&listen_addr), sizeof(listen_addr)) != 0 ||
       listen(lfd, 1) != 0) {
     Die("cannot listen on " + a.listen + ": " + std::strerror(errno));
   }
   int right = -1;
   while (right < 0) {
     right = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(right, reinterpret_cast<sockaddr*>(&right_addr), sizeof(right_addr)) == 0) break;
+    if (connect(right, reinterpret_cast<const sockaddr*>(&right_addr), sizeof(right_addr)) == 0) {
+      break;
+    }
     close(right);
     right = -1;
     if (HarnessNowNs() > deadline) Die("cannot connect to " + a.right);
@@ -179,85 +180,130 @@ int main(int argc, char** argv) {
   const int left = accept(lfd, nullptr, nullptr);
   if (left < 0) Die(std::string("accept: ") + std::strerror(errno));
   setsockopt(right, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return Ring{lfd, left, right};
+}
 
+// Loads the profiler plugin and initializes it for this rank's communicator; dies on failure.
+std::unique_ptr<FakeNccl> LoadPlugin(const Args& a, FakeNccl::Comm* comm) {
   std::string error;
   std::unique_ptr<FakeNccl> nccl = FakeNccl::Load(a.plugin, &error);
   if (!nccl) Die("cannot load the plugin: " + error);
+  comm->hash = a.comm_hash;
+  comm->rank = a.rank;
+  comm->nranks = a.nranks;
+  comm->nnodes = a.nranks;
+  comm->name = "ring";
+  if (nccl->Init(*comm) != 0) Die("plugin init failed");
+  return nccl;
+}
+
+// With --delay-file, the integer in the file replaces --delay-ms once the file exists.
+void ReadDelayFile(Args* a) {
+  if (a->delay_file.empty()) return;
+  if (FILE* f = std::fopen(a->delay_file.c_str(), "r")) {  // a fault injected mid-run
+    int ms = 0;
+    if (std::fscanf(f, "%d", &ms) == 1 && ms >= 0) a->delay_ms = ms;
+    std::fclose(f);
+  }
+}
+
+// The all-reduce itself over `data` (n chunks of `chunk` floats), `incoming` a chunk's buffer.
+void RingTransfer(const Ring& ring, int rank, int n, size_t chunk, std::vector<float>* data,
+                  std::vector<float>* incoming, int64_t deadline) {
+  auto chunk_ptr = [&](int c) {
+    return data->data() + static_cast<size_t>((c % n + n) % n) * chunk;
+  };
+  // Reduce-scatter: step s sends chunk (rank - s), receives chunk (rank - s - 1) and adds it.
+  for (int s = 0; s < n - 1; ++s) {
+    float* out = chunk_ptr(rank - s);
+    std::thread sender(
+        [&] { SendAll(ring.right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
+    RecvAll(ring.left, reinterpret_cast<char*>(incoming->data()), chunk * 4, deadline);
+    sender.join();
+    float* in = chunk_ptr(rank - s - 1);
+    for (size_t i = 0; i < chunk; ++i) in[i] += (*incoming)[i];
+  }
+  // All-gather: step s sends chunk (rank + 1 - s), receives chunk (rank - s).
+  for (int s = 0; s < n - 1; ++s) {
+    float* out = chunk_ptr(rank + 1 - s);
+    std::thread sender(
+        [&] { SendAll(ring.right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
+    RecvAll(ring.left, reinterpret_cast<char*>(chunk_ptr(rank - s)), chunk * 4, deadline);
+    sender.join();
+  }
+}
+
+// Every element is the sum over ranks of (r + 1) + i % 7.
+void CheckResult(const std::vector<float>& data, int n) {
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < data.size(); ++i) {
+    const float want = ranks_sum + static_cast<float>(n) * static_cast<float>(i % 7);
+    if (std::fabs(data[i] - want) > 1e-3f) {
+      Die("wrong all-reduce result at element " + std::to_string(i) + ": " +
+          std::to_string(data[i]) + " != " + std::to_string(want));
+    }
+  }
+}
+
+// One collective (iteration `it`): compute, enqueue it through the plugin, run the transfer,
+// check the result and print its line.
+void RunIteration(Args* a, int it, const Ring& ring, FakeNccl* nccl, FakeNccl::Comm* comm,
+                  size_t chunk, std::vector<float>* data, std::vector<float>* incoming,
+                  int64_t deadline) {
+  const int n = a->nranks;
+  for (size_t i = 0; i < data->size(); ++i) {
+    (*data)[i] = static_cast<float>(a->rank + 1) + static_cast<float>(i % 7);
+  }
+  ReadDelayFile(a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(a->compute_ms + a->delay_ms));
+  // Enqueue (ncclAllReduce): Coll start, proxy ops posted, Coll stop; nothing waits.
+  FakeNccl::CollSpec spec = FakeNccl::AllReduceSpec(chunk * 4 * static_cast<size_t>(n), a->rank, n,
+                                                    /*channels=*/1, /*chunk=*/chunk * 4);
+  auto gate = std::make_shared<fabricscope::testing::GpuGate>();
+  spec.gate = gate;
+  nccl->Run(*comm, spec);
+  const int64_t t0 = HarnessNowNs();
+  gate->started_ns.store(t0);  // the "kernel" runs: the proxy may start the KernelCh
+  nccl->Notify();
+  RingTransfer(ring, a->rank, n, chunk, data, incoming, deadline);
+  const int64_t t1 = HarnessNowNs();
+  gate->ended_ns.store(t1);  // done: steps, KernelCh stop and ProxyOp stops follow
+  nccl->Notify();
+  CheckResult(*data, n);
+  std::printf("collective seq=%d start_ns=%lld end_ns=%lld\n", it, static_cast<long long>(t0),
+              static_cast<long long>(t1));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!ParseArgs(argc, argv, &a)) return 2;
+  sockaddr_in listen_addr{}, right_addr{};
+  if (a.nranks < 2 || a.rank < 0 || a.rank >= a.nranks || !ParseAddr(a.listen, &listen_addr) ||
+      !ParseAddr(a.right, &right_addr) || a.plugin.empty() || a.iterations < 1 ||
+      a.bytes < 4 * static_cast<size_t>(a.nranks)) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  const int64_t deadline = HarnessNowNs() + static_cast<int64_t>(a.timeout_s) * 1'000'000'000;
+  const Ring ring = ConnectRing(a, listen_addr, right_addr, deadline);
   FakeNccl::Comm comm;
-  comm.hash = a.comm_hash;
-  comm.rank = a.rank;
-  comm.nranks = a.nranks;
-  comm.nnodes = a.nranks;
-  comm.name = "ring";
-  if (nccl->Init(comm) != 0) Die("plugin init failed");
+  std::unique_ptr<FakeNccl> nccl = LoadPlugin(a, &comm);
 
   const int n = a.nranks;
   const size_t count = a.bytes / 4;
   const size_t chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
   std::vector<float> data(chunk * static_cast<size_t>(n), 0.0f), incoming(chunk);
-  auto chunk_ptr = [&](int c) {
-    return data.data() + static_cast<size_t>((c % n + n) % n) * chunk;
-  };
   for (int it = 0; it < a.iterations; ++it) {
-    for (size_t i = 0; i < data.size(); ++i) {
-      data[i] = static_cast<float>(a.rank + 1) + static_cast<float>(i % 7);
-    }
-    if (!a.delay_file.empty()) {
-      if (FILE* f = std::fopen(a.delay_file.c_str(), "r")) {  // a fault injected mid-run
-        int ms = 0;
-        if (std::fscanf(f, "%d", &ms) == 1 && ms >= 0) a.delay_ms = ms;
-        std::fclose(f);
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(a.compute_ms + a.delay_ms));
-    // Enqueue (ncclAllReduce): Coll start, proxy ops posted, Coll stop; nothing waits.
-    FakeNccl::CollSpec spec = FakeNccl::AllReduceSpec(chunk * 4 * static_cast<size_t>(n), a.rank, n,
-                                                      /*channels=*/1, /*chunk=*/chunk * 4);
-    auto gate = std::make_shared<fabricscope::testing::GpuGate>();
-    spec.gate = gate;
-    nccl->Run(comm, spec);
-    const int64_t t0 = HarnessNowNs();
-    gate->started_ns.store(t0);  // the "kernel" runs: the proxy may start the KernelCh
-    nccl->Notify();
-    // Reduce-scatter: step s sends chunk (rank - s), receives chunk (rank - s - 1) and adds it.
-    for (int s = 0; s < n - 1; ++s) {
-      float* out = chunk_ptr(a.rank - s);
-      std::thread sender(
-          [&] { SendAll(right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
-      RecvAll(left, reinterpret_cast<char*>(incoming.data()), chunk * 4, deadline);
-      sender.join();
-      float* in = chunk_ptr(a.rank - s - 1);
-      for (size_t i = 0; i < chunk; ++i) in[i] += incoming[i];
-    }
-    // All-gather: step s sends chunk (rank + 1 - s), receives chunk (rank - s).
-    for (int s = 0; s < n - 1; ++s) {
-      float* out = chunk_ptr(a.rank + 1 - s);
-      std::thread sender(
-          [&] { SendAll(right, reinterpret_cast<const char*>(out), chunk * 4, deadline); });
-      RecvAll(left, reinterpret_cast<char*>(chunk_ptr(a.rank - s)), chunk * 4, deadline);
-      sender.join();
-    }
-    const int64_t t1 = HarnessNowNs();
-    gate->ended_ns.store(t1);  // done: steps, KernelCh stop and ProxyOp stops follow
-    nccl->Notify();
-    // Every element is the sum over ranks of (r + 1) + i % 7.
-    const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
-    for (size_t i = 0; i < data.size(); ++i) {
-      const float want = ranks_sum + static_cast<float>(n) * static_cast<float>(i % 7);
-      if (std::fabs(data[i] - want) > 1e-3f) {
-        Die("wrong all-reduce result at element " + std::to_string(i) + ": " +
-            std::to_string(data[i]) + " != " + std::to_string(want));
-      }
-    }
-    std::printf("collective seq=%d start_ns=%lld end_ns=%lld\n", it, static_cast<long long>(t0),
-                static_cast<long long>(t1));
-    std::fflush(stdout);
+    RunIteration(&a, it, ring, nccl.get(), &comm, chunk, &data, &incoming, deadline);
   }
   nccl->Drain();
   nccl->Finalize(comm);
-  close(left);
-  close(right);
-  close(lfd);
+  close(ring.left);
+  close(ring.right);
+  close(ring.lfd);
   std::printf("ok iterations=%d\n", a.iterations);
   return 0;
 }

@@ -22,7 +22,7 @@
 #include "collectors/clock.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/utf8.h"
-#include "exporters/stream_auth.h"
+#include "exporters/ingest/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {

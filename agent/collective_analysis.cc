@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/derived.h"
 #include "collectors/pcap/flow.h"
-#include "exporters/cross_rank.h"
+#include "exporters/analysis/cross_rank.h"
 
 namespace fabricscope::agent {
 
@@ -349,7 +349,7 @@ void CollectiveAnalyzer::Classify(v1::CollectiveAnalysis* a, int64_t duration_ns
     }
     // Saturated samples, microbursts, or time waiting for credits with data to send: the fabric
     // behind the port could not take the traffic (an InfiniBand link shows no ECN or CNP).
-    const double sat = exporters::SaturatedShare(p, duration_s);
+    const double sat = common::SaturatedShare(p, duration_s);
     if (sat >= options_.saturated_min_ratio && sat > worst_sat) {
       saturated = i;
       worst_sat = sat;

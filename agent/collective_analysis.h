@@ -11,9 +11,9 @@
 #include "agent/collective_options.h"
 #include "agent/flight_recorder.h"
 #include "agent/pipeline.h"
+#include "collectors/common/port_activity.h"
 #include "collectors/counter_meaning.h"
 #include "collectors/port.h"
-#include "exporters/port_activity.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {
@@ -37,9 +37,9 @@ class P2Quantile {
   double np_[5] = {};  // desired positions
 };
 
-// The loss events of a port during a collective (exporters/port_activity.h, one rule for the
-// agent and the aggregator).
-using exporters::LossEvents;
+// The loss events of a port during a collective (collectors/common/port_activity.h, one rule for
+// the agent and the aggregator).
+using common::LossEvents;
 
 // True when `name` (a --collective-rails entry or a captured interface) names port p: its device
 // ("mlx5_0", "eth0"), its "device:port" key, or its network interface.

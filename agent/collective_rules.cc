@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/collective_analysis.h"
-#include "exporters/diagnosis.h"
+#include "exporters/analysis/diagnosis.h"
 
 namespace fabricscope::agent {
 

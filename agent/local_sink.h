@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "agent/batch_sink.h"
-#include "exporters/cluster_state.h"
+#include "exporters/state/cluster_state.h"
 
 namespace fabricscope::agent {
 

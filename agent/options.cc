@@ -7,8 +7,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/sysfs_ports.h"
-#include "exporters/stream_auth.h"
-#include "exporters/web_config.h"
+#include "exporters/exposition/web_config.h"
+#include "exporters/ingest/stream_auth.h"
 
 namespace fabricscope::agent {
 

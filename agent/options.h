@@ -10,7 +10,7 @@
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
 #include "collectors/common/option_table.h"
-#include "exporters/tls.h"
+#include "exporters/ingest/tls.h"
 
 namespace fabricscope::agent {
 
@@ -85,12 +85,13 @@ struct AgentOptions {
   // certificate and key, mTLS (the aggregator may then require the node name in it).
   exporters::ClientTls tls;
   // File whose first line is the token the aggregator asks for (`auth_token_file:`,
-  // --auth-token-file; exporters/stream_auth.h); empty = none sent. Read at start and reload.
+  // --auth-token-file; exporters/ingest/stream_auth.h); empty = none sent. Read at start and
+  // reload.
   std::string auth_token_file;
   // Standalone mode only. Loopback by default: /metrics and /api/* carry no authentication;
   // open it to a scraper on another host with --http-listen=0.0.0.0:9470.
   std::string http_listen = "127.0.0.1:9470";
-  // Standalone mode: TLS and basic auth of the HTTP endpoints (exporters/web_config.h,
+  // Standalone mode: TLS and basic auth of the HTTP endpoints (exporters/exposition/web_config.h,
   // `web_config:`, --web-config); empty = plain HTTP, no auth.
   std::string web_config;
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "agent/derived.h"
+#include "collectors/common/utilization_codec.h"
 #include "collectors/counter_meaning.h"
-#include "exporters/utilization_codec.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -355,7 +355,7 @@ void Pipeline::AddUtilizationSeries(size_t pi, int64_t end_ns) {
   for (int k = 0; k < 2; ++k) {
     // A direction without the lead bucket gets a "missing" byte in front.
     if (dirs[k] && starts[k] > start) {
-      enc[k].insert(enc[k].begin(), static_cast<char>(exporters::kUtilizationMissing));
+      enc[k].insert(enc[k].begin(), static_cast<char>(common::kUtilizationMissing));
     }
   }
   us->set_start_ns(start);

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
-#include "exporters/stream_auth.h"
+#include "exporters/ingest/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -102,7 +102,7 @@ void GrpcUplink::Shutdown(int timeout_ms) {
 void GrpcUplink::Run(std::stop_token stop) {
   pthread_setname_np(pthread_self(), "fs-uplink");
   grpc::ChannelArguments args;
-  // Keepalive matches the aggregator's (exporters/telemetry_service.cc).
+  // Keepalive matches the aggregator's (exporters/ingest/telemetry_service.cc).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "exporters/utilization_codec.h"
+#include "collectors/common/utilization_codec.h"
 
 namespace fabricscope::agent {
 
@@ -47,7 +47,7 @@ int64_t UtilizationSeriesBuilder::Encode(uint64_t rate_bytes_per_second, int64_t
     const double util = covered_ns_[b] > 0 && rate > 0
                             ? bytes_[b] / (rate * static_cast<double>(covered_ns_[b]) / 1e9)
                             : NAN;
-    out->push_back(static_cast<char>(exporters::EncodeUtilization(util)));
+    out->push_back(static_cast<char>(common::EncodeUtilization(util)));
   }
   return first == 0 ? start_ns_ - bucket_ns_ : start_ns_;
 }

@@ -28,7 +28,7 @@ class UtilizationSeriesBuilder {
   // Starts a window at start_ns, clearing every bucket.
   void Reset(int64_t start_ns);
   void Add(int64_t t_ns, int64_t interval_ns, uint64_t bytes);
-  // Appends one exporters::EncodeUtilization byte per bucket to *out, up to the bucket holding
+  // Appends one common::EncodeUtilization byte per bucket to *out, up to the bucket holding
   // end_ns (a partial last window sends fewer buckets), from the lead bucket when it has data.
   // Returns the start time of the first bucket written. rate_bytes_per_second > 0.
   int64_t Encode(uint64_t rate_bytes_per_second, int64_t end_ns, std::string* out) const;

@@ -8,7 +8,7 @@
 // What a counter's increase means, declared once for every consumer: the port discovery (which
 // driver counters carry bytes and packets, and how wide they are), the agent's derived signals
 // (agent/derived.cc), its per-collective join (agent/collective_analysis.cc) and loss windows
-// (agent/pipeline.cc), and the aggregator's loss patterns (exporters/loss_patterns.cc,
+// (agent/pipeline.cc), and the aggregator's loss patterns (exporters/analysis/loss_patterns.cc,
 // link_analysis.cc). A pure library with no ioctl or libibumad, so that the aggregator links it.
 
 namespace fabricscope::collectors {
@@ -69,8 +69,8 @@ inline constexpr absl::string_view kPortDiscardsCounter = "rx_discards_phy";
 // "net/mlx5e: Add discard counters per priority"), which is what rx_discards_phy counts for the
 // whole port (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
 // counters.rst). One drop raises both: with rx_discards_phy present the per-priority ones are
-// left out of the sum (they still say which priority: exporters/link_analysis.cc); without it
-// they are the port's count.
+// left out of the sum (they still say which priority: exporters/analysis/link_analysis.cc); without
+// it they are the port's count.
 inline bool IsLossBreakdown(Meaning m, bool port_has_discards_phy) {
   return port_has_discards_phy && m == Meaning::kPriorityDiscard;
 }

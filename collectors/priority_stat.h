@@ -7,7 +7,8 @@
 #include "absl/strings/string_view.h"
 
 // The names of per-priority driver statistics, in a library of their own (no ioctl, no libibumad)
-// so that the aggregator can read them too (exporters/link_analysis.cc: loss per PFC priority).
+// so that the aggregator can read them too (exporters/analysis/link_analysis.cc: loss per PFC
+// priority).
 
 namespace fabricscope::collectors {
 

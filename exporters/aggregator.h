@@ -5,10 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "exporters/cluster_state.h"
-#include "exporters/http_server.h"
-#include "exporters/lock_watchdog.h"
-#include "exporters/telemetry_service.h"
+#include "exporters/exposition/http_server.h"
+#include "exporters/ingest/telemetry_service.h"
+#include "exporters/state/cluster_state.h"
+#include "exporters/state/lock_watchdog.h"
 #include "prometheus/registry.h"
 
 namespace fabricscope::exporters {
@@ -25,10 +25,10 @@ struct AggregatorOptions {
   // config; read at start, a SIGHUP does not change them since the state is kept).
   CrossRankOptions collectives;
   // TLS on the agents' gRPC port (`tls:` in the config, --tls-*): plain text when empty; with
-  // a client CA, mTLS and node identity (exporters/telemetry_service.h). Re-read by gRPC every
-  // kTlsRefreshSeconds; a SIGHUP with other file names restarts the gRPC server.
+  // a client CA, mTLS and node identity (exporters/ingest/telemetry_service.h). Re-read by gRPC
+  // every kTlsRefreshSeconds; a SIGHUP with other file names restarts the gRPC server.
   ServerTls tls;
-  // Shared-secret tokens of the agents (exporters/stream_auth.h; `auth:` in the config,
+  // Shared-secret tokens of the agents (exporters/ingest/stream_auth.h; `auth:` in the config,
   // --auth-token-file, --node-tokens-file): one every node may use and/or one per node. Empty
   // = no token asked. Re-read on SIGHUP (Reconfigure) without dropping live streams.
   std::string auth_token_file;
@@ -36,7 +36,7 @@ struct AggregatorOptions {
   // Serve agents in plain text without a token on a non-loopback address. Off: such a
   // grpc_listen is refused by ValidateAggregatorOptions (secure by default, issue 13 item 4).
   bool allow_insecure = false;
-  // TLS and basic auth of the HTTP endpoints (exporters/web_config.h; --web-config,
+  // TLS and basic auth of the HTTP endpoints (exporters/exposition/web_config.h; --web-config,
   // `web_config:`); empty = plain HTTP, no auth. Re-read on SIGHUP (Reconfigure).
   std::string web_config;
   // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).

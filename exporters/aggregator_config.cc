@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/common/host_port.h"
-#include "exporters/stream_auth.h"
-#include "exporters/web_config.h"
+#include "exporters/exposition/web_config.h"
+#include "exporters/ingest/stream_auth.h"
 
 namespace fabricscope::exporters {
 namespace {

@@ -6,8 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "collectors/common/utilization_codec.h"
 #include "collectors/sysfs_ports.h"
-#include "exporters/utilization_codec.h"
 
 namespace fabricscope::agent {
 namespace {
@@ -503,7 +503,7 @@ TEST(PipelineFlightRecorder, BurstWithLossAttachesTheSamplesAroundIt) {
     EXPECT_EQ(code, k >= 100 && k < 105 ? 250 : 0) << "bucket " << k;
   }
   // The sample ending at 2 s belongs to the next window: its bucket comes as that window's lead.
-  EXPECT_EQ(static_cast<uint8_t>(s.transmit()[999]), exporters::kUtilizationMissing);
+  EXPECT_EQ(static_cast<uint8_t>(s.transmit()[999]), common::kUtilizationMissing);
   d.pipeline.Flush(2 * kSec + 2 * kMs);
   const v1::Batch next = d.pipeline.TakeReady().back();
   ASSERT_EQ(next.utilization_series_size(), 1);

@@ -1,7 +1,7 @@
 // Who may stream to the aggregator, over real gRPC connections on loopback: shared and per-node
-// tokens (exporters/stream_auth.h), token rotation without dropping live streams, and one live
-// stream per node (exporters/telemetry_service.h: a second agent with the same node name is
-// refused and counted, the same instance reconnecting takes over).
+// tokens (exporters/ingest/stream_auth.h), token rotation without dropping live streams, and one
+// live stream per node (exporters/ingest/telemetry_service.h: a second agent with the same node
+// name is refused and counted, the same instance reconnecting takes over).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/uplink.h"
-#include "exporters/cluster_state.h"
-#include "exporters/stream_auth.h"
-#include "exporters/telemetry_service.h"
+#include "exporters/ingest/stream_auth.h"
+#include "exporters/ingest/telemetry_service.h"
+#include "exporters/state/cluster_state.h"
 #include "tests/agent/stream_test_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/cluster_state.h"
+#include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
 namespace fabricscope::testing {

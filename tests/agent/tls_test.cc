@@ -1,7 +1,7 @@
 // TLS and mTLS on the uplink, over real gRPC connections on loopback, with certificates that
 // openssl makes in the test: a good agent connects; no client certificate, one from another
 // CA, plain text, and a node name that is not the certificate's are refused.
-#include "exporters/tls.h"
+#include "exporters/ingest/tls.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/uplink.h"
-#include "exporters/cluster_state.h"
-#include "exporters/telemetry_service.h"
+#include "exporters/ingest/telemetry_service.h"
+#include "exporters/state/cluster_state.h"
 #include "tests/agent/stream_test_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/test_pki.h"

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/cluster_state.h"
-#include "exporters/telemetry_service.h"
+#include "exporters/ingest/telemetry_service.h"
+#include "exporters/state/cluster_state.h"
 #include "tests/agent/uplink_test_util.h"
 #include "tests/common/wait.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "exporters/cluster_state.h"
+#include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exporters/utilization_codec.h"
+#include "collectors/common/utilization_codec.h"
 
 namespace fabricscope::agent {
 namespace {
@@ -12,19 +12,19 @@ constexpr uint64_t kRate = 1'000'000'000;  // 1 GB/s: 1,000,000 bytes per ms = u
 
 std::vector<double> Decode(const std::string& s) {
   std::vector<double> out;
-  for (char c : s) out.push_back(exporters::DecodeUtilization(static_cast<uint8_t>(c)));
+  for (char c : s) out.push_back(common::DecodeUtilization(static_cast<uint8_t>(c)));
   return out;
 }
 
 TEST(UtilizationCodec, RoundsToQuarterPercentStepsAndMarksMissing) {
-  EXPECT_EQ(exporters::EncodeUtilization(0.5), 125);
-  EXPECT_EQ(exporters::EncodeUtilization(0.0021), 1);
-  EXPECT_EQ(exporters::EncodeUtilization(1.0), 250);
-  EXPECT_EQ(exporters::EncodeUtilization(3.0), 254);
-  EXPECT_EQ(exporters::EncodeUtilization(-0.1), 0);
-  EXPECT_EQ(exporters::EncodeUtilization(NAN), exporters::kUtilizationMissing);
-  EXPECT_DOUBLE_EQ(exporters::DecodeUtilization(125), 0.5);
-  EXPECT_TRUE(std::isnan(exporters::DecodeUtilization(255)));
+  EXPECT_EQ(common::EncodeUtilization(0.5), 125);
+  EXPECT_EQ(common::EncodeUtilization(0.0021), 1);
+  EXPECT_EQ(common::EncodeUtilization(1.0), 250);
+  EXPECT_EQ(common::EncodeUtilization(3.0), 254);
+  EXPECT_EQ(common::EncodeUtilization(-0.1), 0);
+  EXPECT_EQ(common::EncodeUtilization(NAN), common::kUtilizationMissing);
+  EXPECT_DOUBLE_EQ(common::DecodeUtilization(125), 0.5);
+  EXPECT_TRUE(std::isnan(common::DecodeUtilization(255)));
 }
 
 TEST(UtilizationSeries, SamplesOnTheBucketGridFillOneBucketEach) {

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "exporters/cluster_state.h"
-#include "exporters/exposition.h"
-#include "exporters/http_server.h"
+#include "exporters/exposition/exposition.h"
+#include "exporters/exposition/http_server.h"
+#include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/bench_common.h"
@@ -301,7 +301,7 @@ void BM_TextSerialize(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
-// The exposition /metrics serves (exporters/exposition.h), against prometheus-cpp's
+// The exposition /metrics serves (exporters/exposition/exposition.h), against prometheus-cpp's
 // TextSerializer above as the baseline.
 void BM_TextExposition(benchmark::State& state) {
   const auto families = g_world->state->Collect();

@@ -42,9 +42,9 @@
 #include <thread>
 #include <vector>
 
-#include "exporters/cluster_state.h"
-#include "exporters/cross_rank.h"
-#include "exporters/http_server.h"
+#include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/http_server.h"
+#include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "tests/bench/bench_common.h"
 #include "tests/bench/bench_hello.h"

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "exporters/heatmap_svg.h"
-#include "exporters/link_analysis.h"
-#include "exporters/utilization_codec.h"
+#include "collectors/common/utilization_codec.h"
+#include "exporters/analysis/link_analysis.h"
+#include "exporters/heatmap/heatmap_svg.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "exporters/cluster_state.h"
+#include "exporters/state/cluster_state.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/bench_hello.h"
 

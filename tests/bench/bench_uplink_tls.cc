@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/cluster_state.h"
-#include "exporters/stream_auth.h"
-#include "exporters/telemetry_service.h"
-#include "exporters/tls.h"
+#include "exporters/ingest/stream_auth.h"
+#include "exporters/ingest/telemetry_service.h"
+#include "exporters/ingest/tls.h"
+#include "exporters/state/cluster_state.h"
 #include "tests/bench/bench_common.h"
 #include "tests/bench/bench_hello.h"
 

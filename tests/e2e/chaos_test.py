@@ -185,7 +185,15 @@ def settle(agent, agg, scenario, lost_bound=0, replayed=None, lost_is_dropped=Fa
                 now.get("batches", 0) >= start + 5 and
                 metric(http("/metrics"), "fabricscope_agent_spool_batches",
                        f'{{node="{NODE}"}}') <= 3)
-    wait_for(caught_up, 90, f"{scenario}: the agent to catch up")
+    try:
+        wait_for(caught_up, 90, f"{scenario}: the agent to catch up")
+    except RuntimeError:
+        body = http("/metrics")
+        spooled = metric(body, "fabricscope_agent_spool_batches", '{node="%s"}' % NODE)
+        tail = "\n".join(agent.text().splitlines()[-25:])
+        log(f"{scenario}: the aggregator's view {node_view()} (from {seen}); spool batches "
+            f"{spooled}; the agent's last lines:\n{tail}")
+        raise
     if agent.stop() != 0:
         raise RuntimeError(f"{scenario}: the agent did not exit 0:\n{agent.text()[-2000:]}")
     m = re.findall(r"uplink: last batch (\d+), acked through (\d+)", agent.text())

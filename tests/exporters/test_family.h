@@ -1,6 +1,6 @@
 #pragma once
-// A metric family outside the catalog (exporters/metric_catalog.inc), for the exposition tests
-// that need families of every type and arbitrary names.
+// A metric family outside the catalog (exporters/exposition/metric_catalog.inc), for the exposition
+// tests that need families of every type and arbitrary names.
 
 #include <string>
 #include <utility>

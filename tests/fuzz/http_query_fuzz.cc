@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "exporters/cluster_state.h"
-#include "exporters/http_server.h"
+#include "exporters/exposition/http_server.h"
+#include "exporters/state/cluster_state.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace fabricscope::testing {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "exporters/cluster_state.h"
+#include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "google/protobuf/stubs/logging.h"
 #include "tests/fuzz/fuzz_target.h"

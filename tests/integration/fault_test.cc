@@ -459,8 +459,9 @@ TEST(AgentFaults, UnreadableCounterFileIsNotedAndTheRestExported) {
 
 // 5b. The unreadable file is the byte counter. DISABLED: the port's other counters are read, and
 // the aggregator then exports fabricscope_port_transmit_bytes_total 0 for it (the pipeline's
-// total of a counter it does not have is 0, exporters/cluster_state.cc exports the four traffic
-// totals of every port unconditionally): a counter that claims no traffic instead of no series.
+// total of a counter it does not have is 0, exporters/state/cluster_state.cc exports the four
+// traffic totals of every port unconditionally): a counter that claims no traffic instead of no
+// series.
 TEST(AgentFaults, UnreadableByteCounterIsAbsentNotZero) {
   FakeTree t;
   WritePort(t, "mlx5_0", {.port_rcv_errors = 4});

@@ -541,9 +541,9 @@ TEST(NodeExporterPeer, GeneratedTrickyTreeMatches) {
 
 // The same with counters of 10^16 and more (10 PB: 2.3 days of a 400 Gb/s port at line rate;
 // netdev and TCP counters up to 2^64 - 1). Both sides must print values that parse back to the
-// same double: node_exporter the shortest round-trip text, fabricscope exporters/exposition.h
-// (prometheus-cpp 1.0.1's 16 significant digits printed 12345678901234570 for the counter's
-// 12345678901234568).
+// same double: node_exporter the shortest round-trip text, fabricscope
+// exporters/exposition/exposition.h (prometheus-cpp 1.0.1's 16 significant digits printed
+// 12345678901234570 for the counter's 12345678901234568).
 TEST(NodeExporterPeer, SeventeenDigitValuesMatch) {
   FakeTree tree;
   WriteTrickyTree(tree, SeventeenDigitValues());

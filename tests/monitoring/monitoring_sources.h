@@ -2,7 +2,7 @@
 
 // What the monitoring tests read: the PromQL expressions of the Grafana dashboards
 // (dashboards/*.json) and of the Prometheus rules (deploy/prometheus/*.rules.yml), the metric
-// names the aggregator can export (exporters/metric_catalog.inc), and the pending list
+// names the aggregator can export (exporters/exposition/metric_catalog.inc), and the pending list
 // (tests/monitoring/pending_metrics.txt). Used by monitoring_test.cc and by the
 // fabricscope-monitoring-exprs tool that feeds the real-Prometheus end-to-end test.
 // Not thread-safe; plain functions over files.
@@ -60,7 +60,7 @@ std::vector<std::string> MetricNames(absl::string_view expr);
 std::vector<std::string> CounterViolations(absl::string_view expr);
 
 // Metric family names the aggregator can export: every name of the metric catalog
-// (`exporters_dir`/metric_catalog.inc); a Histogram also yields NAME_bucket, NAME_sum and
+// (`exporters_dir`/metric_catalog.inc, i.e. exporters/exposition); a Histogram also yields NAME_bucket, NAME_sum and
 // NAME_count. Errors: NotFound (no catalog, or no entry in it).
 absl::StatusOr<std::set<std::string>> ExportedMetricNames(const std::string& exporters_dir);
 

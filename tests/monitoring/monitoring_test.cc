@@ -315,7 +315,7 @@ TEST(Expressions, EveryDashboardAndRuleExpressionParses) {
 }
 
 TEST(Expressions, MetricsAreExportedOrPending) {
-  auto exported = ExportedMetricNames(kRoot + "/exporters");
+  auto exported = ExportedMetricNames(kRoot + "/exporters/exposition");
   ASSERT_TRUE(exported.ok()) << exported.status();
   // The scan of exporters/ sees the families every test here relies on.
   for (const char* known : {"fabricscope_port_transmit_bytes_total", "fabricscope_port_loss_ratio",

@@ -1,0 +1,312 @@
+#include "exporters/analysis/diagnosis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "exporters/exposition/metric_util.h"
+#include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/state/gpu_state.h"
+
+namespace fabricscope::exporters {
+namespace {
+
+// The element at n/2 of the sorted values (the upper median for an even count).
+template <typename T>
+T Median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The nearest-rank 90th percentile.
+double P90(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::string UtcClock(int64_t unix_ns) {
+  const time_t t = static_cast<time_t>(unix_ns / 1'000'000'000);
+  tm parts{};
+  gmtime_r(&t, &parts);
+  return absl::StrFormat("%02d:%02d:%02d UTC", parts.tm_hour, parts.tm_min, parts.tm_sec);
+}
+
+}  // namespace
+
+double BinomialUpperTail(size_t n, size_t k, double p) {
+  if (k == 0) return 1;
+  if (k > n) return 0;
+  if (p <= 0) return 0;
+  if (p >= 1) return 1;
+  double tail = 0;
+  for (size_t i = k; i <= n; ++i) {
+    const double log_pmf =
+        std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
+        std::lgamma(static_cast<double>(n - i) + 1) + static_cast<double>(i) * std::log(p) +
+        static_cast<double>(n - i) * std::log1p(-p);
+    tail += std::exp(log_pmf);
+  }
+  return std::min(1.0, tail);
+}
+
+StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& func, uint64_t bytes,
+                                            const std::vector<RankArrival>& ranks) {
+  StragglerVerdict v;
+  if (ranks.size() < 2) return v;
+  size_t last = 0;
+  std::vector<int64_t> durations;
+  // A rank's arrival is measured from its own previous collective on the communicator when
+  // every rank has one: the time it spent between them (compute). A rank whose previous
+  // collective ended late because a link slowed it starts late but computes no longer: it is
+  // not a compute straggler. Without that history, the start time itself.
+  std::vector<int64_t> arrival(ranks.size());
+  bool gaps = true;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    auto prev = previous_end_.find({comm, ranks[i].node, ranks[i].rank});
+    gaps = gaps && prev != previous_end_.end() && prev->second < ranks[i].start_unix_ns;
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto key = std::make_tuple(comm, ranks[i].node, ranks[i].rank);
+    arrival[i] = gaps ? ranks[i].start_unix_ns - previous_end_[key] : ranks[i].start_unix_ns;
+    if (previous_end_.size() < options_.max_kinds * 16 || previous_end_.count(key) > 0) {
+      previous_end_[key] = ranks[i].end_unix_ns;
+    }
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (arrival[i] > arrival[last]) last = i;
+    durations.push_back(ranks[i].end_unix_ns - ranks[i].start_unix_ns);
+  }
+  std::vector<int64_t> others;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i != last) others.push_back(arrival[i]);
+  }
+  const int64_t median_duration = std::max<int64_t>(1, Median(durations));
+  const int64_t lateness = arrival[last] - Median(others);
+  const double ratio = static_cast<double>(lateness) / static_cast<double>(median_duration);
+  v.latest = static_cast<int>(last);
+  v.latest_lateness_ns = lateness;
+
+  const Kind kind{comm, func, CollectiveSizeClass(bytes)};
+  auto it = arrivals_.find(kind);
+  if (it == arrivals_.end()) {
+    if (arrivals_.size() >= options_.max_kinds) return v;
+    it = arrivals_.emplace(kind, std::deque<Arrival>{}).first;
+  }
+  std::deque<Arrival>& h = it->second;
+  h.push_back({ranks[last].node, ranks[last].rank, ratio});
+  while (h.size() > options_.history) h.pop_front();
+  if (h.size() < options_.min_instances) return v;
+
+  // Is this instance's last rank last far more often than chance in the recent instances? The
+  // suffixes of the history (the last m instances, m = min_instances .. all) are scanned, so a
+  // straggler that began a few instances ago is named as soon as its own run is significant,
+  // not once it dominates the whole window (a scan for the change point in the arrival order).
+  if (ratio < options_.min_lateness_ratio) return v;
+  size_t k = 0, best_m = 0, best_k = 0;
+  double p = 2;
+  std::vector<double> lateness_seen, best_lateness;
+  for (size_t m = 1; m <= h.size(); ++m) {
+    const Arrival& a = h[h.size() - m];
+    if (a.last_node == ranks[last].node && a.last_rank == ranks[last].rank) {
+      ++k;
+      lateness_seen.push_back(a.lateness_ratio);
+    }
+    if (m < options_.min_instances) continue;
+    const double pm = BinomialUpperTail(m, k, 1.0 / static_cast<double>(ranks.size()));
+    if (pm < p) {
+      p = pm;
+      best_m = m;
+      best_k = k;
+      best_lateness = lateness_seen;
+    }
+  }
+  if (p > options_.max_p_value || Median(best_lateness) < options_.min_lateness_ratio) return v;
+  v.index = static_cast<int>(last);
+  v.last_count = best_k;
+  v.window = best_m;
+  v.p_value = p;
+  v.lateness_ns = lateness;
+  v.lateness_ratio = ratio;
+  v.evidence = absl::StrFormat(
+      "rank %d (%s) arrived last in %d of the last %d instances (binomial p = %.1e against "
+      "1/%d each); this time %.3g ms (%.0f%% of the median duration) after the median rank%s",
+      ranks[last].rank, ranks[last].node, best_k, best_m, p, ranks.size(),
+      static_cast<double>(lateness) / 1e6, 100 * ratio,
+      gaps ? ", measured from each rank's previous collective" : "");
+  return v;
+}
+
+void Diagnosis::Record(uint64_t comm, Outcome outcome) {
+  auto it = comms_.find(comm);
+  if (it == comms_.end()) {
+    if (comms_.size() >= options_.max_comms) {
+      auto oldest = comms_.begin();
+      for (auto c = comms_.begin(); c != comms_.end(); ++c) {
+        if (c->second.touched < oldest->second.touched) oldest = c;
+      }
+      for (auto k = arrivals_.begin(); k != arrivals_.end();) {
+        k = std::get<0>(k->first) == oldest->first ? arrivals_.erase(k) : std::next(k);
+      }
+      for (auto k = previous_end_.begin(); k != previous_end_.end();) {
+        k = std::get<0>(k->first) == oldest->first ? previous_end_.erase(k) : std::next(k);
+      }
+      comms_.erase(oldest);
+    }
+    it = comms_.emplace(comm, Comm{}).first;
+  }
+  Comm& c = it->second;
+  c.touched = ++clock_;
+  c.recent.push_back(std::move(outcome));
+  while (c.recent.size() > options_.instances_per_comm) c.recent.pop_front();
+}
+
+Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
+  Current d;
+  d.cause = "normal";
+  const size_t n = c.recent.size();
+  const size_t from = n > options_.window ? n - options_.window : 0;
+  d.instances = n - from;
+  using Label = std::tuple<std::string, std::string, int32_t, std::string>;
+  auto label = [](const Outcome& o) { return Label{o.cause, o.node, o.rank, o.port}; };
+  std::map<Label, size_t> counts;
+  for (size_t i = from; i < n; ++i) {
+    if (c.recent[i].cause != "normal") ++counts[label(c.recent[i])];
+  }
+  auto best = counts.end();
+  for (auto it = counts.begin(); it != counts.end(); ++it) {
+    if (best == counts.end() || it->second > best->second) best = it;
+  }
+  if (best == counts.end() ||
+      static_cast<double>(best->second) < options_.min_share * static_cast<double>(d.instances)) {
+    return d;
+  }
+  std::tie(d.cause, d.node, d.rank, d.port) = best->first;
+  d.affected = best->second;
+  // Walk back over the run: it ends at a gap of `gap` instances without the label.
+  size_t first = n, clean_run = 0;
+  std::vector<double> affected;
+  for (size_t i = n; i-- > 0;) {
+    if (label(c.recent[i]) == best->first) {
+      first = i;
+      clean_run = 0;
+      affected.push_back(static_cast<double>(c.recent[i].duration_ns) / 1e9);
+      if (d.evidence.empty()) {
+        d.evidence = c.recent[i].evidence;
+        d.func = c.recent[i].func;
+      }
+    } else if (++clean_run >= options_.gap) {
+      break;
+    }
+  }
+  d.since_unix_ns = c.recent[first].end_unix_ns;
+  d.p90_s = P90(affected);
+  std::vector<double> baseline;
+  for (size_t i = 0; i < first; ++i) {
+    if (c.recent[i].cause == "normal") {
+      baseline.push_back(static_cast<double>(c.recent[i].duration_ns) / 1e9);
+    }
+  }
+  if (!baseline.empty()) d.baseline_p90_s = P90(baseline);
+  return d;
+}
+
+std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
+  const std::string label = GpuState::CommLabel(comm);
+  if (d.cause == "normal") {
+    return absl::StrFormat("communicator %s: nothing holds it back (%d recent instances)", label,
+                           d.instances);
+  }
+  std::string what;
+  if (d.cause == "compute_straggler") {
+    what = absl::StrFormat("rank %d on %s arrives late", d.rank, d.node);
+  } else if (d.cause == "network_lossy") {
+    what = absl::StrFormat("%s's port %s loses, retransmits or is paused by PFC", d.node, d.port);
+  } else if (d.cause == "network_saturated") {
+    what = absl::StrFormat("%s's port %s is saturated", d.node, d.port);
+  } else {
+    what = absl::StrFormat("%s (rank %d on %s)", d.cause, d.rank, d.node);
+  }
+  std::string cost = "no clean baseline before it to measure the cost against";
+  if (d.baseline_p90_s > 0 && d.p90_s >= 1.005 * d.baseline_p90_s) {
+    cost = absl::StrFormat("its collectives take %.0f%% longer at p90 (%.3g s against %.3g s)",
+                           100 * (d.p90_s / d.baseline_p90_s - 1), d.p90_s, d.baseline_p90_s);
+  } else if (d.baseline_p90_s > 0) {
+    // A few percent of compute late hides in the collectives' own jitter.
+    cost = absl::StrFormat("its collectives take no longer at p90 (%.3g s against %.3g s)", d.p90_s,
+                           d.baseline_p90_s);
+  }
+  return absl::StrFormat("communicator %s: %s in %d of the last %d instances; %s, since %s", label,
+                         what, d.affected, d.instances, cost, UtcClock(d.since_unix_ns));
+}
+
+std::string Diagnosis::Json() const {
+  std::vector<std::pair<uint64_t, Current>> v;
+  for (const auto& [comm, c] : comms_) v.emplace_back(comm, Diagnose(c));
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second.affected > b.second.affected;
+  });
+  std::string out = "{\"communicators\":[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto& [comm, d] = v[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(comm), "\",\"cause\":\"", d.cause,
+                    "\",\"node\":");
+    AppendJsonString(&out, d.node);
+    absl::StrAppend(&out, ",\"rank\":", d.rank, ",\"port\":");
+    AppendJsonString(&out, d.port);
+    out += ",\"func\":";
+    AppendJsonString(&out, d.func);
+    out += ",\"since_unix_seconds\":";
+    if (d.affected > 0) {
+      AppendJsonNumber(&out, static_cast<double>(d.since_unix_ns) / 1e9);
+    } else {
+      out += "null";
+    }
+    absl::StrAppend(&out, ",\"affected\":", d.affected, ",\"instances\":", d.instances,
+                    ",\"p90_seconds\":");
+    AppendJsonNumber(&out, d.p90_s);
+    out += ",\"baseline_p90_seconds\":";
+    if (d.baseline_p90_s > 0) {
+      AppendJsonNumber(&out, d.baseline_p90_s);
+      out += ",\"cost_ratio\":";
+      AppendJsonNumber(&out, d.p90_s / d.baseline_p90_s - 1);
+    } else {
+      out += "null,\"cost_ratio\":null";
+    }
+    out += ",\"evidence\":";
+    AppendJsonString(&out, d.evidence);
+    out += ",\"sentence\":";
+    AppendJsonString(&out, Sentence(comm, d));
+    out += "}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+void Diagnosis::Collect(std::vector<prometheus::MetricFamily>* out) const {
+  using prometheus::MetricType;
+  auto info = MakeFamily(Metric::kDiagnosisInfo);
+  auto cost = MakeFamily(Metric::kDiagnosisCostRatio);
+  for (const auto& [comm, c] : comms_) {
+    const Current d = Diagnose(c);
+    const std::string label = GpuState::CommLabel(comm);
+    AddValue(info,
+             {{"comm", label},
+              {"cause", d.cause},
+              {"node", d.node},
+              {"rank", d.rank >= 0 ? absl::StrCat(d.rank) : ""},
+              {"port", d.port}},
+             1.0);
+    if (d.affected > 0 && d.baseline_p90_s > 0) {
+      AddValue(cost, {{"comm", label}}, d.p90_s / d.baseline_p90_s - 1);
+    }
+  }
+  for (auto* f : {&info, &cost}) {
+    if (!f->metric.empty()) out->push_back(std::move(*f));
+  }
+}
+
+}  // namespace fabricscope::exporters

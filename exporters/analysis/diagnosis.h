@@ -1,0 +1,152 @@
+#pragma once
+
+// What holds a communicator back, from the history of its matched collective instances
+// (exporters/analysis/cross_rank.h): a persistent-straggler test per (communicator, function, size
+// class), and a per-communicator diagnosis in one sentence with numbers (/api/diagnosis,
+// fabricscope_diagnosis_info).
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+struct DiagnosisOptions {
+  // Persistent straggler, per (comm, func, floor(log2 bytes)) over the last `history`
+  // instances: the rank that arrived last in this instance is named when, over some suffix of
+  // the history (the last m instances, min_instances <= m <= history: a scan for the change
+  // point where it began),
+  //   - a one-sided binomial test rejects "each rank is last with probability 1/nranks" at
+  //     max_p_value (sign test on the arrival order, W. J. Conover, "Practical Nonparametric
+  //     Statistics", 3rd ed., 1999, §3.4): 5 of 5 with 4 ranks, 10 of 10 with 2;
+  //   - its median lateness there, its arrival minus the median arrival of the other ranks, is
+  //     at least min_lateness_ratio of the instances' median duration (arrival: the time since
+  //     the rank's own previous collective on the communicator ended, when every rank has one,
+  //     so a rank delayed by a slow link is not taken for a compute straggler; else its start)
+  //     (per-rank robust location, not mean: one 300 ms outlier does not make a straggler; cf.
+  //     Greyhound, USENIX ATC '25, which flags ranks by their step-time distribution rather than a
+  //     single step).
+  // and it is late in this instance by at least min_lateness_ratio of its median duration.
+  size_t history = 16;
+  size_t min_instances = 4;
+  double max_p_value = 1e-3;
+  double min_lateness_ratio = 0.05;
+  size_t max_kinds =
+      4096;  // (comm, func, size class) histories; beyond it new kinds are not tested
+  // Diagnosis per communicator, over its last `window` instances (all functions): the most
+  // common (cause, node, rank, port) other than normal, when it holds at least min_share of
+  // them. "Since" is the first instance of that run not separated from the next one by
+  // `gap` or more instances without it. The cost is p90(duration) of its instances over the
+  // p90 of the normal instances before "since" (the baseline), minus 1.
+  size_t window = 16;
+  double min_share = 0.5;
+  size_t gap = 8;
+  size_t instances_per_comm = 256;
+  size_t max_comms = 64;  // as GpuState's comm labels: the least recently seen is dropped
+};
+
+// One rank of a matched instance: Unix times, ns.
+struct RankArrival {
+  std::string node;
+  int32_t rank = -1;
+  int64_t start_unix_ns = 0, end_unix_ns = 0;
+};
+
+// The persistent-straggler test's verdict on one instance. index = -1: nobody is named.
+struct StragglerVerdict {
+  // This instance alone, whatever the history says: the latest rank to arrive (index into the
+  // ranks, -1 with fewer than 2) and by how much after the others' median arrival (arrival as
+  // in DiagnosisOptions: from the rank's own previous collective when known).
+  int latest = -1;
+  int64_t latest_lateness_ns = 0;
+  int index = -1;             // into the instance's ranks
+  size_t last_count = 0;      // instances of the window the named rank was last in
+  size_t window = 0;          // instances in the window
+  double p_value = 1;         // binomial tail P(X >= last_count), X ~ B(window, 1/nranks)
+  int64_t lateness_ns = 0;    // this instance: its start minus the others' median start
+  double lateness_ratio = 0;  // lateness_ns / the instance's median duration
+  std::string evidence;       // one line with those numbers
+};
+
+// The size class of a collective's kind (communicator, function, size class), the same in the
+// agent's slow-collective estimate and the aggregator's straggler history: floor(log2(bytes)),
+// 0 for 0 or 1 byte.
+inline int CollectiveSizeClass(uint64_t bytes) {
+  int b = 0;
+  while (bytes > 1) {
+    bytes >>= 1;
+    ++b;
+  }
+  return b;
+}
+
+// P(X >= k) for X ~ Binomial(n, p). 1 for k <= 0, 0 for k > n.
+double BinomialUpperTail(size_t n, size_t k, double p);
+
+// Not thread-safe: CrossRankAnalysis calls it under its own lock.
+class Diagnosis {
+ public:
+  explicit Diagnosis(DiagnosisOptions options = {}) : options_(options) {}
+
+  // Adds the instance's arrival order to the history of its kind and tests it. `ranks` has
+  // at least one entry.
+  StragglerVerdict ObserveArrivals(uint64_t comm, const std::string& func, uint64_t bytes,
+                                   const std::vector<RankArrival>& ranks);
+
+  // The final cause of an instance (after ObserveArrivals and the network rules).
+  struct Outcome {
+    std::string func;
+    int64_t end_unix_ns = 0;
+    int64_t duration_ns = 0;  // the longest rank's
+    std::string cause;        // "normal", "compute_straggler", "network_lossy", ...
+    std::string node, port, evidence;
+    int32_t rank = -1;
+  };
+  void Record(uint64_t comm, Outcome outcome);
+
+  // {"communicators":[{comm, cause, node, rank, port, since_unix_seconds, affected,
+  //   instances, p90_seconds, baseline_p90_seconds (null without a baseline), cost_ratio
+  //   (null likewise), evidence, sentence}]}, most affected first; cause "normal" (and the
+  //   node etc. empty) when nothing holds the communicator back.
+  std::string Json() const;
+  // fabricscope_diagnosis_info{comm,cause,node,rank,port} 1 and
+  // fabricscope_diagnosis_cost_ratio{comm} for each communicator: at most max_comms series each.
+  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+
+  size_t comms() const { return comms_.size(); }
+
+ private:
+  struct Arrival {
+    std::string last_node;
+    int32_t last_rank = -1;
+    double lateness_ratio = 0;
+  };
+  using Kind = std::tuple<uint64_t, std::string, int>;
+  struct Current {
+    std::string cause, node, port, evidence, func;
+    int32_t rank = -1;
+    size_t affected = 0, instances = 0;
+    int64_t since_unix_ns = 0;
+    double p90_s = 0, baseline_p90_s = -1;  // -1: no baseline
+  };
+  struct Comm {
+    std::deque<Outcome> recent;
+    uint64_t touched = 0;
+  };
+  Current Diagnose(const Comm& c) const;
+  static std::string Sentence(uint64_t comm, const Current& d);
+
+  const DiagnosisOptions options_;
+  std::map<Kind, std::deque<Arrival>> arrivals_;
+  // (comm, node, rank) -> end of its latest collective on the communicator (Unix ns).
+  std::map<std::tuple<uint64_t, std::string, int32_t>, int64_t> previous_end_;
+  std::map<uint64_t, Comm> comms_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,185 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "exporters/analysis/temporal.h"
+#include "exporters/heatmap/heatmap_svg.h"
+#include "fabricscope/v1/telemetry.pb.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+struct LinkAnalysisOptions {
+  // Per-port utilization kept for /heatmap/links: history_seconds at bucket_ns, one byte per
+  // bucket and direction (2 x history / bucket bytes per port: 20 KB at 10 s and 1 ms).
+  double history_seconds = 10;
+  int64_t bucket_ns = 1'000'000;
+  // Step-period detection: each node's bytes (all ports, both directions) per period_bucket_ns
+  // over the last period_history_seconds, analysed every period_every_batches batches.
+  int64_t period_bucket_ns = 10'000'000;
+  double period_history_seconds = 20;
+  size_t period_every_batches = 5;
+  // Anomalies: a window is compared with the node's previous baseline_windows windows once
+  // min_baseline_windows exist; |robust z| > anomaly_z is an event.
+  size_t baseline_windows = 120;
+  size_t min_baseline_windows = 20;
+  double anomaly_z = 3.5;
+  // Loss patterns look at the last loss_windows windows of every link.
+  size_t loss_windows = 60;
+  size_t recent_anomalies = 256;
+  size_t recent_recordings_per_node = 16;
+  // Largest heat map served (cells); wider ones get coarser time buckets.
+  size_t max_cells = 1'000'000;
+};
+
+// The aggregator's link and traffic analysis: per-port sub-ms utilization history (link x time
+// heat map), node x node bytes from captures, traffic imbalance across a node's ports, each
+// node's training-step period and departures from its own baseline, and loss patterns.
+//
+// Fed by ClusterState with every Hello and every stored (non-duplicate, valid) batch.
+// Thread-safe: every method may be called from any thread.
+class LinkAnalysis {
+ public:
+  explicit LinkAnalysis(LinkAnalysisOptions options = {});
+
+  void OnHello(const v1::Hello& hello);
+  // Drops everything held for `node` (ClusterState::ExpireNodes); its past anomalies stay in
+  // the bounded list until they age out.
+  void ForgetNode(const std::string& node) {
+    absl::MutexLock lock(&mu_);
+    nodes_.erase(node);
+  }
+  // Takes and releases the lock (LockWatchdog).
+  void ProbeLock() const { absl::MutexLock lock(&mu_); }
+  void OnBatch(const std::string& node, const v1::Batch& batch);
+
+  // Appends this module's metric families (only those with samples).
+  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+
+  struct LinkQuery {
+    int64_t from_unix_ns = 0;  // 0 = to - seconds
+    int64_t to_unix_ns = 0;    // 0 = the newest bucket held
+    double seconds = 10;
+    int64_t bucket_ns = 0;  // 0 = the stored resolution; rounded up to a multiple of it
+    std::string node;       // empty = all
+    std::string direction;  // "transmit", "receive", empty = both
+  };
+  // Link x time: one row per port and direction ("node/device:port tx"), the maximum of the
+  // stored buckets in each column (a one-bucket microburst stays visible), NaN where no data.
+  HeatmapModel LinksHeatmap(const LinkQuery& query) const;
+  // Node x node bytes over the last `seconds` from the captures' top peer pairs. An IP that a
+  // Hello lists maps to its node, others stay IPs. A pair seen by both ends' captures counts
+  // once: per pair, the largest total any one node reported.
+  HeatmapModel NodesHeatmap(double seconds) const;
+
+  // {"anomalies":[{node, kind, time_unix_seconds, value, median, scale, score}...]} newest last.
+  std::string AnomaliesJson(absl::string_view node_filter) const;
+  // {"rule": "...", "classification": ..., "reasons": [...], "total_loss_events", "gini",
+  //  "links": [{node, device, port, loss_events, share}...] (top first, at most 20),
+  //  "total_priority_loss_events", "priorities": [{priority, loss_events, share}...] (PFC
+  //  priorities 0-7 with loss, top first; share of the priority-tagged loss events),
+  //  "peers": [...], "nodes": [{node, step_period_seconds, rayleigh_p, ...}]}.
+  // Priority-tagged loss events are the deltas of the {rx,tx}_prio<p>_<kind> counters
+  // (collectors::ParsePriorityStat) that IsLossCounter accepts: rx_prio3_discards,
+  // rx_prio3_buf_discard, rx_prio3_cong_discard; not pause, bytes, packets or marked.
+  std::string LossPatternsJson() const;
+  // {"recordings":[{node, device, port, reason, from_unix_seconds, to_unix_seconds, truncated,
+  //   samples:[{time_unix_seconds, interval_seconds, transmit_bytes, receive_bytes,
+  //   transmit_utilization, receive_utilization}]}]} newest last.
+  std::string FlightRecordingsJson(absl::string_view node_filter) const;
+
+  std::optional<PeriodEstimate> StepPeriod(const std::string& node) const;
+  // Bytes held by the per-port utilization rings (what scales with links x history).
+  uint64_t series_bytes() const;
+  const LinkAnalysisOptions& options() const { return options_; }
+
+ private:
+  // A ring of values indexed by absolute bucket number (unix_ns / bucket), newest at `latest`.
+  template <typename T>
+  struct Ring {
+    std::vector<T> v;
+    int64_t latest = INT64_MIN;
+    T missing{};
+    void Init(size_t n, T miss) {
+      v.assign(n, miss);
+      missing = miss;
+      latest = INT64_MIN;
+    }
+    // Moves the ring forward to `abs` (clearing what it skips) if needed; false when abs is too
+    // old to be held.
+    bool Reach(int64_t abs);
+    T& operator[](int64_t abs) {
+      return v[static_cast<size_t>(
+          ((abs % static_cast<int64_t>(v.size())) + static_cast<int64_t>(v.size())) %
+          static_cast<int64_t>(v.size()))];
+    }
+    T Get(int64_t abs) const;
+  };
+  struct PortLinks {
+    v1::PortInfo info;
+    Ring<uint8_t> tx, rx;
+    std::deque<uint64_t> loss;  // loss events per window, newest last
+    uint64_t loss_sum = 0;
+  };
+  struct Anomaly {
+    std::string node, kind;
+    int64_t unix_ns;
+    double value, median, scale, z;
+  };
+  struct PeerWindow {
+    int64_t end_unix_ns;
+    std::vector<std::pair<std::pair<std::string, std::string>, uint64_t>> bytes;
+  };
+  struct Recording {
+    v1::FlightRecording r;
+    int64_t offset_ns;
+  };
+  // Loss events of one port and PFC priority in one window (only nonzero ones are kept).
+  struct PriorityLoss {
+    uint32_t port_index;
+    uint8_t priority;  // 0-7
+    uint64_t events;
+  };
+  struct NodeLinks {
+    uint64_t instance_id = 0;
+    std::vector<PortLinks> ports;
+    std::vector<std::string> addresses;
+    Ring<double> period_bytes;
+    size_t batches_since_period = 0;
+    std::optional<PeriodEstimate> period;
+    std::deque<double> window_bytes, window_bursts;
+    std::map<std::string, uint64_t> anomalies_total;
+    double imbalance[2] = {NAN, NAN};  // transmit, receive
+    std::deque<PeerWindow> peers;
+    std::deque<std::pair<std::pair<std::string, std::string>, int64_t>> loss_events;
+    // Priority-tagged loss of the last loss_windows batches that carried port windows, newest
+    // last (empty vectors for windows without any).
+    std::deque<std::vector<PriorityLoss>> priority_loss;
+    std::deque<Recording> recordings;
+    uint64_t flight_recorder_bytes = 0;
+    bool has_flight_recorder = false;
+  };
+
+  void IngestSeries(NodeLinks& n, const v1::UtilizationSeries& s, int64_t offset_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckAnomaly(const std::string& node, NodeLinks& n, std::deque<double>& history,
+                    const char* kind, double value, int64_t unix_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LinkAnalysisOptions options_;
+  const size_t ring_buckets_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, NodeLinks> nodes_ ABSL_GUARDED_BY(mu_);
+  std::deque<Anomaly> anomalies_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,176 @@
+// The cross-rank analysis's JSON (CrossRankAnalysis::SlowJson) and HTTP routes
+// (RegisterCrossRankRoutes), exporters/cross_rank.h.
+
+#include <httplib.h>
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "exporters/analysis/cross_rank.h"
+#include "exporters/heatmap/heatmap_http.h"
+#include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/state/gpu_state.h"
+
+namespace fabricscope::exporters {
+
+std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Done*> v;
+  for (const Done& d : recent_) {
+    if (comm.empty() || GpuState::CommLabel(std::get<0>(d.key)) == comm) v.push_back(&d);
+  }
+  std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
+    return a->max_duration_ns > b->max_duration_ns;
+  });
+  if (limit > 0 && v.size() > limit) v.resize(limit);
+  std::string out = "{\"collectives\":[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Done& d = *v[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
+    AppendJsonString(&out, std::get<1>(d.key));
+    absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
+                    ",\"cause\":\"", d.cause, "\",\"evidence\":");
+    AppendJsonString(&out, d.evidence);
+    out += ",\"skew_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
+    out += ",\"duration_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
+    out += ",\"bottleneck\":";
+    if (d.bottleneck >= 0) {
+      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
+      out += "{\"node\":";
+      AppendJsonString(&out, b.node);
+      absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
+      AppendJsonString(&out, b.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, b.detail);
+      out += "}";
+    } else {
+      out += "null";
+    }
+    out += ",\"ranks\":[";
+    for (size_t k = 0; k < d.ranks.size(); ++k) {
+      const RankEntry& r = d.ranks[k];
+      if (k > 0) out += ",";
+      out += "{\"node\":";
+      AppendJsonString(&out, r.node);
+      absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
+                      "\",\"port\":");
+      AppendJsonString(&out, r.port);
+      out += ",\"detail\":";
+      AppendJsonString(&out, r.detail);
+      out += ",\"start_unix_seconds\":";
+      AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
+      out += ",\"duration_seconds\":";
+      AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
+      absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false", ",\"loss_events\":", r.events);
+      if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
+        const v1::FlightRecording& rec = r.recording;
+        const int64_t off = r.recording_offset_ns;
+        absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
+        AppendJsonString(&out, rec.reason());
+        out += ",\"from_unix_seconds\":";
+        AppendJsonNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
+        out += ",\"to_unix_seconds\":";
+        AppendJsonNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
+        absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false",
+                        ",\"samples\":[");
+        for (int s = 0; s < rec.time_ns_size(); ++s) {
+          if (s > 0) out += ",";
+          out += "{\"time_unix_seconds\":";
+          AppendJsonNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
+          out += ",\"interval_seconds\":";
+          AppendJsonNumber(&out, s < rec.interval_ns_size()
+                                     ? static_cast<double>(rec.interval_ns(s)) / 1e9
+                                     : NAN);
+          absl::StrAppend(
+              &out,
+              ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
+              ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
+              ",\"transmit_utilization\":");
+          AppendJsonNumber(&out,
+                           s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
+          out += ",\"receive_utilization\":";
+          AppendJsonNumber(&out,
+                           s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
+          out += "}";
+        }
+        out += "]}";
+      }
+      out += "}";
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+namespace {
+
+std::string Param(const httplib::Request& req, const char* name) {
+  return req.has_param(name) ? req.get_param_value(name) : "";
+}
+
+void ServeModel(const httplib::Request& req, httplib::Response& res, HeatmapModel model) {
+  DownsampleHeatmap(&model, 1'000'000);
+  const std::string format = Param(req, "format");
+  if (format == "json") {
+    res.set_content(RenderHeatmapJson(model), "application/json");
+  } else if (format.empty() || format == "svg") {
+    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
+  } else {
+    res.status = 400;
+    res.set_content("format must be svg or json\n", "text/plain");
+  }
+}
+
+}  // namespace
+
+void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
+                             std::vector<HeatmapPage>* pages) {
+  server.Get("/heatmap/collectives", [&analysis](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    size_t n = 100;
+    if (auto v = Param(req, "instances");
+        !v.empty() && (!absl::SimpleAtoi(v, &n) || n == 0 || n > 100000)) {
+      res.status = 400;
+      res.set_content("instances must be a count in [1, 100000]\n", "text/plain");
+      return;
+    }
+    ServeModel(req, res, analysis.CollectivesHeatmap(Param(req, "comm"), Param(req, "func"), n));
+  });
+  server.Get("/heatmap/ranks", [&analysis](const httplib::Request& req, httplib::Response& res) {
+    ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
+  });
+  server.Get("/api/collectives/slow",
+             [&analysis](const httplib::Request& req, httplib::Response& res) {
+               size_t limit = 20;
+               if (auto v = Param(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
+                 res.status = 400;
+                 res.set_content("limit must be a count\n", "text/plain");
+                 return;
+               }
+               res.set_content(analysis.SlowJson(limit, Param(req, "comm")), "application/json");
+             });
+  server.Get("/api/diagnosis", [&analysis](const httplib::Request&, httplib::Response& res) {
+    res.set_content(analysis.DiagnosisJson(), "application/json");
+  });
+  pages->push_back({"/heatmap/collectives",
+                    "collective duration per rank x sequence number (a compute straggler is the "
+                    "dark row among bright ones: the other ranks' collectives wait for it and "
+                    "run long); ?comm=, ?func=, "
+                    "?instances=100, ?format=json"});
+  pages->push_back({"/heatmap/ranks",
+                    "rank x rank bytes of a communicator from the NCCL proxy (who talks to "
+                    "whom); ?comm=, ?format=json"});
+  pages->push_back({"/api/collectives/slow",
+                    "JSON: the slowest recent collective instances, their cause, bottleneck "
+                    "rank, evidence and flight-recorder samples; ?limit=20, ?comm="});
+  pages->push_back({"/api/diagnosis",
+                    "JSON: per communicator, what holds it back now, since when and what it "
+                    "costs, in one sentence with numbers"});
+}
+
+}  // namespace fabricscope::exporters

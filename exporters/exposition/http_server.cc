@@ -1,0 +1,206 @@
+#include "exporters/exposition/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/common/host_port.h"
+#include "exporters/exposition/exposition.h"
+#include "exporters/exposition/http_pool.h"
+#include "exporters/heatmap/heatmap_http.h"
+#include "exporters/state/cluster_state.h"
+
+namespace fabricscope::exporters {
+
+HttpServer::HttpServer(std::vector<const prometheus::Collectable*> collectables,
+                       const ClusterState* state)
+    : collectables_(std::move(collectables)), state_(state) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::string HttpServer::RenderMetrics() const {
+  std::vector<prometheus::MetricFamily> families;
+  for (const prometheus::Collectable* c : collectables_) {
+    auto f = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
+  }
+  return TextExposition(families);
+}
+
+void HttpServer::RegisterDataRoutes() {
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/api/microbursts", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
+    res.set_content(state_ ? state_->RecentMicroburstsJson(node) : "{}", "application/json");
+  });
+  server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(state_ ? state_->NodesJson() : "{}", "application/json");
+  });
+  server_->Get("/api/loss_events", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
+    res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
+  });
+  // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node.
+  auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit) {
+    *node = req.has_param("node") ? req.get_param_value("node") : "";
+    *limit = 0;
+    if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), limit)) {
+      *limit = 0;
+    }
+  };
+  server_->Get("/api/collectives", [this, gpu_query](const httplib::Request& req,
+                                                     httplib::Response& res) {
+    std::string node;
+    size_t limit;
+    gpu_query(req, &node, &limit);
+    res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}", "application/json");
+  });
+  server_->Get(
+      "/api/kernels", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+        std::string node;
+        size_t limit;
+        gpu_query(req, &node, &limit);
+        res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
+      });
+  if (state_) {
+    std::vector<HeatmapPage> pages;
+    RegisterLinkRoutes(*server_, state_->links(), &pages);
+    RegisterCrossRankRoutes(*server_, state_->cross_rank(), &pages);
+    RegisterHeatmapIndex(*server_, std::move(pages));
+  }
+  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    std::string page =
+        "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
+        "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>";
+    if (state_) {
+      page +=
+          "<li><a href=\"/heatmap\">/heatmap</a> heat maps: links x time, node x node, rank x "
+          "rank, collective duration per rank x sequence</li>"
+          "<li><a href=\"/api/collectives/slow\">/api/collectives/slow</a> the slowest recent "
+          "collectives matched across ranks, with cause and flight-recorder samples (JSON)</li>"
+          "<li><a href=\"/api/anomalies\">/api/anomalies</a> departures from each node's own "
+          "baseline (JSON; ?node=NAME)</li>"
+          "<li><a href=\"/api/loss_patterns\">/api/loss_patterns</a> systematic or random "
+          "loss, with the links, PFC priorities and peers that concentrate it (JSON)</li>"
+          "<li><a href=\"/api/flight_recordings\">/api/flight_recordings</a> raw sub-ms samples "
+          "around bursts with loss and slow collectives (JSON; ?node=NAME)</li>";
+    }
+    page +=
+        "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
+        "?node=NAME to filter)</li>"
+        "<li><a href=\"/api/nodes\">/api/nodes</a> the nodes reporting: agent instance, acked "
+        "sequence number, batches stored, duplicates and lost, last seen</li>"
+        "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
+        "retransmission events from captures (JSON; ?node=NAME)</li>"
+        "<li><a href=\"/api/collectives\">/api/collectives</a> recent NCCL collectives per "
+        "node (JSON; ?node=NAME, ?limit=N)</li>"
+        "<li><a href=\"/api/kernels\">/api/kernels</a> recent GPU kernel spans (JSON; "
+        "?node=NAME, ?limit=N)</li>"
+        "<li><a href=\"/healthz\">/healthz</a></li></ul>";
+    res.set_content(page, "text/html");
+  });
+}
+
+absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
+  auto hp = common::SplitHostPort(listen);
+  if (!hp.ok()) return hp.status();
+  if (web_.tls()) {
+    server_ = std::make_unique<httplib::SSLServer>(
+        web_.cert_file.c_str(), web_.key_file.c_str(),
+        web_.client_ca_file.empty() ? nullptr : web_.client_ca_file.c_str());
+    if (!server_->is_valid()) {
+      server_.reset();
+      return absl::InvalidArgumentError(
+          absl::StrCat("web config: cannot load the TLS certificate ", web_.cert_file, " and key ",
+                       web_.key_file, " (or the client CA): not PEM, or not a pair"));
+    }
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  if (!web_.users.empty()) {
+    auto auth = std::make_shared<BasicAuth>(web_.users);
+    server_->set_pre_routing_handler([auth](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/healthz" || auth->Allow(req.get_header_value("Authorization"))) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"fabricscope\"");
+      res.set_content("401 Unauthorized: a user and password of the web config are wanted\n",
+                      "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  // A thread per connection while the 8 core ones are busy, up to kMaxHttpThreads
+  // (exporters/exposition/http_pool.h): idle or slow clients cannot keep /metrics waiting.
+  server_->new_task_queue = [] {
+    return ElasticTaskQueue::NewHttplibQueue(8, kMaxHttpThreads, absl::Seconds(10));
+  };
+  // httplib's default adds SO_REUSEPORT, which would let a second daemon share the port
+  // silently; keep only SO_REUSEADDR (quick restarts).
+  auto listen_fd = std::make_shared<int>(-1);
+  server_->set_socket_options([listen_fd](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
+  });
+  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    const std::string why = health_check_ ? health_check_() : std::string();
+    if (!why.empty()) {
+      res.status = 503;
+      res.set_content(why + "\n", "text/plain");
+      return;
+    }
+    res.set_content("ok\n", "text/plain");
+  });
+  // Nothing to serve but liveness (the agent's --health-listen): /healthz alone, everything
+  // else 404, so that a scrape pointed here fails loudly instead of reading an empty page.
+  if (collectables_.empty() && state_ == nullptr) {
+    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(
+          "<!doctype html><title>fabricscope</title><h1>fabricscope</h1>"
+          "<p>Health endpoint only: <a href=\"/healthz\">/healthz</a>. Metrics and heat maps "
+          "are served by the aggregator.</p>",
+          "text/html");
+    });
+  } else {
+    RegisterDataRoutes();
+  }
+  const auto& [host, port] = *hp;
+  int bound = port;
+  if (port == 0) {
+    bound = server_->bind_to_any_port(host.c_str());
+  } else if (!server_->bind_to_port(host.c_str(), port)) {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", listen, " (address in use or not local?)"));
+  }
+  // httplib listens with a backlog of 5: a burst of connections then waits out SYN
+  // retransmissions (1 s, 3 s, ...). listen(2) again on a listening socket only sets its
+  // backlog (net/ipv4/af_inet.c inet_listen); the kernel caps it at net.core.somaxconn.
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // listen_after_bind() sets is_running() once its accept loop starts; Stop() before that would
+  // be lost, so wait for it (bounded).
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return bound;
+}
+
+void HttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace fabricscope::exporters

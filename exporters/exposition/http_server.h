@@ -1,0 +1,68 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "exporters/exposition/web_config.h"
+#include "prometheus/collectable.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace fabricscope::exporters {
+
+class ClusterState;
+
+// The one HTTP server of a daemon: /metrics in the Prometheus text format (0.0.4), rendered at
+// scrape time from the collectables; /healthz; /api/*; with a ClusterState the heat maps and
+// their JSON; an index at /. With neither collectables nor a state (the agent's
+// --health-listen) it serves /healthz and a one-line index only, and 404 for the rest.
+//
+// Threading: Start/Stop from the control thread; requests are served on the server's own pool.
+class HttpServer {
+ public:
+  // Connections served at once (one thread each; more wait in arrival order). httplib closes a
+  // connection that sends nothing for 5 s (its read timeout) or idles 5 s between keep-alive
+  // requests.
+  static constexpr size_t kMaxHttpThreads = 1024;
+  // collectables: scraped in order on every GET /metrics; must outlive the server.
+  HttpServer(std::vector<const prometheus::Collectable*> collectables, const ClusterState* state);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds host:port ("127.0.0.1:9470", "[::1]:0", ":9470" = all addresses) and starts serving.
+  // Returns the bound port (useful with port 0).
+  // Errors: InvalidArgument for a malformed address or a TLS certificate and key that do not
+  // load, Unavailable when the bind fails.
+  absl::StatusOr<int> Start(const std::string& listen);
+  void Stop();
+  // /healthz answers 503 with check()'s text when it is not empty, else 200 "ok". Call before
+  // Start.
+  void SetHealthCheck(std::function<std::string()> check) { health_check_ = std::move(check); }
+  // TLS and basic auth from a web config (exporters/exposition/web_config.h): HTTPS instead of
+  // HTTP, and a 401 with `WWW-Authenticate: Basic` for every path but /healthz without a good user
+  // and password. Call before Start.
+  void SetWebConfig(WebConfig config) { web_ = std::move(config); }
+
+  // The whole /metrics body as served.
+  std::string RenderMetrics() const;
+
+ private:
+  // /metrics, /api/*, the heat maps (with a state) and the index page.
+  void RegisterDataRoutes();
+
+  std::vector<const prometheus::Collectable*> collectables_;
+  const ClusterState* state_;
+  std::unique_ptr<httplib::Server> server_;
+  std::function<std::string()> health_check_;
+  WebConfig web_;
+  std::thread thread_;
+};
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,128 @@
+#include "exporters/heatmap/heatmap_http.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "exporters/analysis/link_analysis.h"
+#include "exporters/heatmap/heatmap_svg.h"
+
+namespace fabricscope::exporters {
+
+namespace {
+
+std::string Param(const httplib::Request& req, const char* name) {
+  return req.has_param(name) ? req.get_param_value(name) : "";
+}
+
+void BadRequest(httplib::Response& res, const std::string& msg) {
+  res.status = 400;
+  res.set_content(msg + "\n", "text/plain");
+}
+
+// Writes the model as SVG or JSON per ?format=.
+// SVG is capped lower than JSON: one rect per run of equal color is ~70 bytes, and a browser
+// draws 250,000 of them (~17 MB) in about a second; 1,000,000 distinct cells make ~70 MB.
+constexpr size_t kSvgMaxCells = 250'000;
+
+void Serve(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
+           size_t max_cells) {
+  const std::string format = Param(req, "format");
+  if (format == "json") {
+    DownsampleHeatmap(&model, max_cells);
+    res.set_content(RenderHeatmapJson(model), "application/json");
+  } else if (format.empty() || format == "svg") {
+    DownsampleHeatmap(&model, std::min(max_cells, kSvgMaxCells));
+    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
+  } else {
+    BadRequest(res, "format must be svg or json");
+  }
+}
+
+bool ParseSeconds(const std::string& v, double* out) {
+  return absl::SimpleAtod(v, out) && std::isfinite(*out) && *out > 0 && *out <= 86400;
+}
+
+}  // namespace
+
+void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
+                        std::vector<HeatmapPage>* pages) {
+  server.Get("/heatmap/links", [&links](const httplib::Request& req, httplib::Response& res) {
+    LinkAnalysis::LinkQuery q;
+    q.seconds = links.options().history_seconds;
+    if (auto v = Param(req, "seconds"); !v.empty() && !ParseSeconds(v, &q.seconds)) {
+      return BadRequest(res, "seconds must be a number in (0, 86400]");
+    }
+    for (const auto& [key, dst] : {std::pair<const char*, int64_t*>{"from", &q.from_unix_ns},
+                                   std::pair<const char*, int64_t*>{"to", &q.to_unix_ns}}) {
+      if (auto v = Param(req, key); !v.empty()) {
+        double s = 0;
+        // At most 4e9 s (the year 2096): in nanoseconds it still fits an int64 with room for
+        // the span arithmetic (converting a larger double is undefined behaviour).
+        if (!absl::SimpleAtod(v, &s) || !(s > 0) || s > 4e9) {
+          return BadRequest(res, absl::StrCat(key, " must be Unix seconds up to 4e9"));
+        }
+        *dst = static_cast<int64_t>(s * 1e9);
+      }
+    }
+    if (auto v = Param(req, "bucket"); !v.empty()) {
+      absl::Duration d;
+      if (!absl::ParseDuration(v, &d) || d <= absl::ZeroDuration() || d > absl::Hours(1)) {
+        return BadRequest(res, "bucket must be a duration such as 1ms, 100us, 1s");
+      }
+      q.bucket_ns = absl::ToInt64Nanoseconds(d);
+    }
+    q.node = Param(req, "node");
+    q.direction = Param(req, "direction");
+    if (!q.direction.empty() && q.direction != "transmit" && q.direction != "receive") {
+      return BadRequest(res, "direction must be transmit or receive");
+    }
+    Serve(req, res, links.LinksHeatmap(q), links.options().max_cells);
+  });
+  server.Get("/heatmap/nodes", [&links](const httplib::Request& req, httplib::Response& res) {
+    double seconds = links.options().history_seconds;
+    if (auto v = Param(req, "seconds"); !v.empty() && !ParseSeconds(v, &seconds)) {
+      return BadRequest(res, "seconds must be a number in (0, 86400]");
+    }
+    Serve(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
+  });
+  server.Get("/api/anomalies", [&links](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(links.AnomaliesJson(Param(req, "node")), "application/json");
+  });
+  server.Get("/api/loss_patterns", [&links](const httplib::Request&, httplib::Response& res) {
+    res.set_content(links.LossPatternsJson(), "application/json");
+  });
+  server.Get("/api/flight_recordings",
+             [&links](const httplib::Request& req, httplib::Response& res) {
+               res.set_content(links.FlightRecordingsJson(Param(req, "node")), "application/json");
+             });
+  pages->push_back({"/heatmap/links",
+                    "link x time utilization at sub-ms resolution (?seconds=10&bucket=1ms&node="
+                    "&direction=&format=json)"});
+  pages->push_back(
+      {"/heatmap/nodes", "node x node bytes from captured flows (?seconds=10&format=json)"});
+}
+
+void RegisterHeatmapIndex(httplib::Server& server, std::vector<HeatmapPage> pages) {
+  std::string html =
+      "<!doctype html><html><head><meta charset=\"utf-8\"><title>fabricscope heat "
+      "maps</title></head><body><h1>fabricscope heat maps</h1><ul>";
+  for (const HeatmapPage& p : pages) {
+    absl::StrAppend(&html, "<li><a href=\"", XmlEscape(p.path), "\">", XmlEscape(p.path), "</a> ",
+                    XmlEscape(p.description), " (<a href=\"", XmlEscape(p.path),
+                    "?format=json\">JSON</a>)</li>");
+  }
+  html +=
+      "</ul><p>Related JSON: <a href=\"/api/anomalies\">/api/anomalies</a>, <a "
+      "href=\"/api/loss_patterns\">/api/loss_patterns</a>, <a "
+      "href=\"/api/flight_recordings\">/api/flight_recordings</a>.</p></body></html>";
+  server.Get("/heatmap", [html](const httplib::Request&, httplib::Response& res) {
+    res.set_content(html, "text/html; charset=utf-8");
+  });
+}
+
+}  // namespace fabricscope::exporters

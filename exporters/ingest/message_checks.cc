@@ -1,0 +1,174 @@
+#include "exporters/ingest/message_checks.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace fabricscope::exporters {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// Whether messages of type `d` can hold a Histogram, cached per type.
+bool MayHoldHistogram(const Descriptor* d, std::set<const Descriptor*>& visiting) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* cache = new std::map<const Descriptor*, bool>();
+  {
+    absl::MutexLock lock(&mu);
+    auto it = cache->find(d);
+    if (it != cache->end()) return it->second;
+  }
+  bool holds = d == v1::Histogram::descriptor();
+  if (!holds && visiting.insert(d).second) {
+    for (int i = 0; i < d->field_count() && !holds; ++i) {
+      const FieldDescriptor* f = d->field(i);
+      if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_map()) continue;
+      holds = MayHoldHistogram(f->message_type(), visiting);
+    }
+    visiting.erase(d);
+  }
+  absl::MutexLock lock(&mu);
+  (*cache)[d] = holds;
+  return holds;
+}
+
+absl::Status CheckOne(const v1::Histogram& h, const std::string& at) {
+  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(at + ": " + why); };
+  for (int i = 0; i < h.upper_bounds_size(); ++i) {
+    if (!std::isfinite(h.upper_bounds(i)))
+      return bad(absl::StrCat("upper bound ", i, " not finite"));
+    if (i > 0 && !(h.upper_bounds(i) > h.upper_bounds(i - 1))) {
+      return bad(absl::StrCat("upper_bounds not increasing at ", i));
+    }
+  }
+  if (h.bucket_counts_size() > h.upper_bounds_size() + 1 ||
+      (h.bucket_counts_size() > 0 && h.bucket_counts_size() < h.upper_bounds_size())) {
+    return bad(absl::StrCat(h.bucket_counts_size(), " bucket counts for ", h.upper_bounds_size(),
+                            " bounds"));
+  }
+  uint64_t total = 0;
+  for (uint64_t c : h.bucket_counts()) {
+    if (c > h.count() || total > h.count() - c) return bad("bucket counts exceed count");
+    total += c;
+  }
+  if (!std::isfinite(h.sum())) return bad("sum not finite");
+  return absl::OkStatus();
+}
+
+absl::Status Walk(const Message& m, const std::string& at) {
+  if (m.GetDescriptor() == v1::Histogram::descriptor()) {
+    return CheckOne(static_cast<const v1::Histogram&>(m), at);
+  }
+  const Reflection* r = m.GetReflection();
+  const Descriptor* d = m.GetDescriptor();
+  std::set<const Descriptor*> visiting;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_map() ||
+        !MayHoldHistogram(f->message_type(), visiting)) {
+      continue;
+    }
+    const std::string name = at.empty() ? f->name() : absl::StrCat(at, ".", f->name());
+    if (f->is_repeated()) {
+      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+        absl::Status s = Walk(r->GetRepeatedMessage(m, f, k), absl::StrCat(name, "[", k, "]"));
+        if (!s.ok()) return s;
+      }
+    } else if (r->HasField(m, f)) {
+      absl::Status s = Walk(r->GetMessage(m, f), name);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckHistograms(const Message& message) { return Walk(message, ""); }
+
+namespace {
+
+absl::Status CheckLabel(const std::string& value, size_t max_bytes, const std::string& field) {
+  if (value.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", value.size(), " bytes, at most ", max_bytes));
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": control character 0x", absl::Hex(c), " at byte ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckHello(const v1::Hello& h, const HelloLimits& limits) {
+  if (h.node().empty()) return absl::InvalidArgumentError("node: empty");
+  absl::Status s = CheckLabel(h.node(), limits.max_node_bytes, "node");
+  if (s.ok()) s = CheckLabel(h.boot_id(), limits.max_label_bytes, "boot_id");
+  if (s.ok()) s = CheckLabel(h.agent_version(), limits.max_label_bytes, "agent_version");
+  if (!s.ok()) return s;
+  if (static_cast<size_t>(h.ports_size()) > limits.max_ports) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ports: ", h.ports_size(), " ports, at most ", limits.max_ports));
+  }
+  if (static_cast<size_t>(h.addresses_size()) > limits.max_addresses) {
+    return absl::InvalidArgumentError(absl::StrCat("addresses: ", h.addresses_size(),
+                                                   " addresses, at most ", limits.max_addresses));
+  }
+  for (int i = 0; i < h.ports_size(); ++i) {
+    const std::string at = absl::StrCat("ports[", i, "].");
+    s = CheckLabel(h.ports(i).device(), limits.max_label_bytes, at + "device");
+    if (s.ok()) s = CheckLabel(h.ports(i).netdev(), limits.max_label_bytes, at + "netdev");
+    if (!s.ok()) return s;
+  }
+  for (int i = 0; i < h.addresses_size(); ++i) {
+    s = CheckLabel(h.addresses(i), limits.max_label_bytes, absl::StrCat("addresses[", i, "]"));
+    if (!s.ok()) return s;
+  }
+  for (auto [v, name] : {std::pair{h.sample_period_seconds(), "sample_period_seconds"},
+                         {h.window_seconds(), "window_seconds"}}) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", v, " is not a duration"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGpuWindow(const v1::Batch& batch, const BatchLimits& limits,
+                            const char** reason) {
+  if (!batch.has_gpu()) return absl::OkStatus();
+  const v1::GpuWindow& w = batch.gpu();
+  if (static_cast<size_t>(w.rank_pairs_size()) > limits.max_rank_pairs) {
+    *reason = "rank_pair_limit";
+    return absl::ResourceExhaustedError(absl::StrCat("gpu.rank_pairs: ", w.rank_pairs_size(),
+                                                     ", at most ", limits.max_rank_pairs,
+                                                     " (limits: max_rank_pairs_per_node)"));
+  }
+  std::set<uint64_t> comms;
+  auto add = [&](uint64_t comm) {
+    return comms.insert(comm), comms.size() <= limits.max_communicators;
+  };
+  bool ok = true;
+  for (const v1::CollectiveTotals& t : w.collective_totals()) ok = ok && add(t.comm_hash());
+  for (const v1::Communicator& c : w.communicators()) ok = ok && add(c.comm_hash());
+  for (const v1::RankPairBytes& p : w.rank_pairs()) ok = ok && add(p.comm_hash());
+  if (!ok) {
+    *reason = "communicator_limit";
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gpu: more than ", limits.max_communicators,
+                     " communicators (limits: max_communicators_per_node)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope::exporters

@@ -1,0 +1,360 @@
+#include "exporters/state/cluster_state.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "exporters/exposition/metric_util.h"
+#include "exporters/ingest/message_checks.h"
+#include "glog/logging.h"
+
+namespace fabricscope::exporters {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+namespace {
+// The agent's bounds for its utilization series (agent/options.cc: series_bucket 10us..window,
+// window at most 1 h).
+constexpr int64_t kMinSeriesBucketNs = 10'000;
+constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
+constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
+// Counter groups of one port with resets kept apart (the agent has 7: agent/pipeline.cc).
+constexpr size_t kMaxResetKinds = 16;
+}  // namespace
+
+absl::Status ClusterState::CheckHelloFields(const v1::Hello& hello) {
+  if (absl::Status s = CheckHello(hello, options_.hello); !s.ok()) {
+    CountRefusedStream("invalid_hello");
+    return absl::InvalidArgumentError(absl::StrCat("Hello: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::CheckNodeLimitLocked(const std::string& node) {
+  if (nodes_.size() < options_.max_nodes || nodes_.contains(node)) return absl::OkStatus();
+  ++refused_streams_["node_limit"];
+  return absl::ResourceExhaustedError(absl::StrCat("this aggregator holds ", nodes_.size(),
+                                                   " nodes, its limit (limits: max_nodes)"));
+}
+
+absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
+  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  return CheckNodeLimitLocked(hello.node());
+}
+
+absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
+  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  // Checked again under the lock that stores the node: another new node may have got in since
+  // a ValidateHello.
+  if (absl::Status s = CheckNodeLimitLocked(hello.node()); !s.ok()) return s;
+  NodeState& n = nodes_[hello.node()];
+  const bool same_instance =
+      n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
+  if (!same_instance) {
+    n = NodeState();
+    gpu_.ResetNode(hello.node());
+    n.ports.resize(static_cast<size_t>(hello.ports_size()));
+  } else if (n.ports.size() != static_cast<size_t>(hello.ports_size())) {
+    // The same instance with another port inventory (a reload, or a forged Hello): the port
+    // states start over, as LinkAnalysis::OnHello does; writing past the old size crashed.
+    n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
+  }
+  n.hello = hello;
+  n.last_seen = Now();
+  links_.OnHello(hello);
+  cross_rank_.OnHello(hello);
+  for (int i = 0; i < hello.ports_size(); ++i)
+    n.ports[static_cast<size_t>(i)].info = hello.ports(i);
+  // Below resume_seq the agent holds nothing: those batches were acked by an earlier
+  // aggregator (or this one), or dropped unacked (the agent's full queue, or refused by an
+  // aggregator as invalid or too large; the agent counts them in
+  // fabricscope_agent_uplink_{dropped,refused}_batches_total). Nothing to wait for; those above
+  // both what this aggregator stored and what any aggregator acked (Hello.acked_seq) are lost.
+  if (hello.resume_seq() > n.contiguous + 1) {
+    const uint64_t kept = std::max(n.contiguous, hello.acked_seq());
+    if (hello.resume_seq() - 1 > kept && hello.resume_seq() - 1 - kept <= kMaxSeqStep) {
+      CountLost(n, hello.resume_seq() - 1 - kept);
+    }
+    n.contiguous = hello.resume_seq() - 1;
+  }
+  return n.contiguous;
+}
+
+std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {
+  std::vector<std::string> gone;
+  if (expiry <= absl::ZeroDuration()) return gone;
+  absl::MutexLock lock(&mu_);
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.last_seen <= expiry) {
+      ++it;
+      continue;
+    }
+    gone.push_back(it->first);
+    gpu_.ResetNode(it->first);
+    links_.ForgetNode(it->first);
+    cross_rank_.ForgetNode(it->first);
+    it = nodes_.erase(it);
+    ++expired_nodes_total_;
+  }
+  return gone;
+}
+
+namespace {
+
+// The port indexes and utilization series of a batch against the node's ports. Errors:
+// InvalidArgument with *reason set (port_index, series).
+absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** reason) {
+  absl::Status invalid;
+  for (const v1::PortWindow& pw : batch.ports()) {
+    if (pw.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
+                                                        pw.port_index(), " of ", ports));
+    }
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    if (m.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
+                                                        " has a microburst on port index ",
+                                                        m.port_index(), " of ", ports));
+    }
+  }
+  // Utilization series within the agent's own bounds (--series-bucket 10us..window, one byte
+  // per bucket within a window of at most kMaxSeriesWindowNs): the heat-map ingest loops over
+  // the series' span, so a span someone sent must not set its length.
+  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
+    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
+    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
+        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
+            static_cast<double>(kMaxSeriesWindowNs) ||
+        u.port_index() >= ports) {
+      *reason = "series";
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
+                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
+    }
+  }
+  return invalid;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
+                                               const v1::Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.hello.instance_id() != instance_id) {
+    ++rejected_batches_["before_hello"];
+    return absl::FailedPreconditionError(
+        absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
+  }
+  NodeState& n = it->second;
+  n.last_seen = Now();
+  if (batch.seq() <= n.contiguous) {
+    ++duplicate_batches_total_;
+    ++n.duplicates;
+    return n.contiguous;
+  }
+  // Sequence numbers step by one per window (and early batch); a jump past kMaxSeqStep (136 years
+  // of 1 s windows) is no agent's: dropped and counted, the stream kept (the ack stays where it
+  // was), so it neither counts 2^63 batches lost nor freezes the instance behind a sequence number
+  // no real batch reaches.
+  if (batch.seq() - n.contiguous > kMaxSeqStep) {
+    ++rejected_batches_["seq_jump"];
+    LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
+                              << " jumps past " << n.contiguous << " by more than " << kMaxSeqStep
+                              << "; dropped (counted in "
+                                 "fabricscope_aggregator_rejected_batches_total)";
+    return n.contiguous;
+  }
+  // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
+  // resending it would not make it valid, and it must not block the batches behind it.
+  const char* reason = "";
+  absl::Status invalid = CheckBatchPorts(batch, n.ports.size(), &reason);
+  if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, &reason);
+  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
+  if (invalid.ok()) {
+    if (absl::Status h = CheckHistograms(batch); !h.ok()) {
+      reason = "histogram";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
+    }
+  }
+  if (!invalid.ok()) {
+    ++rejected_batches_[reason];
+    if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
+    LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
+                              << "; batch dropped (counted in "
+                                 "fabricscope_aggregator_rejected_batches_total)";
+    return n.contiguous;
+  }
+  if (batch.seq() > n.contiguous + 1) CountLost(n, batch.seq() - 1 - n.contiguous);
+  n.contiguous = batch.seq();
+  ++batches_total_;
+  ++n.batches;
+  if (batch.early()) {
+    // Collective records sent ahead of their window (Batch.early): no window to account.
+    cross_rank_.OnBatch(node, batch);
+    gpu_.OnBatch(node, batch);
+    return n.contiguous;
+  }
+  links_.OnBatch(node, batch);
+  cross_rank_.OnBatch(node, batch);
+  StoreWindowLocked(n, batch);
+  gpu_.OnBatch(node, batch);
+  return n.contiguous;
+}
+
+void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
+  for (const v1::PortWindow& pw : batch.ports()) {
+    PortSnapshot& ps = n.ports[pw.port_index()];
+    ps.last = pw;
+    ps.have = true;
+    ps.unavailable_total += pw.unavailable_reads();
+    // Groups are the agent's counter groups: a handful per port (kMaxResetKinds bounds a
+    // hostile agent's).
+    for (const auto& [group, count] : pw.counter_resets_by_group()) {
+      if (ps.resets_total.size() < kMaxResetKinds || ps.resets_total.contains(group)) {
+        ps.resets_total[group] += count;
+      }
+    }
+    // A link that retrained while the agent ran: its rate from now on (0 = the Hello's stands).
+    if (pw.line_rate_bytes_per_second() > 0) {
+      ps.info.set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
+    }
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    n.bursts.push_back(Burst{m.port_index(), m.direction(), m.start_ns() + batch.unix_offset_ns(),
+                             m.duration_ns(), m.peak_utilization(), m.bytes()});
+    while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
+  }
+  if (batch.has_agent()) n.agent = batch.agent();
+  if (batch.has_capture()) {
+    n.capture = batch.capture();
+    for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
+      n.loss_events.push_back(e);
+      while (n.loss_events.size() > options_.recent_bursts_per_node) n.loss_events.pop_front();
+    }
+    n.capture.clear_loss_events();
+  }
+  n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
+  // Consecutive windows of one agent share their boundary; anything else is time no batch
+  // covers (a stalled sampler, or batches lost before they reached this aggregator).
+  if (n.last_window_end_ns != 0 && batch.window_start_ns() > n.last_window_end_ns) {
+    ++window_gaps_total_;
+  }
+  n.last_window_end_ns = std::max(n.last_window_end_ns, batch.window_end_ns());
+}
+
+size_t ClusterState::node_count() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter, size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return gpu_.CollectivesJson(node_filter, limit);
+}
+
+std::string ClusterState::RecentKernelsJson(absl::string_view node_filter, size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return gpu_.KernelsJson(node_filter, limit);
+}
+
+void ClusterState::SetRankPairTopK(size_t k) {
+  absl::MutexLock lock(&mu_);
+  gpu_.set_rank_pair_top_k(k);
+}
+
+std::string ClusterState::RecentLossEventsJson(absl::string_view node_filter) const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["loss_events"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (!node_filter.empty() && node != node_filter) continue;
+      for (const v1::PacketLossEvent& e : n.loss_events) {
+        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+        f["node"].set_string_value(node);
+        f["src"].set_string_value(e.src());
+        f["dst"].set_string_value(e.dst());
+        f["proto"].set_string_value(e.proto() == 6 ? "tcp" : "rocev2");
+        f["sport"].set_number_value(e.sport());
+        f["dport"].set_number_value(e.dport());
+        f["qp"].set_number_value(e.qp());
+        f["kind"].set_string_value(e.kind());
+        f["time_unix_seconds"].set_number_value(static_cast<double>(e.time_unix_ns()) / 1e9);
+        f["first"].set_number_value(e.first());
+        f["last"].set_number_value(e.last());
+      }
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  return out;
+}
+
+std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["microbursts"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (!node_filter.empty() && node != node_filter) continue;
+      for (const Burst& b : n.bursts) {
+        const v1::PortInfo& pi = n.ports[b.port_index].info;
+        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+        f["node"].set_string_value(node);
+        f["device"].set_string_value(pi.device());
+        f["port"].set_number_value(pi.port());
+        f["direction"].set_string_value(DirectionName(b.direction));
+        f["start_unix_seconds"].set_number_value(static_cast<double>(b.start_unix_ns) / 1e9);
+        f["duration_seconds"].set_number_value(static_cast<double>(b.duration_ns) / 1e9);
+        f["peak_utilization"].set_number_value(b.peak_utilization);
+        f["bytes"].set_number_value(static_cast<double>(b.bytes));
+      }
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  return out;
+}
+
+std::string ClusterState::NodesJson() const {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["nodes"].mutable_list_value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+      f["node"].set_string_value(node);
+      // As a string: a 64-bit id does not fit a JSON number exactly.
+      f["instance_id"].set_string_value(absl::StrCat(n.hello.instance_id()));
+      f["acked_seq"].set_number_value(static_cast<double>(n.contiguous));
+      f["batches"].set_number_value(static_cast<double>(n.batches));
+      f["duplicate_batches"].set_number_value(static_cast<double>(n.duplicates));
+      f["lost_batches"].set_number_value(static_cast<double>(n.lost));
+      f["last_seen_unix_seconds"].set_number_value(
+          absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch()));
+    }
+  }
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = false;
+  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  return out;
+}
+
+}  // namespace fabricscope::exporters

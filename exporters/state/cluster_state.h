@@ -1,0 +1,202 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "exporters/analysis/cross_rank.h"
+#include "exporters/analysis/link_analysis.h"
+#include "exporters/exposition/metric_util.h"
+#include "exporters/ingest/message_checks.h"
+#include "exporters/state/gpu_state.h"
+#include "fabricscope/v1/telemetry.pb.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+// Latest state of every node that reports to this aggregator, and the Prometheus view of it.
+//
+// Agents send cumulative values (hardware counter totals, cumulative histograms), so the state
+// is "the latest batch per node": an aggregator restart loses nothing that the next batch does
+// not restore. Batches are deduplicated by (node, instance_id, seq).
+//
+// Thread-safe: every method may be called from any thread (gRPC reactors, the HTTP server's
+// scrape threads, the in-process agent). Collect() builds the whole snapshot at scrape time
+// under the lock; nothing is rendered between scrapes.
+class ClusterState : public prometheus::Collectable {
+ public:
+  struct Options {
+    size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
+    CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
+    HelloLimits hello;  // what one Hello may hold (exporters/ingest/message_checks.h)
+    BatchLimits batch;  // what one batch's GPU window may name (same file)
+    // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
+    // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
+    size_t max_nodes = 16384;
+    // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
+    // hour with it.
+    std::function<absl::Time()> now;
+  };
+  ClusterState() : ClusterState(Options{}) {}
+  // links: the heat-map, temporal and loss-pattern analysis (exporters/analysis/link_analysis.h).
+  explicit ClusterState(Options options, LinkAnalysisOptions links = {})
+      : options_(options), links_(links), cross_rank_(options.cross_rank) {}
+
+  // Registers an agent instance. A new instance_id for a known node replaces the old instance's
+  // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
+  // hello.resume_seq - 1 (the agent holds nothing older). Returns the seq to ack.
+  // Errors: InvalidArgument (CheckHello: the field named) and ResourceExhausted for a new node
+  // past max_nodes, each counted in fabricscope_aggregator_refused_streams_total.
+  absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
+  // OnHello's checks alone (CheckHello, then the node limit), counted the same way; nothing is
+  // stored. Errors: as OnHello's.
+  absl::Status ValidateHello(const v1::Hello& hello);
+
+  // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
+  // Returns the seq to ack: the highest contiguous one stored. A batch whose records name a
+  // port index outside the Hello's port list is dropped, counted in
+  // fabricscope_aggregator_rejected_batches_total, and acked (resending cannot fix it).
+  // Errors: FailedPrecondition when (node, instance_id) sent no Hello.
+  absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
+                                   const v1::Batch& batch);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // JSON: {"microbursts":[{node, device, port, direction, start_unix_seconds, duration_seconds,
+  // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes.
+  std::string RecentMicroburstsJson(absl::string_view node_filter) const;
+
+  size_t node_count() const;
+  // Forgets every node that sent neither a Hello nor a batch for `expiry` before `now`: its
+  // series leave /metrics, and its state leaves memory here, in the link analysis, the
+  // cross-rank state and the GPU state; counted in fabricscope_aggregator_expired_nodes_total.
+  // A node that reconnects starts afresh (its totals are the hardware counters', so they
+  // continue). expiry <= 0: nothing expires. Returns the names of the nodes forgotten.
+  std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
+  // JSON: {"nodes":[{node, instance_id, acked_seq, batches, duplicate_batches, lost_batches,
+  // last_seen_unix_seconds}...]} sorted by node: each node's live agent instance, the highest
+  // sequence number it has been acked (stored, or declared lost), and this instance's counts.
+  std::string NodesJson() const;
+  // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
+  // reason one of kRefusedStreamReasons (exporters/ingest/telemetry_service.h says when each
+  // applies).
+  static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
+                                                          "invalid_hello", "node_limit"};
+  // Batches dropped whole (fabricscope_aggregator_rejected_batches_total{reason}): before_hello
+  // (no Hello of that instance on the stream), seq_jump (past kMaxSeqStep), port_index (a port
+  // the Hello did not announce), series (a utilization series outside the agent's bounds),
+  // histogram (one the text format cannot carry), communicator_limit and rank_pair_limit (a GPU
+  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow).
+  static constexpr const char* kRejectedBatchReasons[] = {
+      "before_hello", "seq_jump",           "port_index",     "series",
+      "histogram",    "communicator_limit", "rank_pair_limit"};
+  void CountRefusedStream(const std::string& reason) {
+    absl::MutexLock lock(&mu_);
+    ++refused_streams_[reason];
+  }
+  // A stream's next read delayed by its rate limit (exporters/ingest/telemetry_service.h
+  // StreamRate; fabricscope_aggregator_throttled_batches_total).
+  void CountThrottledBatch() { throttled_batches_total_.fetch_add(1, std::memory_order_relaxed); }
+  // Takes and releases each of the state's locks in turn, never two at once (LockWatchdog).
+  void ProbeLocks() const {
+    { absl::MutexLock lock(&mu_); }
+    links_.ProbeLock();
+    cross_rank_.ProbeLock();
+  }
+
+  // Link and traffic analysis fed with every Hello and stored batch
+  // (exporters/analysis/link_analysis.h).
+  const LinkAnalysis& links() const { return links_; }
+  // Cross-rank matching of the collective analyses (exporters/analysis/cross_rank.h).
+  const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
+
+  // GPU timelines (exporters/state/gpu_state.h): recent collectives and kernel spans as JSON, the
+  // newest `limit` per node (0 = all kept); node_filter empty = all nodes.
+  std::string RecentCollectivesJson(absl::string_view node_filter, size_t limit) const;
+  std::string RecentKernelsJson(absl::string_view node_filter, size_t limit) const;
+  // How many rank pairs fabricscope_rank_pair_bytes_total exports (top by bytes).
+  void SetRankPairTopK(size_t k);
+
+  // JSON: {"loss_events":[{node, src, dst, proto, sport, dport, qp, kind, time_unix_seconds,
+  // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
+  std::string RecentLossEventsJson(absl::string_view node_filter) const;
+
+ private:
+  // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
+  absl::Status CheckHelloFields(const v1::Hello& hello);
+  // The clock of last_seen: options_.now, or absl::Now.
+  absl::Time Now() const { return options_.now ? options_.now() : absl::Now(); }
+  // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
+  absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Burst {
+    uint32_t port_index;
+    v1::Direction direction;
+    int64_t start_unix_ns;
+    int64_t duration_ns;
+    double peak_utilization;
+    uint64_t bytes;
+  };
+  struct PortSnapshot {
+    v1::PortInfo info;
+    v1::PortWindow last;
+    bool have = false;
+    // Sums over the stored windows of this agent instance (PortWindow.counter_resets_by_group,
+    // unavailable_reads): fabricscope_port_counter_resets_total{kind},
+    // fabricscope_port_unavailable_reads_total.
+    std::map<std::string, uint64_t> resets_total;
+    uint64_t unavailable_total = 0;
+  };
+  struct NodeState {
+    v1::Hello hello;
+    uint64_t contiguous = 0;
+    std::vector<PortSnapshot> ports;
+    v1::AgentStats agent;
+    int64_t last_batch_unix_ns = 0;
+    absl::Time last_seen;  // this aggregator's clock at the node's last Hello or batch
+    uint64_t batches = 0, duplicates = 0, lost = 0;  // of this instance, here
+    int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
+    v1::CaptureWindow capture;       // the latest, when the agent captures packets
+    std::deque<v1::PacketLossEvent> loss_events;
+    std::deque<Burst> bursts;
+  };
+  // A window batch's ports, microbursts, agent stats and capture into the node's state, and
+  // its gap from the previous window counted.
+  void StoreWindowLocked(NodeState& n, const v1::Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Collect(), by area (exporters/state/cluster_state_collect.cc): a node's agent series, one
+  // port's series, the aggregator's own counters.
+  static void CollectAgent(const std::string& node, const NodeState& n, FamilySet& f);
+  static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f);
+  void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A node's batches that will never arrive: counted for the node's instance and in all.
+  void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    lost_batches_total_ += batches;
+    n.lost += batches;
+  }
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  LinkAnalysis links_;  // thread-safe on its own; called with mu_ held (lock order mu_ first)
+  CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
+  GpuState gpu_ ABSL_GUARDED_BY(mu_);
+  uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> rejected_batches_ ABSL_GUARDED_BY(mu_);  // by reason
+  std::map<std::string, uint64_t> refused_streams_ ABSL_GUARDED_BY(mu_);   // by reason
+  uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t expired_nodes_total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> throttled_batches_total_{0};
+};
+
+}  // namespace fabricscope::exporters

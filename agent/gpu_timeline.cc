@@ -199,9 +199,7 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, v1::Batch* batch, bool sen
     }
     proxy_.erase(it);  // its key stays in proxy_order_ until it ages out; erase is idempotent
   }
-  if (send && batch != nullptr) *batch->add_collectives() = c;
-  recent_.push_back(std::move(c));
-  while (recent_.size() > options_.recent_collectives) recent_.pop_front();
+  if (send && batch != nullptr) *batch->add_collectives() = std::move(c);
 }
 
 void GpuTimeline::CountKernel(const GpuEvent& e) {

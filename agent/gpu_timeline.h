@@ -28,9 +28,6 @@ struct GpuTimelineOptions {
   // go to GpuWindow.rank_pairs_untracked_bytes_total.
   size_t max_rank_pairs = 4096;
   size_t max_communicators = 1024;
-  // Completed collectives kept for the pipeline thread's correlation with port samples
-  // (recent_collectives()).
-  size_t recent_collectives = 8192;
 };
 
 // Bucket bounds of fabricscope_collective_duration_seconds: 10 us .. 10 s, 1-2.5-5 steps.
@@ -60,10 +57,6 @@ class GpuTimeline {
   // early batch; at most max_collectives_per_batch there, the rest counted as not sent in the
   // next window), updating the totals the next FillBatch reports. Returns how many it took.
   size_t FillEarly(int64_t until_ns, v1::Batch* batch);
-
-  // Collectives attached to batches so far, oldest first (at most recent_collectives); for the
-  // correlation of each collective with the port samples inside its interval.
-  const std::deque<v1::Collective>& recent_collectives() const { return recent_; }
 
   // Converts one record (no proxy peers). Exposed for tests.
   static v1::Collective ToProto(const GpuEvent& event);
@@ -120,7 +113,6 @@ class GpuTimeline {
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported
-  std::deque<v1::Collective> recent_;
 };
 
 }  // namespace fabricscope::agent

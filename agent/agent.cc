@@ -20,9 +20,9 @@
 #include "agent/local_sink.h"
 #include "agent/uplink.h"
 #include "collectors/clock.h"
+#include "collectors/common/stream_auth.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/utf8.h"
-#include "exporters/ingest/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -168,7 +168,7 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     uo.max_queued_batches = options_.max_queued_batches;
     uo.tls = options_.tls;
     if (!options_.auth_token_file.empty()) {
-      auto token = exporters::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
+      auto token = common::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
       if (!token.ok()) return token.status();
       uo.auth_token = *std::move(token);
     }

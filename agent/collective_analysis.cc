@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/derived.h"
+#include "collectors/common/collective_vocabulary.h"
 #include "collectors/pcap/flow.h"
-#include "exporters/analysis/cross_rank.h"
 
 namespace fabricscope::agent {
 
@@ -452,7 +452,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
-    const Kind kind{c.comm_hash(), c.func(), exporters::CollectiveSizeClass(c.bytes())};
+    const Kind kind{c.comm_hash(), c.func(), common::CollectiveSizeClass(c.bytes())};
     auto it = kinds_.find(kind);
     if (it == kinds_.end() && kinds_.size() < options_.max_kinds) {
       it = kinds_.emplace(kind, KindStats{}).first;
@@ -504,7 +504,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
       }
     }
     ++analyzed_;
-    ++by_cause_[exporters::CollectiveCauseName(a.cause())];
+    ++by_cause_[common::CollectiveCauseName(a.cause())];
     intervals_.emplace_back(c.start_ns(), c.end_ns());
     if (!options_.step_marker.empty() && c.func() == options_.step_marker) {
       if (!have_marker_comm_) {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/collective_analysis.h"
-#include "exporters/analysis/diagnosis.h"
+#include "collectors/common/collective_vocabulary.h"
 
 namespace fabricscope::agent {
 
@@ -75,7 +75,7 @@ CollectiveAnalyzer::Recurrence CollectiveAnalyzer::Recur(uint32_t port) const {
     events += e;
     packets += pk;
     if (hits < std::max<size_t>(1, options_.lossy_min_hits)) continue;
-    const double p = exporters::BinomialUpperTail(m, hits, options_.lossy_baseline_hit_ratio);
+    const double p = common::BinomialUpperTail(m, hits, options_.lossy_baseline_hit_ratio);
     if (p < best.p_value) best = Recurrence{false, hits, m, p, events, packets};
   }
   best.recurring = best.window > 0 && best.p_value <= options_.lossy_max_p_value;

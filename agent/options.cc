@@ -6,9 +6,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "collectors/common/stream_auth.h"
+#include "collectors/common/web_config.h"
 #include "collectors/sysfs_ports.h"
-#include "exporters/exposition/web_config.h"
-#include "exporters/ingest/stream_auth.h"
 
 namespace fabricscope::agent {
 
@@ -128,13 +128,13 @@ absl::Status ValidateOptions(const AgentOptions& o) {
           "--auth-token-file needs --aggregator (standalone mode "
           "streams to no one)");
     }
-    auto token = exporters::ReadTokenFile(o.auth_token_file, "--auth-token-file");
+    auto token = common::ReadTokenFile(o.auth_token_file, "--auth-token-file");
     if (!token.ok()) return token.status();
   }
   if (!o.web_config.empty()) {
-    if (auto web = exporters::LoadWebConfig(o.web_config); !web.ok()) return web.status();
+    if (auto web = common::LoadWebConfig(o.web_config); !web.ok()) return web.status();
   }
-  return exporters::CheckClientTls(o.tls);
+  return common::CheckClientTls(o.tls);
 }
 
 }  // namespace fabricscope::agent

@@ -10,7 +10,7 @@
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
 #include "collectors/common/option_table.h"
-#include "exporters/ingest/tls.h"
+#include "collectors/common/tls.h"
 
 namespace fabricscope::agent {
 
@@ -83,15 +83,15 @@ struct AgentOptions {
   std::string aggregator;  // HOST:PORT; empty = standalone (in-process aggregator)
   // TLS to the aggregator (`tls:`, --tls-*): plain text unless a CA is given; with a
   // certificate and key, mTLS (the aggregator may then require the node name in it).
-  exporters::ClientTls tls;
+  common::ClientTls tls;
   // File whose first line is the token the aggregator asks for (`auth_token_file:`,
-  // --auth-token-file; exporters/ingest/stream_auth.h); empty = none sent. Read at start and
+  // --auth-token-file; collectors/common/stream_auth.h); empty = none sent. Read at start and
   // reload.
   std::string auth_token_file;
   // Standalone mode only. Loopback by default: /metrics and /api/* carry no authentication;
   // open it to a scraper on another host with --http-listen=0.0.0.0:9470.
   std::string http_listen = "127.0.0.1:9470";
-  // Standalone mode: TLS and basic auth of the HTTP endpoints (exporters/exposition/web_config.h,
+  // Standalone mode: TLS and basic auth of the HTTP endpoints (collectors/common/web_config.h,
   // `web_config:`, --web-config); empty = plain HTTP, no auth.
   std::string web_config;
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "absl/time/time.h"
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -112,8 +112,8 @@ void GrpcUplink::Run(std::stop_token stop) {
   if (!options_.tls.server_name.empty()) {
     args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, options_.tls.server_name);
   }
-  auto channel = grpc::CreateCustomChannel(options_.target,
-                                           exporters::ChannelCredentialsFor(options_.tls), args);
+  auto channel =
+      grpc::CreateCustomChannel(options_.target, common::ChannelCredentialsFor(options_.tls), args);
   auto stub = v1::Telemetry::NewStub(channel);
   if (options_.spool != nullptr) ReplayLeftovers(*stub, stop);
   std::mt19937_64 rng(std::random_device{}());
@@ -154,8 +154,8 @@ bool GrpcUplink::SleepBackoff(int* backoff_ms, std::mt19937_64& rng) {
 
 void GrpcUplink::Authorize(grpc::ClientContext& ctx) const {
   if (!options_.auth_token.empty()) {
-    ctx.AddMetadata(exporters::kAuthMetadataKey,
-                    std::string(exporters::kBearerPrefix) + options_.auth_token);
+    ctx.AddMetadata(common::kAuthMetadataKey,
+                    std::string(common::kBearerPrefix) + options_.auth_token);
   }
 }
 

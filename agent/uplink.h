@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/batch_sink.h"
 #include "agent/spool.h"
-#include "exporters/ingest/tls.h"
+#include "collectors/common/tls.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
 namespace fabricscope::agent {
@@ -23,9 +23,9 @@ struct UplinkOptions {
   size_t max_queued_batches = 900;  // 15 min of 1 s windows; the oldest is dropped when full
   int initial_backoff_ms = 100;     // reconnect backoff: exponential with full jitter
   int max_backoff_ms = 5000;
-  exporters::ClientTls tls = {};  // plain text unless tls.enabled()
-  // Sent as `authorization: Bearer <token>` on every stream (exporters/ingest/stream_auth.h); empty
-  // = none. Never logged.
+  common::ClientTls tls = {};  // plain text unless tls.enabled()
+  // Sent as `authorization: Bearer <token>` on every stream (collectors/common/stream_auth.h);
+  // empty = none. Never logged.
   std::string auth_token = "";
   // The crash-safe store behind the memory queue (agent/spool.h), or null. Not owned; it must
   // outlive the uplink. With one, a batch evicted from the full memory queue stays on disk and

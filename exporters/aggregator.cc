@@ -5,6 +5,10 @@
 
 namespace fabricscope::exporters {
 
+using common::LoadWebConfig;
+using common::TokenAuth;
+using common::WebConfig;
+
 namespace {
 
 ClusterState::Options StateOptions(const AggregatorOptions& a) {

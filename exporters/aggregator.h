@@ -13,6 +13,8 @@
 
 namespace fabricscope::exporters {
 
+using common::ServerTls;
+
 struct AggregatorOptions {
   // Command line only (exporters/main.cc): the config file; "" = /etc/fabricscope/aggregator.yaml
   // when it exists.
@@ -28,7 +30,7 @@ struct AggregatorOptions {
   // a client CA, mTLS and node identity (exporters/ingest/telemetry_service.h). Re-read by gRPC
   // every kTlsRefreshSeconds; a SIGHUP with other file names restarts the gRPC server.
   ServerTls tls;
-  // Shared-secret tokens of the agents (exporters/ingest/stream_auth.h; `auth:` in the config,
+  // Shared-secret tokens of the agents (collectors/common/stream_auth.h; `auth:` in the config,
   // --auth-token-file, --node-tokens-file): one every node may use and/or one per node. Empty
   // = no token asked. Re-read on SIGHUP (Reconfigure) without dropping live streams.
   std::string auth_token_file;
@@ -36,7 +38,7 @@ struct AggregatorOptions {
   // Serve agents in plain text without a token on a non-loopback address. Off: such a
   // grpc_listen is refused by ValidateAggregatorOptions (secure by default, issue 13 item 4).
   bool allow_insecure = false;
-  // TLS and basic auth of the HTTP endpoints (exporters/exposition/web_config.h; --web-config,
+  // TLS and basic auth of the HTTP endpoints (collectors/common/web_config.h; --web-config,
   // `web_config:`); empty = plain HTTP, no auth. Re-read on SIGHUP (Reconfigure).
   std::string web_config;
   // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).

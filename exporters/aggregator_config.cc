@@ -2,10 +2,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/common/host_port.h"
-#include "exporters/exposition/web_config.h"
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
+#include "collectors/common/web_config.h"
 
 namespace fabricscope::exporters {
+
+using common::CheckServerTls;
+using common::IsLoopbackHost;
+using common::LoadWebConfig;
+using common::TokenAuth;
 namespace {
 
 using common::OptionSpec;

@@ -16,21 +16,6 @@ namespace fabricscope::exporters {
 using common::LossEvents;
 using common::SaturatedShare;
 
-const char* CollectiveCauseName(v1::CollectiveCause c) {
-  switch (c) {
-    case v1::COLLECTIVE_CAUSE_NORMAL:
-      return "normal";
-    case v1::COLLECTIVE_CAUSE_NETWORK_SATURATED:
-      return "network_saturated";
-    case v1::COLLECTIVE_CAUSE_NETWORK_LOSSY:
-      return "network_lossy";
-    case v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS:
-      return "waiting_on_peers";
-    default:
-      return "unknown";
-  }
-}
-
 std::vector<double> ArrivalSkewBounds() {
   std::vector<double> b;
   for (double decade = 1e-5; decade < 10; decade *= 10) {

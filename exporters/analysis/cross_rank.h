@@ -189,9 +189,8 @@ class CrossRankAnalysis {
   uint64_t pair_tick_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The cause label of an agent's CollectiveAnalysis: "normal", "network_saturated",
-// "network_lossy", "waiting_on_peers", "unknown" (the aggregator adds "compute_straggler").
-const char* CollectiveCauseName(v1::CollectiveCause cause);
+// Shared with the agent (collectors/common/collective_vocabulary.h).
+using common::CollectiveCauseName;
 
 // Upper bounds of fabricscope_collective_arrival_skew_seconds: 10 us .. 10 s, 1-2.5-5 steps.
 std::vector<double> ArrivalSkewBounds();

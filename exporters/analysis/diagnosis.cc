@@ -36,22 +36,6 @@ std::string UtcClock(int64_t unix_ns) {
 
 }  // namespace
 
-double BinomialUpperTail(size_t n, size_t k, double p) {
-  if (k == 0) return 1;
-  if (k > n) return 0;
-  if (p <= 0) return 0;
-  if (p >= 1) return 1;
-  double tail = 0;
-  for (size_t i = k; i <= n; ++i) {
-    const double log_pmf =
-        std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
-        std::lgamma(static_cast<double>(n - i) + 1) + static_cast<double>(i) * std::log(p) +
-        static_cast<double>(n - i) * std::log1p(-p);
-    tail += std::exp(log_pmf);
-  }
-  return std::min(1.0, tail);
-}
-
 StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& func, uint64_t bytes,
                                             const std::vector<RankArrival>& ranks) {
   StragglerVerdict v;

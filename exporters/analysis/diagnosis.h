@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collectors/common/collective_vocabulary.h"
 #include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
@@ -73,20 +74,9 @@ struct StragglerVerdict {
   std::string evidence;       // one line with those numbers
 };
 
-// The size class of a collective's kind (communicator, function, size class), the same in the
-// agent's slow-collective estimate and the aggregator's straggler history: floor(log2(bytes)),
-// 0 for 0 or 1 byte.
-inline int CollectiveSizeClass(uint64_t bytes) {
-  int b = 0;
-  while (bytes > 1) {
-    bytes >>= 1;
-    ++b;
-  }
-  return b;
-}
-
-// P(X >= k) for X ~ Binomial(n, p). 1 for k <= 0, 0 for k > n.
-double BinomialUpperTail(size_t n, size_t k, double p);
+// Shared with the agent (collectors/common/collective_vocabulary.h).
+using common::BinomialUpperTail;
+using common::CollectiveSizeClass;
 
 // Not thread-safe: CrossRankAnalysis calls it under its own lock.
 class Diagnosis {

@@ -16,6 +16,8 @@
 
 namespace fabricscope::exporters {
 
+using common::BasicAuth;
+
 HttpServer::HttpServer(std::vector<const prometheus::Collectable*> collectables,
                        const ClusterState* state)
     : collectables_(std::move(collectables)), state_(state) {}

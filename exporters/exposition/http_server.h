@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "exporters/exposition/web_config.h"
+#include "collectors/common/web_config.h"
 #include "prometheus/collectable.h"
 
 namespace httplib {
@@ -15,6 +15,8 @@ class Server;
 }
 
 namespace fabricscope::exporters {
+
+using common::WebConfig;
 
 class ClusterState;
 
@@ -45,7 +47,7 @@ class HttpServer {
   // /healthz answers 503 with check()'s text when it is not empty, else 200 "ok". Call before
   // Start.
   void SetHealthCheck(std::function<std::string()> check) { health_check_ = std::move(check); }
-  // TLS and basic auth from a web config (exporters/exposition/web_config.h): HTTPS instead of
+  // TLS and basic auth from a web config (collectors/common/web_config.h): HTTPS instead of
   // HTTP, and a 401 with `WWW-Authenticate: Basic` for every path but /healthz without a good user
   // and password. Call before Start.
   void SetWebConfig(WebConfig config) { web_ = std::move(config); }

@@ -16,6 +16,12 @@
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
+
+using common::kAuthMetadataKey;
+using common::kNoTokenMessage;
+using common::ServerCredentialsFor;
+using common::ServerTls;
+using common::TokenAuth;
 namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {

@@ -7,8 +7,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "exporters/ingest/stream_auth.h"
-#include "exporters/ingest/tls.h"
+#include "collectors/common/stream_auth.h"
+#include "collectors/common/tls.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
 namespace grpc {
@@ -16,6 +16,9 @@ class Server;
 }
 
 namespace fabricscope::exporters {
+
+using common::ServerTls;
+using common::TokenAuth;
 
 class ClusterState;
 
@@ -35,7 +38,7 @@ struct StreamRate {
 struct StreamPolicy {
   // mTLS: a Hello's node must be the client certificate's identity.
   bool check_identity = false;
-  // Shared-secret tokens (exporters/ingest/stream_auth.h); null or disabled = no token asked.
+  // Shared-secret tokens (collectors/common/stream_auth.h); null or disabled = no token asked.
   std::shared_ptr<const TokenAuth> tokens;
   StreamRate rate;
 };

@@ -1,5 +1,5 @@
 // Who may stream to the aggregator, over real gRPC connections on loopback: shared and per-node
-// tokens (exporters/ingest/stream_auth.h), token rotation without dropping live streams, and one
+// tokens (collectors/common/stream_auth.h), token rotation without dropping live streams, and one
 // live stream per node (exporters/ingest/telemetry_service.h: a second agent with the same node
 // name is refused and counted, the same instance reconnecting takes over).
 #include <grpcpp/grpcpp.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/uplink.h"
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/agent/stream_test_util.h"
@@ -21,7 +21,7 @@
 namespace fabricscope::agent {
 namespace {
 
-using exporters::TokenAuth;
+using common::TokenAuth;
 using testing::Batch;
 using testing::FakeTree;
 using testing::Hello;
@@ -44,7 +44,7 @@ class StreamPolicyTest : public ::testing::Test {
     dir_.Write("token", kToken + "\n");
     dir_.Write("nodes.yaml", "node-b: " + kNodeB + "\n");
     server_ = std::make_unique<exporters::TelemetryServer>(
-        state_, exporters::TelemetryServer::kDefaultMaxMessageBytes, exporters::ServerTls{},
+        state_, exporters::TelemetryServer::kDefaultMaxMessageBytes, common::ServerTls{},
         Tokens(dir_.Path("token")));
     auto port = server_->Start("127.0.0.1:0");
     ASSERT_TRUE(port.ok()) << port.status();

@@ -1,7 +1,7 @@
 // TLS and mTLS on the uplink, over real gRPC connections on loopback, with certificates that
 // openssl makes in the test: a good agent connects; no client certificate, one from another
 // CA, plain text, and a node name that is not the certificate's are refused.
-#include "exporters/ingest/tls.h"
+#include "collectors/common/tls.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -26,8 +26,8 @@
 namespace fabricscope::agent {
 namespace {
 
-using exporters::ClientTls;
-using exporters::ServerTls;
+using common::ClientTls;
+using common::ServerTls;
 using testing::Batch;
 using testing::FakeTree;
 using testing::Hello;
@@ -102,7 +102,7 @@ TEST_F(TlsTest, MutualTlsRefusesWhoeverIsNotTheNode) {
   auto creds = [&](const std::string& cert, const std::string& ca) {
     ClientTls t = Client(cert);
     t.ca = pki_.Pem(ca);
-    return exporters::ChannelCredentialsFor(t);
+    return common::ChannelCredentialsFor(t);
   };
   // The handshake fails: no client certificate, one another CA signed, an expired one, or
   // plain text.
@@ -131,7 +131,7 @@ std::string ServedCertificate(const ClientTls& tls, int port) {
   grpc::ChannelArguments args;
   args.SetSslTargetNameOverride("aggregator.test");
   auto stub = v1::Telemetry::NewStub(grpc::CreateCustomChannel(
-      absl::StrCat("127.0.0.1:", port), exporters::ChannelCredentialsFor(tls), args));
+      absl::StrCat("127.0.0.1:", port), common::ChannelCredentialsFor(tls), args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   auto stream = stub->Stream(&ctx);
@@ -194,20 +194,20 @@ TEST_F(TlsTest, AgentToAPlainTextAggregatorNeverConnects) {
   exporters::TelemetryServer server(state);  // plain text
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_EQ(TryHello(exporters::ChannelCredentialsFor(Client("")), *port, "node-a").error_code(),
+  EXPECT_EQ(TryHello(common::ChannelCredentialsFor(Client("")), *port, "node-a").error_code(),
             grpc::UNAVAILABLE);
   EXPECT_EQ(state.node_count(), 0u);
 }
 
 TEST(TlsOptions, MissingFilesAndHalfPairsAreClearErrors) {
-  EXPECT_TRUE(exporters::CheckClientTls({}).ok());
-  absl::Status s = exporters::CheckClientTls({.ca = "/nonexistent/ca.pem"});
+  EXPECT_TRUE(common::CheckClientTls({}).ok());
+  absl::Status s = common::CheckClientTls({.ca = "/nonexistent/ca.pem"});
   EXPECT_NE(s.message().find("--tls-ca: cannot read /nonexistent/ca.pem"), std::string::npos) << s;
-  s = exporters::CheckClientTls({.cert = "/etc/hostname"});
+  s = common::CheckClientTls({.cert = "/etc/hostname"});
   EXPECT_NE(s.message().find("need --tls-ca"), std::string::npos) << s;
-  s = exporters::CheckServerTls({.cert = "/etc/hostname"});
+  s = common::CheckServerTls({.cert = "/etc/hostname"});
   EXPECT_NE(s.message().find("cert and key go together"), std::string::npos) << s;
-  s = exporters::CheckServerTls({.client_ca = "/etc/hostname"});
+  s = common::CheckServerTls({.client_ca = "/etc/hostname"});
   EXPECT_NE(s.message().find("--tls-client-ca needs --tls-cert"), std::string::npos) << s;
 }
 

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 #include "exporters/ingest/telemetry_service.h"
-#include "exporters/ingest/tls.h"
+#include "collectors/common/tls.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/bench/bench_common.h"
 #include "tests/bench/bench_hello.h"
@@ -128,17 +128,17 @@ struct Figures {
 
 // One stream of `batches` batches in `mode`; false when the stream failed.
 bool RunOnce(const Pki& pki, const Mode& mode, int batches, uint64_t instance, Figures* out) {
-  exporters::ServerTls st;
+  common::ServerTls st;
   if (mode.tls) st = {.cert = pki.Path("server.pem"), .key = pki.Path("server.key")};
   if (mode.mutual) st.client_ca = pki.Path("ca.pem");
-  std::shared_ptr<const exporters::TokenAuth> tokens;
-  if (mode.token) tokens = *exporters::TokenAuth::Load(pki.Path("token"), "");
+  std::shared_ptr<const common::TokenAuth> tokens;
+  if (mode.token) tokens = *common::TokenAuth::Load(pki.Path("token"), "");
   exporters::ClusterState state;
   exporters::TelemetryServer server(state, exporters::TelemetryServer::kDefaultMaxMessageBytes, st,
                                     tokens);
   auto port = server.Start("127.0.0.1:0");
   if (!port.ok()) return false;
-  exporters::ClientTls ct;
+  common::ClientTls ct;
   if (mode.tls) ct = {.ca = pki.Path("ca.pem"), .server_name = "aggregator.test"};
   if (mode.mutual) {
     ct.cert = pki.Path("node.pem");
@@ -147,7 +147,7 @@ bool RunOnce(const Pki& pki, const Mode& mode, int batches, uint64_t instance, F
   grpc::ChannelArguments args;
   if (mode.tls) args.SetSslTargetNameOverride("aggregator.test");
   auto stub = v1::Telemetry::NewStub(grpc::CreateCustomChannel(
-      absl::StrCat("127.0.0.1:", *port), exporters::ChannelCredentialsFor(ct), args));
+      absl::StrCat("127.0.0.1:", *port), common::ChannelCredentialsFor(ct), args));
   grpc::ClientContext ctx;
   if (mode.token) ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
   auto stream = stub->Stream(&ctx);

@@ -1,7 +1,7 @@
-// The web config (exporters/exposition/web_config.h): the file's checks, and the HTTP server behind
+// The web config (collectors/common/web_config.h): the file's checks, and the HTTP server behind
 // it over real HTTPS on loopback (certificates made by openssl, bcrypt hashes made by libxcrypt):
 // good and bad passwords, /healthz open, plain HTTP to the TLS port, mTLS.
-#include "exporters/exposition/web_config.h"
+#include "collectors/common/web_config.h"
 
 #include <crypt.h>
 #include <httplib.h>
@@ -18,6 +18,10 @@
 #include "tests/common/test_pki.h"
 
 namespace fabricscope::exporters {
+
+using common::BasicAuth;
+using common::LoadWebConfig;
+using common::WebConfig;
 namespace {
 
 using ::testing::HasSubstr;

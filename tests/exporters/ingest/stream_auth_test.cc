@@ -1,4 +1,4 @@
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 
 #include <string>
 
@@ -8,6 +8,11 @@
 #include "tests/common/fake_tree.h"
 
 namespace fabricscope::exporters {
+
+using common::ConstantTimeEqual;
+using common::IsLoopbackHost;
+using common::ReadTokenFile;
+using common::TokenAuth;
 namespace {
 
 using ::testing::HasSubstr;

@@ -1,4 +1,4 @@
-#include "exporters/ingest/tls.h"
+#include "collectors/common/tls.h"
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 namespace {
 
 absl::Status Readable(const std::string& path, const char* option) {
@@ -112,4 +112,4 @@ absl::Status ParseServerTls(const YAML::Node& node, ServerTls* t) {
   return ParseFields(node, {{"cert", &t->cert}, {"key", &t->key}, {"client_ca", &t->client_ca}});
 }
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

@@ -1,4 +1,4 @@
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 
 #include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 namespace {
 
 // The token's own checks; `where` says which file (and node) in the error.
@@ -126,4 +126,4 @@ bool IsLoopbackHost(absl::string_view host) {
   return false;
 }
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

@@ -11,7 +11,7 @@ class ChannelCredentials;
 class ServerCredentials;
 }  // namespace grpc
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 
 // The files are watched by gRPC's FileWatcherCertificateProvider (grpcpp/security/
 // tls_certificate_provider.h), re-read every kTlsRefreshSeconds: a renewed certificate takes
@@ -51,4 +51,4 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const ServerTls& t
 absl::Status ParseClientTls(const YAML::Node& node, ClientTls* tls);
 absl::Status ParseServerTls(const YAML::Node& node, ServerTls* tls);
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 
 // TLS and basic authentication of the HTTP endpoints (/metrics, /api/*, /heatmap/*), read from
 // the web configuration file Prometheus exporters share (prometheus/exporter-toolkit,
@@ -55,4 +55,4 @@ class BasicAuth {
   mutable std::map<std::string, std::string> passed_ ABSL_GUARDED_BY(mu_);  // user -> SHA-256
 };
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

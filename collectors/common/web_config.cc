@@ -1,4 +1,4 @@
-#include "exporters/exposition/web_config.h"
+#include "collectors/common/web_config.h"
 
 #include <crypt.h>
 #include <openssl/sha.h>
@@ -12,9 +12,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "exporters/ingest/stream_auth.h"
+#include "collectors/common/stream_auth.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 namespace {
 
 // A path of the file, relative to its directory when not absolute (exporter-toolkit does the
@@ -160,4 +160,4 @@ bool BasicAuth::Allow(const std::string& authorization) const {
   return ok;
 }
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

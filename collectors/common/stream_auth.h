@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace fabricscope::exporters {
+namespace fabricscope::common {
 
 // Shared-secret authentication of agent streams, for sites without a PKI (issue 13 item 3).
 // The agent sends its token in the stream's `authorization` metadata as "Bearer <token>" (the
@@ -64,4 +64,4 @@ class TokenAuth {
 // other address unless --allow-insecure (exporters/aggregator_config.h).
 bool IsLoopbackHost(absl::string_view host);
 
-}  // namespace fabricscope::exporters
+}  // namespace fabricscope::common

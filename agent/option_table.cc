@@ -16,50 +16,36 @@ using common::OptionSpec;
 using O = AgentOptions;
 using Spec = OptionSpec<O>;
 
-// A spec whose value is text that `parse` reads into the field.
+// A spec whose value is text that `parse` (one of agent/options.h's parsers) reads into the
+// field: common::ValueOption with no range of its own.
 template <typename T>
 Spec ParsedOption(std::string key, common::FieldOf<O, T> field, std::string form, std::string help,
                   absl::StatusOr<T> (*parse)(const std::string&), std::string (*show)(const T&)) {
-  Spec s;
-  s.key = std::move(key);
-  s.form = std::move(form);
-  s.help = std::move(help);
-  s.set = [field, parse](absl::string_view text, O& o) -> absl::Status {
-    absl::StatusOr<T> v = parse(std::string(text));
-    if (!v.ok()) return v.status();
-    field(o) = *std::move(v);
-    return absl::OkStatus();
-  };
-  s.show = [field, show](const O& o) { return show(field(const_cast<O&>(o))); };
-  return s;
+  return common::ValueOption<O, T>(
+      std::move(key), field, std::move(form), "", std::move(help),
+      [parse](absl::string_view text) { return parse(std::string(text)); }, show);
 }
 
 // hw_counters/lifespan is whole milliseconds in the kernel (drivers/infiniband/core/sysfs.c,
 // set_stats_lifespan: 0..10000 ms): a duration ("5ms") or a plain number of ms.
 Spec HwLifespanOption() {
-  Spec s;
-  s.key = "hw_lifespan";
-  s.form = "DURATION";
-  s.range = "0..10s, whole ms; 0 = leave it alone";
-  s.help =
+  return common::ValueOption<O, uint32_t>(
+      "hw_lifespan", [](O & o) -> auto& { return o.hw_lifespan_ms; }, "DURATION",
+      "0..10s, whole ms; 0 = leave it alone",
       "Opt-in: write this hw_counters/lifespan on every RDMA port at start and restore the old "
-      "value at exit (e.g. 1ms).";
-  s.set = [](absl::string_view text, O& o) -> absl::Status {
-    int64_t ms = 0;
-    if (!absl::SimpleAtoi(text, &ms)) {
-      auto ns = common::ParseDurationText(text, 0, 10'000'000'000);
-      if (!ns.ok()) return ns.status();
-      if (*ns % 1'000'000 != 0) return absl::InvalidArgumentError("must be whole milliseconds");
-      ms = *ns / 1'000'000;
-    }
-    if (ms < 0 || ms > 10'000) return absl::InvalidArgumentError("must be 0..10s");
-    o.hw_lifespan_ms = static_cast<uint32_t>(ms);
-    return absl::OkStatus();
-  };
-  s.show = [](const O& o) {
-    return o.hw_lifespan_ms == 0 ? std::string("0") : absl::StrCat(o.hw_lifespan_ms, "ms");
-  };
-  return s;
+      "value at exit (e.g. 1ms).",
+      [](absl::string_view text) -> absl::StatusOr<uint32_t> {
+        int64_t ms = 0;
+        if (!absl::SimpleAtoi(text, &ms)) {
+          auto ns = common::ParseDurationText(text, 0, 10'000'000'000);
+          if (!ns.ok()) return ns.status();
+          if (*ns % 1'000'000 != 0) return absl::InvalidArgumentError("must be whole milliseconds");
+          ms = *ns / 1'000'000;
+        }
+        if (ms < 0 || ms > 10'000) return absl::InvalidArgumentError("must be 0..10s");
+        return static_cast<uint32_t>(ms);
+      },
+      [](const uint32_t& ms) { return ms == 0 ? std::string("0") : absl::StrCat(ms, "ms"); });
 }
 
 std::string ShowPmaTargets(const std::vector<PmaTargetOption>& targets) {

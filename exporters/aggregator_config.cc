@@ -19,37 +19,33 @@ using Spec = OptionSpec<O>;
 
 // node_expiry: an absl duration ("10m"), 0 = never (ParseNodeExpiry).
 Spec NodeExpiryOption() {
-  Spec s;
-  s.key = "node_expiry";
-  s.form = "DURATION";
-  s.range = "0..1 year; 0 = never";
-  s.help =
+  return common::ValueOption<O, absl::Duration>(
+      "node_expiry", [](O & o) -> auto& { return o.node_expiry; }, "DURATION",
+      "0..1 year; 0 = never",
       "Forget a node that sent nothing (no Hello, no batch) for this long: its series leave "
       "/metrics and its state leaves memory, counted in "
       "fabricscope_aggregator_expired_nodes_total, one log line each; a reconnect brings it back "
-      "(totals are the hardware counters', so they continue). Follows SIGHUP.";
-  s.set = [](absl::string_view text, O& o) {
-    return ParseNodeExpiry(std::string(text), &o.node_expiry);
-  };
-  s.show = [](const O& o) { return absl::FormatDuration(o.node_expiry); };
-  return s;
+      "(totals are the hardware counters', so they continue). Follows SIGHUP.",
+      [](absl::string_view text) -> absl::StatusOr<absl::Duration> {
+        absl::Duration d;
+        if (absl::Status st = ParseNodeExpiry(std::string(text), &d); !st.ok()) return st;
+        return d;
+      },
+      [](const absl::Duration& d) { return absl::FormatDuration(d); });
 }
 
 // collectives.straggler_min_skew_seconds: seconds in the file, ns in CrossRankOptions.
 Spec MinSkewOption() {
-  Spec s;
-  s.key = "collectives.straggler_min_skew_seconds";
-  s.form = "SECONDS";
-  s.range = "[0, 60]";
-  s.help = "compute_straggler: arrival skew at least this long (and straggler_skew_ratio).";
-  s.set = [](absl::string_view text, O& o) -> absl::Status {
-    auto x = common::ParseRealText(text, 0, 60, false);
-    if (!x.ok()) return x.status();
-    o.collectives.straggler_min_skew_ns = static_cast<int64_t>(*x * 1e9);
-    return absl::OkStatus();
-  };
-  s.show = [](const O& o) { return absl::StrCat(o.collectives.straggler_min_skew_ns / 1e9); };
-  return s;
+  return common::ValueOption<O, int64_t>(
+      "collectives.straggler_min_skew_seconds",
+      [](O & o) -> auto& { return o.collectives.straggler_min_skew_ns; }, "SECONDS", "[0, 60]",
+      "compute_straggler: arrival skew at least this long (and straggler_skew_ratio).",
+      [](absl::string_view text) -> absl::StatusOr<int64_t> {
+        auto x = common::ParseRealText(text, 0, 60, false);
+        if (!x.ok()) return x.status();
+        return static_cast<int64_t>(*x * 1e9);
+      },
+      [](const int64_t& ns) { return absl::StrCat(ns / 1e9); });
 }
 
 }  // namespace

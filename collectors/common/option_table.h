@@ -83,42 +83,49 @@ OptionSpec<Options> TextOption(std::string key, FieldOf<Options, std::string> fi
   return s;
 }
 
+// The one builder the typed kinds share: `parse` reads the text into a T (and checks its
+// range), `show` writes a T back as text that `parse` reads.
+template <typename Options, typename T>
+OptionSpec<Options> ValueOption(std::string key, FieldOf<Options, T> field, std::string form,
+                                std::string range, std::string help,
+                                std::function<absl::StatusOr<T>(absl::string_view)> parse,
+                                std::function<std::string(const T&)> show) {
+  OptionSpec<Options> s;
+  s.key = std::move(key);
+  s.form = std::move(form);
+  s.range = std::move(range);
+  s.help = std::move(help);
+  s.set = [field, parse](absl::string_view text, Options& o) -> absl::Status {
+    absl::StatusOr<T> v = parse(text);
+    if (!v.ok()) return v.status();
+    field(o) = *std::move(v);
+    return absl::OkStatus();
+  };
+  s.show = [field, show](const Options& o) { return show(field(const_cast<Options&>(o))); };
+  return s;
+}
+
 template <typename Options>
 OptionSpec<Options> DurationOption(std::string key, FieldOf<Options, int64_t> field, int64_t min_ns,
                                    int64_t max_ns, std::string help) {
-  OptionSpec<Options> s;
-  s.key = std::move(key);
-  s.form = "DURATION";
-  s.range = FormatDurationNs(min_ns) + ".." + FormatDurationNs(max_ns);
-  s.help = std::move(help);
-  s.set = [field, min_ns, max_ns](absl::string_view text, Options& o) -> absl::Status {
-    auto ns = ParseDurationText(text, min_ns, max_ns);
-    if (!ns.ok()) return ns.status();
-    field(o) = *ns;
-    return absl::OkStatus();
-  };
-  s.show = [field](const Options& o) { return FormatDurationNs(field(const_cast<Options&>(o))); };
-  return s;
+  return ValueOption<Options, int64_t>(
+      std::move(key), field, "DURATION", FormatDurationNs(min_ns) + ".." + FormatDurationNs(max_ns),
+      std::move(help),
+      [min_ns, max_ns](absl::string_view t) { return ParseDurationText(t, min_ns, max_ns); },
+      [](const int64_t& ns) { return FormatDurationNs(ns); });
 }
 
 template <typename Options, typename T>
 OptionSpec<Options> IntegerOption(std::string key, FieldOf<Options, T> field, int64_t min,
                                   int64_t max, std::string help) {
-  OptionSpec<Options> s;
-  s.key = std::move(key);
-  s.form = "N";
-  s.range = std::to_string(min) + ".." + std::to_string(max);
-  s.help = std::move(help);
-  s.set = [field, min, max](absl::string_view text, Options& o) -> absl::Status {
-    auto n = ParseIntegerText(text, min, max);
-    if (!n.ok()) return n.status();
-    field(o) = static_cast<T>(*n);
-    return absl::OkStatus();
-  };
-  s.show = [field](const Options& o) {
-    return std::to_string(static_cast<int64_t>(field(const_cast<Options&>(o))));
-  };
-  return s;
+  return ValueOption<Options, T>(
+      std::move(key), field, "N", std::to_string(min) + ".." + std::to_string(max), std::move(help),
+      [min, max](absl::string_view t) -> absl::StatusOr<T> {
+        absl::StatusOr<int64_t> n = ParseIntegerText(t, min, max);
+        if (!n.ok()) return n.status();
+        return static_cast<T>(*n);
+      },
+      [](const T& v) { return std::to_string(static_cast<int64_t>(v)); });
 }
 
 // One of a few words ("auto", "on", "off").

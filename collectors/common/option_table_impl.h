@@ -49,55 +49,27 @@ OptionSpec<Options> HostPortOption(std::string key, FieldOf<Options, std::string
 template <typename Options>
 OptionSpec<Options> RealOption(std::string key, FieldOf<Options, double> field, double min,
                                double max, bool min_open, std::string help) {
-  OptionSpec<Options> s;
-  s.key = std::move(key);
-  s.form = "X";
-  s.range = absl::StrCat(min_open ? "(" : "[", min, ", ", max, "]");
-  s.help = std::move(help);
-  s.set = [field, min, max, min_open](absl::string_view text, Options& o) -> absl::Status {
-    auto x = ParseRealText(text, min, max, min_open);
-    if (!x.ok()) return x.status();
-    field(o) = *x;
-    return absl::OkStatus();
-  };
-  s.show = [field](const Options& o) { return absl::StrCat(field(const_cast<Options&>(o))); };
-  return s;
+  return ValueOption<Options, double>(
+      std::move(key), field, "X", absl::StrCat(min_open ? "(" : "[", min, ", ", max, "]"),
+      std::move(help),
+      [min, max, min_open](absl::string_view t) { return ParseRealText(t, min, max, min_open); },
+      [](const double& x) { return absl::StrCat(x); });
 }
 
 template <typename Options>
 OptionSpec<Options> OnOffOption(std::string key, FieldOf<Options, bool> field, std::string help) {
-  OptionSpec<Options> s;
-  s.key = std::move(key);
-  s.form = "on|off";
-  s.help = std::move(help);
-  s.set = [field](absl::string_view text, Options& o) -> absl::Status {
-    auto b = ParseOnOffText(text);
-    if (!b.ok()) return b.status();
-    field(o) = *b;
-    return absl::OkStatus();
-  };
-  s.show = [field](const Options& o) {
-    return std::string(field(const_cast<Options&>(o)) ? "on" : "off");
-  };
-  return s;
+  return ValueOption<Options, bool>(std::move(key), field, "on|off", "", std::move(help),
+                                    &ParseOnOffText,
+                                    [](const bool& b) { return std::string(b ? "on" : "off"); });
 }
 
 template <typename Options>
 OptionSpec<Options> BytesOption(std::string key, FieldOf<Options, uint64_t> field, uint64_t min,
                                 uint64_t max, std::string help) {
-  OptionSpec<Options> s;
-  s.key = std::move(key);
-  s.form = "BYTES";
-  s.range = FormatBytes(min) + ".." + FormatBytes(max);
-  s.help = std::move(help);
-  s.set = [field, min, max](absl::string_view text, Options& o) -> absl::Status {
-    auto n = ParseBytesText(text, min, max);
-    if (!n.ok()) return n.status();
-    field(o) = *n;
-    return absl::OkStatus();
-  };
-  s.show = [field](const Options& o) { return FormatBytes(field(const_cast<Options&>(o))); };
-  return s;
+  return ValueOption<Options, uint64_t>(
+      std::move(key), field, "BYTES", FormatBytes(min) + ".." + FormatBytes(max), std::move(help),
+      [min, max](absl::string_view t) { return ParseBytesText(t, min, max); },
+      [](const uint64_t& n) { return FormatBytes(n); });
 }
 
 template <typename Options>
@@ -144,11 +116,11 @@ absl::Status LoadYamlOptions(const std::string& path, const std::vector<OptionSp
 
 template <typename Options>
 absl::Status CheckOptionBounds(const std::vector<OptionSpec<Options>>& table, const Options& o) {
+  Options scratch = o;  // each value is parsed into the copy, never into `o`
   for (const OptionSpec<Options>& s : table) {
     if (!s.show || s.set_yaml) continue;
-    Options copy = o;
     const std::string text = s.show(o);
-    if (absl::Status st = s.set(text, copy); !st.ok()) {
+    if (absl::Status st = s.set(text, scratch); !st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(s.flag.empty() ? s.key : "--" + s.flag, ": ", st.message()));
     }

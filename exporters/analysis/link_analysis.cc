@@ -35,9 +35,6 @@ std::string LinkName(const std::string& node, const v1::PortInfo& p) {
   return absl::StrCat(node, "/", p.device(), ":", p.port());
 }
 
-void Num(std::string* out, const char* key, double v) { AppendJsonField(out, key, v); }
-void Str(std::string* out, const char* key, absl::string_view v) { AppendJsonField(out, key, v); }
-
 }  // namespace
 
 template <typename T>
@@ -466,19 +463,19 @@ std::string LinkAnalysis::AnomaliesJson(absl::string_view node_filter) const {
     if (!first) out += ",";
     first = false;
     out += "{";
-    Str(&out, "node", a.node);
+    AppendJsonField(&out, "node", a.node);
     out += ",";
-    Str(&out, "kind", a.kind);
+    AppendJsonField(&out, "kind", a.kind);
     out += ",";
-    Num(&out, "time_unix_seconds", static_cast<double>(a.unix_ns) / 1e9);
+    AppendJsonField(&out, "time_unix_seconds", static_cast<double>(a.unix_ns) / 1e9);
     out += ",";
-    Num(&out, "value", a.value);
+    AppendJsonField(&out, "value", a.value);
     out += ",";
-    Num(&out, "median", a.median);
+    AppendJsonField(&out, "median", a.median);
     out += ",";
-    Num(&out, "scale", a.scale);
+    AppendJsonField(&out, "scale", a.scale);
     out += ",";
-    Num(&out, "score", a.z);
+    AppendJsonField(&out, "score", a.z);
     out += "}";
   }
   out += "]}";
@@ -524,17 +521,19 @@ std::string LinkAnalysis::FlightRecordingsJson(absl::string_view node_filter) co
       if (!first) out += ",";
       first = false;
       out += "{";
-      Str(&out, "node", name);
+      AppendJsonField(&out, "node", name);
       out += ",";
-      Str(&out, "device", pi.device());
+      AppendJsonField(&out, "device", pi.device());
       out += ",";
-      Num(&out, "port", pi.port());
+      AppendJsonField(&out, "port", pi.port());
       out += ",";
-      Str(&out, "reason", r.reason());
+      AppendJsonField(&out, "reason", r.reason());
       out += ",";
-      Num(&out, "from_unix_seconds", static_cast<double>(r.from_ns() + rec.offset_ns) / 1e9);
+      AppendJsonField(&out, "from_unix_seconds",
+                      static_cast<double>(r.from_ns() + rec.offset_ns) / 1e9);
       out += ",";
-      Num(&out, "to_unix_seconds", static_cast<double>(r.to_ns() + rec.offset_ns) / 1e9);
+      AppendJsonField(&out, "to_unix_seconds",
+                      static_cast<double>(r.to_ns() + rec.offset_ns) / 1e9);
       absl::StrAppend(&out, ",\"truncated\":", r.truncated() ? "true" : "false", ",\"samples\":[");
       const int count = std::min({r.time_ns_size(), r.interval_ns_size(), r.transmit_bytes_size(),
                                   r.receive_bytes_size(), r.transmit_utilization_size(),
@@ -542,17 +541,18 @@ std::string LinkAnalysis::FlightRecordingsJson(absl::string_view node_filter) co
       for (int i = 0; i < count; ++i) {
         if (i) out += ",";
         out += "{";
-        Num(&out, "time_unix_seconds", static_cast<double>(r.time_ns(i) + rec.offset_ns) / 1e9);
+        AppendJsonField(&out, "time_unix_seconds",
+                        static_cast<double>(r.time_ns(i) + rec.offset_ns) / 1e9);
         out += ",";
-        Num(&out, "interval_seconds", static_cast<double>(r.interval_ns(i)) / 1e9);
+        AppendJsonField(&out, "interval_seconds", static_cast<double>(r.interval_ns(i)) / 1e9);
         out += ",";
-        Num(&out, "transmit_bytes", static_cast<double>(r.transmit_bytes(i)));
+        AppendJsonField(&out, "transmit_bytes", static_cast<double>(r.transmit_bytes(i)));
         out += ",";
-        Num(&out, "receive_bytes", static_cast<double>(r.receive_bytes(i)));
+        AppendJsonField(&out, "receive_bytes", static_cast<double>(r.receive_bytes(i)));
         out += ",";
-        Num(&out, "transmit_utilization", r.transmit_utilization(i));
+        AppendJsonField(&out, "transmit_utilization", r.transmit_utilization(i));
         out += ",";
-        Num(&out, "receive_utilization", r.receive_utilization(i));
+        AppendJsonField(&out, "receive_utilization", r.receive_utilization(i));
         out += "}";
       }
       out += "]}";

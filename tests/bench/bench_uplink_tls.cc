@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/common/stream_auth.h"
-#include "exporters/ingest/telemetry_service.h"
 #include "collectors/common/tls.h"
+#include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/bench/bench_common.h"
 #include "tests/bench/bench_hello.h"

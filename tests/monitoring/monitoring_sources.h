@@ -60,8 +60,8 @@ std::vector<std::string> MetricNames(absl::string_view expr);
 std::vector<std::string> CounterViolations(absl::string_view expr);
 
 // Metric family names the aggregator can export: every name of the metric catalog
-// (`exporters_dir`/metric_catalog.inc, i.e. exporters/exposition); a Histogram also yields NAME_bucket, NAME_sum and
-// NAME_count. Errors: NotFound (no catalog, or no entry in it).
+// (`exporters_dir`/metric_catalog.inc, i.e. exporters/exposition); a Histogram also yields
+// NAME_bucket, NAME_sum and NAME_count. Errors: NotFound (no catalog, or no entry in it).
 absl::StatusOr<std::set<std::string>> ExportedMetricNames(const std::string& exporters_dir);
 
 // The pending list: lines "NAME TYPE" (TYPE counter, gauge or histogram; '#' comments). A

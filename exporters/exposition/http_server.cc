@@ -8,11 +8,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collectors/common/host_port.h"
 #include "exporters/exposition/exposition.h"
 #include "exporters/exposition/http_pool.h"
+#include "exporters/exposition/metric_catalog.h"
 #include "exporters/heatmap/heatmap_http.h"
 #include "exporters/state/cluster_state.h"
+#include "glog/logging.h"
 
 namespace fabricscope::exporters {
 
@@ -28,6 +31,17 @@ std::string HttpServer::RenderMetrics() const {
   std::vector<prometheus::MetricFamily> families;
   for (const prometheus::Collectable* c : collectables_) {
     auto f = c->Collect();
+#ifndef NDEBUG
+    // Every family of the cluster state comes from the metric catalog: a label name its entry
+    // does not declare is a bug, fatal in Debug builds (release builds skip the check). Other
+    // collectables (an embedder's prometheus::Registry) declare their own families.
+    if (c == state_) {
+      const std::vector<std::string> undeclared = UndeclaredLabels(f);
+      LOG_IF(DFATAL, !undeclared.empty())
+          << "/metrics: " << absl::StrJoin(undeclared, "; ")
+          << " (declare labels in exporters/exposition/metric_catalog.inc)";
+    }
+#endif
     families.insert(families.end(), std::make_move_iterator(f.begin()),
                     std::make_move_iterator(f.end()));
   }

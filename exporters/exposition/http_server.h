@@ -52,7 +52,8 @@ class HttpServer {
   // and password. Call before Start.
   void SetWebConfig(WebConfig config) { web_ = std::move(config); }
 
-  // The whole /metrics body as served.
+  // The whole /metrics body as served. Debug builds (no NDEBUG) also check the state's families
+  // against the metric catalog (UndeclaredLabels) and crash on a label name it does not declare.
   std::string RenderMetrics() const;
 
  private:

@@ -2,16 +2,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
 
 namespace fabricscope::exporters {
 
-// Every metric family fabricscope exports, by id. The list, with each family's name, type and
-// help, is exporters/exposition/metric_catalog.inc: the one place a metric is declared.
+// Every metric family fabricscope exports, by id. The list, with each family's name, type, label
+// names and help, is exporters/exposition/metric_catalog.inc: the one place a metric is declared.
 enum class Metric : uint16_t {
-#define FABRICSCOPE_METRIC(id, name, type, help) id,
+#define FABRICSCOPE_METRIC(id, name, type, labels, help) id,
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };
@@ -20,12 +22,13 @@ struct MetricInfo {
   Metric id;
   const char* name;
   prometheus::MetricType type;
+  const char* labels;  // the label names its samples may carry, one space apart; "" for none
   const char* help;
 };
 
 inline constexpr MetricInfo kMetricCatalog[] = {
-#define FABRICSCOPE_METRIC(id, name, type, help) \
-  {Metric::id, name, prometheus::MetricType::type, help},
+#define FABRICSCOPE_METRIC(id, name, type, labels, help) \
+  {Metric::id, name, prometheus::MetricType::type, labels, help},
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };
@@ -43,5 +46,15 @@ inline prometheus::MetricFamily MakeFamily(Metric m) {
   f.type = i.type;
   return f;
 }
+
+// What in `families` the catalog does not declare, one message per finding (empty when all is
+// declared): "<family>: not in the metric catalog ..." for a family whose name is no catalog
+// entry's, and "<family>: label \"<name>\" is not declared ..." once per (family, label name)
+// where a sample carries a label name outside its entry's `labels` (the histogram's `le` and
+// the summary's `quantile` are the serializer's, never a sample's). Families are matched by name
+// only, so merged (MergeFamiliesByName) and unmerged snapshots check alike. Cost: one hash lookup
+// per family and a scan of its few declared names per sample label; the name index is built on
+// the first call. For Debug builds' /metrics check (HttpServer::RenderMetrics) and tests.
+std::vector<std::string> UndeclaredLabels(const std::vector<prometheus::MetricFamily>& families);
 
 }  // namespace fabricscope::exporters

@@ -259,7 +259,47 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
   return absl::OkStatus();
 }
 
-void Agent::SubmitReady() {
+void Agent::FillAgentStats(v1::AgentStats* s) const {
+  const SamplerGroup& fast = groups_[0].sampler ? groups_[0] : groups_[1];
+  fast.sampler->IntervalHistogram(s->mutable_sample_interval_seconds());
+  s->set_ticks_total(fast.sampler->ticks());
+  uint64_t drops = 0;
+  for (const SamplerGroup& g : groups_) {
+    if (!g.sampler) continue;
+    (*s->mutable_overruns_by_sampler())[g.name] = g.sampler->overruns();
+    drops += g.ring->dropped();
+    size_t i = 0;
+    for (const auto& c : g.collectors) {
+      for (size_t k = 0; k < c->counter_count(); ++k, ++i) {
+        const double ns = c->ReadCostNs(k);
+        if (ns <= 0) continue;
+        const Pipeline::CounterRef ref = g.refs[i];
+        v1::CounterReadCost* rc = s->add_read_costs();
+        rc->set_port_index(ref.port);
+        rc->set_counter(ports_[ref.port].counters[ref.counter].name);
+        rc->set_mean_seconds(ns / 1e9);
+      }
+    }
+  }
+  s->set_overruns_total(fast.sampler->overruns());
+  s->set_ring_drops_total(drops);
+  s->set_uplink_dropped_batches_total(sink_->dropped_batches());
+  s->set_uplink_refused_batches_total(sink_->refused_batches());
+  if (spool_) {
+    const Spool::Stats st = spool_->stats();
+    s->set_has_spool(true);
+    s->set_spool_bytes(st.bytes);
+    s->set_spool_batches(st.batches);
+    s->set_spool_replayed_batches_total(st.replayed);
+    auto& dropped = *s->mutable_spool_dropped_batches_total();
+    dropped["full"] = st.dropped_full;
+    dropped["corrupt"] = st.dropped_corrupt;
+    dropped["expired"] = st.dropped_expired;
+  }
+  for (const v1::GroupResolution& r : resolutions_) *s->add_resolutions() = r;
+}
+
+void Agent::SubmitReady(bool stopping) {
   std::vector<v1::Batch> ready = pipeline_->TakeReady();
   if (ready.empty()) return;
   const int64_t offset = collectors::MeasureUnixOffsetNs();
@@ -279,49 +319,16 @@ void Agent::SubmitReady() {
   }
   for (v1::Batch& b : ready) {
     b.set_unix_offset_ns(offset);
-    v1::AgentStats* s = b.mutable_agent();
-    const SamplerGroup& fast = groups_[0].sampler ? groups_[0] : groups_[1];
-    fast.sampler->IntervalHistogram(s->mutable_sample_interval_seconds());
-    s->set_ticks_total(fast.sampler->ticks());
-    uint64_t drops = 0;
-    for (const SamplerGroup& g : groups_) {
-      if (!g.sampler) continue;
-      (*s->mutable_overruns_by_sampler())[g.name] = g.sampler->overruns();
-      drops += g.ring->dropped();
-      size_t i = 0;
-      for (const auto& c : g.collectors) {
-        for (size_t k = 0; k < c->counter_count(); ++k, ++i) {
-          const double ns = c->ReadCostNs(k);
-          if (ns <= 0) continue;
-          const Pipeline::CounterRef ref = g.refs[i];
-          v1::CounterReadCost* rc = s->add_read_costs();
-          rc->set_port_index(ref.port);
-          rc->set_counter(ports_[ref.port].counters[ref.counter].name);
-          rc->set_mean_seconds(ns / 1e9);
-        }
-      }
-    }
-    s->set_overruns_total(fast.sampler->overruns());
-    s->set_ring_drops_total(drops);
-    s->set_uplink_dropped_batches_total(sink_->dropped_batches());
-    s->set_uplink_refused_batches_total(sink_->refused_batches());
-    if (spool_) {
-      const Spool::Stats st = spool_->stats();
-      s->set_has_spool(true);
-      s->set_spool_bytes(st.bytes);
-      s->set_spool_batches(st.batches);
-      s->set_spool_replayed_batches_total(st.replayed);
-      auto& dropped = *s->mutable_spool_dropped_batches_total();
-      dropped["full"] = st.dropped_full;
-      dropped["corrupt"] = st.dropped_corrupt;
-      dropped["expired"] = st.dropped_expired;
-    }
-    for (const v1::GroupResolution& r : resolutions_) *s->add_resolutions() = r;
+    FillAgentStats(b.mutable_agent());
     if (capture && &b == &ready.back()) *b.mutable_capture() = std::move(*capture);
     if (gpu_ingest_) {
-      gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b);
-      for (const v1::Collective& c : b.collectives()) collective_analyzer_->AddCollective(c);
+      std::vector<v1::Collective> completed;
+      gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b,
+                               &completed);
+      for (v1::Collective& c : completed) collective_analyzer_->AddCollective(std::move(c), &b);
       collective_analyzer_->Process(b.window_end_ns(), &b);
+      // Stopping: the samples of what is still queued will not come; it goes unanalysed.
+      if (stopping && &b == &ready.back()) collective_analyzer_->Release(&b);
     }
     Submit(std::move(b));
   }
@@ -424,7 +431,7 @@ void Agent::Stop() {
   DrainOnce();
   DrainGpu();
   pipeline_->Flush(collectors::MonotonicNowNs());
-  SubmitReady();
+  SubmitReady(/*stopping=*/true);
   RestoreHwLifespan();
   if (sink_) sink_->Shutdown(2000);
   if (aggregator_) aggregator_->Stop();

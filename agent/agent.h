@@ -112,8 +112,14 @@ class Agent {
   bool DrainOnce();
   // Pipeline thread: moves queued GPU records into gpu_timeline_. Returns whether any came.
   bool DrainGpu();
-  void SubmitReady();
-  // Pipeline thread, agent/early_batch.cc: sends the collective analyses that are ready ahead
+  // The agent's own figures for a window's batch: sampler intervals and overruns, ring drops,
+  // read costs, uplink and spool counts, group resolutions (computed once at start).
+  void FillAgentStats(v1::AgentStats* s) const;
+  // Pipeline thread: completes and sends the pipeline's closed windows: agent stats, the
+  // capture's window, GPU stats and the collectives analysed up to each window's end.
+  // stopping: the last one also takes the collectives still waiting for their samples.
+  void SubmitReady(bool stopping = false);
+  // Pipeline thread, agent/early_batch.cc: sends the analysed collectives that are ready ahead
   // of their window (CollectiveAnalysisOptions::early_send_interval_ns).
   void SubmitEarly();
   // Numbers and hands a batch to sink_; a window's batch takes what carry_ holds.

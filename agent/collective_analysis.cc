@@ -194,31 +194,29 @@ size_t CollectiveAnalyzer::AddCaptureLoss(const std::string& interface,
   return kept;
 }
 
-void CollectiveAnalyzer::AddCollective(const v1::Collective& c) {
-  if (c.start_ns() <= 0 || c.end_ns() < c.start_ns()) return;
+void CollectiveAnalyzer::AddCollective(v1::Collective c, v1::Batch* batch) {
   // Without a completion signal (enqueue_only, copy_engine) the interval is host enqueue work of
   // microseconds, not the collective: joining port samples over it would be noise.
-  if (c.timing_source() != v1::TIMING_SOURCE_KERNEL_CHANNEL &&
-      c.timing_source() != v1::TIMING_SOURCE_PROXY_OP) {
+  const bool timed = c.start_ns() > 0 && c.end_ns() >= c.start_ns() &&
+                     (c.timing_source() == v1::TIMING_SOURCE_KERNEL_CHANNEL ||
+                      c.timing_source() == v1::TIMING_SOURCE_PROXY_OP);
+  if (timed && pending_.size() >= options_.max_pending) ++dropped_;
+  if (!timed || pending_.size() >= options_.max_pending) {
+    *batch->add_collectives() = std::move(c);
     return;
   }
-  if (pending_.size() >= options_.max_pending) {
-    ++dropped_;
-    return;
-  }
-  pending_.push_back(Pending{c, last_data_ns_});
+  pending_.push_back(Pending{std::move(c), last_data_ns_});
+}
+
+size_t CollectiveAnalyzer::Release(v1::Batch* batch) {
+  const size_t n = pending_.size();
+  for (Pending& p : pending_) *batch->add_collectives() = std::move(p.c);
+  pending_.clear();
+  return n;
 }
 
 v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) const {
   v1::CollectiveAnalysis a;
-  a.set_comm_hash(c.comm_hash());
-  a.set_rank(c.rank());
-  a.set_nranks(c.nranks());
-  a.set_func(c.func());
-  a.set_seq(c.seq());
-  a.set_bytes(c.bytes());
-  a.set_start_ns(c.start_ns());
-  a.set_end_ns(c.end_ns());
   a.set_port_index(-1);
   const int64_t t0 = c.start_ns(), t1 = c.end_ns();
   std::vector<FlightSample> samples;
@@ -448,7 +446,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
     const bool in = p.c.end_ns() + options_.delay_ns <= data_until_ns;
     const bool waited = data_until_ns - p.queued_data_ns > options_.max_wait_ns;
     if (!in && !waited) break;  // later ones completed later (arrival order), wait for them too
-    const v1::Collective c = p.c;
+    v1::Collective c = std::move(pending_.front().c);
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
@@ -516,7 +514,8 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
         marker_starts_.push_back(c.start_ns());
       }
     }
-    *batch->add_collective_analyses() = std::move(a);
+    *c.mutable_analysis() = std::move(a);
+    *batch->add_collectives() = std::move(c);
   }
   // Keep ~10 s of intervals and iteration starts, and the events and bursts the pending
   // collectives may still need.

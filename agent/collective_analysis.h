@@ -98,15 +98,21 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // (CaptureRunner::NewLossEvents).
   size_t AddCaptureLoss(const std::string& interface,
                         const std::vector<v1::PacketLossEvent>& events, int64_t unix_offset_ns);
-  // A completed collective (queued until its samples are in). Records without both times are
-  // ignored.
-  void AddCollective(const v1::Collective& c);
+  // A completed collective, to be sent with its analysis (Collective.analysis) once its samples
+  // are in. One that cannot be analysed (no start or end time, a timing source without a
+  // completion signal) or that finds the queue full (max_pending; counted in dropped_total) is
+  // appended to batch->collectives at once, without an analysis.
+  void AddCollective(v1::Collective c, v1::Batch* batch);
   // Analyses every queued collective whose samples are in (the pipeline has seen the ticks up
-  // to data_until_ns), appending CollectiveAnalysis records and flight recordings of slow ones
-  // to *batch. close_window: *batch is the window's batch [window_start_ns, window_end_ns):
-  // the stats go into it and the recording budget (recordings_per_window,
-  // samples_per_window) starts again; false for an early batch, which spends the same budget.
+  // to data_until_ns) and appends it, its analysis inside, to batch->collectives, with the
+  // flight recordings of slow ones. close_window: *batch is the window's batch
+  // [window_start_ns, window_end_ns): the stats go into it and the recording budget
+  // (recordings_per_window, samples_per_window) starts again; false for an early batch, which
+  // spends the same budget.
   void Process(int64_t data_until_ns, v1::Batch* batch, bool close_window = true);
+  // Appends every queued collective to batch->collectives without an analysis (at shutdown:
+  // their samples will not come). Returns how many.
+  size_t Release(v1::Batch* batch);
 
   // Exposed for tests: the analysis of one collective with what is known now.
   v1::CollectiveAnalysis Analyze(const v1::Collective& c) const;

@@ -1,4 +1,4 @@
-// Early batches: collective analyses sent ahead of their window (Batch.early).
+// Early batches: analysed collectives sent ahead of their window (Batch.early).
 
 #include <algorithm>
 #include <limits>
@@ -30,7 +30,6 @@ void MoveAppend(google::protobuf::RepeatedPtrField<T>* from,
 void Agent::Submit(v1::Batch batch) {
   if (!batch.early()) {
     MoveAppend(carry_.mutable_collectives(), batch.mutable_collectives());
-    MoveAppend(carry_.mutable_collective_analyses(), batch.mutable_collective_analyses());
     MoveAppend(carry_.mutable_flight_recordings(), batch.mutable_flight_recordings());
   }
   ++submitted_;
@@ -54,17 +53,16 @@ void Agent::SubmitEarly() {
     collective_analyzer_->AddCaptureLoss(capture_->interface(), capture_->NewLossEvents(), offset);
   }
   const int before = carry_.collectives_size();
-  gpu_timeline_->FillEarly(data_until, &carry_);
-  for (int i = before; i < carry_.collectives_size(); ++i) {
-    collective_analyzer_->AddCollective(carry_.collectives(i));
-  }
-  const int analysed = carry_.collective_analyses_size();
+  std::vector<v1::Collective> completed;
+  gpu_timeline_->FillEarly(data_until, &completed);
+  for (v1::Collective& c : completed) collective_analyzer_->AddCollective(std::move(c), &carry_);
   collective_analyzer_->Process(data_until, &carry_, /*close_window=*/false);
   bool urgent = false;
-  for (int i = analysed; i < carry_.collective_analyses_size(); ++i) {
-    urgent = urgent || Urgent(carry_.collective_analyses(i));
+  for (int i = before; i < carry_.collectives_size(); ++i) {
+    const v1::Collective& c = carry_.collectives(i);
+    urgent = urgent || (c.has_analysis() && Urgent(c.analysis()));
   }
-  const bool empty = carry_.collectives_size() == 0 && carry_.collective_analyses_size() == 0;
+  const bool empty = carry_.collectives_size() == 0;
   if (empty || (!urgent && data_until - early_sent_ns_ < interval)) return;
   // Behind (an outage, or a slow aggregator): the window's batch takes them.
   if (!sink_->connected() || submitted_ > sink_->acked_seq() + 2) return;

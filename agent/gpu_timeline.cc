@@ -161,7 +161,7 @@ bool GpuTimeline::Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns
   return end_ns <= window_end_ns || e.received_ns < window_start_ns;
 }
 
-void GpuTimeline::AttachCollective(const GpuEvent& e, v1::Batch* batch, bool send) {
+void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective>* out, bool send) {
   v1::Collective c = ToProto(e);
   const auto key = std::make_pair(c.comm_hash(), c.func());
   Totals& t = totals_[key];
@@ -199,7 +199,7 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, v1::Batch* batch, bool sen
     }
     proxy_.erase(it);  // its key stays in proxy_order_ until it ages out; erase is idempotent
   }
-  if (send && batch != nullptr) *batch->add_collectives() = std::move(c);
+  if (send && out != nullptr) out->push_back(std::move(c));
 }
 
 void GpuTimeline::CountKernel(const GpuEvent& e) {
@@ -221,7 +221,7 @@ void GpuTimeline::CountKernel(const GpuEvent& e) {
 }
 
 size_t GpuTimeline::TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
-                                    v1::Batch* batch) {
+                                    std::vector<v1::Collective>* out) {
   size_t taken = 0;
   std::deque<GpuEvent> keep;
   for (const GpuEvent& e : pending_collectives_) {
@@ -230,32 +230,38 @@ size_t GpuTimeline::TakeCollectives(const std::function<bool(const GpuEvent&, in
       keep.push_back(e);
       continue;
     }
-    const bool send =
-        static_cast<size_t>(batch->collectives_size()) < options_.max_collectives_per_batch;
-    if (!send) ++overflow_collectives_;
-    AttachCollective(e, batch, send);
+    const bool send = window_collectives_ < options_.max_collectives_per_batch;
+    if (send) {
+      ++window_collectives_;
+    } else {
+      ++overflow_collectives_;
+    }
+    AttachCollective(e, out, send);
     ++taken;
   }
   pending_collectives_.swap(keep);
   return taken;
 }
 
-size_t GpuTimeline::FillEarly(int64_t until_ns, v1::Batch* batch) {
-  return TakeCollectives([&](const GpuEvent&, int64_t end) { return end <= until_ns; }, batch);
+size_t GpuTimeline::FillEarly(int64_t until_ns, std::vector<v1::Collective>* collectives) {
+  return TakeCollectives([&](const GpuEvent&, int64_t end) { return end <= until_ns; },
+                         collectives);
 }
 
 void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
                             const v1::GpuIngestStats* ingest,
-                            const std::vector<int32_t>& connected_pids, v1::Batch* batch) {
+                            const std::vector<int32_t>& connected_pids, v1::Batch* batch,
+                            std::vector<v1::Collective>* collectives) {
   v1::GpuWindow* w = batch->mutable_gpu();
   if (ingest != nullptr) *w->mutable_ingest() = *ingest;
 
   // Collectives, in arrival order; those an early batch could not take count as not sent.
   TakeCollectives(
       [&](const GpuEvent& e, int64_t end) { return Due(e, end, window_start_ns, window_end_ns); },
-      batch);
+      collectives);
   const uint64_t not_sent = overflow_collectives_;
   overflow_collectives_ = 0;
+  window_collectives_ = 0;
   w->set_collectives_not_sent(not_sent);
 
   // Kernel spans: NCCL kernels first, then the rest, up to the cap; the others summarized.

@@ -46,27 +46,31 @@ class GpuTimeline {
   // One record from the ingest queue.
   void Add(const GpuEvent& event);
 
-  // Fills batch->collectives, kernel_spans and gpu with what completed at or before
-  // window_end_ns (and anything that has waited since before window_start_ns, whatever its
-  // timestamps say), updating the totals. `ingest` (may be null) supplies the endpoint's stats;
-  // `connected_pids` limits the communicator list to live producers.
+  // Appends to *collectives the collectives that completed at or before window_end_ns (and
+  // anything that has waited since before window_start_ns, whatever its timestamps say), and
+  // fills batch->kernel_spans and batch->gpu, updating the totals. At most
+  // max_collectives_per_batch collectives per window, counting those FillEarly took since the
+  // last FillBatch; the rest are counted in GpuWindow.collectives_not_sent. `ingest` (may be
+  // null) supplies the endpoint's stats; `connected_pids` limits the communicator list to live
+  // producers. The caller sends the collectives (after CollectiveAnalyzer, in the agent).
   void FillBatch(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
-                 const std::vector<int32_t>& connected_pids, v1::Batch* batch);
+                 const std::vector<int32_t>& connected_pids, v1::Batch* batch,
+                 std::vector<v1::Collective>* collectives);
 
-  // Moves the collectives that completed at or before until_ns into batch->collectives (an
-  // early batch; at most max_collectives_per_batch there, the rest counted as not sent in the
-  // next window), updating the totals the next FillBatch reports. Returns how many it took.
-  size_t FillEarly(int64_t until_ns, v1::Batch* batch);
+  // Appends to *collectives those that completed at or before until_ns (for an early batch),
+  // within the same per-window bound, updating the totals the next FillBatch reports. Returns
+  // how many it took.
+  size_t FillEarly(int64_t until_ns, std::vector<v1::Collective>* collectives);
 
   // Converts one record (no proxy peers). Exposed for tests.
   static v1::Collective ToProto(const GpuEvent& event);
   static v1::KernelSpan KernelToProto(const GpuEvent& event);
 
  private:
-  // Moves the pending collectives that due(event, end_ns) accepts into batch->collectives (at
-  // most max_collectives_per_batch there; the rest counted in overflow_collectives_).
+  // Moves the pending collectives that due(event, end_ns) accepts into *out (at most
+  // max_collectives_per_batch per window; the rest counted in overflow_collectives_).
   size_t TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
-                         v1::Batch* batch);
+                         std::vector<v1::Collective>* out);
 
   static constexpr size_t kMaxSummaryNames = 256;
   static constexpr int kMaxProxyPeers = 32;
@@ -99,7 +103,7 @@ class GpuTimeline {
   };
 
   bool Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns, int64_t window_end_ns) const;
-  void AttachCollective(const GpuEvent& e, v1::Batch* batch, bool send);
+  void AttachCollective(const GpuEvent& e, std::vector<v1::Collective>* out, bool send);
   void CountKernel(const GpuEvent& e);
 
   GpuTimelineOptions options_;
@@ -112,6 +116,7 @@ class GpuTimeline {
   std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> rank_pairs_;
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
+  size_t window_collectives_ = 0;      // taken since the last FillBatch (the per-window bound)
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported
 };
 

@@ -45,8 +45,7 @@ void CrossRankAnalysis::ForgetNode(const std::string& node) {
 }
 
 void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
-  if (batch.collective_analyses_size() == 0 && !batch.has_collective_analysis() &&
-      !batch.has_gpu()) {
+  if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
     return;
   }
   absl::MutexLock lock(&mu_);
@@ -57,10 +56,12 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     n.have_share = true;
   }
   if (batch.has_gpu()) StorePairs(node, batch.gpu());
-  for (const v1::CollectiveAnalysis& a : batch.collective_analyses()) {
+  for (const v1::Collective& c : batch.collectives()) {
+    if (!c.has_analysis()) continue;
+    const v1::CollectiveAnalysis& a = c.analysis();
     // Microburst overlap per port.
     std::vector<std::pair<double, double>> ov(n.ports.size(), {0.0, 0.0});
-    const double dur = static_cast<double>(a.end_ns() - a.start_ns()) / 1e9;
+    const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
     for (const v1::PortActivity& p : a.ports()) {
       if (p.port_index() < ov.size() && p.samples() > 0) {
         ov[p.port_index()] = {dur, std::min(dur, p.microburst_seconds())};
@@ -70,22 +71,22 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     while (n.overlap.size() > options_.overlap_window) n.overlap.pop_front();
     // A rank count no communicator has, or a rank outside it: dropped and counted before it can
     // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
-    if (a.nranks() < 1 || a.nranks() > kMaxRanksPerInstance || a.rank() < 0 ||
-        a.rank() >= a.nranks()) {
+    if (c.nranks() < 1 || c.nranks() > kMaxRanksPerInstance || c.rank() < 0 ||
+        c.rank() >= c.nranks()) {
       ++dropped_analyses_;
       continue;
     }
 
     RankEntry e;
     e.node = node;
-    e.rank = a.rank();
-    e.start_unix_ns = a.start_ns() + offset;
-    e.end_unix_ns = a.end_ns() + offset;
+    e.rank = c.rank();
+    e.start_unix_ns = c.start_ns() + offset;
+    e.end_unix_ns = c.end_ns() + offset;
     e.cause = a.cause();
     e.detail = a.detail();
     e.slow = a.slow();
     e.lossy_by_tail = a.lossy_by_tail();
-    e.bytes = a.bytes();
+    e.bytes = c.bytes();
     if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < n.ports.size()) {
       const v1::PortInfo& pi = n.ports[static_cast<size_t>(a.port_index())];
       e.port = pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device();
@@ -97,8 +98,8 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     }
     if (e.slow) {
       for (const v1::FlightRecording& r : batch.flight_recordings()) {
-        if (r.reason() == "slow_collective" && r.from_ns() <= a.start_ns() &&
-            r.to_ns() >= a.end_ns()) {
+        if (r.reason() == "slow_collective" && r.from_ns() <= c.start_ns() &&
+            r.to_ns() >= c.end_ns()) {
           e.recording = r;
           e.recording_offset_ns = offset;
           break;
@@ -106,7 +107,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
       }
     }
     newest_unix_ns_ = std::max(newest_unix_ns_, e.end_unix_ns);
-    const Key key{a.comm_hash(), a.func(), a.seq()};
+    const Key key{c.comm_hash(), c.func(), c.seq()};
     auto it = pending_.find(key);
     if (it == pending_.end()) {
       if (pending_.size() >= options_.max_pending) {
@@ -122,7 +123,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
         }
       }
       it = pending_.emplace(key, Instance{}).first;
-      it->second.nranks = std::max(1, a.nranks());
+      it->second.nranks = std::max(1, c.nranks());
       it->second.first_seen_unix_ns = e.end_unix_ns;
       pending_order_.emplace_back(e.end_unix_ns, key);
     }

@@ -52,7 +52,8 @@ struct CrossRankOptions {
   size_t max_rank_pairs_per_node = 4096;
 };
 
-// Cross-rank analysis at the aggregator: matches the agents' CollectiveAnalysis records by
+// Cross-rank analysis at the aggregator: matches the agents' analysed collectives (Collective
+// records with their CollectiveAnalysis inside) by
 // (comm_hash, func, seq) across ranks and nodes, and for every instance whose nranks ranks
 // all reported:
 //   arrival skew = latest start - earliest start (Unix times, each node's own offset);

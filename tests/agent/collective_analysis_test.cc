@@ -284,34 +284,66 @@ TEST_F(CollectiveAnalysisTest, IntervalsWithoutCompletionAreNotJoined) {
   CollectiveAnalyzer a(Ports(), recorder_, {});
   v1::Collective enqueued = Coll(1, 10 * kMs, 10 * kMs + 2000);
   enqueued.set_timing_source(v1::TIMING_SOURCE_ENQUEUE_ONLY);
-  a.AddCollective(enqueued);
-  a.AddCollective(Coll(2, 20 * kMs, 50 * kMs));
   v1::Batch b;
+  AddCollective(a, enqueued, &b);
+  ASSERT_EQ(b.collectives_size(), 1);  // sent at once, without an analysis
+  EXPECT_FALSE(b.collectives(0).has_analysis());
+  AddCollective(a, Coll(2, 20 * kMs, 50 * kMs), &b);
+  EXPECT_EQ(b.collectives_size(), 1);  // queued until its samples are in
   b.set_window_start_ns(0);
   b.set_window_end_ns(100 * kMs);
   a.Process(100 * kMs, &b);
-  ASSERT_EQ(b.collective_analyses_size(), 1);
-  EXPECT_EQ(b.collective_analyses(0).seq(), 2u);
+  ASSERT_EQ(b.collectives_size(), 2);
+  EXPECT_EQ(b.collectives(0).seq(), 1u);
+  EXPECT_EQ(b.collectives(1).seq(), 2u);
+  EXPECT_TRUE(b.collectives(1).has_analysis());
+  EXPECT_EQ(b.collective_analysis().analyzed_total(), 1u);
+}
+
+// Past max_pending a collective is sent at once without an analysis (and counted), and at
+// shutdown Release sends the queued ones: a record is never lost for want of its analysis.
+TEST_F(CollectiveAnalysisTest, APendingQueueFullOrReleasedStillSendsEveryCollective) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalysisOptions o;
+  o.max_pending = 1;
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  v1::Batch b;
+  AddCollective(a, Coll(1, 10 * kMs, 20 * kMs), &b);
+  AddCollective(a, Coll(2, 30 * kMs, 40 * kMs), &b);
+  ASSERT_EQ(b.collectives_size(), 1);
+  EXPECT_EQ(b.collectives(0).seq(), 2u);
+  EXPECT_FALSE(b.collectives(0).has_analysis());
+  EXPECT_EQ(a.Release(&b), 1u);
+  ASSERT_EQ(b.collectives_size(), 2);
+  EXPECT_EQ(b.collectives(1).seq(), 1u);
+  EXPECT_FALSE(b.collectives(1).has_analysis());
+  v1::Batch next;
+  next.set_window_start_ns(0);
+  next.set_window_end_ns(100 * kMs);
+  a.Process(100 * kMs, &next);
+  EXPECT_EQ(next.collectives_size(), 0);  // released: not sent twice
+  EXPECT_EQ(next.collective_analysis().dropped_total(), 1u);
+  EXPECT_EQ(next.collective_analysis().pending(), 0u);
 }
 
 TEST_F(CollectiveAnalysisTest, WaitsForTheSamplesBeforeAnalysing) {
   Fill(recorder_, 0, 0, 100, 0.5);
   CollectiveAnalyzer a(Ports(), recorder_, {});  // delay 25 ms
-  a.AddCollective(Coll(1, 10 * kMs, 50 * kMs));
-  a.AddCollective(Coll(2, 60 * kMs, 90 * kMs));
+  AddCollective(a, Coll(1, 10 * kMs, 50 * kMs));
+  AddCollective(a, Coll(2, 60 * kMs, 90 * kMs));
   v1::Batch b1;
   b1.set_window_start_ns(0);
   b1.set_window_end_ns(100 * kMs);
   a.Process(100 * kMs, &b1);
-  ASSERT_EQ(b1.collective_analyses_size(), 1);
-  EXPECT_EQ(b1.collective_analyses(0).seq(), 1u);
+  ASSERT_EQ(b1.collectives_size(), 1);
+  EXPECT_EQ(b1.collectives(0).seq(), 1u);
   EXPECT_EQ(b1.collective_analysis().pending(), 1u);
   v1::Batch b2;
   b2.set_window_start_ns(100 * kMs);
   b2.set_window_end_ns(200 * kMs);
   a.Process(200 * kMs, &b2);
-  ASSERT_EQ(b2.collective_analyses_size(), 1);
-  EXPECT_EQ(b2.collective_analyses(0).seq(), 2u);
+  ASSERT_EQ(b2.collectives_size(), 1);
+  EXPECT_EQ(b2.collectives(0).seq(), 2u);
   EXPECT_EQ(b2.collective_analysis().analyzed_total(), 2u);
   EXPECT_EQ(b2.collective_analysis().by_cause_total().at("normal"), 2u);
   // Share over the previous window [0, 100) ms: 40 + 30 ms.
@@ -326,7 +358,7 @@ TEST_F(CollectiveAnalysisTest, StepMarkerMeasuresTheShareOfIterations) {
   CollectiveAnalyzer a(Ports(), recorder_, o);
   // Iterations of 100 ms starting with a 25 ms all-reduce.
   for (int i = 0; i < 5; ++i)
-    a.AddCollective(Coll(i, i * 100 * kMs + 1, i * 100 * kMs + 25 * kMs + 1));
+    AddCollective(a, Coll(i, i * 100 * kMs + 1, i * 100 * kMs + 25 * kMs + 1));
   v1::Batch b;
   b.set_window_start_ns(1000 * kMs);
   b.set_window_end_ns(2000 * kMs);
@@ -346,17 +378,17 @@ TEST_F(CollectiveAnalysisTest, SlowCollectiveGetsTheRecorderSamples) {
   std::uniform_int_distribution<int> jitter(0, 1000);
   for (int i = 0; i < 40; ++i) {  // 10-11 ms each
     const int64_t s = i * 50 * kMs + 1;
-    a.AddCollective(Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
+    AddCollective(a, Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
   }
-  a.AddCollective(Coll(40, 2500 * kMs, 2530 * kMs));  // 30 ms
+  AddCollective(a, Coll(40, 2500 * kMs, 2530 * kMs));  // 30 ms
   v1::Batch b;
   b.set_window_start_ns(2000 * kMs);
   b.set_window_end_ns(3000 * kMs);
   a.Process(3000 * kMs, &b);
-  ASSERT_EQ(b.collective_analyses_size(), 41);
+  ASSERT_EQ(b.collectives_size(), 41);
   int slow = 0;
-  for (const auto& c : b.collective_analyses()) slow += c.slow() ? 1 : 0;
-  const v1::CollectiveAnalysis& last = b.collective_analyses(40);
+  for (const auto& c : b.collectives()) slow += c.analysis().slow() ? 1 : 0;
+  const v1::CollectiveAnalysis& last = b.collectives(40).analysis();
   EXPECT_TRUE(last.slow());
   EXPECT_GT(last.p99_seconds(), 0.010);
   EXPECT_LT(last.p99_seconds(), 0.0115);
@@ -389,26 +421,26 @@ TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
     std::uniform_int_distribution<int> jitter(0, 400);
     for (int i = 0; i < 40; ++i) {  // clean: 10.0-10.4 ms
       const int64_t s = i * 50 * kMs + 1;
-      a.AddCollective(Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
+      AddCollective(a, Coll(i, s, s + 10 * kMs + jitter(rng) * 1000));
     }
     // 3 TCP retransmissions (~0.07% of ~4,000 packets) in each of the next four.
     for (int64_t at : {2100, 2200, 2300, 2700}) a.OnCounterDelta(1, 0, at * kMs, (at + 5) * kMs, 3);
-    a.AddCollective(Coll(40, 2100 * kMs, 2112 * kMs));           // 12 ms: 1.17x the clean median
-    a.AddCollective(Coll(41, 2200 * kMs, 2210 * kMs));           // 10 ms: not in the tail
-    a.AddCollective(Coll(42, 2300 * kMs, 2312 * kMs, 1 << 26));  // another kind: no history
-    a.AddCollective(Coll(43, 2700 * kMs, 2712 * kMs));  // 12 ms, but idle: waiting on peers
-    a.AddCollective(Coll(44, 2400 * kMs, 2412 * kMs));  // 12 ms, no loss: slow, not lossy
+    AddCollective(a, Coll(40, 2100 * kMs, 2112 * kMs));           // 12 ms: 1.17x the clean median
+    AddCollective(a, Coll(41, 2200 * kMs, 2210 * kMs));           // 10 ms: not in the tail
+    AddCollective(a, Coll(42, 2300 * kMs, 2312 * kMs, 1 << 26));  // another kind: no history
+    AddCollective(a, Coll(43, 2700 * kMs, 2712 * kMs));  // 12 ms, but idle: waiting on peers
+    AddCollective(a, Coll(44, 2400 * kMs, 2412 * kMs));  // 12 ms, no loss: slow, not lossy
     v1::Batch b;
     b.set_window_start_ns(2000 * kMs);
     b.set_window_end_ns(3000 * kMs);
     a.Process(3000 * kMs, &b);
-    ASSERT_EQ(b.collective_analyses_size(), 45);
+    ASSERT_EQ(b.collectives_size(), 45);
     int lossy_clean = 0;
     for (int i = 0; i < 40; ++i) {
-      lossy_clean += b.collective_analyses(i).cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY;
+      lossy_clean += b.collectives(i).analysis().cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY;
     }
     EXPECT_EQ(lossy_clean, 0);
-    const v1::CollectiveAnalysis& tail_loss = b.collective_analyses(40);
+    const v1::CollectiveAnalysis& tail_loss = b.collectives(40).analysis();
     if (tail > 0) {
       EXPECT_EQ(tail_loss.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) << tail_loss.detail();
       EXPECT_EQ(tail_loss.port_index(), 0);
@@ -418,10 +450,10 @@ TEST_F(CollectiveAnalysisTest, LossInTheSlowTailIsLossyWhateverItsShare) {
     } else {
       EXPECT_EQ(tail_loss.cause(), v1::COLLECTIVE_CAUSE_NORMAL) << tail_loss.detail();
     }
-    EXPECT_EQ(b.collective_analyses(41).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
-    EXPECT_EQ(b.collective_analyses(42).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
-    EXPECT_EQ(b.collective_analyses(43).cause(), v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
-    EXPECT_EQ(b.collective_analyses(44).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+    EXPECT_EQ(b.collectives(41).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+    EXPECT_EQ(b.collectives(42).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+    EXPECT_EQ(b.collectives(43).analysis().cause(), v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
+    EXPECT_EQ(b.collectives(44).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL);
   }
 }
 
@@ -438,7 +470,7 @@ TEST_F(CollectiveAnalysisTest, PersistentlyLossyPortNamesTheCollectivesThatCarri
   CollectiveAnalyzer a(Ports(), recorder_, o);
   for (int i = 0; i < 80; ++i) {
     const int64_t s = i * 50 * kMs + 1;
-    a.AddCollective(Coll(i, s, s + 10 * kMs));
+    AddCollective(a, Coll(i, s, s + 10 * kMs));
     // Clean: one dropped frame every 10th collective (2e-5), and at 20 a burst of 40 in one
     // collective (a host stall's retransmission timeouts: not recurring). From 40 on: 4 per
     // collective (8e-4).
@@ -449,10 +481,10 @@ TEST_F(CollectiveAnalysisTest, PersistentlyLossyPortNamesTheCollectivesThatCarri
   b.set_window_start_ns(0);
   b.set_window_end_ns(4000 * kMs);
   a.Process(4000 * kMs, &b);
-  ASSERT_EQ(b.collective_analyses_size(), 80);
+  ASSERT_EQ(b.collectives_size(), 80);
   int first_named = -1;
   for (int i = 0; i < 80; ++i) {
-    const v1::CollectiveAnalysis& c = b.collective_analyses(i);
+    const v1::CollectiveAnalysis& c = b.collectives(i).analysis();
     if (i < 40) {
       EXPECT_NE(c.cause(), v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) << i << ": " << c.detail();
     } else if (c.cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) {
@@ -486,7 +518,7 @@ TEST_F(CollectiveAnalysisTest, AnotherFlowOnTheLinkIsSaturationEvenBelowLineRate
   auto add = [&](uint64_t seq, int64_t start_ms, int64_t ms, double own_share) {
     v1::Collective c = Coll(seq, start_ms * kMs, (start_ms + ms) * kMs);
     c.set_proxy_bytes(static_cast<uint64_t>(750'000.0 * static_cast<double>(ms) / own_share));
-    a.AddCollective(c);
+    AddCollective(a, c);
   };
   for (int i = 0; i < 40; ++i) add(i, i * 50 + 1, 10, 1.0);  // its own bytes only
   add(40, 2100, 20, 2.0);  // twice as long, half of the bytes someone else's
@@ -496,18 +528,18 @@ TEST_F(CollectiveAnalysisTest, AnotherFlowOnTheLinkIsSaturationEvenBelowLineRate
   b.set_window_start_ns(2000 * kMs);
   b.set_window_end_ns(3000 * kMs);
   a.Process(3000 * kMs, &b);
-  ASSERT_EQ(b.collective_analyses_size(), 43);
+  ASSERT_EQ(b.collectives_size(), 43);
   for (int i = 0; i < 40; ++i) {
-    EXPECT_EQ(b.collective_analyses(i).cause(), v1::COLLECTIVE_CAUSE_NORMAL) << i;
+    EXPECT_EQ(b.collectives(i).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL) << i;
   }
-  const v1::CollectiveAnalysis& shared = b.collective_analyses(40);
+  const v1::CollectiveAnalysis& shared = b.collectives(40).analysis();
   EXPECT_EQ(shared.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED) << shared.detail();
   EXPECT_EQ(shared.port_index(), 0);
   EXPECT_NE(shared.detail().find("moved 2.00x the collective's own"), std::string::npos)
       << shared.detail();
   EXPECT_NE(shared.detail().find("took 2.00x"), std::string::npos) << shared.detail();
-  EXPECT_EQ(b.collective_analyses(41).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
-  EXPECT_EQ(b.collective_analyses(42).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  EXPECT_EQ(b.collectives(41).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  EXPECT_EQ(b.collectives(42).analysis().cause(), v1::COLLECTIVE_CAUSE_NORMAL);
 }
 
 // An early Process (close_window = false) appends the ready analyses and spends the window's
@@ -520,25 +552,25 @@ TEST_F(CollectiveAnalysisTest, EarlyProcessSharesTheWindowsRecordingBudget) {
   o.min_history = 1;
   o.recordings_per_window = 1;
   CollectiveAnalyzer a(Ports(), recorder_, o);
-  a.AddCollective(Coll(1, 1 * kMs, 11 * kMs));
-  a.AddCollective(Coll(2, 20 * kMs, 50 * kMs));  // slow: a recording of its busiest port
+  AddCollective(a, Coll(1, 1 * kMs, 11 * kMs));
+  AddCollective(a, Coll(2, 20 * kMs, 50 * kMs));  // slow: a recording of its busiest port
   v1::Batch early;
   a.Process(60 * kMs, &early, /*close_window=*/false);
-  ASSERT_EQ(early.collective_analyses_size(), 2);
-  EXPECT_TRUE(early.collective_analyses(1).slow());
+  ASSERT_EQ(early.collectives_size(), 2);
+  EXPECT_TRUE(early.collectives(1).analysis().slow());
   EXPECT_EQ(early.flight_recordings_size(), 1);
   EXPECT_FALSE(early.has_collective_analysis());
-  a.AddCollective(Coll(3, 70 * kMs, 120 * kMs));  // slow again: the budget is spent
+  AddCollective(a, Coll(3, 70 * kMs, 120 * kMs));  // slow again: the budget is spent
   v1::Batch window;
   window.set_window_start_ns(0);
   window.set_window_end_ns(200 * kMs);
   a.Process(200 * kMs, &window);
-  ASSERT_EQ(window.collective_analyses_size(), 1);
-  EXPECT_TRUE(window.collective_analyses(0).slow());
+  ASSERT_EQ(window.collectives_size(), 1);
+  EXPECT_TRUE(window.collectives(0).analysis().slow());
   EXPECT_EQ(window.flight_recordings_size(), 0);
   EXPECT_EQ(window.collective_analysis().analyzed_total(), 3u);
   EXPECT_EQ(window.collective_analysis().recordings_dropped_total(), 1u);
-  a.AddCollective(Coll(4, 300 * kMs, 400 * kMs));
+  AddCollective(a, Coll(4, 300 * kMs, 400 * kMs));
   v1::Batch next;
   a.Process(500 * kMs, &next, /*close_window=*/false);
   EXPECT_EQ(next.flight_recordings_size(), 1);  // a new window's budget

@@ -39,7 +39,7 @@ Outcome Simulate(uint32_t seed, double clean_hit, double lost_per_collective) {
   const int burst = burst_at(rng);
   for (int i = 0; i < 100; ++i) {
     const int64_t s = i * 50 * kMs + 1;
-    a.AddCollective(Coll(static_cast<uint64_t>(i), s, s + 10 * kMs));
+    AddCollective(a, Coll(static_cast<uint64_t>(i), s, s + 10 * kMs));
     uint64_t events = faulty && i >= 40 ? static_cast<uint64_t>(lost(rng)) : u(rng) < clean_hit;
     if (i == burst) events += 16;
     if (events > 0) a.OnCounterDelta(0, 0, s + 2 * kMs, s + 3 * kMs, events);
@@ -47,8 +47,8 @@ Outcome Simulate(uint32_t seed, double clean_hit, double lost_per_collective) {
   v1::Batch b;
   a.Process(5100 * kMs, &b);
   Outcome r;
-  for (int i = 0; i < b.collective_analyses_size(); ++i) {
-    const v1::CollectiveAnalysis& c = b.collective_analyses(i);
+  for (int i = 0; i < b.collectives_size(); ++i) {
+    const v1::CollectiveAnalysis& c = b.collectives(i).analysis();
     const bool lossy = c.cause() == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY;
     const bool hit = !c.ports().empty() && LossEvents(c.ports(0)) > 0;
     if (i < 40 || !faulty) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "agent/collective_analysis.h"
@@ -72,6 +73,13 @@ inline v1::Collective Coll(uint64_t seq, int64_t start_ns, int64_t end_ns,
   c.set_end_ns(end_ns);
   c.set_timing_source(v1::TIMING_SOURCE_KERNEL_CHANNEL);
   return c;
+}
+
+// Queues c in the analyzer. What it sends at once instead (a collective it cannot analyse, or
+// one past max_pending) goes to *sent when given, else nowhere.
+inline void AddCollective(CollectiveAnalyzer& a, v1::Collective c, v1::Batch* sent = nullptr) {
+  v1::Batch scratch;
+  a.AddCollective(std::move(c), sent != nullptr ? sent : &scratch);
 }
 
 }  // namespace fabricscope::agent::collective_test

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "collectors/gpu/wire.h"
 #include "gtest/gtest.h"
@@ -10,6 +12,22 @@ namespace fabricscope::agent {
 namespace {
 
 namespace gpu = collectors::gpu;
+
+// The window's batch as the agent sends it when nothing waits for an analysis: the collectives
+// FillBatch hands out, in order, then what it filled in.
+void FillWindow(GpuTimeline& t, int64_t start_ns, int64_t end_ns, std::vector<int32_t> pids,
+                v1::Batch* b) {
+  std::vector<v1::Collective> completed;
+  t.FillBatch(start_ns, end_ns, nullptr, pids, b, &completed);
+  for (v1::Collective& c : completed) *b->add_collectives() = std::move(c);
+}
+
+size_t FillEarly(GpuTimeline& t, int64_t until_ns, v1::Batch* b) {
+  std::vector<v1::Collective> completed;
+  const size_t taken = t.FillEarly(until_ns, &completed);
+  for (v1::Collective& c : completed) *b->add_collectives() = std::move(c);
+  return taken;
+}
 
 GpuEvent Event(gpu::RecordType type, int32_t pid, int32_t gpu_index, int64_t received_ns) {
   GpuEvent e;
@@ -138,7 +156,7 @@ TEST(GpuTimeline, IntervalsWithoutCompletionCarryNoBandwidth) {
   t.Add(enqueued);
   t.Add(ce);
   v1::Batch b;
-  t.FillBatch(0, 10'000'000, nullptr, {}, &b);
+  FillWindow(t, 0, 10'000'000, {}, &b);
   ASSERT_EQ(b.gpu().collective_totals_size(), 1);
   const v1::CollectiveTotals& ct = b.gpu().collective_totals(0);
   EXPECT_EQ(ct.count(), 3u);
@@ -157,20 +175,20 @@ TEST(GpuTimeline, AttachesCollectivesToTheWindowTheyCompleteIn) {
   t.Add(Collective(1, 1, "AllReduce", 1000, 100, 900, 950));
   t.Add(Collective(1, 2, "AllReduce", 1000, 1100, 1500, 1600));  // ends in the next window
   v1::Batch b1;
-  t.FillBatch(0, 1000, nullptr, {}, &b1);
+  FillWindow(t, 0, 1000, {}, &b1);
   ASSERT_EQ(b1.collectives_size(), 1);
   EXPECT_EQ(b1.collectives(0).seq(), 1u);
   v1::Batch b2;
-  t.FillBatch(1000, 2000, nullptr, {}, &b2);
+  FillWindow(t, 1000, 2000, {}, &b2);
   ASSERT_EQ(b2.collectives_size(), 1);
   EXPECT_EQ(b2.collectives(0).seq(), 2u);
   // A record with a time far in the future still goes out once it has waited a full window.
   t.Add(Collective(1, 3, "AllReduce", 1000, 1'000'000, 2'000'000, 2100));
   v1::Batch b3;
-  t.FillBatch(2000, 3000, nullptr, {}, &b3);
+  FillWindow(t, 2000, 3000, {}, &b3);
   EXPECT_EQ(b3.collectives_size(), 0);
   v1::Batch b4;
-  t.FillBatch(3000, 4000, nullptr, {}, &b4);
+  FillWindow(t, 3000, 4000, {}, &b4);
   EXPECT_EQ(b4.collectives_size(), 1);
   EXPECT_EQ(b4.collectives(0).seq(), 3u);
 }
@@ -183,7 +201,7 @@ TEST(GpuTimeline, JoinsProxyOpsAndCountsRankPairs) {
   t.Add(ProxyOp(5, 9, 2, true, 300));  // another collective's
   t.Add(Collective(5, 8, "AllReduce", 4096, 100, 200));
   v1::Batch b;
-  t.FillBatch(0, 1000, nullptr, {}, &b);
+  FillWindow(t, 0, 1000, {}, &b);
   ASSERT_EQ(b.collectives_size(), 1);
   const v1::Collective& c = b.collectives(0);
   ASSERT_EQ(c.proxy_peers_size(), 2);
@@ -210,7 +228,7 @@ TEST(GpuTimeline, CapsTheBatchButCountsEverythingInTheTotals) {
     t.Add(Collective(7, static_cast<uint64_t>(i), "AllReduce", 1'000'000, 1, 1 + i * 1'000'000));
   }
   v1::Batch b;
-  t.FillBatch(0, 10'000'000, nullptr, {}, &b);
+  FillWindow(t, 0, 10'000'000, {}, &b);
   EXPECT_EQ(b.collectives_size(), 2);
   EXPECT_EQ(b.gpu().collectives_not_sent(), 3u);
   ASSERT_EQ(b.gpu().collective_totals_size(), 1);
@@ -232,7 +250,7 @@ TEST(GpuTimeline, CapsTheBatchButCountsEverythingInTheTotals) {
   EXPECT_EQ(ct.duration_seconds().bucket_counts(static_cast<int>(ms)), 1u);
 
   v1::Batch next;  // nothing new: totals stay, the window part resets
-  t.FillBatch(10'000'000, 20'000'000, nullptr, {}, &next);
+  FillWindow(t, 10'000'000, 20'000'000, {}, &next);
   EXPECT_EQ(next.gpu().collective_totals(0).count(), 5u);
   EXPECT_EQ(next.gpu().collective_totals(0).window_count(), 0u);
   EXPECT_EQ(next.gpu().collective_totals(0).window_busbw_bytes_per_second(), 0.0);
@@ -247,7 +265,7 @@ TEST(GpuTimeline, KernelSpansNcclFirstThenSummarized) {
   t.Add(Kernel(1, "ncclDevKernel_AllReduce", true, 100, 400));
   t.Add(Kernel(0, "softmax", false, 700, 710));
   v1::Batch b;
-  t.FillBatch(0, 1000, nullptr, {}, &b);
+  FillWindow(t, 0, 1000, {}, &b);
   ASSERT_EQ(b.kernel_spans_size(), 2);
   EXPECT_EQ(b.kernel_spans(0).name(), "ncclDevKernel_AllReduce");
   EXPECT_TRUE(b.kernel_spans(0).is_nccl());
@@ -282,7 +300,7 @@ TEST(GpuTimeline, ListsCommunicatorsOfConnectedProcessesOnly) {
   c.comm.rank = 4;
   t.Add(c);
   v1::Batch b;
-  t.FillBatch(0, 1000, nullptr, {101}, &b);
+  FillWindow(t, 0, 1000, {101}, &b);
   ASSERT_EQ(b.gpu().communicators_size(), 1);
   EXPECT_EQ(b.gpu().communicators(0).rank(), 4);
   EXPECT_EQ(b.gpu().communicators(0).nranks(), 16);
@@ -303,7 +321,7 @@ TEST(GpuTimeline, NamesThatAreNotUtf8StillMakeASerializableBatch) {
   t.Add(Kernel(0, "gemm\xFF\xC3", false, 100, 200));
   t.Add(Collective(0xabc, 1, "AllReduce\x80", 1 << 20, 300, 400, 500));
   v1::Batch b;
-  t.FillBatch(0, 1000, nullptr, {}, &b);
+  FillWindow(t, 0, 1000, {}, &b);
   ASSERT_EQ(b.kernel_spans_size(), 1);
   EXPECT_EQ(b.kernel_spans(0).name(), "gemm\xEF\xBF\xBD\xEF\xBF\xBD");
   ASSERT_EQ(b.collectives_size(), 1);
@@ -324,19 +342,19 @@ TEST(GpuTimeline, EarlyBatchTakesWhatEndedAndTheWindowTheRest) {
   t.Add(Collective(7, 2, "AllReduce", 4096, 300, 400));
   t.Add(Collective(7, 3, "AllReduce", 4096, 500, 600));
   v1::Batch early;
-  EXPECT_EQ(t.FillEarly(400, &early), 2u);
+  EXPECT_EQ(FillEarly(t, 400, &early), 2u);
   ASSERT_EQ(early.collectives_size(), 2);
   EXPECT_EQ(early.collectives(0).seq(), 1u);
   EXPECT_EQ(early.collectives(1).seq(), 2u);
   ASSERT_EQ(early.collectives(0).proxy_peers_size(), 1);
   EXPECT_EQ(early.collectives(0).proxy_peers(0).bytes_sent(), 1000u);
   EXPECT_FALSE(early.has_gpu());
-  EXPECT_EQ(t.FillEarly(400, &early), 0u);  // taken once
+  EXPECT_EQ(FillEarly(t, 400, &early), 0u);  // taken once
 
   v1::Batch window;
   window.set_window_start_ns(0);
   window.set_window_end_ns(1000);
-  t.FillBatch(0, 1000, nullptr, {}, &window);
+  FillWindow(t, 0, 1000, {}, &window);
   ASSERT_EQ(window.collectives_size(), 1);
   EXPECT_EQ(window.collectives(0).seq(), 3u);
   ASSERT_EQ(window.gpu().collective_totals_size(), 1);
@@ -355,10 +373,10 @@ TEST(GpuTimeline, EarlyBatchIsBoundedAndCountsTheRest) {
     t.Add(Collective(7, s, "AllReduce", 4096, start, start + 50));
   }
   v1::Batch early;
-  EXPECT_EQ(t.FillEarly(10'000, &early), 5u);
+  EXPECT_EQ(FillEarly(t, 10'000, &early), 5u);
   EXPECT_EQ(early.collectives_size(), 2);
   v1::Batch window;
-  t.FillBatch(0, 10'000, nullptr, {}, &window);
+  FillWindow(t, 0, 10'000, {}, &window);
   EXPECT_EQ(window.collectives_size(), 0);
   EXPECT_EQ(window.gpu().collectives_not_sent(), 3u);
   EXPECT_EQ(window.gpu().collective_totals(0).count(), 5u);

@@ -1,6 +1,6 @@
 // fabricscope_bench_cluster: the aggregator's ClusterState fed by 1,000 simulated GPU nodes,
-// each sending one batch per 1 s window with 8 PortWindows, 100 Collective records and the
-// CollectiveAnalysis records the agent attaches (one per collective of the previous window).
+// each sending one batch per 1 s window with 8 PortWindows and 100 Collective records, each with
+// the CollectiveAnalysis the agent puts inside it (Collective.analysis).
 //
 // Communicators: every node has 8 ranks (one GPU per rail). Groups of 8 consecutive nodes form
 // rail communicators: rank r of the 8 nodes of group g share comm (g, r), 8 ranks, one per node,
@@ -141,12 +141,7 @@ v1::Batch MakeTemplate(size_t node) {
       pp->set_bytes_sent(56u << 20);
       pp->set_bytes_received(56u << 20);
     }
-    v1::CollectiveAnalysis* a = b.add_collective_analyses();
-    a->set_comm_hash(c->comm_hash());
-    a->set_rank(c->rank());
-    a->set_nranks(kGroupNodes);
-    a->set_func(c->func());
-    a->set_bytes(c->bytes());
+    v1::CollectiveAnalysis* a = c->mutable_analysis();
     a->set_cause(v1::COLLECTIVE_CAUSE_NORMAL);
     a->set_detail("mlx5_" + std::to_string(rail) + ":1: busiest, 61% mean utilization");
     a->set_port_index(rail);
@@ -167,9 +162,9 @@ v1::Batch MakeTemplate(size_t node) {
 
 // Rewrites the window-dependent fields of node `node`'s batch for window `w` (seq w + 2, after
 // the seq-1 batch sent with the Hello). Collective i of window w is the (w * per_rail + i / 8)-th
-// of its rail; each analysis describes the collective of the same index (the agent analyses a
-// collective once the samples covering it are in, which for all but the last ones of a window is
-// before the window closes).
+// of its rail, sent with its analysis (Collective.analysis: the agent sends a collective once the
+// samples covering it are in, which for all but the last ones of a window is before the window
+// closes).
 void SetWindow(size_t node, uint64_t w, v1::Batch* b) {
   b->set_seq(w + 2);
   const int64_t start = static_cast<int64_t>(w) * kWindowNs;
@@ -203,10 +198,6 @@ void SetWindow(size_t node, uint64_t w, v1::Batch* b) {
     c->set_busbw_bytes_per_second(c->algbw_bytes_per_second() * 2 * (kGroupNodes - 1) /
                                   kGroupNodes);
     c->set_proxy_bytes(112u << 20);
-    v1::CollectiveAnalysis* a = b->mutable_collective_analyses(i);
-    a->set_seq(seq);
-    a->set_start_ns(s);
-    a->set_end_ns(s + dur);
   }
 }
 

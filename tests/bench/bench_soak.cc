@@ -71,7 +71,7 @@ v1::Batch Window(Agent& a, int64_t t_ns, size_t index) {
   m->set_peak_utilization(0.97);
   m->set_bytes(1'000'000);
   if (a.seq % 3 == 0) {
-    v1::CollectiveAnalysis* c = b.add_collective_analyses();
+    v1::Collective* c = b.add_collectives();
     c->set_comm_hash(0xabc0 + index % 16);
     c->set_func("AllReduce");
     c->set_seq(a.seq);
@@ -79,6 +79,7 @@ v1::Batch Window(Agent& a, int64_t t_ns, size_t index) {
     c->set_nranks(64);
     c->set_start_ns(t_ns - 2'000'000'000);
     c->set_end_ns(t_ns - 1'900'000'000);
+    c->mutable_analysis()->set_port_index(-1);
   }
   return b;
 }

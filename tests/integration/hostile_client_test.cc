@@ -304,7 +304,8 @@ TEST_F(HostileClientTest, AnInstanceWithAHugeRankCountIsCheap) {
   ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
   v1::Batch b = MakeBatch(1);
   for (int r = 0; r < 200'000; ++r) {
-    v1::CollectiveAnalysis* a = b.add_collective_analyses();
+    v1::Collective* a = b.add_collectives();
+    a->mutable_analysis()->set_port_index(-1);
     a->set_comm_hash(0xabcdef);
     a->set_func("AllReduce");
     a->set_seq(1);
@@ -325,8 +326,8 @@ TEST_F(HostileClientTest, AnInstanceWithAHugeRankCountIsCheap) {
   rss_allowance_ = 4 * kRssGrowthBytes;
   v1::Batch big = MakeBatch(2);
   for (int r = 0; r < 60'000; ++r) {
-    v1::CollectiveAnalysis* a = big.add_collective_analyses();
-    *a = b.collective_analyses(r);
+    v1::Collective* a = big.add_collectives();
+    *a = b.collectives(r);
     a->set_seq(2);
     a->set_nranks(60'000);
   }

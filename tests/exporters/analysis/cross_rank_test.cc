@@ -24,18 +24,21 @@ void Hello(CrossRankAnalysis& x, int rank) {
   x.OnHello(h);
 }
 
-// One rank's analysis of instance `seq`, its interval in ms since an epoch of 1000 s.
-v1::CollectiveAnalysis Analysis(int rank, uint64_t seq, int64_t start_ms, int64_t end_ms,
-                                v1::CollectiveCause cause, double saturated = 0,
-                                uint64_t retransmits = 0, double burst_s = 0) {
-  v1::CollectiveAnalysis a;
-  a.set_comm_hash(kComm);
-  a.set_rank(rank);
-  a.set_nranks(4);
-  a.set_func("AllReduce");
-  a.set_seq(seq);
-  a.set_start_ns(start_ms * kMs);
-  a.set_end_ns(end_ms * kMs);
+// One rank's record of instance `seq` with its analysis (Collective.analysis, as
+// agent/collective_analysis.cc CollectiveAnalyzer::Process sends it), its interval in ms since
+// an epoch of 1000 s.
+v1::Collective Analysis(int rank, uint64_t seq, int64_t start_ms, int64_t end_ms,
+                        v1::CollectiveCause cause, double saturated = 0, uint64_t retransmits = 0,
+                        double burst_s = 0) {
+  v1::Collective c;
+  c.set_comm_hash(kComm);
+  c.set_rank(rank);
+  c.set_nranks(4);
+  c.set_func("AllReduce");
+  c.set_seq(seq);
+  c.set_start_ns(start_ms * kMs);
+  c.set_end_ns(end_ms * kMs);
+  v1::CollectiveAnalysis& a = *c.mutable_analysis();
   a.set_cause(cause);
   a.set_port_index(0);
   a.set_detail(absl::StrCat("rank ", rank));
@@ -45,13 +48,13 @@ v1::CollectiveAnalysis Analysis(int rank, uint64_t seq, int64_t start_ms, int64_
   p->set_saturated_ratio(saturated);
   p->set_retransmits(retransmits);
   p->set_microburst_seconds(burst_s);
-  return a;
+  return c;
 }
 
-void Send(CrossRankAnalysis& x, int rank, const v1::CollectiveAnalysis& a) {
+void Send(CrossRankAnalysis& x, int rank, const v1::Collective& c) {
   v1::Batch b;
   b.set_unix_offset_ns(1'000'000'000'000);  // each node's own offset; the same here
-  *b.add_collective_analyses() = a;
+  *b.add_collectives() = c;
   x.OnBatch(Node(rank), b);
 }
 

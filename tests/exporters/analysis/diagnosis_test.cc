@@ -219,15 +219,16 @@ TEST(DiagnosisTest, CrossRankNamesATenPercentStraggler) {
   for (uint64_t seq = 0; seq < 20; ++seq) {
     const int64_t t = 1000 * kMs + static_cast<int64_t>(seq) * 300 * kMs;
     for (int r = 0; r < 4; ++r) {
-      v1::CollectiveAnalysis a;
-      a.set_comm_hash(kComm);
-      a.set_rank(r);
-      a.set_nranks(4);
-      a.set_func("AllReduce");
-      a.set_seq(seq);
-      a.set_bytes(1 << 26);
-      a.set_start_ns(t + jitter(rng) * 1000 + (r == 2 ? 22 * kMs : 0));
-      a.set_end_ns(t + 225 * kMs);
+      v1::Collective c;
+      c.set_comm_hash(kComm);
+      c.set_rank(r);
+      c.set_nranks(4);
+      c.set_func("AllReduce");
+      c.set_seq(seq);
+      c.set_bytes(1 << 26);
+      c.set_start_ns(t + jitter(rng) * 1000 + (r == 2 ? 22 * kMs : 0));
+      c.set_end_ns(t + 225 * kMs);
+      v1::CollectiveAnalysis& a = *c.mutable_analysis();
       a.set_cause(r == 2 ? v1::COLLECTIVE_CAUSE_NORMAL : v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
       // Rank 0 carries a spurious retransmission while it waits: lossy by the slow tail alone
       // at seq 15 (the straggler explains the slowness), by its loss rate at seq 17 (it wins).
@@ -239,7 +240,7 @@ TEST(DiagnosisTest, CrossRankNamesATenPercentStraggler) {
       a.set_port_index(-1);
       v1::Batch b;
       b.set_unix_offset_ns(kEpoch);
-      *b.add_collective_analyses() = a;
+      *b.add_collectives() = std::move(c);
       x.OnBatch(absl::StrCat("node", r), b);
     }
   }

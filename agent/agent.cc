@@ -156,6 +156,8 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     ao.grpc_listen = "";
     ao.http_listen = options_.http_listen;
     ao.web_config = options_.web_config;
+    ao.metrics = options_.metrics;
+    ao.remote_write = options_.remote_write;
     aggregator_ = std::make_unique<exporters::Aggregator>(ao);
     if (absl::Status s = aggregator_->Start(); !s.ok()) {
       aggregator_.reset();

@@ -134,6 +134,10 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   if (!o.web_config.empty()) {
     if (auto web = common::LoadWebConfig(o.web_config); !web.ok()) return web.status();
   }
+  if (!o.remote_write.urls.empty() && !o.aggregator.empty()) {
+    return absl::InvalidArgumentError(
+        "--remote-write-url needs standalone mode: with --aggregator the aggregator writes");
+  }
   return common::CheckClientTls(o.tls);
 }
 

@@ -10,6 +10,7 @@
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
 #include "collectors/common/option_table.h"
+#include "collectors/common/remote_write_options.h"
 #include "collectors/common/tls.h"
 
 namespace fabricscope::agent {
@@ -94,6 +95,10 @@ struct AgentOptions {
   // Standalone mode: TLS and basic auth of the HTTP endpoints (collectors/common/web_config.h,
   // `web_config:`, --web-config); empty = plain HTTP, no auth.
   std::string web_config;
+  // Standalone mode: the --metrics profile, "basic" or "full" (common::MetricProfile).
+  std::string metrics = "basic";
+  // Standalone mode: Prometheus remote-write of /metrics (`remote_write:`, --remote-write-*).
+  common::RemoteWriteOptions remote_write;
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
   std::string health_listen;
   size_t ring_slots = 8192;

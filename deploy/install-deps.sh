@@ -10,6 +10,8 @@ packages=(
   # libraries (Debian 12 packages only: README "Quick start")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libcpp-httplib-dev
+  # Prometheus remote-write: snappy block compression of each WriteRequest
+  libsnappy-dev
   libpcap-dev libibverbs-dev libibumad-dev
   # the agent spool's CRC32C (ISA-L crc32_iscsi)
   libisal-dev
@@ -19,8 +21,9 @@ packages=(
   # libcap-ng: the agent drops the capabilities it does not use once its sources are open
   libcap-ng-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # tests: namespaces, traffic shaping, a real Prometheus (promtool)
-  iproute2 prometheus curl procps jq
+  # tests: namespaces, traffic shaping, a real Prometheus (promtool, the remote-write receiver)
+  # and a real VictoriaMetrics (the other remote-write receiver)
+  iproute2 prometheus victoria-metrics curl procps jq
   # tests/e2e fault matrix: random packet loss (nft numgen random; this kernel has no sch_netem)
   nftables
   # tests: certificates and tokens made in the test (tls_test, the e2e tokens)

@@ -18,6 +18,7 @@ ClusterState::Options StateOptions(const AggregatorOptions& a) {
   o.hello = a.hello_limits;
   o.batch = a.batch_limits;
   o.max_nodes = a.max_nodes;
+  o.metrics = a.metrics == "full" ? common::MetricProfile::kFull : common::MetricProfile::kBasic;
   return o;
 }
 
@@ -56,9 +57,7 @@ absl::Status Aggregator::StartHttp() {
     if (!w.ok()) return w.status();
     web = *std::move(w);
   }
-  std::vector<const prometheus::Collectable*> collectables = {&state_};
-  collectables.insert(collectables.end(), extra_.begin(), extra_.end());
-  http_ = std::make_unique<HttpServer>(std::move(collectables), &state_);
+  http_ = std::make_unique<HttpServer>(Collectables(), &state_);
   http_->SetHealthCheck([this] { return StallReason(); });
   http_->SetWebConfig(std::move(web));
   auto http_port = http_->Start(options_.http_listen);
@@ -70,7 +69,20 @@ absl::Status Aggregator::StartHttp() {
   return absl::OkStatus();
 }
 
+std::vector<const prometheus::Collectable*> Aggregator::Collectables() const {
+  std::vector<const prometheus::Collectable*> out = {&state_};
+  out.insert(out.end(), extra_.begin(), extra_.end());
+  if (remote_writer_) out.push_back(remote_writer_.get());
+  return out;
+}
+
 absl::Status Aggregator::Start() {
+  if (!options_.remote_write.urls.empty() && !remote_writer_) {
+    auto w = RemoteWriter::Create(options_.remote_write,
+                                  [this] { return CollectFamilies(Collectables(), &state_); });
+    if (!w.ok()) return w.status();
+    remote_writer_ = *std::move(w);
+  }
   watchdog_.Start();
   if (absl::Status s = StartHttp(); !s.ok()) return s;
   if (!options_.grpc_listen.empty()) {
@@ -89,6 +101,7 @@ absl::Status Aggregator::Start() {
     }
     grpc_port_ = *grpc_port;
   }
+  if (remote_writer_) remote_writer_->Start();
   return absl::OkStatus();
 }
 
@@ -129,6 +142,7 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
 }
 
 void Aggregator::Stop() {
+  if (remote_writer_) remote_writer_->Stop();
   if (grpc_) grpc_->Stop();
   if (http_) http_->Stop();
   grpc_.reset();

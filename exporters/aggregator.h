@@ -5,8 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "collectors/common/remote_write_options.h"
 #include "exporters/exposition/http_server.h"
 #include "exporters/ingest/telemetry_service.h"
+#include "exporters/remote_write/remote_write.h"
 #include "exporters/state/cluster_state.h"
 #include "exporters/state/lock_watchdog.h"
 #include "prometheus/registry.h"
@@ -23,6 +25,10 @@ struct AggregatorOptions {
   std::string grpc_listen = "0.0.0.0:9471";
   // HTTP listen address for /metrics, /healthz and /api/*.
   std::string http_listen = "0.0.0.0:9470";
+  // The --metrics profile, "basic" or "full" (common::MetricProfile; read at start).
+  std::string metrics = "basic";
+  // Prometheus remote-write of /metrics (`remote_write:`, --remote-write-*; read at start).
+  common::RemoteWriteOptions remote_write;
   // The cross-rank rules: persistent-straggler test and diagnosis (`collectives:` in the
   // config; read at start, a SIGHUP does not change them since the state is kept).
   CrossRankOptions collectives;
@@ -86,15 +92,20 @@ class Aggregator {
   std::string StallReason() const;
   int http_port() const { return http_port_; }
   const HttpServer* http() const { return http_.get(); }
+  // The remote-write sender; null without remote_write urls.
+  RemoteWriter* remote_writer() { return remote_writer_.get(); }
 
  private:
   absl::Status StartHttp();  // http_ with the web config; http_ null on error
+  // What /metrics and remote-write render: the state, the extras, the remote writer's counters.
+  std::vector<const prometheus::Collectable*> Collectables() const;
 
   AggregatorOptions options_;
   ClusterState state_;
   std::vector<const prometheus::Collectable*> extra_;
   std::unique_ptr<TelemetryServer> grpc_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<RemoteWriter> remote_writer_;
   LockWatchdog watchdog_;
   int grpc_port_ = 0;
   int http_port_ = 0;

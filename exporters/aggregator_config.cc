@@ -51,8 +51,12 @@ Spec MinSkewOption() {
 }  // namespace
 
 const std::vector<OptionSpec<AggregatorOptions>>& AggregatorOptionTable() {
+  using common::BytesOption;
+  using common::ChoiceOption;
+  using common::DurationOption;
   using common::HostPortOption;
   using common::IntegerOption;
+  using common::ListOption;
   using common::OnOffOption;
   using common::RealOption;
   using common::TextOption;

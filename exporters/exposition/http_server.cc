@@ -27,15 +27,17 @@ HttpServer::HttpServer(std::vector<const prometheus::Collectable*> collectables,
 
 HttpServer::~HttpServer() { Stop(); }
 
-std::string HttpServer::RenderMetrics() const {
+std::vector<prometheus::MetricFamily> CollectFamilies(
+    const std::vector<const prometheus::Collectable*>& collectables,
+    [[maybe_unused]] const ClusterState* state) {
   std::vector<prometheus::MetricFamily> families;
-  for (const prometheus::Collectable* c : collectables_) {
+  for (const prometheus::Collectable* c : collectables) {
     auto f = c->Collect();
 #ifndef NDEBUG
     // Every family of the cluster state comes from the metric catalog: a label name its entry
     // does not declare is a bug, fatal in Debug builds (release builds skip the check). Other
     // collectables (an embedder's prometheus::Registry) declare their own families.
-    if (c == state_) {
+    if (c == state) {
       const std::vector<std::string> undeclared = UndeclaredLabels(f);
       LOG_IF(DFATAL, !undeclared.empty())
           << "/metrics: " << absl::StrJoin(undeclared, "; ")
@@ -45,7 +47,11 @@ std::string HttpServer::RenderMetrics() const {
     families.insert(families.end(), std::make_move_iterator(f.begin()),
                     std::make_move_iterator(f.end()));
   }
-  return TextExposition(families);
+  return families;
+}
+
+std::string HttpServer::RenderMetrics() const {
+  return TextExposition(CollectFamilies(collectables_, state_));
 }
 
 void HttpServer::RegisterDataRoutes() {

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "collectors/common/web_config.h"
 #include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
 
 namespace httplib {
 class Server;
@@ -19,6 +20,12 @@ namespace fabricscope::exporters {
 using common::WebConfig;
 
 class ClusterState;
+
+// The families of one /metrics render: each collectable's, in order (the cluster state's checked
+// against the metric catalog's label names in Debug builds, UndeclaredLabels). Also what
+// remote-write sends (exporters/remote_write).
+std::vector<prometheus::MetricFamily> CollectFamilies(
+    const std::vector<const prometheus::Collectable*>& collectables, const ClusterState* state);
 
 // The one HTTP server of a daemon: /metrics in the Prometheus text format (0.0.4), rendered at
 // scrape time from the collectables; /healthz; /api/*; with a ClusterState the heat maps and

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/common/metric_profile.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
 
@@ -13,7 +14,7 @@ namespace fabricscope::exporters {
 // Every metric family fabricscope exports, by id. The list, with each family's name, type, label
 // names and help, is exporters/exposition/metric_catalog.inc: the one place a metric is declared.
 enum class Metric : uint16_t {
-#define FABRICSCOPE_METRIC(id, name, type, labels, help) id,
+#define FABRICSCOPE_METRIC(id, name, type, profile, labels, help) id,
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };
@@ -22,13 +23,14 @@ struct MetricInfo {
   Metric id;
   const char* name;
   prometheus::MetricType type;
+  common::MetricProfile profile;  // the least profile that exports it
   const char* labels;  // the label names its samples may carry, one space apart; "" for none
   const char* help;
 };
 
 inline constexpr MetricInfo kMetricCatalog[] = {
-#define FABRICSCOPE_METRIC(id, name, type, labels, help) \
-  {Metric::id, name, prometheus::MetricType::type, labels, help},
+#define FABRICSCOPE_METRIC(id, name, type, profile, labels, help) \
+  {Metric::id, name, prometheus::MetricType::type, common::MetricProfile::k##profile, labels, help},
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };
@@ -36,6 +38,11 @@ inline constexpr MetricInfo kMetricCatalog[] = {
 inline constexpr size_t kMetricCount = sizeof(kMetricCatalog) / sizeof(kMetricCatalog[0]);
 
 inline const MetricInfo& Info(Metric m) { return kMetricCatalog[static_cast<size_t>(m)]; }
+
+// Whether profile `p` exports family `m`.
+inline bool Exported(Metric m, common::MetricProfile p) {
+  return static_cast<uint8_t>(Info(m).profile) <= static_cast<uint8_t>(p);
+}
 
 // An empty family of `m`: its name, help and type from the catalog. Scrape time; allocates.
 inline prometheus::MetricFamily MakeFamily(Metric m) {

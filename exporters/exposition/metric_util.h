@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <optional>
@@ -60,24 +61,67 @@ inline void AddHistogram(prometheus::MetricFamily& f,
   f.metric.push_back(std::move(m));
 }
 
+// Adds h into acc when both have the same bounds (an empty acc takes h's); returns false when
+// the bounds differ (an agent of another version), leaving acc alone.
+inline bool MergeHistogram(v1::Histogram* acc, const v1::Histogram& h) {
+  if (acc->bucket_counts_size() == 0) {
+    *acc = h;
+    return true;
+  }
+  if (acc->upper_bounds_size() != h.upper_bounds_size() ||
+      acc->bucket_counts_size() != h.bucket_counts_size()) {
+    return false;
+  }
+  for (int i = 0; i < h.upper_bounds_size(); ++i) {
+    if (acc->upper_bounds(i) != h.upper_bounds(i)) return false;
+  }
+  for (int i = 0; i < h.bucket_counts_size(); ++i) {
+    acc->set_bucket_counts(i, acc->bucket_counts(i) + h.bucket_counts(i));
+  }
+  acc->set_count(acc->count() + h.count());
+  acc->set_sum(acc->sum() + h.sum());
+  return true;
+}
+
+// Samples above `bound` in a v1::Histogram (per-bucket counts, not cumulative): its count minus
+// the buckets up to and including the one whose upper bound is `bound`. nullopt when no bucket
+// has that bound.
+inline std::optional<double> CountAbove(const v1::Histogram& h, double bound) {
+  uint64_t upto = 0;
+  for (int i = 0; i < h.bucket_counts_size() && i < h.upper_bounds_size(); ++i) {
+    upto += h.bucket_counts(i);
+    if (h.upper_bounds(i) == bound) {
+      return static_cast<double>(h.count() - std::min(upto, h.count()));
+    }
+  }
+  return std::nullopt;
+}
+
 // The families of one scrape, by catalog id: each made (MakeFamily) on first use. DrainInto
 // appends the ones that got samples, in catalog order (exporters/exposition/metric_catalog.inc), so
 // a collector names a family where it adds to it and never lists its families again.
 class FamilySet {
  public:
+  // profile: the --metrics profile; a family it does not export (the catalog's profile column)
+  // is dropped by DrainInto, and collectors skip building it where that costs (on()).
+  explicit FamilySet(common::MetricProfile profile = common::MetricProfile::kFull)
+      : profile_(profile) {}
+  bool on(Metric m) const { return Exported(m, profile_); }
   prometheus::MetricFamily& operator[](Metric m) {
     std::optional<prometheus::MetricFamily>& f = families_[static_cast<size_t>(m)];
     if (!f) f = MakeFamily(m);
     return *f;
   }
   void DrainInto(std::vector<prometheus::MetricFamily>* out) {
-    for (std::optional<prometheus::MetricFamily>& f : families_) {
-      if (f && !f->metric.empty()) out->push_back(std::move(*f));
+    for (size_t i = 0; i < families_.size(); ++i) {
+      std::optional<prometheus::MetricFamily>& f = families_[i];
+      if (f && !f->metric.empty() && on(static_cast<Metric>(i))) out->push_back(std::move(*f));
       f.reset();
     }
   }
 
  private:
+  common::MetricProfile profile_;
   std::array<std::optional<prometheus::MetricFamily>, kMetricCount> families_;
 };
 

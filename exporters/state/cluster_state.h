@@ -43,6 +43,8 @@ class ClusterState : public prometheus::Collectable {
     // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
     // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
     size_t max_nodes = 16384;
+    // The --metrics profile: which catalog families Collect() renders.
+    common::MetricProfile metrics = common::MetricProfile::kBasic;
     // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
     // hour with it.
     std::function<absl::Time()> now;
@@ -131,6 +133,12 @@ class ClusterState : public prometheus::Collectable {
   // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
   std::string RecentLossEventsJson(absl::string_view node_filter) const;
 
+  // The node-level histograms, summed over the node's ports and directions as CollectPort
+  // meets them (MergeHistogram: histograms of other bounds are left out).
+  struct NodeHistograms {
+    v1::Histogram utilization, microburst_durations;
+  };
+
  private:
   // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
   absl::Status CheckHelloFields(const v1::Hello& hello);
@@ -175,7 +183,8 @@ class ClusterState : public prometheus::Collectable {
   // Collect(), by area (exporters/state/cluster_state_collect.cc): a node's agent series, one
   // port's series, the aggregator's own counters.
   static void CollectAgent(const std::string& node, const NodeState& n, FamilySet& f);
-  static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f);
+  static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
+                          NodeHistograms* nh);
   void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

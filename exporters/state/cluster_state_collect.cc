@@ -17,6 +17,18 @@ using Labels = std::vector<ClientMetric::Label>;
 
 namespace {
 
+// Per-sample utilization above which a sample counts as saturated: a bucket bound of the agent's
+// utilization histogram (agent/histogram.h UtilizationBounds), the threshold the shipped rules
+// use (deploy/prometheus/fabricscope.rules.yml, fabricscope:port_saturated_samples:rate5m).
+constexpr double kSaturatedSampleRatio = 0.95;
+
+// The ethtool statistics the basic profile keeps: those the shipped rules read (the raw
+// pre-FEC bit error ratio and PFC pause storms); the full profile exports every one.
+bool BasicEthtoolStat(const std::string& name) {
+  return name == "rx_bits_phy" || name == "rx_corrected_bits_phy" ||
+         name == "tx_pause_storm_warning_events" || name == "tx_pause_storm_error_events";
+}
+
 // One series per reason of a bounded list, 0 for those never counted.
 template <size_t N>
 void AddByReason(prometheus::MetricFamily& family, const char* const (&reasons)[N],
@@ -84,6 +96,7 @@ void CollectSpool(const std::string& node, const v1::AgentStats& a, FamilySet& f
 // The node-level TCP counters (a node_level port: node labels only).
 void CollectTcp(const std::string& node, const v1::PortWindow& w, FamilySet& f) {
   for (const v1::CounterValue& c : w.counters()) {
+    if (!f.on(Metric::kTcpEventsTotal)) break;
     AddValue(f[Metric::kTcpEventsTotal], {{"node", node}, {"counter", c.name()}},
              static_cast<double>(c.total()));
   }
@@ -140,7 +153,8 @@ void CollectDerived(const Labels& pl, const v1::DerivedSignals& d, FamilySet& f)
 }
 
 // Link state, byte and packet totals, error counters, utilization and microbursts of a port.
-void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, FamilySet& f) {
+void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, FamilySet& f,
+                       ClusterState::NodeHistograms* nh) {
   if (w.has_link()) {
     AddValue(f[Metric::kPortLinkState], pl, w.link().state());
     if (rdma) AddValue(f[Metric::kPortPhysicalState], pl, w.link().phys_state());
@@ -180,9 +194,19 @@ void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, Fam
     const Labels l = With(pl, "direction", dname);
     AddValue(f[Metric::kPortUtilizationRatio], l, d->mean_utilization());
     AddValue(f[Metric::kPortPeakUtilizationRatio], l, d->peak_utilization());
-    AddHistogram(f[Metric::kPortSampleUtilizationRatio], l, d->sample_utilization());
+    const v1::Histogram& samples = d->sample_utilization();
+    if (f.on(Metric::kPortSampleUtilizationRatio)) {
+      AddHistogram(f[Metric::kPortSampleUtilizationRatio], l, samples);
+    }
+    if (const std::optional<double> above = CountAbove(samples, kSaturatedSampleRatio)) {
+      AddValue(f[Metric::kPortSaturatedSamplesTotal], l, *above);
+    }
+    MergeHistogram(&nh->utilization, samples);
     AddValue(f[Metric::kMicroburstsTotal], l, static_cast<double>(d->microbursts_total()));
-    AddHistogram(f[Metric::kMicroburstDurationSeconds], l, d->microburst_duration_seconds());
+    if (f.on(Metric::kMicroburstDurationSeconds)) {
+      AddHistogram(f[Metric::kMicroburstDurationSeconds], l, d->microburst_duration_seconds());
+    }
+    MergeHistogram(&nh->microburst_durations, d->microburst_duration_seconds());
   }
 }
 
@@ -236,7 +260,8 @@ void ClusterState::CollectAgent(const std::string& node, const NodeState& n, Fam
   }
 }
 
-void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f) {
+void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
+                               NodeHistograms* nh) {
   const Labels pl = {
       {"node", node}, {"device", ps.info.device()}, {"port", absl::StrCat(ps.info.port())}};
   if (ps.info.line_rate_bytes_per_second() > 0) {
@@ -257,17 +282,18 @@ void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, 
     CollectTcp(node, w, f);
     return;
   }
+  const bool hw = f.on(Metric::kPortHwEventsTotal);
   for (const v1::CounterValue& c : w.counters()) {
-    if (c.group() == "hw_counters") {
+    if (hw && c.group() == "hw_counters") {
       AddValue(f[Metric::kPortHwEventsTotal], With(pl, "counter", c.name()),
                static_cast<double>(c.total()));
-    } else if (c.group() == "ethtool") {
+    } else if (c.group() == "ethtool" && (hw || BasicEthtoolStat(c.name()))) {
       AddValue(f[Metric::kPortEthtoolStatTotal], With(pl, "stat", c.name()),
                static_cast<double>(c.total()));
     }
   }
   CollectDerived(pl, w.derived(), f);
-  CollectPortWindow(pl, ps.info.rdma(), w, f);
+  CollectPortWindow(pl, ps.info.rdma(), w, f, nh);
 }
 
 void ClusterState::CollectSelfLocked(FamilySet& f) const {
@@ -285,12 +311,20 @@ void ClusterState::CollectSelfLocked(FamilySet& f) const {
 }
 
 std::vector<MetricFamily> ClusterState::Collect() const {
-  FamilySet families;
+  FamilySet families(options_.metrics);
   std::vector<MetricFamily> out;
   absl::MutexLock lock(&mu_);
   for (const auto& [node, n] : nodes_) {
     CollectAgent(node, n, families);
-    for (const PortSnapshot& ps : n.ports) CollectPort(node, ps, families);
+    NodeHistograms nh;
+    for (const PortSnapshot& ps : n.ports) CollectPort(node, ps, families, &nh);
+    if (nh.utilization.count() > 0) {
+      AddHistogram(families[Metric::kNodeSampleUtilizationRatio], {{"node", node}}, nh.utilization);
+    }
+    if (nh.microburst_durations.bucket_counts_size() > 0) {
+      AddHistogram(families[Metric::kNodeMicroburstDurationSeconds], {{"node", node}},
+                   nh.microburst_durations);
+    }
   }
   CollectSelfLocked(families);
   families.DrainInto(&out);

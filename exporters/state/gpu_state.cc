@@ -22,28 +22,6 @@ using prometheus::MetricType;
 
 namespace {
 
-// Adds h into acc when both have the same bounds (an empty acc takes h's); returns false when
-// the bounds differ (an agent of another version), leaving acc alone.
-bool MergeHistogram(v1::Histogram* acc, const v1::Histogram& h) {
-  if (acc->bucket_counts_size() == 0) {
-    *acc = h;
-    return true;
-  }
-  if (acc->upper_bounds_size() != h.upper_bounds_size() ||
-      acc->bucket_counts_size() != h.bucket_counts_size()) {
-    return false;
-  }
-  for (int i = 0; i < h.upper_bounds_size(); ++i) {
-    if (acc->upper_bounds(i) != h.upper_bounds(i)) return false;
-  }
-  for (int i = 0; i < h.bucket_counts_size(); ++i) {
-    acc->set_bucket_counts(i, acc->bucket_counts(i) + h.bucket_counts(i));
-  }
-  acc->set_count(acc->count() + h.count());
-  acc->set_sum(acc->sum() + h.sum());
-  return true;
-}
-
 const char* TimingSourceName(v1::TimingSource s) {
   switch (s) {
     case v1::TIMING_SOURCE_ENQUEUE_ONLY:

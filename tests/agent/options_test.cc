@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "tests/common/fake_tree.h"
@@ -135,12 +136,21 @@ TEST(AgentOptionTable, NamesAreUniqueAndDefaultsObeyTheirBounds) {
     }
     EXPECT_FALSE(spec.help.empty()) << spec.flag << spec.key;
   }
-  // One flag per FABRICSCOPE_OPTION of the declaration file.
-  std::ifstream inc(std::string(FABRICSCOPE_SOURCE_DIR) + "/agent/options.inc");
-  size_t declared = 0;
-  for (std::string line; std::getline(inc, line);) {
-    declared += line.rfind("FABRICSCOPE_OPTION(", 0) == 0;
-  }
+  // One flag per FABRICSCOPE_OPTION of the declaration file and the fragments it includes
+  // (collectors/common/remote_write_options.inc).
+  std::function<size_t(const std::string&)> count = [&](const std::string& path) {
+    std::ifstream inc(std::string(FABRICSCOPE_SOURCE_DIR) + "/" + path);
+    EXPECT_TRUE(inc) << path;
+    size_t n = 0;
+    for (std::string line; std::getline(inc, line);) {
+      n += line.rfind("FABRICSCOPE_OPTION(", 0) == 0;
+      if (line.rfind("#include \"", 0) == 0 && line.size() > 11) {
+        n += count(line.substr(10, line.size() - 11));
+      }
+    }
+    return n;
+  };
+  const size_t declared = count("agent/options.inc");
   EXPECT_EQ(flags.size(), declared);
   EXPECT_GT(declared, 40u);
   EXPECT_TRUE(common::CheckOptionBounds(AgentOptionTable(), AgentOptions{}).ok());

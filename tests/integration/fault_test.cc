@@ -71,6 +71,8 @@ std::unique_ptr<StandaloneAgent> StartAgent(const FakeTree& t, std::vector<std::
                                             std::string binary = FABRICSCOPE_AGENT_BIN) {
   t.Write("empty.yaml", "");
   extra.push_back("--tcp=off");
+  // Every counter by name (fabricscope_port_hw_events_total is in the full profile only).
+  extra.push_back("--metrics=full");
   return std::make_unique<StandaloneAgent>(t.Path("empty.yaml"), t.Path("sys"), t.Path("proc"),
                                            std::move(extra), std::move(prefix), std::move(binary));
 }

@@ -322,7 +322,8 @@ void CompareOnTree(const FakeTree& tree, size_t min_pairs, bool ne_rdma_ok = tru
 
   NodeExporter ne(ne_bin, sysfs, procfs);
   ASSERT_TRUE(ne.Start()) << ne.Output();
-  StandaloneAgent agent(tree.Path("empty.yaml"), sysfs, procfs);
+  // Every counter by name: the hw_counters and TcpExt breakdowns are in the full profile only.
+  StandaloneAgent agent(tree.Path("empty.yaml"), sysfs, procfs, {"--metrics=full"});
   ASSERT_TRUE(agent.Start()) << agent.Output();
 
   // The agent's first window carries every counter (the tree does not change).

@@ -311,7 +311,9 @@ v1::Collective AnalysedCollective(int32_t rank, uint64_t seq) {
 // A node reporting about everything an agent can (two RDMA ports, TCP, capture, spool, GPU):
 // every label any of its families carries is one the catalog declares for that family.
 TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
-  ClusterState s;
+  ClusterState::Options options;
+  options.metrics = common::MetricProfile::kFull;  // every family, the opt-in ones too
+  ClusterState s(options);
   v1::Hello h;
   h.set_node("n1");
   h.set_instance_id(7);
@@ -357,6 +359,7 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
                            "fabricscope_port_counter_resets_total",
                            "fabricscope_port_errors_saturated",
                            "fabricscope_port_sample_utilization_ratio",
+                           "fabricscope_node_sample_utilization_ratio",
                            "fabricscope_tcp_events_total",
                            "fabricscope_flow_naks_total",
                            "fabricscope_flow_lost_packets_total",

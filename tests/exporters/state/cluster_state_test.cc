@@ -384,7 +384,20 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   EXPECT_EQ(Label(util->metric[0], "direction"), "transmit");
   EXPECT_DOUBLE_EQ(util->metric[0].gauge.value, 0.25);
   EXPECT_EQ(Find(fams, "fabricscope_port_line_rate_bytes_per_second")->metric.size(), 1u);
-  const MetricFamily* dur = Find(fams, "fabricscope_microburst_duration_seconds");
+  // The basic profile (the default): the node-level histogram, no per-port one.
+  EXPECT_EQ(Find(fams, "fabricscope_microburst_duration_seconds"), nullptr);
+  const MetricFamily* node_dur = Find(fams, "fabricscope_node_microburst_duration_seconds");
+  ASSERT_NE(node_dur, nullptr);
+  ASSERT_EQ(node_dur->metric.size(), 1u);
+  EXPECT_EQ(Label(node_dur->metric[0], "node"), "n1");
+  EXPECT_GE(node_dur->metric[0].histogram.sample_count, 6u);
+  ClusterState::Options full_options;
+  full_options.metrics = common::MetricProfile::kFull;
+  ClusterState full(full_options);
+  ASSERT_TRUE(full.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(full.OnBatch("n1", 7, Batch(1, 4000)).ok());
+  const auto full_fams = full.Collect();
+  const MetricFamily* dur = Find(full_fams, "fabricscope_microburst_duration_seconds");
   ASSERT_NE(dur, nullptr);
   const auto& h = dur->metric[0].histogram;
   ASSERT_EQ(h.bucket.size(), 3u);

@@ -72,7 +72,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   links_.OnHello(hello);
   cross_rank_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
-    n.ports[static_cast<size_t>(i)].info = hello.ports(i);
+    n.ports[static_cast<size_t>(i)].info = std::make_shared<const v1::PortInfo>(hello.ports(i));
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier
   // aggregator (or this one), or dropped unacked (the agent's full queue, or refused by an
   // aggregator as invalid or too large; the agent counts them in
@@ -216,7 +216,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
 void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
   for (const v1::PortWindow& pw : batch.ports()) {
     PortSnapshot& ps = n.ports[pw.port_index()];
-    ps.last = pw;
+    ps.last = std::make_shared<const v1::PortWindow>(pw);
     ps.have = true;
     ps.unavailable_total += pw.unavailable_reads();
     // Groups are the agent's counter groups: a handful per port (kMaxResetKinds bounds a
@@ -228,7 +228,11 @@ void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
     }
     // A link that retrained while the agent ran: its rate from now on (0 = the Hello's stands).
     if (pw.line_rate_bytes_per_second() > 0) {
-      ps.info.set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
+      if (ps.info->line_rate_bytes_per_second() != pw.line_rate_bytes_per_second()) {
+        auto info = std::make_shared<v1::PortInfo>(*ps.info);
+        info->set_line_rate_bytes_per_second(pw.line_rate_bytes_per_second());
+        ps.info = std::move(info);
+      }
     }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
@@ -236,14 +240,15 @@ void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
                              m.duration_ns(), m.peak_utilization(), m.bytes()});
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
-  if (batch.has_agent()) n.agent = batch.agent();
+  if (batch.has_agent()) n.agent = std::make_shared<const v1::AgentStats>(batch.agent());
   if (batch.has_capture()) {
-    n.capture = batch.capture();
+    auto capture = std::make_shared<v1::CaptureWindow>(batch.capture());
     for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
       n.loss_events.push_back(e);
       while (n.loss_events.size() > options_.recent_bursts_per_node) n.loss_events.pop_front();
     }
-    n.capture.clear_loss_events();
+    capture->clear_loss_events();
+    n.capture = std::move(capture);
   }
   n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
   // Consecutive windows of one agent share their boundary; anything else is time no batch
@@ -312,7 +317,7 @@ std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) c
     for (const auto& [node, n] : nodes_) {
       if (!node_filter.empty() && node != node_filter) continue;
       for (const Burst& b : n.bursts) {
-        const v1::PortInfo& pi = n.ports[b.port_index].info;
+        const v1::PortInfo& pi = *n.ports[b.port_index].info;
         auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
         f["node"].set_string_value(node);
         f["device"].set_string_value(pi.device());

@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,12 @@ class ClusterState : public prometheus::Collectable {
   // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
   std::string RecentLossEventsJson(absl::string_view node_filter) const;
 
+  // How long the last Collect() held the state lock (from acquiring it), ns: what a
+  // scrape costs ingest (fabricscope_bench_aggregator's scrape_blocks_ingest_ms).
+  int64_t last_collect_lock_ns() const {
+    return last_collect_lock_ns_.load(std::memory_order_relaxed);
+  }
+
   // The node-level histograms, summed over the node's ports and directions as CollectPort
   // meets them (MergeHistogram: histograms of other bounds are left out).
   struct NodeHistograms {
@@ -154,9 +161,12 @@ class ClusterState : public prometheus::Collectable {
     double peak_utilization;
     uint64_t bytes;
   };
+  // A port as /metrics reads it. `info` and `last` are immutable once stored (a new Hello, rate
+  // or window replaces the pointer), so a scrape copies the pointers under the lock and reads
+  // them outside it.
   struct PortSnapshot {
-    v1::PortInfo info;
-    v1::PortWindow last;
+    std::shared_ptr<const v1::PortInfo> info = std::make_shared<const v1::PortInfo>();
+    std::shared_ptr<const v1::PortWindow> last;  // null before the first window
     bool have = false;
     // Sums over the stored windows of this agent instance (PortWindow.counter_resets_by_group,
     // unavailable_reads): fabricscope_port_counter_resets_total{kind},
@@ -168,12 +178,13 @@ class ClusterState : public prometheus::Collectable {
     v1::Hello hello;
     uint64_t contiguous = 0;
     std::vector<PortSnapshot> ports;
-    v1::AgentStats agent;
+    // The latest agent stats and capture window: immutable once stored, as PortSnapshot::last.
+    std::shared_ptr<const v1::AgentStats> agent;
     int64_t last_batch_unix_ns = 0;
     absl::Time last_seen;  // this aggregator's clock at the node's last Hello or batch
     uint64_t batches = 0, duplicates = 0, lost = 0;  // of this instance, here
     int64_t last_window_end_ns = 0;  // agent monotonic time; 0 before the first batch
-    v1::CaptureWindow capture;       // the latest, when the agent captures packets
+    std::shared_ptr<const v1::CaptureWindow> capture;  // the latest, without its loss events
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
   };
@@ -182,7 +193,16 @@ class ClusterState : public prometheus::Collectable {
   void StoreWindowLocked(NodeState& n, const v1::Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Collect(), by area (exporters/state/cluster_state_collect.cc): a node's agent series, one
   // port's series, the aggregator's own counters.
-  static void CollectAgent(const std::string& node, const NodeState& n, FamilySet& f);
+  // What a scrape takes of a node under the lock (O(ports) pointer and small copies); the
+  // families are built from it after the lock is released.
+  struct NodeView {
+    std::string node, version, boot_id;
+    int64_t last_batch_unix_ns = 0;
+    std::shared_ptr<const v1::AgentStats> agent;
+    std::shared_ptr<const v1::CaptureWindow> capture;
+    std::vector<PortSnapshot> ports;
+  };
+  static void CollectAgent(const NodeView& n, FamilySet& f);
   static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
                           NodeHistograms* nh);
   void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -193,6 +213,7 @@ class ClusterState : public prometheus::Collectable {
   }
 
   const Options options_;
+  mutable std::atomic<int64_t> last_collect_lock_ns_{0};
   mutable absl::Mutex mu_;
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
   LinkAnalysis links_;  // thread-safe on its own; called with mu_ held (lock order mu_ first)

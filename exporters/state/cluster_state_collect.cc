@@ -2,7 +2,9 @@
 // and the aggregator's own counters (split from cluster_state.cc, which ingests). Each family is
 // named where a sample is added to it (FamilySet, by catalog id).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -212,11 +214,12 @@ void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, Fam
 
 }  // namespace
 
-void ClusterState::CollectAgent(const std::string& node, const NodeState& n, FamilySet& f) {
-  const v1::AgentStats& a = n.agent;
+void ClusterState::CollectAgent(const NodeView& n, FamilySet& f) {
+  static const v1::AgentStats kNoStats;
+  const v1::AgentStats& a = n.agent ? *n.agent : kNoStats;
+  const std::string& node = n.node;
   const Labels nl = {{"node", node}};
-  AddValue(f[Metric::kAgentInfo],
-           {{"node", node}, {"version", n.hello.agent_version()}, {"boot_id", n.hello.boot_id()}},
+  AddValue(f[Metric::kAgentInfo], {{"node", node}, {"version", n.version}, {"boot_id", n.boot_id}},
            1);
   if (n.last_batch_unix_ns != 0) {
     AddValue(f[Metric::kAgentLastBatchTimestampSeconds], nl,
@@ -233,7 +236,7 @@ void ClusterState::CollectAgent(const std::string& node, const NodeState& n, Fam
     AddValue(f[Metric::kAgentSamplerOverrunsTotal], With(nl, "sampler", sampler),
              static_cast<double>(v));
   }
-  if (!n.capture.interface().empty()) CollectCapture(node, n.capture, f);
+  if (n.capture && !n.capture->interface().empty()) CollectCapture(node, *n.capture, f);
   for (const v1::GroupResolution& r : a.resolutions()) {
     AddValue(f[Metric::kAgentGroupResolutionSeconds], With(nl, "group", r.group()),
              r.effective_resolution_seconds());
@@ -253,7 +256,7 @@ void ClusterState::CollectAgent(const std::string& node, const NodeState& n, Fam
   }
   for (size_t i = 0; i < n.ports.size(); ++i) {
     if (port_cost[i].second == 0) continue;
-    const v1::PortInfo& pi = n.ports[i].info;
+    const v1::PortInfo& pi = *n.ports[i].info;
     AddValue(f[Metric::kAgentReadCostSeconds],
              {{"node", node}, {"device", pi.device()}, {"port", absl::StrCat(pi.port())}},
              port_cost[i].first / port_cost[i].second);
@@ -263,13 +266,13 @@ void ClusterState::CollectAgent(const std::string& node, const NodeState& n, Fam
 void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
                                NodeHistograms* nh) {
   const Labels pl = {
-      {"node", node}, {"device", ps.info.device()}, {"port", absl::StrCat(ps.info.port())}};
-  if (ps.info.line_rate_bytes_per_second() > 0) {
+      {"node", node}, {"device", ps.info->device()}, {"port", absl::StrCat(ps.info->port())}};
+  if (ps.info->line_rate_bytes_per_second() > 0) {
     AddValue(f[Metric::kPortLineRateBytesPerSecond], pl,
-             static_cast<double>(ps.info.line_rate_bytes_per_second()));
+             static_cast<double>(ps.info->line_rate_bytes_per_second()));
   }
-  if (!ps.have) return;
-  for (const std::string& c : ps.last.saturated_counters()) {
+  if (!ps.have || !ps.last) return;
+  for (const std::string& c : ps.last->saturated_counters()) {
     AddValue(f[Metric::kPortCounterSaturated], With(pl, "counter", c), 1);
   }
   AddValue(f[Metric::kPortUnavailableReadsTotal], pl, static_cast<double>(ps.unavailable_total));
@@ -277,8 +280,8 @@ void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, 
     AddValue(f[Metric::kPortCounterResetsTotal], With(pl, "kind", kind),
              static_cast<double>(total));
   }
-  const v1::PortWindow& w = ps.last;
-  if (ps.info.node_level()) {
+  const v1::PortWindow& w = *ps.last;
+  if (ps.info->node_level()) {
     CollectTcp(node, w, f);
     return;
   }
@@ -293,7 +296,7 @@ void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, 
     }
   }
   CollectDerived(pl, w.derived(), f);
-  CollectPortWindow(pl, ps.info.rdma(), w, f, nh);
+  CollectPortWindow(pl, ps.info->rdma(), w, f, nh);
 }
 
 void ClusterState::CollectSelfLocked(FamilySet& f) const {
@@ -313,9 +316,31 @@ void ClusterState::CollectSelfLocked(FamilySet& f) const {
 std::vector<MetricFamily> ClusterState::Collect() const {
   FamilySet families(options_.metrics);
   std::vector<MetricFamily> out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [node, n] : nodes_) {
-    CollectAgent(node, n, families);
+  // Under the lock only what a scrape must not see change: the nodes' views (pointers to their
+  // immutable windows and stats, the port infos and totals), the aggregator's own counters and
+  // the GPU state, which the lock guards. The port and agent series, the bulk of /metrics, are
+  // built after it is released, so ingest waits O(nodes x ports) copies, not the render
+  // (issue 17 item 2; fabricscope_bench_aggregator's scrape_blocks_ingest_ms).
+  std::vector<NodeView> views;
+  std::vector<MetricFamily> gpu;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto locked = std::chrono::steady_clock::now();
+    views.reserve(nodes_.size());
+    for (const auto& [node, n] : nodes_) {
+      views.push_back(NodeView{node, n.hello.agent_version(), n.hello.boot_id(),
+                               n.last_batch_unix_ns, n.agent, n.capture, n.ports});
+    }
+    CollectSelfLocked(families);
+    gpu_.Collect(&gpu);
+    last_collect_lock_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - locked)
+                                    .count(),
+                                std::memory_order_relaxed);
+  }
+  for (const NodeView& n : views) {
+    const std::string& node = n.node;
+    CollectAgent(n, families);
     NodeHistograms nh;
     for (const PortSnapshot& ps : n.ports) CollectPort(node, ps, families, &nh);
     if (nh.utilization.count() > 0) {
@@ -326,11 +351,10 @@ std::vector<MetricFamily> ClusterState::Collect() const {
                    nh.microburst_durations);
     }
   }
-  CollectSelfLocked(families);
   families.DrainInto(&out);
   links_.Collect(&out);
   cross_rank_.Collect(&out);
-  gpu_.Collect(&out);
+  out.insert(out.end(), std::make_move_iterator(gpu.begin()), std::make_move_iterator(gpu.end()));
   // fabricscope_traffic_imbalance_ratio comes in two parts (links_: rails, gpu_: ranks).
   MergeFamiliesByName(&out);
   return out;

@@ -272,18 +272,44 @@ double ParseBaseline(Cluster& c, uint64_t first, int count) {
   return busy;
 }
 
-int Run() {
-  PrintMachine();
-  std::printf(
-      "cluster: %zu nodes x %d ports x 1 s windows; %d collectives + %d analyses per "
-      "node per window; %zu rail communicators of %d ranks (one per node)\n",
-      g_nodes, kRails, g_collectives, g_collectives, g_nodes / kGroupNodes * kRails, kGroupNodes);
+// The simulated nodes' names and batch templates (window 0 set on the first, for its size).
+Cluster MakeCluster() {
   Cluster c;
   for (size_t i = 0; i < g_nodes; ++i) {
     c.names.push_back(NodeName(i));
     c.batches.push_back(MakeTemplate(i));
   }
   SetWindow(0, 1, &c.batches[0]);
+  return c;
+}
+
+// The remote-write request of one snapshot of `state` (exporters/remote_write): its size
+// decides how long a receiver may be down before the queue (remote_write.queue_max_bytes) drops.
+struct RemoteWriteFigures {
+  size_t samples = 0;
+  double raw_bytes = 0, compressed_bytes = 0, seconds = 0;
+};
+RemoteWriteFigures MeasureRemoteWrite(const exporters::ClusterState& state) {
+  const auto t0 = Clock::now();
+  promrw::WriteRequest request;
+  RemoteWriteFigures f;
+  f.samples =
+      exporters::BuildWriteRequest(exporters::CollectFamilies({&state}, &state), 0, &request);
+  std::string raw = request.SerializeAsString(), compressed;
+  snappy::Compress(raw.data(), raw.size(), &compressed);
+  f.seconds = Seconds(t0, Clock::now());
+  f.raw_bytes = static_cast<double>(raw.size());
+  f.compressed_bytes = static_cast<double>(compressed.size());
+  return f;
+}
+
+int Run() {
+  PrintMachine();
+  std::printf(
+      "cluster: %zu nodes x %d ports x 1 s windows; %d analysed collectives per node per "
+      "window; %zu rail communicators of %d ranks (one per node)\n",
+      g_nodes, kRails, g_collectives, g_nodes / kGroupNodes * kRails, kGroupNodes);
+  Cluster c = MakeCluster();
   const size_t batch_bytes = c.batches[0].ByteSizeLong();
   std::printf("batch: %zu bytes serialized\n", batch_bytes);
 
@@ -356,17 +382,7 @@ int Run() {
   }
   size_t lines = 0;
   for (char ch : body) lines += ch == '\n';
-  // The remote-write request of the same snapshot (exporters/remote_write): its size decides
-  // how long a receiver may be down before the queue (remote_write.queue_max_bytes) drops.
-  const auto rw0 = Clock::now();
-  promrw::WriteRequest request;
-  const size_t rw_samples = exporters::BuildWriteRequest(
-      exporters::CollectFamilies({state.get()}, state.get()), 0, &request);
-  std::string raw = request.SerializeAsString(), compressed;
-  snappy::Compress(raw.data(), raw.size(), &compressed);
-  const double rw_s = Seconds(rw0, Clock::now());
-  const double queue_minutes = static_cast<double>(common::RemoteWriteOptions{}.queue_max_bytes) /
-                               static_cast<double>(compressed.size()) * 15 / 60;
+  const RemoteWriteFigures rw = MeasureRemoteWrite(*state);
 
   std::printf(
       "\n=== cluster ingest summary (%zu nodes, %d windows per mode; noisy shared machine)\n",
@@ -398,10 +414,10 @@ int Run() {
       "remote-write:      %zu samples, %.1f MiB protobuf, %.1f MiB snappy (%.2fx), built and "
       "compressed in %.0f ms (%.2fx the render); the default 256 MiB queue holds %.0f min of "
       "a receiver outage at the 15 s interval\n",
-      rw_samples, static_cast<double>(raw.size()) / (1 << 20),
-      static_cast<double>(compressed.size()) / (1 << 20),
-      static_cast<double>(compressed.size()) / static_cast<double>(raw.size()), rw_s * 1e3,
-      rw_s / Median(render), queue_minutes);
+      rw.samples, rw.raw_bytes / (1 << 20), rw.compressed_bytes / (1 << 20),
+      rw.compressed_bytes / rw.raw_bytes, rw.seconds * 1e3, rw.seconds / Median(render),
+      static_cast<double>(common::RemoteWriteOptions{}.queue_max_bytes) / rw.compressed_bytes * 15 /
+          60);
   return 0;
 }
 

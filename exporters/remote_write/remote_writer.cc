@@ -66,7 +66,9 @@ absl::StatusOr<std::string> ReadSecret(const std::string& path, const char* what
 
 struct Request {
   uint64_t seq;
-  std::string body;  // snappy-compressed WriteRequest
+  // The snappy-compressed WriteRequest, shared by every URL's queue and by the sender while it
+  // posts it (no copy of the body per URL or per attempt).
+  std::shared_ptr<const std::string> body;
   size_t samples;
 };
 
@@ -160,17 +162,19 @@ void RemoteWriter::SnapshotNow() {
                              .count();
   promrw::WriteRequest req;
   const size_t samples = BuildWriteRequest(collect_(), now_ms, &req);
-  std::string body;
-  snappy::Compress(req.SerializeAsString().data(), req.ByteSizeLong(), &body);
+  const std::string raw = req.SerializeAsString();
+  auto compressed = std::make_shared<std::string>();
+  snappy::Compress(raw.data(), raw.size(), compressed.get());
+  const std::shared_ptr<const std::string> body = std::move(compressed);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t seq = ++seq_;
     for (auto& e : endpoints_) {
       e->queue.push_back(Request{seq, body, samples});
-      e->queue_bytes += body.size();
+      e->queue_bytes += body->size();
       // Past the bound the oldest go (the newest snapshot is worth more), counted.
       while (e->queue_bytes > options_.queue_max_bytes && e->queue.size() > 1) {
-        e->queue_bytes -= e->queue.front().body.size();
+        e->queue_bytes -= e->queue.front().body->size();
         e->dropped_samples["queue_full"] += e->queue.front().samples;
         e->queue.pop_front();
       }
@@ -205,7 +209,7 @@ void RemoteWriter::SendLoop(Endpoint* e) {
       r = e->queue.front();
     }
     const httplib::Result res =
-        cli->Post(e->parsed.path, headers, r.body, "application/x-protobuf");
+        cli->Post(e->parsed.path, headers, *r.body, "application/x-protobuf");
     const int status = res ? res->status : 0;
     const WriteOutcome outcome = ClassifyStatus(status);
     std::unique_lock<std::mutex> lock(mu_);
@@ -235,7 +239,7 @@ void RemoteWriter::SendLoop(Endpoint* e) {
                    << " samples dropped (a 4xx is not retried)";
     }
     if (still_queued) {
-      e->queue_bytes -= e->queue.front().body.size();
+      e->queue_bytes -= e->queue.front().body->size();
       e->queue.pop_front();
     }
   }

@@ -38,6 +38,17 @@ std::vector<std::pair<std::string, std::string>> LabelsOf(const ClientMetric& m)
   return out;
 }
 
+// The metric's labels and one more, `name` = `value` spelled as /metrics spells it (`le` of a
+// histogram bucket, `quantile` of a summary).
+std::vector<std::pair<std::string, std::string>> LabelsWith(const ClientMetric& m, const char* name,
+                                                            double value) {
+  auto labels = LabelsOf(m);
+  std::string text;
+  AppendSampleValue(value, &text);
+  labels.emplace_back(name, std::move(text));
+  return labels;
+}
+
 // The samples of one metric of family `f`; returns how many.
 size_t AddMetric(const prometheus::MetricFamily& f, const ClientMetric& m, int64_t t,
                  promrw::WriteRequest* out) {
@@ -53,12 +64,8 @@ size_t AddMetric(const prometheus::MetricFamily& f, const ClientMetric& m, int64
       return 1;
     case MetricType::Histogram: {
       for (const ClientMetric::Bucket& b : m.histogram.bucket) {
-        auto labels = LabelsOf(m);
-        std::string le;
-        AppendSampleValue(b.upper_bound, &le);
-        labels.emplace_back("le", std::move(le));
-        AddSeries(f.name + "_bucket", std::move(labels), static_cast<double>(b.cumulative_count), t,
-                  out);
+        AddSeries(f.name + "_bucket", LabelsWith(m, "le", b.upper_bound),
+                  static_cast<double>(b.cumulative_count), t, out);
       }
       AddSeries(f.name + "_sum", LabelsOf(m), m.histogram.sample_sum, t, out);
       AddSeries(f.name + "_count", LabelsOf(m), static_cast<double>(m.histogram.sample_count), t,
@@ -67,11 +74,7 @@ size_t AddMetric(const prometheus::MetricFamily& f, const ClientMetric& m, int64
     }
     case MetricType::Summary: {
       for (const ClientMetric::Quantile& q : m.summary.quantile) {
-        auto labels = LabelsOf(m);
-        std::string quantile;
-        AppendSampleValue(q.quantile, &quantile);
-        labels.emplace_back("quantile", std::move(quantile));
-        AddSeries(f.name, std::move(labels), q.value, t, out);
+        AddSeries(f.name, LabelsWith(m, "quantile", q.quantile), q.value, t, out);
       }
       AddSeries(f.name + "_sum", LabelsOf(m), m.summary.sample_sum, t, out);
       AddSeries(f.name + "_count", LabelsOf(m), static_cast<double>(m.summary.sample_count), t,

@@ -97,10 +97,11 @@ void CollectSpool(const std::string& node, const v1::AgentStats& a, FamilySet& f
 
 // The node-level TCP counters (a node_level port: node labels only).
 void CollectTcp(const std::string& node, const v1::PortWindow& w, FamilySet& f) {
-  for (const v1::CounterValue& c : w.counters()) {
-    if (!f.on(Metric::kTcpEventsTotal)) break;
-    AddValue(f[Metric::kTcpEventsTotal], {{"node", node}, {"counter", c.name()}},
-             static_cast<double>(c.total()));
+  if (f.on(Metric::kTcpEventsTotal)) {
+    for (const v1::CounterValue& c : w.counters()) {
+      AddValue(f[Metric::kTcpEventsTotal], {{"node", node}, {"counter", c.name()}},
+               static_cast<double>(c.total()));
+    }
   }
   const v1::DerivedSignals& d = w.derived();
   if (d.has_tcp_retransmitted_segments_total()) {

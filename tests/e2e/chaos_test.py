@@ -181,8 +181,11 @@ def settle(agent, agg, scenario, lost_bound=0, replayed=None, lost_is_dropped=Fa
 
     def caught_up():
         now = node_view() or {}
-        return (now.get("instance_id") == seen.get("instance_id") and
-                now.get("batches", 0) >= start + 5 and
+        # The view may still be that of an earlier process whose spool was just replayed
+        # (agent/uplink_replay.cc sends it before the live stream connects): a different
+        # instance afterwards is the live agent, counted from its first batch.
+        base = start if now.get("instance_id") == seen.get("instance_id") else 0
+        return (now.get("instance_id") and now.get("batches", 0) >= base + 5 and
                 metric(http("/metrics"), "fabricscope_agent_spool_batches",
                        f'{{node="{NODE}"}}') <= 3)
     try:

@@ -12,6 +12,8 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev
   # Prometheus remote-write: snappy block compression of each WriteRequest
   libsnappy-dev
+  # tcmalloc, the agent's and the aggregator's allocator (CMakeLists.txt: FABRICSCOPE_MALLOC)
+  libgoogle-perftools-dev
   libpcap-dev libibverbs-dev libibumad-dev
   # the agent spool's CRC32C (ISA-L crc32_iscsi)
   libisal-dev

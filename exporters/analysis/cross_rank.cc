@@ -25,59 +25,123 @@ std::vector<double> ArrivalSkewBounds() {
   return b;
 }
 
-CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options)
-    : options_(options), diagnosis_(options.diagnosis) {
-  skew_buckets_.assign(ArrivalSkewBounds().size() + 1, 0);
+CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(options) {
+  DiagnosisOptions d = options.diagnosis;
+  d.max_kinds = std::max<size_t>(1, (d.max_kinds + kCommShards - 1) / kCommShards);
+  for (size_t i = 0; i < kNodeShards; ++i) node_shards_.push_back(std::make_unique<NodeShard>());
+  for (size_t i = 0; i < kCommShards; ++i) {
+    auto shard = std::make_unique<CommShard>(d);
+    absl::MutexLock lock(&shard->mu);
+    shard->skew_buckets.assign(ArrivalSkewBounds().size() + 1, 0);
+    shards_.push_back(std::move(shard));
+  }
 }
 
 void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
-  absl::MutexLock lock(&mu_);
-  NodeInfo& n = nodes_[hello.node()];
-  n.ports.assign(hello.ports().begin(), hello.ports().end());
+  NodeShard& ns = NodeShardOf(hello.node());
+  absl::MutexLock lock(&ns.mu);
+  NodeInfo& n = ns.nodes[hello.node()];
+  auto ports = std::make_shared<NodePorts>();
+  ports->info.assign(hello.ports().begin(), hello.ports().end());
+  for (const v1::PortInfo& pi : ports->info) {
+    ports->labels.push_back(pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device());
+  }
+  n.ports = std::move(ports);
   n.overlap.clear();
+  n.overlap_sum.clear();
+  n.overlap_nonzero.clear();
+  n.overlap_next = n.overlap_count = 0;
 }
 
 void CrossRankAnalysis::ForgetNode(const std::string& node) {
-  absl::MutexLock lock(&mu_);
-  nodes_.erase(node);
-  pairs_.erase(node);
-  std::erase_if(scores_, [&](const auto& kv) { return kv.first.first == node; });
+  NodeShard& ns = NodeShardOf(node);
+  absl::MutexLock lock(&ns.mu);
+  auto it = ns.nodes.find(node);
+  if (it == ns.nodes.end()) return;
+  scored_ranks_.fetch_sub(it->second.scores.size(), std::memory_order_relaxed);
+  ns.nodes.erase(it);
 }
 
-void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
-  if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
-    return;
+namespace {
+
+// One analysis's (collective seconds, microburst overlap seconds) into a node's overlap ring of
+// `window` x ports.size() entries.
+template <typename NodeInfoT>
+void AddOverlap(NodeInfoT& n, size_t window, const v1::Collective& c, double dur) {
+  const size_t ports = n.ports->info.size();
+  if (ports == 0 || window == 0) return;
+  if (n.overlap.empty()) {
+    n.overlap.assign(window * ports, {0.0, 0.0});
+    n.overlap_sum.assign(ports, {0.0, 0.0});
+    n.overlap_nonzero.assign(ports, 0);
   }
-  absl::MutexLock lock(&mu_);
-  NodeInfo& n = nodes_[node];
-  const int64_t offset = batch.unix_offset_ns();
+  std::pair<double, double>* slot = &n.overlap[n.overlap_next * ports];
+  for (size_t p = 0; p < ports; ++p) {  // the entry leaving the window
+    if (slot[p].first == 0 && slot[p].second == 0) continue;
+    n.overlap_sum[p].first -= slot[p].first;
+    n.overlap_sum[p].second -= slot[p].second;
+    // Exactly zero once nothing is left, whatever the rounding of the sums.
+    if (--n.overlap_nonzero[p] == 0) n.overlap_sum[p] = {0.0, 0.0};
+    slot[p] = {0.0, 0.0};
+  }
+  for (const v1::PortActivity& pa : c.analysis().ports()) {
+    if (pa.port_index() >= ports || pa.samples() == 0) continue;
+    std::pair<double, double>& e = slot[pa.port_index()];
+    const bool was_zero = e.first == 0 && e.second == 0;
+    n.overlap_sum[pa.port_index()].first -= e.first;
+    n.overlap_sum[pa.port_index()].second -= e.second;
+    e = {dur, std::min(dur, pa.microburst_seconds())};
+    n.overlap_sum[pa.port_index()].first += e.first;
+    n.overlap_sum[pa.port_index()].second += e.second;
+    const bool is_zero = e.first == 0 && e.second == 0;
+    if (was_zero && !is_zero) ++n.overlap_nonzero[pa.port_index()];
+    if (!was_zero && is_zero && --n.overlap_nonzero[pa.port_index()] == 0) {
+      n.overlap_sum[pa.port_index()] = {0.0, 0.0};
+    }
+  }
+  n.overlap_next = (n.overlap_next + 1) % window;
+  n.overlap_count = std::min(n.overlap_count + 1, window);
+}
+
+}  // namespace
+
+std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeParts(
+    const std::string& node, const v1::Batch& batch) {
+  NodeShard& ns = NodeShardOf(node);
+  absl::MutexLock lock(&ns.mu);
+  NodeInfo& n = ns.nodes[node];
   if (batch.has_collective_analysis() && batch.collective_analysis().share_seconds() > 0) {
     n.share = batch.collective_analysis().network_share_ratio();
     n.have_share = true;
   }
-  if (batch.has_gpu()) StorePairs(node, batch.gpu());
+  if (batch.has_gpu()) StorePairs(n.pairs, batch.gpu());
+  for (const v1::Collective& c : batch.collectives()) {
+    if (!c.has_analysis()) continue;
+    AddOverlap(n, options_.overlap_window, c, static_cast<double>(c.end_ns() - c.start_ns()) / 1e9);
+  }
+  return n.ports;
+}
+
+void CrossRankAnalysis::MakeReports(const std::string& node, const v1::Batch& batch,
+                                    const NodePorts& ports, std::vector<Report>* reports,
+                                    uint64_t* dropped) const {
+  const int64_t offset = batch.unix_offset_ns();
   for (const v1::Collective& c : batch.collectives()) {
     if (!c.has_analysis()) continue;
     const v1::CollectiveAnalysis& a = c.analysis();
-    // Microburst overlap per port.
-    std::vector<std::pair<double, double>> ov(n.ports.size(), {0.0, 0.0});
-    const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
-    for (const v1::PortActivity& p : a.ports()) {
-      if (p.port_index() < ov.size() && p.samples() > 0) {
-        ov[p.port_index()] = {dur, std::min(dur, p.microburst_seconds())};
-      }
-    }
-    n.overlap.push_back(std::move(ov));
-    while (n.overlap.size() > options_.overlap_window) n.overlap.pop_front();
     // A rank count no communicator has, or a rank outside it: dropped and counted before it can
     // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
     if (c.nranks() < 1 || c.nranks() > kMaxRanksPerInstance || c.rank() < 0 ||
         c.rank() >= c.nranks()) {
-      ++dropped_analyses_;
+      ++*dropped;
       continue;
     }
-
-    RankEntry e;
+    const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
+    Report& r = reports->emplace_back();
+    r.shard = c.comm_hash() % shards_.size();
+    r.key = Key{c.comm_hash(), c.func(), c.seq()};
+    r.nranks = c.nranks();
+    RankEntry& e = r.entry;
     e.node = node;
     e.rank = c.rank();
     e.start_unix_ns = c.start_ns() + offset;
@@ -87,9 +151,8 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
     e.slow = a.slow();
     e.lossy_by_tail = a.lossy_by_tail();
     e.bytes = c.bytes();
-    if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < n.ports.size()) {
-      const v1::PortInfo& pi = n.ports[static_cast<size_t>(a.port_index())];
-      e.port = pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device();
+    if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < ports.info.size()) {
+      e.port = ports.labels[static_cast<size_t>(a.port_index())];
       for (const v1::PortActivity& p : a.ports()) {
         if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
         e.saturated_ratio = SaturatedShare(p, dur);
@@ -97,64 +160,151 @@ void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch)
       }
     }
     if (e.slow) {
-      for (const v1::FlightRecording& r : batch.flight_recordings()) {
-        if (r.reason() == "slow_collective" && r.from_ns() <= c.start_ns() &&
-            r.to_ns() >= c.end_ns()) {
-          e.recording = r;
+      for (const v1::FlightRecording& fr : batch.flight_recordings()) {
+        if (fr.reason() == "slow_collective" && fr.from_ns() <= c.start_ns() &&
+            fr.to_ns() >= c.end_ns()) {
+          e.recording = std::make_shared<const v1::FlightRecording>(fr);
           e.recording_offset_ns = offset;
           break;
         }
       }
     }
-    newest_unix_ns_ = std::max(newest_unix_ns_, e.end_unix_ns);
-    const Key key{c.comm_hash(), c.func(), c.seq()};
-    auto it = pending_.find(key);
-    if (it == pending_.end()) {
-      if (pending_.size() >= options_.max_pending) {
-        // Evict the oldest pending instance.
-        while (!pending_order_.empty()) {
-          auto old = pending_.find(pending_order_.front().second);
-          pending_order_.pop_front();
-          if (old != pending_.end()) {
-            pending_.erase(old);
-            ++evicted_;
-            break;
-          }
-        }
-      }
-      it = pending_.emplace(key, Instance{}).first;
-      it->second.nranks = std::max(1, c.nranks());
-      it->second.first_seen_unix_ns = e.end_unix_ns;
-      pending_order_.emplace_back(e.end_unix_ns, key);
-    }
-    Instance& inst = it->second;
-    // A rank's first report counts; a repeat (a resent batch) is ignored. A set, not a scan:
-    // communicators of tens of thousands of ranks made the scan quadratic.
-    if (inst.seen.insert(e.rank).second) inst.ranks.push_back(std::move(e));
-    if (static_cast<int32_t>(inst.ranks.size()) >= inst.nranks) {
-      Instance done = std::move(inst);
-      pending_.erase(it);
-      Finish(key, std::move(done));
-    }
-  }
-  // Evict instances that waited too long for their other ranks.
-  while (!pending_order_.empty() &&
-         pending_order_.front().first < newest_unix_ns_ - options_.pending_timeout_ns) {
-    auto old = pending_.find(pending_order_.front().second);
-    if (old != pending_.end() && old->second.first_seen_unix_ns == pending_order_.front().first) {
-      pending_.erase(old);
-      ++evicted_;
-    }
-    pending_order_.pop_front();
   }
 }
 
-void CrossRankAnalysis::Blame(const std::string& node, int32_t rank, double w) {
-  auto key = std::make_pair(node, rank);
-  auto it = scores_.find(key);
-  if (it == scores_.end()) {
-    if (scores_.size() >= options_.max_ranks) return;
-    it = scores_.emplace(key, Score{}).first;
+void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
+  if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
+    return;
+  }
+  const std::shared_ptr<const NodePorts> ports = TakeNodeParts(node, batch);
+  std::vector<Report> reports;
+  reports.reserve(static_cast<size_t>(batch.collectives_size()));
+  uint64_t dropped = 0;
+  MakeReports(node, batch, *ports, &reports, &dropped);
+  // Shard by shard, each shard's lock taken once per batch. Batches of the ranks of one
+  // communicator arrive together and name the same shards: a shard another thread holds is
+  // skipped (TryLock) and come back to, so two ingest threads do not queue on one shard after
+  // another in the same order; only when every shard left is busy does a thread wait.
+  // The reports' indexes grouped by shard (a counting sort: the reports stay where they are).
+  std::vector<uint32_t> order(reports.size());
+  std::vector<uint32_t> starts(shards_.size() + 1, 0);
+  for (const Report& r : reports) ++starts[r.shard + 1];
+  for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];
+  {
+    std::vector<uint32_t> next(starts.begin(), starts.end() - 1);
+    for (size_t i = 0; i < reports.size(); ++i)
+      order[next[reports[i].shard]++] = static_cast<uint32_t>(i);
+  }
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in `order` of each shard's
+  for (size_t k = 0; k < shards_.size(); ++k) {
+    if (starts[k] < starts[k + 1]) runs.emplace_back(starts[k], starts[k + 1]);
+  }
+  std::vector<BlameUpdate> blames;
+  Retired retired;
+  while (!runs.empty()) {
+    size_t pick = runs.size();
+    for (size_t k = 0; k < runs.size() && pick == runs.size(); ++k) {
+      if (shards_[reports[order[runs[k].first]].shard]->mu.TryLock()) pick = k;
+    }
+    if (pick == runs.size()) {
+      pick = 0;
+      shards_[reports[order[runs[0].first]].shard]->mu.Lock();
+    }
+    CommShard& s = *shards_[reports[order[runs[pick].first]].shard];
+    for (size_t i = runs[pick].first; i < runs[pick].second; ++i) {
+      Match(s, std::move(reports[order[i]]), &blames, &retired);
+    }
+    EvictExpired(s);
+    s.mu.Unlock();
+    runs.erase(runs.begin() + static_cast<long>(pick));
+  }
+  ApplyBlames(std::move(blames), dropped);
+}
+
+void CrossRankAnalysis::ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t dropped) {
+  if (dropped > 0) dropped_analyses_.fetch_add(dropped, std::memory_order_relaxed);
+  std::vector<std::pair<size_t, size_t>> order;  // (node shard, index)
+  order.reserve(blames.size());
+  for (size_t i = 0; i < blames.size(); ++i) {
+    order.emplace_back(std::hash<std::string>{}(blames[i].node) % kNodeShards, i);
+  }
+  std::sort(order.begin(), order.end());
+  for (size_t i = 0; i < order.size();) {
+    NodeShard& ns = *node_shards_[order[i].first];
+    absl::MutexLock lock(&ns.mu);
+    const size_t shard = order[i].first;
+    for (; i < order.size() && order[i].first == shard; ++i) {
+      const BlameUpdate& b = blames[order[i].second];
+      Blame(ns.nodes[b.node], b.rank, b.weight);
+    }
+  }
+}
+
+void CrossRankAnalysis::EvictExpired(CommShard& s) {
+  while (!s.pending_order.empty() &&
+         s.pending_order.front().first < s.newest_unix_ns - options_.pending_timeout_ns) {
+    auto old = s.pending.find(s.pending_order.front().second);
+    if (old != s.pending.end() && old->second.first_seen_unix_ns == s.pending_order.front().first) {
+      s.pending.erase(old);
+      pending_total_.fetch_sub(1, std::memory_order_relaxed);
+      ++s.evicted;
+    }
+    s.pending_order.pop_front();
+  }
+}
+
+void CrossRankAnalysis::Match(CommShard& s, Report&& r, std::vector<BlameUpdate>* blames,
+                              Retired* retired) {
+  s.newest_unix_ns = std::max(s.newest_unix_ns, r.entry.end_unix_ns);
+  auto it = s.pending.find(r.key);
+  if (it == s.pending.end()) {
+    if (pending_total_.load(std::memory_order_relaxed) >= options_.max_pending) {
+      // Evict the oldest pending instance of this shard.
+      while (!s.pending_order.empty()) {
+        auto old = s.pending.find(s.pending_order.front().second);
+        const bool same = old != s.pending.end() &&
+                          old->second.first_seen_unix_ns == s.pending_order.front().first;
+        s.pending_order.pop_front();
+        if (same) {
+          s.pending.erase(old);
+          pending_total_.fetch_sub(1, std::memory_order_relaxed);
+          ++s.evicted;
+          break;
+        }
+      }
+    }
+    it = s.pending.emplace(r.key, Instance{}).first;
+    pending_total_.fetch_add(1, std::memory_order_relaxed);
+    it->second.nranks = std::max(1, r.nranks);
+    it->second.ranks.reserve(static_cast<size_t>(std::min(it->second.nranks, kScanRanks)));
+    it->second.first_seen_unix_ns = r.entry.end_unix_ns;
+    s.pending_order.emplace_back(r.entry.end_unix_ns, r.key);
+  }
+  Instance& inst = it->second;
+  // A rank's first report counts; a repeat (a resent batch) is ignored.
+  bool first = true;
+  if (inst.nranks <= kScanRanks) {
+    for (const RankEntry& e : inst.ranks) first = first && e.rank != r.entry.rank;
+  } else {
+    first = inst.seen.insert(r.entry.rank).second;
+  }
+  if (first) inst.ranks.push_back(std::move(r.entry));
+  if (static_cast<int32_t>(inst.ranks.size()) >= inst.nranks) {
+    Instance done = std::move(inst);
+    s.pending.erase(it);
+    pending_total_.fetch_sub(1, std::memory_order_relaxed);
+    Finish(s, r.key, std::move(done), blames, retired);
+  }
+}
+
+void CrossRankAnalysis::Blame(NodeInfo& n, int32_t rank, double w) {
+  auto it = n.scores.find(rank);
+  if (it == n.scores.end()) {
+    if (scored_ranks_.fetch_add(1, std::memory_order_relaxed) >= options_.max_ranks) {
+      scored_ranks_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    it = n.scores.emplace(rank, Score{}).first;
   }
   Score& s = it->second;
   s.blame.push_back(w);
@@ -183,7 +333,8 @@ int CrossRankAnalysis::Strongest(const std::vector<RankEntry>& ranks, v1::Collec
   return best;
 }
 
-void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
+void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
+                               std::vector<BlameUpdate>* blames, Retired* retired) {
   Done d;
   d.key = key;
   d.nranks = inst.nranks;
@@ -209,7 +360,7 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
   for (const RankEntry& r : d.ranks) {
     arrivals.push_back({r.node, r.rank, r.start_unix_ns, r.end_unix_ns});
   }
-  const StragglerVerdict persistent = diagnosis_.ObserveArrivals(
+  const StragglerVerdict persistent = s.diagnosis.ObserveArrivals(
       std::get<0>(key), std::get<1>(key), d.ranks.empty() ? 0 : d.ranks[0].bytes, arrivals);
   const int lossy = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_LOSSY, persistent.index);
   const int saturated = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_SATURATED, -1);
@@ -261,263 +412,147 @@ void CrossRankAnalysis::Finish(const Key& key, Instance&& inst) {
       o.rank = b.rank;
       o.port = d.cause == "compute_straggler" ? "" : b.port;
     }
-    diagnosis_.Record(std::get<0>(key), std::move(o));
+    s.diagnosis.Record(std::get<0>(key), std::move(o));
   }
   for (size_t i = 0; i < d.ranks.size(); ++i) {
-    Blame(d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0);
+    blames->push_back(
+        {d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0});
   }
-  ++by_cause_[d.cause];
-  ++instances_;
+  ++s.by_cause[d.cause];
+  ++s.instances;
   const double skew_s = static_cast<double>(d.skew_ns) / 1e9;
   const std::vector<double> bounds = ArrivalSkewBounds();
   size_t b = 0;
   while (b < bounds.size() && skew_s > bounds[b]) ++b;
-  ++skew_buckets_[b];
-  skew_sum_ += skew_s;
-  recent_.push_back(std::move(d));
-  while (recent_.size() > options_.recent_instances) recent_.pop_front();
+  ++s.skew_buckets[b];
+  s.skew_sum += skew_s;
+  s.recent.push_back(std::move(d));
+  while (s.recent.size() > options_.recent_instances) {
+    retired->push_back(std::move(s.recent.front()));
+    s.recent.pop_front();
+  }
 }
 
 void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) const {
-  absl::MutexLock lock(&mu_);
-  using prometheus::MetricType;
+  // The shards' counters, one shard lock at a time, then the node-level series likewise.
+  std::vector<uint64_t> skew_buckets(ArrivalSkewBounds().size() + 1, 0);
+  double skew_sum = 0;
+  uint64_t instances = 0, evicted = 0, pending = 0;
+  std::map<std::string, uint64_t> by_cause;
+  std::vector<prometheus::MetricFamily> diagnosis;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    for (size_t i = 0; i < skew_buckets.size(); ++i) skew_buckets[i] += sp->skew_buckets[i];
+    skew_sum += sp->skew_sum;
+    instances += sp->instances;
+    evicted += sp->evicted;
+    pending += sp->pending.size();
+    for (const auto& [cause, n] : sp->by_cause) by_cause[cause] += n;
+    sp->diagnosis.Collect(&diagnosis);
+  }
   auto skew = MakeFamily(Metric::kCollectiveArrivalSkewSeconds);
-  if (instances_ > 0) {
+  if (instances > 0) {
     v1::Histogram h;
     for (double bound : ArrivalSkewBounds()) h.add_upper_bounds(bound);
-    for (uint64_t c : skew_buckets_) h.add_bucket_counts(c);
-    h.set_sum(skew_sum_);
-    h.set_count(instances_);
+    for (uint64_t c : skew_buckets) h.add_bucket_counts(c);
+    h.set_sum(skew_sum);
+    h.set_count(instances);
     AddHistogram(skew, {}, h);
   }
   auto causes = MakeFamily(Metric::kCollectivesByCauseTotal);
   for (const char* c : {"normal", "network_saturated", "network_lossy", "compute_straggler"}) {
-    auto it = by_cause_.find(c);
-    AddValue(causes, {{"cause", c}}, it == by_cause_.end() ? 0.0 : static_cast<double>(it->second));
+    auto it = by_cause.find(c);
+    AddValue(causes, {{"cause", c}}, it == by_cause.end() ? 0.0 : static_cast<double>(it->second));
   }
   auto score = MakeFamily(Metric::kStragglerScore);
-  for (const auto& [key, s] : scores_) {
-    AddValue(score, {{"node", key.first}, {"rank", absl::StrCat(key.second)}},
-             s.blame.empty() ? 0.0 : s.sum / static_cast<double>(s.blame.size()));
-  }
   auto share = MakeFamily(Metric::kCollectiveNetworkShareRatio);
   auto overlap = MakeFamily(Metric::kPortMicroburstOverlapRatio);
-  for (const auto& [node, n] : nodes_) {
-    if (n.have_share) AddValue(share, {{"node", node}}, n.share);
-    for (size_t pi = 0; pi < n.ports.size(); ++pi) {
-      double total = 0, burst = 0;
-      for (const auto& v : n.overlap) {
-        if (pi < v.size()) {
-          total += v[pi].first;
-          burst += v[pi].second;
-        }
+  auto dropped = MakeFamily(Metric::kCollectiveAnalysesDroppedTotal);
+  for (const auto& ns : node_shards_) {
+    absl::MutexLock lock(&ns->mu);
+    for (const auto& [node, n] : ns->nodes) {
+      for (const auto& [rank, s] : n.scores) {
+        AddValue(score, {{"node", node}, {"rank", absl::StrCat(rank)}},
+                 s.blame.empty() ? 0.0 : s.sum / static_cast<double>(s.blame.size()));
       }
-      if (total <= 0) continue;
-      const v1::PortInfo& p = n.ports[pi];
-      AddValue(overlap, {{"node", node}, {"device", p.device()}, {"port", absl::StrCat(p.port())}},
-               burst / total);
+      if (n.have_share) AddValue(share, {{"node", node}}, n.share);
+      for (size_t pi = 0; pi < n.overlap_sum.size() && pi < n.ports->info.size(); ++pi) {
+        const auto [total, burst] = n.overlap_sum[pi];
+        if (n.overlap_nonzero[pi] == 0 || total <= 0) continue;
+        const v1::PortInfo& p = n.ports->info[pi];
+        AddValue(overlap,
+                 {{"node", node}, {"device", p.device()}, {"port", absl::StrCat(p.port())}},
+                 std::clamp(burst / total, 0.0, 1.0));
+      }
     }
   }
-  auto evicted = MakeFamily(Metric::kCollectiveInstancesEvictedTotal);
-  AddValue(evicted, {}, static_cast<double>(evicted_));
   static_assert(kMaxRanksPerInstance == 131072,
                 "the help of kCollectiveAnalysesDroppedTotal in metric_catalog.inc names it");
-  auto dropped = MakeFamily(Metric::kCollectiveAnalysesDroppedTotal);
-  AddValue(dropped, {}, static_cast<double>(dropped_analyses_));
-  auto pending = MakeFamily(Metric::kCollectiveInstancesPending);
-  AddValue(pending, {}, static_cast<double>(pending_.size()));
-  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted, &dropped, &pending}) {
+  AddValue(dropped, {}, static_cast<double>(dropped_analyses_.load(std::memory_order_relaxed)));
+  auto evicted_f = MakeFamily(Metric::kCollectiveInstancesEvictedTotal);
+  AddValue(evicted_f, {}, static_cast<double>(evicted));
+  auto pending_f = MakeFamily(Metric::kCollectiveInstancesPending);
+  AddValue(pending_f, {}, static_cast<double>(pending));
+  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted_f, &dropped, &pending_f}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
-  diagnosis_.Collect(out);
+  MergeFamiliesByName(&diagnosis);
+  for (prometheus::MetricFamily& f : diagnosis) out->push_back(std::move(f));
 }
 
 std::string CrossRankAnalysis::DiagnosisJson() const {
-  absl::MutexLock lock(&mu_);
-  return diagnosis_.Json();
-}
-
-HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
-                                                   size_t instances) const {
-  absl::MutexLock lock(&mu_);
-  HeatmapModel m;
-  m.row_axis = "rank (node)";
-  m.col_axis = "collective sequence number";
-  m.value_label = "duration (s)";
-  // Pick the communicator and function: given, else the (comm, func) with most instances
-  // (AllReduce preferred).
-  std::map<std::pair<uint64_t, std::string>, size_t> counts;
-  for (const Done& d : recent_) ++counts[{std::get<0>(d.key), std::get<1>(d.key)}];
-  std::pair<uint64_t, std::string> pick{0, ""};
-  size_t best = 0;
-  for (const auto& [k, c] : counts) {
-    if (!comm.empty() && GpuState::CommLabel(k.first) != comm) continue;
-    if (!func.empty() && k.second != func) continue;
-    const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
-    if (score > best) {
-      best = score;
-      pick = k;
-    }
+  std::vector<Diagnosis::JsonEntry> entries;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    for (Diagnosis::JsonEntry& e : sp->diagnosis.JsonEntries()) entries.push_back(std::move(e));
   }
-  m.title = best == 0 ? "Collective duration per rank (no complete instances yet)"
-                      : absl::StrCat("Collective duration per rank: ", pick.second, " on comm ",
-                                     GpuState::CommLabel(pick.first));
-  if (best == 0) return m;
-  std::vector<const Done*> v;
-  for (const Done& d : recent_) {
-    if (std::get<0>(d.key) == pick.first && std::get<1>(d.key) == pick.second) v.push_back(&d);
-  }
-  std::sort(v.begin(), v.end(),
-            [](const Done* a, const Done* b) { return std::get<2>(a->key) < std::get<2>(b->key); });
-  if (instances > 0 && v.size() > instances)
-    v.erase(v.begin(), v.end() - static_cast<long>(instances));
-  std::map<int32_t, std::string> rows;
-  for (const Done* d : v) {
-    for (const RankEntry& r : d->ranks)
-      rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node, ")"));
-  }
-  std::map<int32_t, size_t> row_index;
-  for (const auto& [rank, label] : rows) {
-    row_index[rank] = m.rows.size();
-    m.rows.push_back(label);
-  }
-  m.cols = v.size();
-  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(std::get<2>(d->key)));
-  m.values.assign(m.rows.size() * m.cols, NAN);
-  // Scale from the fastest to the slowest duration shown: the waiting ranks of a straggler's
-  // instances glow, the straggler's own short row stays dark.
-  double vmax = 0, vmin = std::numeric_limits<double>::infinity();
-  for (size_t c = 0; c < v.size(); ++c) {
-    for (const RankEntry& r : v[c]->ranks) {
-      const double s = static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9;
-      m.values[row_index[r.rank] * m.cols + c] = static_cast<float>(s);
-      vmax = std::max(vmax, s);
-      vmin = std::min(vmin, s);
-    }
-  }
-  m.scale_min = std::isfinite(vmin) && vmin < vmax ? vmin : 0;
-  m.scale_max = vmax > 0 ? vmax : 1;
-  return m;
-}
-
-// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): each
-// communicator a window names is replaced by the window's pairs. One the node no longer reports
-// (its job ended, the agent restarted) stays for the heat map while the node holds fewer than
-// max_rank_pairs_per_node pairs; past that the least recently reported go first. So a node
-// cycling through communicators never holds more than the limit (plus one window, itself
-// within limits: max_rank_pairs_per_node at ingest).
-void CrossRankAnalysis::StorePairs(const std::string& node, const v1::GpuWindow& w) {
-  NodePairs& np = pairs_[node];
-  const uint64_t tick = ++pair_tick_;
-  std::map<uint64_t, std::map<std::pair<int32_t, int32_t>, uint64_t>> fresh;
-  for (const v1::RankPairBytes& p : w.rank_pairs()) {
-    fresh[p.comm_hash()][{p.src_rank(), p.dst_rank()}] = p.bytes_total();
-  }
-  for (auto& [comm, bytes] : fresh) {
-    CommPairs& c = np.comms[comm];
-    np.total -= c.bytes.size();
-    c.bytes = std::move(bytes);
-    c.seen = tick;
-    np.total += c.bytes.size();
-  }
-  while (np.total > options_.max_rank_pairs_per_node) {
-    auto oldest = np.comms.end();
-    for (auto it = np.comms.begin(); it != np.comms.end(); ++it) {
-      if (it->second.seen != tick &&
-          (oldest == np.comms.end() || it->second.seen < oldest->second.seen)) {
-        oldest = it;
-      }
-    }
-    if (oldest == np.comms.end()) break;  // all from this window
-    np.total -= oldest->second.bytes.size();
-    np.comms.erase(oldest);
-  }
-}
-
-HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
-  absl::MutexLock lock(&mu_);
-  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> all;
-  for (const auto& [node, np] : pairs_) {
-    for (const auto& [c, pairs] : np.comms) {
-      for (const auto& [sd, bytes] : pairs.bytes) {
-        auto& v = all[{c, sd.first, sd.second}];
-        v = std::max(v, bytes);
-      }
-    }
-  }
-  std::map<uint64_t, uint64_t> per_comm;
-  for (const auto& [k, bytes] : all) per_comm[std::get<0>(k)] += bytes;
-  uint64_t pick = 0, best = 0;
-  bool found = false;
-  for (const auto& [c, bytes] : per_comm) {
-    if (!comm.empty() && GpuState::CommLabel(c) != comm) continue;
-    if (!found || bytes > best) {
-      pick = c;
-      best = bytes;
-      found = true;
-    }
-  }
-  HeatmapModel m;
-  m.row_axis = "source rank";
-  m.col_axis = "destination rank";
-  m.value_label = "bytes sent (proxy, cumulative)";
-  m.title = found ? absl::StrCat("Rank x rank bytes, comm ", GpuState::CommLabel(pick))
-                  : "Rank x rank bytes (no proxy traffic yet)";
-  if (!found) return m;
-  int32_t n = 0;
-  for (const auto& [k, bytes] : all) {
-    if (std::get<0>(k) != pick) continue;
-    n = std::max({n, std::get<1>(k) + 1, std::get<2>(k) + 1});
-  }
-  n = std::min<int32_t>(n, 1024);
-  for (int32_t r = 0; r < n; ++r) {
-    m.rows.push_back(absl::StrCat(r));
-    m.col_labels.push_back(absl::StrCat(r));
-  }
-  m.cols = static_cast<size_t>(n);
-  m.values.assign(m.rows.size() * m.cols, 0.0f);
-  double vmax = 0;
-  for (const auto& [k, bytes] : all) {
-    if (std::get<0>(k) != pick || std::get<1>(k) >= n || std::get<2>(k) >= n ||
-        std::get<1>(k) < 0 || std::get<2>(k) < 0) {
-      continue;
-    }
-    m.values[static_cast<size_t>(std::get<1>(k)) * m.cols + static_cast<size_t>(std::get<2>(k))] =
-        static_cast<float>(bytes);
-    vmax = std::max(vmax, static_cast<double>(bytes));
-  }
-  m.scale_max = vmax > 0 ? vmax : 1;
-  return m;
+  return Diagnosis::JoinJson(std::move(entries));
 }
 
 uint64_t CrossRankAnalysis::pending() const {
-  absl::MutexLock lock(&mu_);
-  return pending_.size();
+  uint64_t n = 0;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    n += sp->pending.size();
+  }
+  return n;
 }
 
 uint64_t CrossRankAnalysis::instances_total() const {
-  absl::MutexLock lock(&mu_);
-  return instances_;
+  uint64_t n = 0;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    n += sp->instances;
+  }
+  return n;
 }
 
 uint64_t CrossRankAnalysis::memory_bytes() const {
-  absl::MutexLock lock(&mu_);
   uint64_t b = 0;
-  for (const auto& [k, inst] : pending_) {
-    b += sizeof(k) + sizeof(inst) + 64 + inst.ranks.capacity() * sizeof(RankEntry);
-    for (const RankEntry& r : inst.ranks) b += r.detail.capacity() + r.node.capacity();
+  auto entry_bytes = [](const RankEntry& r) -> uint64_t {
+    return r.detail.capacity() + r.node.capacity() + r.port.capacity() +
+           (r.recording ? r.recording->SpaceUsedLong() : 0);
+  };
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    for (const auto& [k, inst] : sp->pending) {
+      b += sizeof(k) + sizeof(inst) + 64 + inst.ranks.capacity() * sizeof(RankEntry);
+      for (const RankEntry& r : inst.ranks) b += entry_bytes(r);
+    }
+    for (const Done& d : sp->recent) {
+      b += sizeof(Done) + d.ranks.capacity() * sizeof(RankEntry);
+      for (const RankEntry& r : d.ranks) b += entry_bytes(r);
+    }
+    b += sp->pending_order.size() * (sizeof(int64_t) + sizeof(Key) + 16);
   }
-  for (const Done& d : recent_) {
-    b += sizeof(Done) + d.ranks.capacity() * sizeof(RankEntry);
-    for (const RankEntry& r : d.ranks) {
-      b += r.detail.capacity() + r.node.capacity() + r.recording.SpaceUsedLong();
+  for (const auto& ns : node_shards_) {
+    absl::MutexLock lock(&ns->mu);
+    for (const auto& [node, n] : ns->nodes) {
+      for (const auto& [rank, s] : n.scores) b += 64 + s.blame.size() * sizeof(double);
+      b += n.overlap.capacity() * sizeof(n.overlap[0]) + n.overlap_sum.capacity() * 16 +
+           n.overlap_nonzero.capacity() * 4;
     }
   }
-  for (const auto& [k, s] : scores_) b += 96 + k.first.capacity() + s.blame.size() * sizeof(double);
-  for (const auto& [node, n] : nodes_) {
-    for (const auto& v : n.overlap) b += v.capacity() * sizeof(v[0]) + 32;
-  }
-  b += pending_order_.size() * (sizeof(int64_t) + sizeof(Key) + 16);
   return b;
 }
 

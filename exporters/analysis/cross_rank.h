@@ -1,13 +1,16 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -34,7 +37,10 @@ struct CrossRankOptions {
   // An instance whose ranks have not all reported within this much (Unix time of the newest
   // collective seen) after its first report is evicted and counted.
   int64_t pending_timeout_ns = 30'000'000'000;
-  size_t max_pending = 65536;  // beyond it the oldest pending instance is evicted
+  // Pending instances over all shards; beyond it the oldest pending instance of the new
+  // instance's shard is evicted (a shard with none may still take one: at most kCommShards - 1
+  // over).
+  size_t max_pending = 65536;
   // compute_straggler: arrival skew >= max(straggler_min_skew_ns, straggler_skew_ratio x the
   // median duration of the instance's ranks).
   int64_t straggler_min_skew_ns = 1'000'000;
@@ -42,10 +48,13 @@ struct CrossRankOptions {
   // The persistent-straggler test and the per-communicator diagnosis
   // (exporters/analysis/diagnosis.h).
   DiagnosisOptions diagnosis;
-  size_t score_window = 64;        // instances per (node, rank) in the straggler score
-  size_t recent_instances = 1024;  // complete instances kept for the heat map and JSON
-  size_t overlap_window = 256;     // analyses per node in the microburst overlap ratio
-  size_t max_ranks = 4096;         // (node, rank) series kept
+  size_t score_window = 64;  // instances per (node, rank) in the straggler score
+  // Complete instances kept for the heat map and JSON, per shard of communicators (a
+  // communicator's instances are all in one shard: kCommShards x this in all, 4,096 by
+  // default).
+  size_t recent_instances = 256;
+  size_t overlap_window = 256;  // analyses per node in the microburst overlap ratio
+  size_t max_ranks = 4096;      // (node, rank) series kept
   // Rank pairs kept per node over all its communicators (limits: max_rank_pairs_per_node): a
   // communicator no longer reported (its job ended) is kept while room is left, the least
   // recently reported dropped first.
@@ -69,9 +78,17 @@ struct CrossRankOptions {
 // took part in (0 when it was not the bottleneck): 1 = it held back every recent collective
 // for all of its time; in [0, 1].
 //
-// Thread-safe.
+// Thread-safe, and built for several ingest threads: communicators are split over kCommShards
+// shards by hash, each behind its own lock, and the node-level state (ports, overlap, share,
+// rank pairs, straggler scores) over kNodeShards shards by node name, never held with a
+// communicator shard's lock. A batch takes its node's shard once, then the shards its
+// collectives name, skipping those another thread holds (TryLock) before waiting on one. Each
+// communicator shard has its own Diagnosis of up to diagnosis.max_comms communicators (and
+// diagnosis.max_kinds / kCommShards histories): fabricscope_diagnosis_* hold at most
+// kCommShards x max_comms communicators.
 class CrossRankAnalysis {
  public:
+  static constexpr size_t kCommShards = 16;
   explicit CrossRankAnalysis(CrossRankOptions options = {});
 
   void OnHello(const v1::Hello& hello);
@@ -79,7 +96,10 @@ class CrossRankAnalysis {
   // Instances it took part in stay until they complete or are evicted, as for any silent rank.
   void ForgetNode(const std::string& node);
   // Takes and releases the lock (LockWatchdog).
-  void ProbeLock() const { absl::MutexLock lock(&mu_); }
+  void ProbeLock() const {
+    for (const auto& s : node_shards_) absl::MutexLock lock(&s->mu);
+    for (const auto& s : shards_) absl::MutexLock lock(&s->mu);
+  }
   void OnBatch(const std::string& node, const v1::Batch& batch);
   void Collect(std::vector<prometheus::MetricFamily>* out) const;
 
@@ -119,15 +139,20 @@ class CrossRankAnalysis {
     bool slow = false;
     bool lossy_by_tail = false;  // CollectiveAnalysis.lossy_by_tail
     uint64_t bytes = 0;
-    v1::FlightRecording recording;  // empty unless slow and attached
+    // Null unless slow and a recording covering it came in the same batch; shared, not copied,
+    // when the instance completes.
+    std::shared_ptr<const v1::FlightRecording> recording;
     int64_t recording_offset_ns = 0;
   };
   using Key = std::tuple<uint64_t, std::string, uint64_t>;  // comm, func, seq
+  // Ranks up to this many are checked for a repeat by a scan of Instance::ranks, above it by
+  // Instance::seen (communicators of tens of thousands of ranks made the scan quadratic).
+  static constexpr int32_t kScanRanks = 64;
   struct Instance {
     int32_t nranks = 0;
     int64_t first_seen_unix_ns = 0;
     std::vector<RankEntry> ranks;
-    absl::flat_hash_set<int32_t> seen;  // ranks reported, for the duplicate check
+    absl::flat_hash_set<int32_t> seen;  // ranks reported, when nranks > kScanRanks
   };
   struct Done {
     Key key;
@@ -143,51 +168,114 @@ class CrossRankAnalysis {
     std::deque<double> blame;
     double sum = 0;
   };
+  // A straggler-score update of one (node, rank), made while a CommShard is locked and applied
+  // under the node's shard lock after it is released.
+  struct BlameUpdate {
+    std::string node;
+    int32_t rank;
+    double weight;
+  };
+  // A node's ports as its Hello announced them, and each one's label ("device:port" for RDMA,
+  // the device otherwise); immutable, shared with the batches being matched.
+  struct NodePorts {
+    std::vector<v1::PortInfo> info;
+    std::vector<std::string> labels;
+  };
+  // Per communicator the node's rank pairs: (src, dst) -> cumulative bytes of the latest window
+  // that named the communicator (StorePairs).
+  struct CommPairs {
+    uint64_t seen = 0;  // NodePairs::tick when a window last named it
+    std::map<std::pair<int32_t, int32_t>, uint64_t> bytes;
+  };
+  struct NodePairs {
+    std::map<uint64_t, CommPairs> comms;
+    size_t total = 0;   // pairs over all comms
+    uint64_t tick = 0;  // windows stored
+  };
   struct NodeInfo {
-    std::vector<v1::PortInfo> ports;
-    // Per port: (collective seconds, microburst overlap seconds) of the recent analyses.
-    std::deque<std::vector<std::pair<double, double>>> overlap;
+    std::shared_ptr<const NodePorts> ports = std::make_shared<const NodePorts>();
+    NodePairs pairs;
+    std::map<int32_t, Score> scores;  // straggler score per rank
+    // The node's last overlap_window analyses, per port (collective seconds, microburst overlap
+    // seconds): a ring of overlap_window x ports entries (allocated at the first analysis), the
+    // sums over it per port, and per port how many entries in it are nonzero.
+    std::vector<std::pair<double, double>> overlap;
+    std::vector<std::pair<double, double>> overlap_sum;
+    std::vector<uint32_t> overlap_nonzero;
+    size_t overlap_next = 0, overlap_count = 0;
     double share = 0;
     bool have_share = false;
   };
+  // The matching state of the communicators whose hash falls in one shard (comm_hash %
+  // kCommShards): pending and recent instances, their diagnosis and counters, behind the
+  // shard's own lock, so that batches of different communicators match in parallel.
+  struct CommShard {
+    explicit CommShard(const DiagnosisOptions& d) : diagnosis(d) {}
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<Key, Instance> pending ABSL_GUARDED_BY(mu);
+    std::deque<std::pair<int64_t, Key>> pending_order ABSL_GUARDED_BY(mu);  // first seen
+    std::deque<Done> recent ABSL_GUARDED_BY(mu);
+    Diagnosis diagnosis ABSL_GUARDED_BY(mu);  // of the shard's communicators
+    std::map<std::string, uint64_t> by_cause ABSL_GUARDED_BY(mu);
+    std::vector<uint64_t> skew_buckets ABSL_GUARDED_BY(mu);
+    double skew_sum ABSL_GUARDED_BY(mu) = 0;
+    uint64_t instances ABSL_GUARDED_BY(mu) = 0;
+    uint64_t evicted ABSL_GUARDED_BY(mu) = 0;
+    int64_t newest_unix_ns ABSL_GUARDED_BY(mu) = 0;
+  };
+  // One analysed rank report bound for a shard.
+  struct Report {
+    size_t shard;
+    Key key;
+    int32_t nranks;
+    RankEntry entry;
+  };
 
-  void Finish(const Key& key, Instance&& inst) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The batch's node-level parts (share, pairs, overlap) under the node's shard lock; returns
+  // the node's ports.
+  std::shared_ptr<const NodePorts> TakeNodeParts(const std::string& node, const v1::Batch& batch);
+  // Applies straggler-score updates, each under its node's shard lock, and counts `dropped`.
+  void ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t dropped);
+  // The batch's rank reports, without a lock; *dropped counts those outside their communicator.
+  void MakeReports(const std::string& node, const v1::Batch& batch, const NodePorts& ports,
+                   std::vector<Report>* reports, uint64_t* dropped) const;
+  // Adds one report to its shard; completes, evicts and finishes instances there.
+  // Instances that left a shard's recent ring, destroyed after its lock is released.
+  using Retired = std::vector<Done>;
+  void Match(CommShard& s, Report&& r, std::vector<BlameUpdate>* blames, Retired* retired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Evicts the shard's instances that waited past pending_timeout_ns for their other ranks.
+  void EvictExpired(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  void Finish(CommShard& s, const Key& key, Instance&& inst, std::vector<BlameUpdate>* blames,
+              Retired* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The rank whose own analysis says `cause` most strongly (lossy: most loss events;
   // saturated: highest saturated ratio), or -1. With a persistent straggler (its index, else
   // -1), ranks lossy by the slow tail alone are passed over.
   static int Strongest(const std::vector<RankEntry>& ranks, v1::CollectiveCause cause,
                        int straggler);
-  void Blame(const std::string& node, int32_t rank, double w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Blame(NodeInfo& n, int32_t rank, double w);
+  // Copies of the recent instances (of `comm`'s label, or all when empty), longest first, at
+  // most `limit` (0 = all).
+  std::vector<Done> SlowestRecent(size_t limit, const std::string& comm) const;
+  CommShard& ShardOf(uint64_t comm_hash) const { return *shards_[comm_hash % shards_.size()]; }
 
   const CrossRankOptions options_;
-  mutable absl::Mutex mu_;
-  std::map<std::string, NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
-  std::map<Key, Instance> pending_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<int64_t, Key>> pending_order_ ABSL_GUARDED_BY(mu_);  // first seen
-  std::deque<Done> recent_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, int32_t>, Score> scores_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> by_cause_ ABSL_GUARDED_BY(mu_);
-  Diagnosis diagnosis_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> skew_buckets_ ABSL_GUARDED_BY(mu_);
-  double skew_sum_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t instances_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t dropped_analyses_ ABSL_GUARDED_BY(mu_) = 0;  // outside kMaxRanksPerInstance
-  int64_t newest_unix_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per reporting node, per communicator: (src, dst) -> cumulative bytes of the latest window
-  // that named the communicator (StorePairs).
-  struct CommPairs {
-    uint64_t seen = 0;  // pair_tick_ when a window last named it
-    std::map<std::pair<int32_t, int32_t>, uint64_t> bytes;
+  std::vector<std::unique_ptr<CommShard>> shards_;
+  std::atomic<uint64_t> pending_total_{0};  // over all shards, against max_pending
+  // Node-level state (ports, overlap, share, rank pairs, straggler scores), split over
+  // kNodeShards shards by node name, each behind its own lock; never held with a CommShard's.
+  static constexpr size_t kNodeShards = 16;
+  struct NodeShard {
+    mutable absl::Mutex mu;
+    std::map<std::string, NodeInfo> nodes ABSL_GUARDED_BY(mu);
   };
-  struct NodePairs {
-    std::map<uint64_t, CommPairs> comms;
-    size_t total = 0;  // pairs over all comms
-  };
-  void StorePairs(const std::string& node, const v1::GpuWindow& w)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::map<std::string, NodePairs> pairs_ ABSL_GUARDED_BY(mu_);
-  uint64_t pair_tick_ ABSL_GUARDED_BY(mu_) = 0;
+  NodeShard& NodeShardOf(const std::string& node) const {
+    return *node_shards_[std::hash<std::string>{}(node) % kNodeShards];
+  }
+  void StorePairs(NodePairs& np, const v1::GpuWindow& w) const;
+  std::vector<std::unique_ptr<NodeShard>> node_shards_;
+  std::atomic<uint64_t> scored_ranks_{0};      // (node, rank) scores held, against max_ranks
+  std::atomic<uint64_t> dropped_analyses_{0};  // outside kMaxRanksPerInstance
 };
 
 // Shared with the agent (collectors/common/collective_vocabulary.h).

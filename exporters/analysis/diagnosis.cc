@@ -226,16 +226,12 @@ std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
                          what, d.affected, d.instances, cost, UtcClock(d.since_unix_ns));
 }
 
-std::string Diagnosis::Json() const {
+std::vector<Diagnosis::JsonEntry> Diagnosis::JsonEntries() const {
   std::vector<std::pair<uint64_t, Current>> v;
   for (const auto& [comm, c] : comms_) v.emplace_back(comm, Diagnose(c));
-  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-    return a.second.affected > b.second.affected;
-  });
-  std::string out = "{\"communicators\":[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    const auto& [comm, d] = v[i];
-    if (i > 0) out += ",";
+  std::vector<JsonEntry> entries;
+  for (const auto& [comm, d] : v) {
+    std::string out;
     absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(comm), "\",\"cause\":\"", d.cause,
                     "\",\"node\":");
     AppendJsonString(&out, d.node);
@@ -265,6 +261,19 @@ std::string Diagnosis::Json() const {
     out += ",\"sentence\":";
     AppendJsonString(&out, Sentence(comm, d));
     out += "}";
+    entries.push_back({d.affected, comm, std::move(out)});
+  }
+  return entries;
+}
+
+std::string Diagnosis::JoinJson(std::vector<JsonEntry> entries) {
+  std::stable_sort(entries.begin(), entries.end(), [](const JsonEntry& a, const JsonEntry& b) {
+    return a.affected != b.affected ? a.affected > b.affected : a.comm < b.comm;
+  });
+  std::string out = "{\"communicators\":[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out += ",";
+    out += entries[i].json;
   }
   out += "]}\n";
   return out;

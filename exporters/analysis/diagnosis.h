@@ -103,7 +103,16 @@ class Diagnosis {
   //   instances, p90_seconds, baseline_p90_seconds (null without a baseline), cost_ratio
   //   (null likewise), evidence, sentence}]}, most affected first; cause "normal" (and the
   //   node etc. empty) when nothing holds the communicator back.
-  std::string Json() const;
+  std::string Json() const { return JoinJson(JsonEntries()); }
+  // Json()'s objects one by one, for joining those of several Diagnosis (the communicator
+  // shards of CrossRankAnalysis): JoinJson sorts them most affected first, then by comm.
+  struct JsonEntry {
+    size_t affected;
+    uint64_t comm;
+    std::string json;  // one {...} object
+  };
+  std::vector<JsonEntry> JsonEntries() const;
+  static std::string JoinJson(std::vector<JsonEntry> entries);
   // fabricscope_diagnosis_info{comm,cause,node,rank,port} 1 and
   // fabricscope_diagnosis_cost_ratio{comm} for each communicator: at most max_comms series each.
   void Collect(std::vector<prometheus::MetricFamily>* out) const;

@@ -14,16 +14,31 @@
 
 namespace fabricscope::exporters {
 
-std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) const {
-  absl::MutexLock lock(&mu_);
-  std::vector<const Done*> v;
-  for (const Done& d : recent_) {
-    if (comm.empty() || GpuState::CommLabel(std::get<0>(d.key)) == comm) v.push_back(&d);
+std::vector<CrossRankAnalysis::Done> CrossRankAnalysis::SlowestRecent(
+    size_t limit, const std::string& comm) const {
+  auto longer = [](const Done& a, const Done& b) { return a.max_duration_ns > b.max_duration_ns; };
+  std::vector<Done> v;
+  for (const auto& sp : shards_) {
+    // Each shard's `limit` longest (copied under its lock), then the longest of those.
+    std::vector<const Done*> mine;
+    absl::MutexLock lock(&sp->mu);
+    for (const Done& d : sp->recent) {
+      if (comm.empty() || GpuState::CommLabel(std::get<0>(d.key)) == comm) mine.push_back(&d);
+    }
+    std::stable_sort(mine.begin(), mine.end(),
+                     [&](const Done* a, const Done* b) { return longer(*a, *b); });
+    if (limit > 0 && mine.size() > limit) mine.resize(limit);
+    for (const Done* d : mine) v.push_back(*d);
   }
-  std::stable_sort(v.begin(), v.end(), [](const Done* a, const Done* b) {
-    return a->max_duration_ns > b->max_duration_ns;
-  });
+  std::stable_sort(v.begin(), v.end(), longer);
   if (limit > 0 && v.size() > limit) v.resize(limit);
+  return v;
+}
+
+std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) const {
+  const std::vector<Done> slowest = SlowestRecent(limit, comm);
+  std::vector<const Done*> v;
+  for (const Done& d : slowest) v.push_back(&d);
   std::string out = "{\"collectives\":[";
   for (size_t i = 0; i < v.size(); ++i) {
     const Done& d = *v[i];
@@ -66,8 +81,8 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
       out += ",\"duration_seconds\":";
       AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
       absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false", ",\"loss_events\":", r.events);
-      if (r.recording.time_ns_size() > 0 || r.recording.from_ns() != 0) {
-        const v1::FlightRecording& rec = r.recording;
+      if (r.recording && (r.recording->time_ns_size() > 0 || r.recording->from_ns() != 0)) {
+        const v1::FlightRecording& rec = *r.recording;
         const int64_t off = r.recording_offset_ns;
         absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
         AppendJsonString(&out, rec.reason());

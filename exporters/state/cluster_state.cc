@@ -51,6 +51,7 @@ absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
 
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
+  absl::MutexLock ingest(&IngestLock(hello.node()));
   absl::MutexLock lock(&mu_);
   // Checked again under the lock that stores the node: another new node may have got in since
   // a ValidateHello.
@@ -60,6 +61,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
   if (!same_instance) {
     n = NodeState();
+    absl::MutexLock gpu_lock(&gpu_mu_);
     gpu_.ResetNode(hello.node());
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
   } else if (n.ports.size() != static_cast<size_t>(hello.ports_size())) {
@@ -91,18 +93,31 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
 std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {
   std::vector<std::string> gone;
   if (expiry <= absl::ZeroDuration()) return gone;
-  absl::MutexLock lock(&mu_);
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (now - it->second.last_seen <= expiry) {
-      ++it;
-      continue;
+  std::vector<std::string> candidates;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (now - n.last_seen > expiry) candidates.push_back(node);
     }
-    gone.push_back(it->first);
-    gpu_.ResetNode(it->first);
-    links_.ForgetNode(it->first);
-    cross_rank_.ForgetNode(it->first);
-    it = nodes_.erase(it);
-    ++expired_nodes_total_;
+  }
+  // Each under its stripe, so that no batch of the node is half stored; checked again there (a
+  // Hello or batch may have come in since).
+  for (const std::string& node : candidates) {
+    absl::MutexLock ingest(&IngestLock(node));
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = nodes_.find(node);
+      if (it == nodes_.end() || now - it->second.last_seen <= expiry) continue;
+      nodes_.erase(it);
+      ++expired_nodes_total_;
+    }
+    {
+      absl::MutexLock lock(&gpu_mu_);
+      gpu_.ResetNode(node);
+    }
+    links_.ForgetNode(node);
+    cross_rank_.ForgetNode(node);
+    gone.push_back(node);
   }
   return gone;
 }
@@ -148,75 +163,111 @@ absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** 
 
 }  // namespace
 
+absl::Status ClusterState::CheckBatch(const v1::Batch& batch, size_t ports,
+                                      const char** reason) const {
+  absl::Status invalid = CheckBatchPorts(batch, ports, reason);
+  if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, reason);
+  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
+  if (invalid.ok()) {
+    if (absl::Status h = CheckHistograms(batch); !h.ok()) {
+      *reason = "histogram";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
+    }
+  }
+  return invalid;
+}
+
 absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
                                                const v1::Batch& batch) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.hello.instance_id() != instance_id) {
-    ++rejected_batches_["before_hello"];
-    return absl::FailedPreconditionError(
-        absl::StrCat("batch from node \"", node, "\" instance ", instance_id, " before its Hello"));
-  }
-  NodeState& n = it->second;
-  n.last_seen = Now();
-  if (batch.seq() <= n.contiguous) {
-    ++duplicate_batches_total_;
-    ++n.duplicates;
-    return n.contiguous;
-  }
-  // Sequence numbers step by one per window (and early batch); a jump past kMaxSeqStep (136 years
-  // of 1 s windows) is no agent's: dropped and counted, the stream kept (the ack stays where it
-  // was), so it neither counts 2^63 batches lost nor freezes the instance behind a sequence number
-  // no real batch reaches.
-  if (batch.seq() - n.contiguous > kMaxSeqStep) {
-    ++rejected_batches_["seq_jump"];
-    LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
-                              << " jumps past " << n.contiguous << " by more than " << kMaxSeqStep
-                              << "; dropped (counted in "
-                                 "fabricscope_aggregator_rejected_batches_total)";
-    return n.contiguous;
+  // The node's stripe orders its batches and Hellos; mu_ is held twice, briefly: to find the
+  // instance and its mark, then to store. The checks and copies run between, without it.
+  absl::MutexLock ingest(&IngestLock(node));
+  size_t ports = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.hello.instance_id() != instance_id) {
+      ++rejected_batches_["before_hello"];
+      return absl::FailedPreconditionError(absl::StrCat("batch from node \"", node, "\" instance ",
+                                                        instance_id, " before its Hello"));
+    }
+    NodeState& n = it->second;
+    n.last_seen = Now();
+    if (batch.seq() <= n.contiguous) {
+      ++duplicate_batches_total_;
+      ++n.duplicates;
+      return n.contiguous;
+    }
+    // Sequence numbers step by one per window (and early batch); a jump past kMaxSeqStep (136
+    // years of 1 s windows) is no agent's: dropped and counted, the stream kept (the ack stays
+    // where it was), so it neither counts 2^63 batches lost nor freezes the instance behind a
+    // sequence number no real batch reaches.
+    if (batch.seq() - n.contiguous > kMaxSeqStep) {
+      ++rejected_batches_["seq_jump"];
+      LOG_EVERY_N(WARNING, 100) << "node " << node << ": batch sequence number " << batch.seq()
+                                << " jumps past " << n.contiguous << " by more than " << kMaxSeqStep
+                                << "; dropped (counted in "
+                                   "fabricscope_aggregator_rejected_batches_total)";
+      return n.contiguous;
+    }
+    ports = n.ports.size();
   }
   // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
   // resending it would not make it valid, and it must not block the batches behind it.
   const char* reason = "";
-  absl::Status invalid = CheckBatchPorts(batch, n.ports.size(), &reason);
-  if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, &reason);
-  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
-  if (invalid.ok()) {
-    if (absl::Status h = CheckHistograms(batch); !h.ok()) {
-      reason = "histogram";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
+  const absl::Status invalid = CheckBatch(batch, ports, &reason);
+  PreparedWindow prepared;
+  if (invalid.ok() && !batch.early()) prepared = PrepareWindow(batch);
+  uint64_t acked = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // Still there: expiry and a new Hello of the node wait for its stripe.
+    NodeState& n = nodes_.at(node);
+    if (!invalid.ok()) {
+      ++rejected_batches_[reason];
+      if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
+      LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
+                                << "; batch dropped (counted in "
+                                   "fabricscope_aggregator_rejected_batches_total)";
+      return n.contiguous;
     }
-  }
-  if (!invalid.ok()) {
-    ++rejected_batches_[reason];
-    if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
-    LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
-                              << "; batch dropped (counted in "
-                                 "fabricscope_aggregator_rejected_batches_total)";
-    return n.contiguous;
-  }
-  if (batch.seq() > n.contiguous + 1) CountLost(n, batch.seq() - 1 - n.contiguous);
-  n.contiguous = batch.seq();
-  ++batches_total_;
-  ++n.batches;
-  if (batch.early()) {
+    if (batch.seq() > n.contiguous + 1) CountLost(n, batch.seq() - 1 - n.contiguous);
+    n.contiguous = batch.seq();
+    ++batches_total_;
+    ++n.batches;
     // Collective records sent ahead of their window (Batch.early): no window to account.
-    cross_rank_.OnBatch(node, batch);
-    gpu_.OnBatch(node, batch);
-    return n.contiguous;
+    if (!batch.early()) StoreWindowLocked(n, batch, std::move(prepared));
+    acked = n.contiguous;
   }
-  links_.OnBatch(node, batch);
+  if (!batch.early()) links_.OnBatch(node, batch);
   cross_rank_.OnBatch(node, batch);
-  StoreWindowLocked(n, batch);
-  gpu_.OnBatch(node, batch);
-  return n.contiguous;
+  {
+    absl::MutexLock lock(&gpu_mu_);
+    gpu_.OnBatch(node, batch);
+  }
+  return acked;
 }
 
-void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
+ClusterState::PreparedWindow ClusterState::PrepareWindow(const v1::Batch& batch) {
+  PreparedWindow w;
+  w.ports.reserve(static_cast<size_t>(batch.ports_size()));
   for (const v1::PortWindow& pw : batch.ports()) {
+    w.ports.push_back(std::make_shared<const v1::PortWindow>(pw));
+  }
+  if (batch.has_agent()) w.agent = std::make_shared<const v1::AgentStats>(batch.agent());
+  if (batch.has_capture()) {
+    auto capture = std::make_shared<v1::CaptureWindow>(batch.capture());
+    capture->clear_loss_events();
+    w.capture = std::move(capture);
+  }
+  return w;
+}
+
+void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w) {
+  for (int i = 0; i < batch.ports_size(); ++i) {
+    const v1::PortWindow& pw = batch.ports(i);
     PortSnapshot& ps = n.ports[pw.port_index()];
-    ps.last = std::make_shared<const v1::PortWindow>(pw);
+    ps.last = std::move(w.ports[static_cast<size_t>(i)]);
     ps.have = true;
     ps.unavailable_total += pw.unavailable_reads();
     // Groups are the agent's counter groups: a handful per port (kMaxResetKinds bounds a
@@ -240,15 +291,13 @@ void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch) {
                              m.duration_ns(), m.peak_utilization(), m.bytes()});
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
-  if (batch.has_agent()) n.agent = std::make_shared<const v1::AgentStats>(batch.agent());
-  if (batch.has_capture()) {
-    auto capture = std::make_shared<v1::CaptureWindow>(batch.capture());
+  if (w.agent) n.agent = std::move(w.agent);
+  if (w.capture) {
     for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
       n.loss_events.push_back(e);
       while (n.loss_events.size() > options_.recent_bursts_per_node) n.loss_events.pop_front();
     }
-    capture->clear_loss_events();
-    n.capture = std::move(capture);
+    n.capture = std::move(w.capture);
   }
   n.last_batch_unix_ns = batch.window_end_ns() + batch.unix_offset_ns();
   // Consecutive windows of one agent share their boundary; anything else is time no batch
@@ -265,17 +314,17 @@ size_t ClusterState::node_count() const {
 }
 
 std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter, size_t limit) const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&gpu_mu_);
   return gpu_.CollectivesJson(node_filter, limit);
 }
 
 std::string ClusterState::RecentKernelsJson(absl::string_view node_filter, size_t limit) const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&gpu_mu_);
   return gpu_.KernelsJson(node_filter, limit);
 }
 
 void ClusterState::SetRankPairTopK(size_t k) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&gpu_mu_);
   gpu_.set_rank_pair_top_k(k);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -32,8 +33,13 @@ namespace fabricscope::exporters {
 // not restore. Batches are deduplicated by (node, instance_id, seq).
 //
 // Thread-safe: every method may be called from any thread (gRPC reactors, the HTTP server's
-// scrape threads, the in-process agent). Collect() builds the whole snapshot at scrape time
-// under the lock; nothing is rendered between scrapes.
+// scrape threads, the in-process agent). Ingest scales with threads: a node's Hellos and
+// batches are ordered by one of kIngestStripes locks (by node name), and what they store is
+// split over locks held briefly and never nested the other way: mu_ (the nodes' windows and
+// counters), gpu_mu_ (the GPU state), then the link and cross-rank analyses' own (the latter
+// sharded by communicator). Lock order: stripe, mu_, gpu_mu_, an analysis's. Collect() takes
+// views under each lock in turn and renders after releasing it; nothing is rendered between
+// scrapes.
 class ClusterState : public prometheus::Collectable {
  public:
   struct Options {
@@ -113,6 +119,7 @@ class ClusterState : public prometheus::Collectable {
   // Takes and releases each of the state's locks in turn, never two at once (LockWatchdog).
   void ProbeLocks() const {
     { absl::MutexLock lock(&mu_); }
+    { absl::MutexLock lock(&gpu_mu_); }
     links_.ProbeLock();
     cross_rank_.ProbeLock();
   }
@@ -134,8 +141,9 @@ class ClusterState : public prometheus::Collectable {
   // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
   std::string RecentLossEventsJson(absl::string_view node_filter) const;
 
-  // How long the last Collect() held the state lock (from acquiring it), ns: what a
-  // scrape costs ingest (fabricscope_bench_aggregator's scrape_blocks_ingest_ms).
+  // How long the last Collect() held the state lock or the GPU lock, whichever longer (from
+  // acquiring it), ns: what a scrape costs ingest (fabricscope_bench_aggregator's
+  // scrape_blocks_ingest_ms).
   int64_t last_collect_lock_ns() const {
     return last_collect_lock_ns_.load(std::memory_order_relaxed);
   }
@@ -188,9 +196,25 @@ class ClusterState : public prometheus::Collectable {
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
   };
+  // What a window batch stores, copied out of it before mu_ is taken (immutable once built).
+  struct PreparedWindow {
+    std::vector<std::shared_ptr<const v1::PortWindow>> ports;  // as batch.ports()
+    std::shared_ptr<const v1::AgentStats> agent;
+    std::shared_ptr<const v1::CaptureWindow> capture;  // without its loss events
+  };
+  static PreparedWindow PrepareWindow(const v1::Batch& batch);
   // A window batch's ports, microbursts, agent stats and capture into the node's state, and
   // its gap from the previous window counted.
-  void StoreWindowLocked(NodeState& n, const v1::Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checks of a batch from a known instance (ports, GPU window, histograms), without a
+  // lock. Errors: InvalidArgument with *reason set (one of kRejectedBatchReasons).
+  absl::Status CheckBatch(const v1::Batch& batch, size_t ports, const char** reason) const;
+  // The stripe that orders one node's Hellos, batches and expiry.
+  static constexpr size_t kIngestStripes = 64;
+  absl::Mutex& IngestLock(const std::string& node) const {
+    return ingest_mu_[std::hash<std::string>{}(node) % kIngestStripes];
+  }
   // Collect(), by area (exporters/state/cluster_state_collect.cc): a node's agent series, one
   // port's series, the aggregator's own counters.
   // What a scrape takes of a node under the lock (O(ports) pointer and small copies); the
@@ -214,11 +238,13 @@ class ClusterState : public prometheus::Collectable {
 
   const Options options_;
   mutable std::atomic<int64_t> last_collect_lock_ns_{0};
-  mutable absl::Mutex mu_;
+  mutable std::array<absl::Mutex, kIngestStripes> ingest_mu_;
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(gpu_mu_);
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
-  LinkAnalysis links_;  // thread-safe on its own; called with mu_ held (lock order mu_ first)
+  LinkAnalysis links_;            // thread-safe on its own (lock order: after mu_ and gpu_mu_)
   CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
-  GpuState gpu_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex gpu_mu_;
+  GpuState gpu_ ABSL_GUARDED_BY(gpu_mu_);
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,7 +5,8 @@
 //            baselines: protobuf SerializeToString and ParseFromString of the same batch
 //   render:  HttpServer::RenderMetrics() over all 1,000 nodes, split into ClusterState::Collect()
 //            and prometheus::TextSerializer; baseline: copying the rendered string
-//   memory:  bytes per node from mallinfo2() before/after populating, after 1 batch and with a
+//   memory:  bytes per node from the heap in use (HeapInUse: tcmalloc) before/after populating,
+//   after 1 batch and with a
 //            full microburst history; peak RSS growth of one render
 //
 // Google Benchmark flags work as usual. Defaults added unless given:
@@ -159,8 +160,6 @@ struct World {
 };
 World* g_world = nullptr;
 
-size_t HeapInUse() { return mallinfo2().uordblks + mallinfo2().hblkhd; }
-
 long MaxRssKb() {
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -199,7 +198,7 @@ void PopulateAndMeasure(World& w) {
   for (char c : w.rendered) lines += c == '\n';
 
   const double n = static_cast<double>(g_nodes);
-  std::printf("memory: %zu nodes x %d ports; heap in use (mallinfo2 uordblks+hblkhd):\n", g_nodes,
+  std::printf("memory: %zu nodes x %d ports; heap in use (tcmalloc allocated bytes):\n", g_nodes,
               kPorts);
   std::printf("  after Hello + 1 batch per node:       %.1f MiB total, %.0f bytes/node\n",
               static_cast<double>(heap1 - heap0) / (1 << 20),

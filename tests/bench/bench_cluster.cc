@@ -8,16 +8,20 @@
 // the cross-rank matching really matches. A node's 100 collectives per window go round-robin over
 // its 8 rails (13 on rails 0-3, 12 on rails 4-7), the same on all nodes of the group.
 //
-//   ingest 1 thread:  ClusterState::OnBatch of every node's batch, window after window (the
-//                     order an aggregator sees them); batches/s and collective instances matched
+//   ingest 1 thread:  ClusterState::OnBatch of every node's batch, window after window, in a
+//                     seeded random order within each window (agents close their windows at
+//                     their own times); batches/s and collective instances matched
 //                     per second (CrossRankAnalysis::instances_total() delta).
 //                     baseline: protobuf ParseFromString of the same batches (what the gRPC
 //                     layer does for each batch anyway); ratio = OnBatch time / parse time.
-//   ingest 2 threads: the same with nodes split by parity over two threads (ClusterState is
-//                     thread-safe), a std::barrier per window; speed-up over 1 thread.
+//   ingest N threads: the same batches in the same order on N = 2 and 4 threads, each node on
+//                     one thread (as each agent's stream is), a std::barrier per window;
+//                     speed-up over 1 thread, against the machine's own ceiling: the same
+//                     windows parsed on N threads that share nothing.
 //   matching:         a standalone CrossRankAnalysis fed the same batches: analyses matched per
 //                     second; baseline: parse time of the same batches.
-//   memory:           heap growth (mallinfo2) and RSS growth per node once every per-node ring
+//   memory:           heap growth (HeapInUse: tcmalloc) and RSS growth per node once every per-node
+//   ring
 //                     (1,024 recent collectives) is full, and CrossRankAnalysis::memory_bytes().
 //   render:           HttpServer::RenderMetrics() over the whole cluster (median of --repeat);
 //                     baseline: copying the rendered body.
@@ -27,7 +31,7 @@
 // The machine is shared and noisy: figures are medians where repeated, ratios are measured in
 // the same run. Flags: --nodes=N (1000), --collectives=N (100 per node per window),
 // --warmup_windows=N (11: fills the 1,024-collective rings), --windows=N (4 measured windows
-// per mode), --repeat=N (3 renders).
+// per mode and round), --rounds=N (3 rounds of 1, 2 and 4 threads), --repeat=N (3 renders).
 
 #include <malloc.h>
 #include <snappy.h>
@@ -41,6 +45,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,17 +71,13 @@ int g_collectives = 100;
 int g_warmup = 11;
 int g_windows = 4;
 int g_repeat = 3;
+int g_rounds = 3;
 
 const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter"};
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-size_t HeapInUse() {
-  const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
 }
 
 // Resident set size from /proc/self/statm, bytes.
@@ -210,35 +211,36 @@ struct Cluster {
   std::vector<v1::Batch> batches;  // one per node, rewritten per window
 };
 
-// Ingests windows [first, first + count) of all nodes into `state` on `threads` threads (1 or
-// 2); returns the seconds spent in OnBatch (wall time of the window loop minus SetWindow).
+// The order in which window w's batches arrive: a seeded shuffle of the nodes (agents close
+// their windows at their own times), the same for every thread count.
+std::vector<size_t> ArrivalOrder(size_t n, uint64_t w) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(0x5eed0000 + w);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// Ingests windows [first, first + count) of all nodes into `state` on `threads` threads, each
+// node's batches on one thread (as each agent's stream is served by one thread: node i on
+// thread i % threads), in ArrivalOrder; returns the seconds spent in OnBatch (wall time of the
+// window loop minus SetWindow).
 double Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, int count, int threads) {
   const size_t n = c.names.size();
   double busy = 0;
-  if (threads == 1) {
-    for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
-      for (size_t i = 0; i < n; ++i) SetWindow(i, w, &c.batches[i]);
-      const auto t0 = Clock::now();
-      for (size_t i = 0; i < n; ++i) {
-        if (!state.OnBatch(c.names[i], i + 1, c.batches[i]).ok()) std::abort();
-      }
-      busy += Seconds(t0, Clock::now());
-    }
-    return busy;
-  }
-  // Two threads, nodes by parity; window w's batches are prepared before the barrier that
-  // starts it, and the clock runs from that barrier to the one that ends it.
   std::barrier sync(threads);
   Clock::time_point t0;
   auto work = [&](int t) {
     for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
+      const std::vector<size_t> order = ArrivalOrder(n, w);
       for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
         SetWindow(i, w, &c.batches[i]);
       }
       sync.arrive_and_wait();
       if (t == 0) t0 = Clock::now();
       sync.arrive_and_wait();
-      for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
+      for (size_t i : order) {
+        if (i % static_cast<size_t>(threads) != static_cast<size_t>(t)) continue;
         if (!state.OnBatch(c.names[i], i + 1, c.batches[i]).ok()) std::abort();
       }
       sync.arrive_and_wait();
@@ -252,21 +254,29 @@ double Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, int co
   return busy;
 }
 
-// Seconds to parse every node's serialized batch of window w (the baseline), over `count` windows.
-double ParseBaseline(Cluster& c, uint64_t first, int count) {
+// Seconds to parse every node's serialized batch of window w (the baseline), over `count`
+// windows, on `threads` threads (nodes round-robin; each thread parses into its own message):
+// with more than one, the machine's own ceiling for an ingest that shares nothing.
+double ParseBaseline(Cluster& c, uint64_t first, int count, int threads = 1) {
   const size_t n = c.names.size();
   std::vector<std::string> wire(n);
   double busy = 0;
-  v1::Batch parsed;
   for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
     for (size_t i = 0; i < n; ++i) {
       SetWindow(i, w, &c.batches[i]);
       c.batches[i].SerializeToString(&wire[i]);
     }
+    auto parse = [&](int t) {
+      v1::Batch parsed;
+      for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
+        if (!parsed.ParseFromString(wire[i])) std::abort();
+      }
+    };
     const auto t0 = Clock::now();
-    for (size_t i = 0; i < n; ++i) {
-      if (!parsed.ParseFromString(wire[i])) std::abort();
-    }
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(parse, t);
+    parse(0);
+    for (std::thread& th : pool) th.join();
     busy += Seconds(t0, Clock::now());
   }
   return busy;
@@ -303,6 +313,66 @@ RemoteWriteFigures MeasureRemoteWrite(const exporters::ClusterState& state) {
   return f;
 }
 
+// One mode of the ingest: its seconds, its ceiling (the same windows parsed on as many
+// threads) and their ratios to 1 thread, per round.
+struct Threaded {
+  int threads;
+  std::vector<double> seconds, parse_seconds, speedup, ceiling;
+  uint64_t instances = 0;
+};
+
+// Rounds of 1, 2 and 4 threads on `state` from window *window on (advanced past them).
+std::vector<Threaded> MeasureThreads(Cluster& c, exporters::ClusterState& state, uint64_t* window) {
+  // The speed-ups are ratios within a round; Run prints their median over the rounds.
+  std::vector<Threaded> modes = {{1, {}, {}, {}, {}}, {2, {}, {}, {}, {}}, {4, {}, {}, {}, {}}};
+  for (int round = 0; round < g_rounds; ++round) {
+    for (Threaded& m : modes) {
+      m.parse_seconds.push_back(ParseBaseline(c, *window, g_windows, m.threads));
+      const uint64_t before = state.cross_rank().instances_total();
+      m.seconds.push_back(Ingest(c, state, *window, g_windows, m.threads));
+      *window += static_cast<uint64_t>(g_windows);
+      m.instances += state.cross_rank().instances_total() - before;
+      m.speedup.push_back(modes[0].seconds.back() / m.seconds.back());
+      m.ceiling.push_back(modes[0].parse_seconds.back() / m.parse_seconds.back());
+    }
+  }
+  return modes;
+}
+
+// Each part of OnBatch alone, fresh, over the same kind of windows as the ingest: the
+// cross-rank matching, the GPU state, the link analysis (seconds over `windows` windows).
+struct PartsAlone {
+  int windows = 0;
+  double cross_s = 0, gpu_s = 0, links_s = 0;
+  uint64_t cross_instances = 0;
+};
+PartsAlone MeasureParts(Cluster& c) {
+  PartsAlone p;
+  const int match_windows = p.windows = g_warmup + g_windows;
+  auto alone = [&](auto&& on_batch) {
+    double busy = 0;
+    for (uint64_t w = 0; w < static_cast<uint64_t>(match_windows); ++w) {
+      for (size_t i = 0; i < g_nodes; ++i) SetWindow(i, w, &c.batches[i]);
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < g_nodes; ++i) on_batch(i);
+      busy += Seconds(t0, Clock::now());
+    }
+    return busy;
+  };
+  exporters::CrossRankAnalysis cross;
+  for (size_t i = 0; i < g_nodes; ++i) cross.OnHello(MakeHello(i, kRails));
+  p.cross_s = alone([&](size_t i) { cross.OnBatch(c.names[i], c.batches[i]); });
+  p.cross_instances = cross.instances_total();
+  {
+    exporters::GpuState gpu;
+    p.gpu_s = alone([&](size_t i) { gpu.OnBatch(c.names[i], c.batches[i]); });
+    exporters::LinkAnalysis links;
+    for (size_t i = 0; i < g_nodes; ++i) links.OnHello(MakeHello(i, kRails));
+    p.links_s = alone([&](size_t i) { links.OnBatch(c.names[i], c.batches[i]); });
+  }
+  return p;
+}
+
 int Run() {
   PrintMachine();
   std::printf(
@@ -314,7 +384,7 @@ int Run() {
   std::printf("batch: %zu bytes serialized\n", batch_bytes);
 
   // Populate: Hello + warm-up windows, until the per-node rings are full.
-  malloc_trim(0);
+  MallocExtension::instance()->ReleaseFreeMemory();
   const size_t heap0 = HeapInUse();
   const size_t rss0 = RssBytes();
   auto state = std::make_unique<exporters::ClusterState>();
@@ -345,26 +415,13 @@ int Run() {
 
   // Baseline, then one thread, then two threads; the same number of windows each.
   const double batches = n * g_windows;
-  const double parse_s = ParseBaseline(c, window, g_windows);
-  const uint64_t inst0 = state->cross_rank().instances_total();
-  const double one_s = Ingest(c, *state, window, g_windows, 1);
-  window += static_cast<uint64_t>(g_windows);
-  const uint64_t inst1 = state->cross_rank().instances_total();
-  const double two_s = Ingest(c, *state, window, g_windows, 2);
-  window += static_cast<uint64_t>(g_windows);
-  const uint64_t inst2 = state->cross_rank().instances_total();
+  const std::vector<Threaded> modes = MeasureThreads(c, *state, &window);
+  const double parse_s = Median(modes[0].parse_seconds);
+  const double one_s = Median(modes[0].seconds);
 
-  // Matching alone: a fresh CrossRankAnalysis over the same kind of windows.
-  exporters::CrossRankAnalysis cross;
-  for (size_t i = 0; i < g_nodes; ++i) cross.OnHello(MakeHello(i, kRails));
-  double match_s = 0;
-  const int match_windows = g_warmup + g_windows;
-  for (uint64_t w = 0; w < static_cast<uint64_t>(match_windows); ++w) {
-    for (size_t i = 0; i < g_nodes; ++i) SetWindow(i, w, &c.batches[i]);
-    const auto t0 = Clock::now();
-    for (size_t i = 0; i < g_nodes; ++i) cross.OnBatch(c.names[i], c.batches[i]);
-    match_s += Seconds(t0, Clock::now());
-  }
+  const PartsAlone parts = MeasureParts(c);
+  const int match_windows = parts.windows;
+  const double match_s = parts.cross_s, gpu_s = parts.gpu_s, links_s = parts.links_s;
   const double analyses = n * g_collectives * match_windows;
 
   // /metrics for the whole cluster.
@@ -387,24 +444,36 @@ int Run() {
   std::printf(
       "\n=== cluster ingest summary (%zu nodes, %d windows per mode; noisy shared machine)\n",
       g_nodes, g_windows);
-  std::printf(
-      "ingest 1 thread:   %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s "
-      "(%llu); OnBatch / protobuf parse = %.1fx (parse %.0f us/batch)\n",
-      batches / one_s, one_s / batches * 1e6, static_cast<double>(inst1 - inst0) / one_s,
-      static_cast<unsigned long long>(inst1 - inst0), one_s / parse_s, parse_s / batches * 1e6);
-  std::printf(
-      "ingest 2 threads:  %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s "
-      "(%llu); speed-up over 1 thread %.2fx\n",
-      batches / two_s, two_s / batches * 1e6, static_cast<double>(inst2 - inst1) / two_s,
-      static_cast<unsigned long long>(inst2 - inst1), one_s / two_s);
+  for (const Threaded& m : modes) {
+    const double sec = Median(m.seconds);
+    std::printf("ingest %d thread%s:  %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s",
+                m.threads, m.threads == 1 ? " " : "s", batches / sec, sec / batches * 1e6,
+                static_cast<double>(m.instances) / static_cast<double>(g_rounds) / sec);
+    if (m.threads == 1) {
+      std::printf("; OnBatch / protobuf parse = %.1fx (parse %.0f us/batch)\n", one_s / parse_s,
+                  parse_s / batches * 1e6);
+    } else {
+      std::printf(
+          "; speed-up over 1 thread %.2fx, parse alone on %d threads %.2fx (medians of %d "
+          "rounds; %d cores here)\n",
+          Median(m.speedup), m.threads, Median(m.ceiling), g_rounds,
+          static_cast<int>(std::thread::hardware_concurrency()));
+    }
+  }
   std::printf("needed at this scale: %.0f batches/s (1 per node per s): 1-thread headroom %.0fx\n",
               n, batches / one_s / n);
   std::printf(
       "matching alone:    %8.0f analyses/s, %.0f instances/s (%llu instances of %d ranks); "
       "CrossRankAnalysis::OnBatch / protobuf parse = %.2fx\n",
-      analyses / match_s, static_cast<double>(cross.instances_total()) / match_s,
-      static_cast<unsigned long long>(cross.instances_total()), kGroupNodes,
+      analyses / match_s, static_cast<double>(parts.cross_instances) / match_s,
+      static_cast<unsigned long long>(parts.cross_instances), kGroupNodes,
       match_s / (parse_s / g_windows * match_windows));
+  std::printf(
+      "parts alone / protobuf parse: cross-rank %.2fx, GPU state %.2fx, link analysis %.2fx "
+      "(OnBatch in all %.2fx)\n",
+      match_s / (parse_s / g_windows * match_windows),
+      gpu_s / (parse_s / g_windows * match_windows),
+      links_s / (parse_s / g_windows * match_windows), one_s / parse_s);
   std::printf(
       "render /metrics:   %.1f ms median of %d (%.1f MiB, %zu lines, %.0f bytes/node); "
       "copy of the body %.2f ms; render / copy = %.0fx\n",
@@ -440,6 +509,8 @@ int main(int argc, char** argv) {
       g_warmup = std::atoi(v);
     } else if (const char* v = value("--windows=")) {
       g_windows = std::atoi(v);
+    } else if (const char* v = value("--rounds=")) {
+      g_rounds = std::atoi(v);
     } else if (const char* v = value("--repeat=")) {
       g_repeat = std::atoi(v);
     } else {
@@ -447,7 +518,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (g_nodes < kGroupNodes || g_collectives < 1 || g_warmup < 1 || g_windows < 1 || g_repeat < 1) {
+  if (g_nodes < kGroupNodes || g_collectives < 1 || g_warmup < 1 || g_windows < 1 || g_repeat < 1 ||
+      g_rounds < 1) {
     std::fprintf(stderr, "need --nodes >= %d and positive counts\n", kGroupNodes);
     return 2;
   }

@@ -7,6 +7,7 @@
 // nanoseconds are only meaningful next to their baseline.
 
 #include <fcntl.h>
+#include <gperftools/malloc_extension.h>
 #include <stdlib.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -27,6 +28,14 @@
 #include "collectors/sysfs_ports.h"
 
 namespace fabricscope::bench {
+
+// Bytes the program holds on the heap: tcmalloc's count of allocated bytes (the daemons and the
+// aggregator benchmarks link it: CMakeLists.txt FABRICSCOPE_MALLOC; mallinfo2 reads 0 there).
+inline size_t HeapInUse() {
+  size_t bytes = 0;
+  MallocExtension::instance()->GetNumericProperty("generic.current_allocated_bytes", &bytes);
+  return bytes;
+}
 
 inline double Median(std::vector<double> v) {
   if (v.empty()) return 0;

@@ -87,7 +87,13 @@ TEST(NcclAgent, HarnessDrivenPluginFeedsTheAgentsMetrics) {
               got * 1e-6);
   EXPECT_NEAR(Value(s, "fabricscope_collective_bus_bandwidth_bytes_per_second", sel).value_or(0),
               3145728000.0, 3145728000.0 * 1e-3);
-  const std::string json = HttpGet(port, "/api/collectives?limit=1");
+  // The aggregator applies a batch's parts under separate locks (ClusterState::OnBatch): the
+  // agent's counters may show before its collectives are listed.
+  std::string json;
+  EXPECT_TRUE(WaitFor([&] {
+    json = HttpGet(port, "/api/collectives?limit=1");
+    return json.find("\"seq\"") != std::string::npos;
+  })) << json;
   EXPECT_NE(json.find("\"timing_source\":\"kernel_channel\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"nranks\":4"), std::string::npos) << json;
   EXPECT_NE(json.find("\"proxy_peers\":[{"), std::string::npos) << json;

@@ -1,0 +1,173 @@
+// The cross-rank analysis's heat maps: collective duration per rank x sequence number, and
+// rank x rank bytes from the NCCL proxy (exporters/analysis/cross_rank.h).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "exporters/analysis/cross_rank.h"
+#include "exporters/state/gpu_state.h"
+
+namespace fabricscope::exporters {
+
+HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
+                                                   size_t instances) const {
+  HeatmapModel m;
+  m.row_axis = "rank (node)";
+  m.col_axis = "collective sequence number";
+  m.value_label = "duration (s)";
+  // Pick the communicator and function: given, else the (comm, func) with most instances
+  // (AllReduce preferred).
+  std::map<std::pair<uint64_t, std::string>, size_t> counts;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    for (const Done& d : sp->recent) ++counts[{std::get<0>(d.key), std::get<1>(d.key)}];
+  }
+  std::pair<uint64_t, std::string> pick{0, ""};
+  size_t best = 0;
+  for (const auto& [k, c] : counts) {
+    if (!comm.empty() && GpuState::CommLabel(k.first) != comm) continue;
+    if (!func.empty() && k.second != func) continue;
+    const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
+    if (score > best) {
+      best = score;
+      pick = k;
+    }
+  }
+  m.title = best == 0 ? "Collective duration per rank (no complete instances yet)"
+                      : absl::StrCat("Collective duration per rank: ", pick.second, " on comm ",
+                                     GpuState::CommLabel(pick.first));
+  if (best == 0) return m;
+  // The communicator's instances are all in its shard.
+  CommShard& shard = ShardOf(pick.first);
+  absl::MutexLock lock(&shard.mu);
+  std::vector<const Done*> v;
+  for (const Done& d : shard.recent) {
+    if (std::get<0>(d.key) == pick.first && std::get<1>(d.key) == pick.second) v.push_back(&d);
+  }
+  std::sort(v.begin(), v.end(),
+            [](const Done* a, const Done* b) { return std::get<2>(a->key) < std::get<2>(b->key); });
+  if (instances > 0 && v.size() > instances)
+    v.erase(v.begin(), v.end() - static_cast<long>(instances));
+  std::map<int32_t, std::string> rows;
+  for (const Done* d : v) {
+    for (const RankEntry& r : d->ranks)
+      rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node, ")"));
+  }
+  std::map<int32_t, size_t> row_index;
+  for (const auto& [rank, label] : rows) {
+    row_index[rank] = m.rows.size();
+    m.rows.push_back(label);
+  }
+  m.cols = v.size();
+  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(std::get<2>(d->key)));
+  m.values.assign(m.rows.size() * m.cols, NAN);
+  // Scale from the fastest to the slowest duration shown: the waiting ranks of a straggler's
+  // instances glow, the straggler's own short row stays dark.
+  double vmax = 0, vmin = std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < v.size(); ++c) {
+    for (const RankEntry& r : v[c]->ranks) {
+      const double s = static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9;
+      m.values[row_index[r.rank] * m.cols + c] = static_cast<float>(s);
+      vmax = std::max(vmax, s);
+      vmin = std::min(vmin, s);
+    }
+  }
+  m.scale_min = std::isfinite(vmin) && vmin < vmax ? vmin : 0;
+  m.scale_max = vmax > 0 ? vmax : 1;
+  return m;
+}
+
+// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): each
+// communicator a window names is replaced by the window's pairs. One the node no longer reports
+// (its job ended, the agent restarted) stays for the heat map while the node holds fewer than
+// max_rank_pairs_per_node pairs; past that the least recently reported go first. So a node
+// cycling through communicators never holds more than the limit (plus one window, itself
+// within limits: max_rank_pairs_per_node at ingest).
+void CrossRankAnalysis::StorePairs(NodePairs& np, const v1::GpuWindow& w) const {
+  const uint64_t tick = ++np.tick;
+  std::map<uint64_t, std::map<std::pair<int32_t, int32_t>, uint64_t>> fresh;
+  for (const v1::RankPairBytes& p : w.rank_pairs()) {
+    fresh[p.comm_hash()][{p.src_rank(), p.dst_rank()}] = p.bytes_total();
+  }
+  for (auto& [comm, bytes] : fresh) {
+    CommPairs& c = np.comms[comm];
+    np.total -= c.bytes.size();
+    c.bytes = std::move(bytes);
+    c.seen = tick;
+    np.total += c.bytes.size();
+  }
+  while (np.total > options_.max_rank_pairs_per_node) {
+    auto oldest = np.comms.end();
+    for (auto it = np.comms.begin(); it != np.comms.end(); ++it) {
+      if (it->second.seen != tick &&
+          (oldest == np.comms.end() || it->second.seen < oldest->second.seen)) {
+        oldest = it;
+      }
+    }
+    if (oldest == np.comms.end()) break;  // all from this window
+    np.total -= oldest->second.bytes.size();
+    np.comms.erase(oldest);
+  }
+}
+
+HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> all;
+  for (const auto& ns : node_shards_) {
+    absl::MutexLock lock(&ns->mu);
+    for (const auto& [node, n] : ns->nodes) {
+      for (const auto& [c, pairs] : n.pairs.comms) {
+        for (const auto& [sd, bytes] : pairs.bytes) {
+          auto& v = all[{c, sd.first, sd.second}];
+          v = std::max(v, bytes);
+        }
+      }
+    }
+  }
+  std::map<uint64_t, uint64_t> per_comm;
+  for (const auto& [k, bytes] : all) per_comm[std::get<0>(k)] += bytes;
+  uint64_t pick = 0, best = 0;
+  bool found = false;
+  for (const auto& [c, bytes] : per_comm) {
+    if (!comm.empty() && GpuState::CommLabel(c) != comm) continue;
+    if (!found || bytes > best) {
+      pick = c;
+      best = bytes;
+      found = true;
+    }
+  }
+  HeatmapModel m;
+  m.row_axis = "source rank";
+  m.col_axis = "destination rank";
+  m.value_label = "bytes sent (proxy, cumulative)";
+  m.title = found ? absl::StrCat("Rank x rank bytes, comm ", GpuState::CommLabel(pick))
+                  : "Rank x rank bytes (no proxy traffic yet)";
+  if (!found) return m;
+  int32_t n = 0;
+  for (const auto& [k, bytes] : all) {
+    if (std::get<0>(k) != pick) continue;
+    n = std::max({n, std::get<1>(k) + 1, std::get<2>(k) + 1});
+  }
+  n = std::min<int32_t>(n, 1024);
+  for (int32_t r = 0; r < n; ++r) {
+    m.rows.push_back(absl::StrCat(r));
+    m.col_labels.push_back(absl::StrCat(r));
+  }
+  m.cols = static_cast<size_t>(n);
+  m.values.assign(m.rows.size() * m.cols, 0.0f);
+  double vmax = 0;
+  for (const auto& [k, bytes] : all) {
+    if (std::get<0>(k) != pick || std::get<1>(k) >= n || std::get<2>(k) >= n ||
+        std::get<1>(k) < 0 || std::get<2>(k) < 0) {
+      continue;
+    }
+    m.values[static_cast<size_t>(std::get<1>(k)) * m.cols + static_cast<size_t>(std::get<2>(k))] =
+        static_cast<float>(bytes);
+    vmax = std::max(vmax, static_cast<double>(bytes));
+  }
+  m.scale_max = vmax > 0 ? vmax : 1;
+  return m;
+}
+
+}  // namespace fabricscope::exporters

@@ -71,26 +71,26 @@ void AddOverlap(NodeInfoT& n, size_t window, const v1::Collective& c, double dur
   const size_t ports = n.ports->info.size();
   if (ports == 0 || window == 0) return;
   if (n.overlap.empty()) {
-    n.overlap.assign(window * ports, {0.0, 0.0});
+    n.overlap.assign(window * ports, {0.0f, 0.0f});
     n.overlap_sum.assign(ports, {0.0, 0.0});
     n.overlap_nonzero.assign(ports, 0);
   }
-  std::pair<double, double>* slot = &n.overlap[n.overlap_next * ports];
+  std::pair<float, float>* slot = &n.overlap[n.overlap_next * ports];
   for (size_t p = 0; p < ports; ++p) {  // the entry leaving the window
     if (slot[p].first == 0 && slot[p].second == 0) continue;
     n.overlap_sum[p].first -= slot[p].first;
     n.overlap_sum[p].second -= slot[p].second;
     // Exactly zero once nothing is left, whatever the rounding of the sums.
     if (--n.overlap_nonzero[p] == 0) n.overlap_sum[p] = {0.0, 0.0};
-    slot[p] = {0.0, 0.0};
+    slot[p] = {0.0f, 0.0f};
   }
   for (const v1::PortActivity& pa : c.analysis().ports()) {
     if (pa.port_index() >= ports || pa.samples() == 0) continue;
-    std::pair<double, double>& e = slot[pa.port_index()];
+    std::pair<float, float>& e = slot[pa.port_index()];
     const bool was_zero = e.first == 0 && e.second == 0;
     n.overlap_sum[pa.port_index()].first -= e.first;
     n.overlap_sum[pa.port_index()].second -= e.second;
-    e = {dur, std::min(dur, pa.microburst_seconds())};
+    e = {static_cast<float>(dur), static_cast<float>(std::min(dur, pa.microburst_seconds()))};
     n.overlap_sum[pa.port_index()].first += e.first;
     n.overlap_sum[pa.port_index()].second += e.second;
     const bool is_zero = e.first == 0 && e.second == 0;
@@ -276,7 +276,7 @@ void CrossRankAnalysis::Match(CommShard& s, Report&& r, std::vector<BlameUpdate>
     it = s.pending.emplace(r.key, Instance{}).first;
     pending_total_.fetch_add(1, std::memory_order_relaxed);
     it->second.nranks = std::max(1, r.nranks);
-    it->second.ranks.reserve(static_cast<size_t>(std::min(it->second.nranks, kScanRanks)));
+    it->second.ranks.reserve(static_cast<size_t>(std::min(it->second.nranks, kReserveRanks)));
     it->second.first_seen_unix_ns = r.entry.end_unix_ns;
     s.pending_order.emplace_back(r.entry.end_unix_ns, r.key);
   }
@@ -523,6 +523,15 @@ uint64_t CrossRankAnalysis::instances_total() const {
   for (const auto& sp : shards_) {
     absl::MutexLock lock(&sp->mu);
     n += sp->instances;
+  }
+  return n;
+}
+
+uint64_t CrossRankAnalysis::evicted_total() const {
+  uint64_t n = 0;
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    n += sp->evicted;
   }
   return n;
 }

@@ -39,8 +39,11 @@ struct CrossRankOptions {
   int64_t pending_timeout_ns = 30'000'000'000;
   // Pending instances over all shards; beyond it the oldest pending instance of the new
   // instance's shard is evicted (a shard with none may still take one: at most kCommShards - 1
-  // over).
-  size_t max_pending = 65536;
+  // over). Batches arrive spread over a window, so about (instances completed per second) x
+  // (window) instances wait at once: 125,000 at 10,000 nodes x 100 collectives/s on 8-rank
+  // communicators (fabricscope_bench_cluster --nodes=10000; at 65,536 none completed there).
+  // One pending instance holds ~0.3 KiB plus ~0.2 KiB per rank reported.
+  size_t max_pending = 1 << 20;
   // compute_straggler: arrival skew >= max(straggler_min_skew_ns, straggler_skew_ratio x the
   // median duration of the instance's ranks).
   int64_t straggler_min_skew_ns = 1'000'000;
@@ -123,6 +126,8 @@ class CrossRankAnalysis {
 
   uint64_t pending() const;
   uint64_t instances_total() const;
+  // Instances evicted before all their ranks reported (timeout or max_pending).
+  uint64_t evicted_total() const;
   // Approximate bytes held (pending + recent instances + series), for the benchmark.
   uint64_t memory_bytes() const;
 
@@ -148,6 +153,9 @@ class CrossRankAnalysis {
   // Ranks up to this many are checked for a repeat by a scan of Instance::ranks, above it by
   // Instance::seen (communicators of tens of thousands of ranks made the scan quadratic).
   static constexpr int32_t kScanRanks = 64;
+  // Rank entries reserved when an instance is first seen (its nranks if fewer): no regrowth
+  // for the common communicators of 8 GPUs per node, and a bounded cost for a claimed 100,000.
+  static constexpr int32_t kReserveRanks = 8;
   struct Instance {
     int32_t nranks = 0;
     int64_t first_seen_unix_ns = 0;
@@ -199,7 +207,7 @@ class CrossRankAnalysis {
     // The node's last overlap_window analyses, per port (collective seconds, microburst overlap
     // seconds): a ring of overlap_window x ports entries (allocated at the first analysis), the
     // sums over it per port, and per port how many entries in it are nonzero.
-    std::vector<std::pair<double, double>> overlap;
+    std::vector<std::pair<float, float>> overlap;  // 8 bytes an entry: 16 KiB a node of 8 ports
     std::vector<std::pair<double, double>> overlap_sum;
     std::vector<uint32_t> overlap_nonzero;
     size_t overlap_next = 0, overlap_count = 0;

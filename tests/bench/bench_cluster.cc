@@ -373,6 +373,28 @@ PartsAlone MeasureParts(Cluster& c) {
   return p;
 }
 
+// /metrics for the whole cluster, --repeat times; baseline: copying the rendered body.
+struct RenderFigures {
+  std::vector<double> render, copy;
+  std::string body;
+  size_t lines = 0;
+};
+RenderFigures MeasureRender(exporters::ClusterState& state) {
+  RenderFigures f;
+  exporters::HttpServer http({&state}, &state);
+  for (int r = 0; r < g_repeat; ++r) {
+    const auto t0 = Clock::now();
+    f.body = http.RenderMetrics();
+    f.render.push_back(Seconds(t0, Clock::now()));
+    const auto t1 = Clock::now();
+    std::string dup = f.body;
+    f.copy.push_back(Seconds(t1, Clock::now()));
+    if (dup.size() != f.body.size()) std::abort();
+  }
+  for (char ch : f.body) f.lines += ch == '\n';
+  return f;
+}
+
 int Run() {
   PrintMachine();
   std::printf(
@@ -400,10 +422,13 @@ int Run() {
   const size_t rss1 = RssBytes();
   const double n = static_cast<double>(g_nodes);
   const uint64_t cr_bytes = state->cross_rank().memory_bytes();
-  std::printf("warm-up: %d windows (%zu batches) in %.1f s; instances matched %llu, pending %llu\n",
-              g_warmup, g_nodes * static_cast<size_t>(g_warmup), warm_s,
-              static_cast<unsigned long long>(state->cross_rank().instances_total()),
-              static_cast<unsigned long long>(state->cross_rank().pending()));
+  std::printf(
+      "warm-up: %d windows (%zu batches) in %.1f s; instances matched %llu, pending %llu, "
+      "evicted %llu\n",
+      g_warmup, g_nodes * static_cast<size_t>(g_warmup), warm_s,
+      static_cast<unsigned long long>(state->cross_rank().instances_total()),
+      static_cast<unsigned long long>(state->cross_rank().pending()),
+      static_cast<unsigned long long>(state->cross_rank().evicted_total()));
   std::printf(
       "memory: heap +%.1f MiB (%.0f KiB/node), RSS +%.1f MiB (%.0f KiB/node); "
       "CrossRankAnalysis::memory_bytes() %.1f MiB (%.1f KiB/node); "
@@ -424,21 +449,11 @@ int Run() {
   const double match_s = parts.cross_s, gpu_s = parts.gpu_s, links_s = parts.links_s;
   const double analyses = n * g_collectives * match_windows;
 
-  // /metrics for the whole cluster.
-  exporters::HttpServer http({state.get()}, state.get());
-  std::vector<double> render, copy;
-  std::string body;
-  for (int r = 0; r < g_repeat; ++r) {
-    const auto t0 = Clock::now();
-    body = http.RenderMetrics();
-    render.push_back(Seconds(t0, Clock::now()));
-    const auto t1 = Clock::now();
-    std::string dup = body;
-    copy.push_back(Seconds(t1, Clock::now()));
-    if (dup.size() != body.size()) std::abort();
-  }
-  size_t lines = 0;
-  for (char ch : body) lines += ch == '\n';
+  const RenderFigures rf = MeasureRender(*state);
+  const std::vector<double>& render = rf.render;
+  const std::vector<double>& copy = rf.copy;
+  const std::string& body = rf.body;
+  const size_t lines = rf.lines;
   const RemoteWriteFigures rw = MeasureRemoteWrite(*state);
 
   std::printf(
@@ -487,6 +502,13 @@ int Run() {
       rw.compressed_bytes / rw.raw_bytes, rw.seconds * 1e3, rw.seconds / Median(render),
       static_cast<double>(common::RemoteWriteOptions{}.queue_max_bytes) / rw.compressed_bytes * 15 /
           60);
+  // Every instance of this cluster completes within the timeout: an eviction means the
+  // matching broke at this scale (as max_pending 65,536 did at 10,000 nodes), not a figure.
+  if (state->cross_rank().evicted_total() > 0) {
+    std::printf("FAIL: %llu instances evicted before all their ranks reported\n",
+                static_cast<unsigned long long>(state->cross_rank().evicted_total()));
+    return 1;
+  }
   return 0;
 }
 

@@ -169,7 +169,8 @@ TEST_F(CrossRankTest, SaturatedRankIsTheBottleneckAndLossBeatsSaturation) {
   bool found = false;
   for (const auto& m : ov->metric) {
     if (m.label[0].value == "node1") {
-      EXPECT_NEAR(m.gauge.value, 0.15 / 0.4, 1e-9);
+      // The ring keeps each analysis's seconds as float (CrossRankAnalysis::NodeInfo): ~1e-7.
+      EXPECT_NEAR(m.gauge.value, 0.15 / 0.4, 1e-6);
       EXPECT_EQ(m.label[1].value, "veth1");
       found = true;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -30,7 +31,7 @@ CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(option
   d.max_kinds = std::max<size_t>(1, (d.max_kinds + kCommShards - 1) / kCommShards);
   for (size_t i = 0; i < kNodeShards; ++i) node_shards_.push_back(std::make_unique<NodeShard>());
   for (size_t i = 0; i < kCommShards; ++i) {
-    auto shard = std::make_unique<CommShard>(d);
+    auto shard = std::make_unique<CommShard>(d, &diag_clock_);
     absl::MutexLock lock(&shard->mu);
     shard->skew_buckets.assign(ArrivalSkewBounds().size() + 1, 0);
     shards_.push_back(std::move(shard));
@@ -448,7 +449,11 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
     evicted += sp->evicted;
     pending += sp->pending.size();
     for (const auto& [cause, n] : sp->by_cause) by_cause[cause] += n;
-    sp->diagnosis.Collect(&diagnosis);
+  }
+  const absl::flat_hash_set<uint64_t> diagnosed = DiagnosedComms();
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    sp->diagnosis.Collect(&diagnosis, &diagnosed);
   }
   auto skew = MakeFamily(Metric::kCollectiveArrivalSkewSeconds);
   if (instances > 0) {
@@ -500,11 +505,28 @@ void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) cons
   for (prometheus::MetricFamily& f : diagnosis) out->push_back(std::move(f));
 }
 
+absl::flat_hash_set<uint64_t> CrossRankAnalysis::DiagnosedComms() const {
+  std::vector<std::pair<uint64_t, uint64_t>> seen;  // (last seen, comm)
+  for (const auto& sp : shards_) {
+    absl::MutexLock lock(&sp->mu);
+    for (const auto& [comm, at] : sp->diagnosis.LastSeen()) seen.emplace_back(at, comm);
+  }
+  const size_t keep = std::min(seen.size(), options_.diagnosis.max_comms);
+  std::partial_sort(seen.begin(), seen.begin() + static_cast<long>(keep), seen.end(),
+                    std::greater<>());
+  absl::flat_hash_set<uint64_t> comms;
+  for (size_t i = 0; i < keep; ++i) comms.insert(seen[i].second);
+  return comms;
+}
+
 std::string CrossRankAnalysis::DiagnosisJson() const {
+  const absl::flat_hash_set<uint64_t> diagnosed = DiagnosedComms();
   std::vector<Diagnosis::JsonEntry> entries;
   for (const auto& sp : shards_) {
     absl::MutexLock lock(&sp->mu);
-    for (Diagnosis::JsonEntry& e : sp->diagnosis.JsonEntries()) entries.push_back(std::move(e));
+    for (Diagnosis::JsonEntry& e : sp->diagnosis.JsonEntries(&diagnosed)) {
+      entries.push_back(std::move(e));
+    }
   }
   return Diagnosis::JoinJson(std::move(entries));
 }

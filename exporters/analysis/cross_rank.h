@@ -87,8 +87,8 @@ struct CrossRankOptions {
 // communicator shard's lock. A batch takes its node's shard once, then the shards its
 // collectives name, skipping those another thread holds (TryLock) before waiting on one. Each
 // communicator shard has its own Diagnosis of up to diagnosis.max_comms communicators (and
-// diagnosis.max_kinds / kCommShards histories): fabricscope_diagnosis_* hold at most
-// kCommShards x max_comms communicators.
+// diagnosis.max_kinds / kCommShards histories) on one shared clock; fabricscope_diagnosis_* and
+// /api/diagnosis show the max_comms seen most recently over all shards.
 class CrossRankAnalysis {
  public:
   static constexpr size_t kCommShards = 16;
@@ -218,7 +218,7 @@ class CrossRankAnalysis {
   // kCommShards): pending and recent instances, their diagnosis and counters, behind the
   // shard's own lock, so that batches of different communicators match in parallel.
   struct CommShard {
-    explicit CommShard(const DiagnosisOptions& d) : diagnosis(d) {}
+    CommShard(const DiagnosisOptions& d, std::atomic<uint64_t>* clock) : diagnosis(d, clock) {}
     mutable absl::Mutex mu;
     absl::flat_hash_map<Key, Instance> pending ABSL_GUARDED_BY(mu);
     std::deque<std::pair<int64_t, Key>> pending_order ABSL_GUARDED_BY(mu);  // first seen
@@ -268,6 +268,11 @@ class CrossRankAnalysis {
   CommShard& ShardOf(uint64_t comm_hash) const { return *shards_[comm_hash % shards_.size()]; }
 
   const CrossRankOptions options_;
+  // The shards' diagnoses count "least recently seen" on this one clock.
+  std::atomic<uint64_t> diag_clock_{0};
+  // The diagnosis.max_comms communicators seen most recently over all shards: what
+  // fabricscope_diagnosis_* and /api/diagnosis show.
+  absl::flat_hash_set<uint64_t> DiagnosedComms() const;
   std::vector<std::unique_ptr<CommShard>> shards_;
   std::atomic<uint64_t> pending_total_{0};  // over all shards, against max_pending
   // Node-level state (ports, overlap, share, rank pairs, straggler scores), split over

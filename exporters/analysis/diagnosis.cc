@@ -142,7 +142,7 @@ void Diagnosis::Record(uint64_t comm, Outcome outcome) {
     it = comms_.emplace(comm, Comm{}).first;
   }
   Comm& c = it->second;
-  c.touched = ++clock_;
+  c.touched = clock_->fetch_add(1, std::memory_order_relaxed) + 1;
   c.recent.push_back(std::move(outcome));
   while (c.recent.size() > options_.instances_per_comm) c.recent.pop_front();
 }
@@ -226,9 +226,18 @@ std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
                          what, d.affected, d.instances, cost, UtcClock(d.since_unix_ns));
 }
 
-std::vector<Diagnosis::JsonEntry> Diagnosis::JsonEntries() const {
+std::vector<std::pair<uint64_t, uint64_t>> Diagnosis::LastSeen() const {
+  std::vector<std::pair<uint64_t, uint64_t>> v;
+  for (const auto& [comm, c] : comms_) v.emplace_back(comm, c.touched);
+  return v;
+}
+
+std::vector<Diagnosis::JsonEntry> Diagnosis::JsonEntries(
+    const absl::flat_hash_set<uint64_t>* only) const {
   std::vector<std::pair<uint64_t, Current>> v;
-  for (const auto& [comm, c] : comms_) v.emplace_back(comm, Diagnose(c));
+  for (const auto& [comm, c] : comms_) {
+    if (only == nullptr || only->contains(comm)) v.emplace_back(comm, Diagnose(c));
+  }
   std::vector<JsonEntry> entries;
   for (const auto& [comm, d] : v) {
     std::string out;
@@ -279,11 +288,13 @@ std::string Diagnosis::JoinJson(std::vector<JsonEntry> entries) {
   return out;
 }
 
-void Diagnosis::Collect(std::vector<prometheus::MetricFamily>* out) const {
+void Diagnosis::Collect(std::vector<prometheus::MetricFamily>* out,
+                        const absl::flat_hash_set<uint64_t>* only) const {
   using prometheus::MetricType;
   auto info = MakeFamily(Metric::kDiagnosisInfo);
   auto cost = MakeFamily(Metric::kDiagnosisCostRatio);
   for (const auto& [comm, c] : comms_) {
+    if (only != nullptr && !only->contains(comm)) continue;
     const Current d = Diagnose(c);
     const std::string label = GpuState::CommLabel(comm);
     AddValue(info,

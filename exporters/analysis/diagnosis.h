@@ -5,6 +5,7 @@
 // class), and a per-communicator diagnosis in one sentence with numbers (/api/diagnosis,
 // fabricscope_diagnosis_info).
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -12,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "collectors/common/collective_vocabulary.h"
 #include "prometheus/metric_family.h"
 
@@ -81,7 +83,10 @@ using common::CollectiveSizeClass;
 // Not thread-safe: CrossRankAnalysis calls it under its own lock.
 class Diagnosis {
  public:
-  explicit Diagnosis(DiagnosisOptions options = {}) : options_(options) {}
+  // clock: where "least recently seen" is counted; shared by the Diagnosis of several shards
+  // (CrossRankAnalysis) so that their communicators compare. Null: this object's own.
+  explicit Diagnosis(DiagnosisOptions options = {}, std::atomic<uint64_t>* clock = nullptr)
+      : options_(options), clock_(clock != nullptr ? clock : &own_clock_) {}
 
   // Adds the instance's arrival order to the history of its kind and tests it. `ranks` has
   // at least one entry.
@@ -111,11 +116,15 @@ class Diagnosis {
     uint64_t comm;
     std::string json;  // one {...} object
   };
-  std::vector<JsonEntry> JsonEntries() const;
+  // only: the communicators to include (null = all).
+  std::vector<JsonEntry> JsonEntries(const absl::flat_hash_set<uint64_t>* only = nullptr) const;
+  // Each communicator held and when it was last seen, on the clock given at construction.
+  std::vector<std::pair<uint64_t, uint64_t>> LastSeen() const;
   static std::string JoinJson(std::vector<JsonEntry> entries);
   // fabricscope_diagnosis_info{comm,cause,node,rank,port} 1 and
   // fabricscope_diagnosis_cost_ratio{comm} for each communicator: at most max_comms series each.
-  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+  void Collect(std::vector<prometheus::MetricFamily>* out,
+               const absl::flat_hash_set<uint64_t>* only = nullptr) const;
 
   size_t comms() const { return comms_.size(); }
 
@@ -145,7 +154,8 @@ class Diagnosis {
   // (comm, node, rank) -> end of its latest collective on the communicator (Unix ns).
   std::map<std::tuple<uint64_t, std::string, int32_t>, int64_t> previous_end_;
   std::map<uint64_t, Comm> comms_;
-  uint64_t clock_ = 0;
+  std::atomic<uint64_t> own_clock_{0};
+  std::atomic<uint64_t>* clock_;
 };
 
 }  // namespace fabricscope::exporters

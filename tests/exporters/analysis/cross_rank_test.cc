@@ -276,5 +276,43 @@ TEST_F(CrossRankTest, RankPairsOfPastCommunicatorsStayWithinTheNodesBound) {
   EXPECT_EQ(rows(c), 0u);
 }
 
+// The communicator shards each keep their own diagnosis; what is shown is the max_comms
+// communicators seen most recently over all of them, in the metrics and the JSON alike.
+TEST(CrossRankDiagnosis, ShowsTheMostRecentCommunicatorsOverAllShards) {
+  CrossRankOptions o;
+  o.diagnosis.max_comms = 3;
+  CrossRankAnalysis x(o);
+  for (int r = 0; r < 4; ++r) Hello(x, r);
+  constexpr int kComms = 20;  // spread over the shards by hash
+  for (int k = 0; k < kComms; ++k) {
+    for (int r = 0; r < 4; ++r) {
+      v1::Collective c = Analysis(r, 1, 1000 + k * 10, 1005 + k * 10, v1::COLLECTIVE_CAUSE_NORMAL);
+      c.set_comm_hash(kComm + static_cast<uint64_t>(k) * 0x100000000ULL);
+      Send(x, r, c);
+    }
+  }
+  ASSERT_EQ(x.instances_total(), static_cast<uint64_t>(kComms));
+  const std::string json = x.DiagnosisJson();
+  std::vector<prometheus::MetricFamily> f;
+  x.Collect(&f);
+  const prometheus::MetricFamily* info = Find(f, "fabricscope_diagnosis_info");
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->metric.size(), 3u);
+  for (int k = 0; k < kComms; ++k) {
+    const std::string label =
+        GpuState::CommLabel(kComm + static_cast<uint64_t>(k) * 0x100000000ULL);
+    const bool recent = k >= kComms - 3;
+    EXPECT_EQ(json.find(absl::StrCat("\"comm\":\"", label, "\"")) != std::string::npos, recent)
+        << label << "\n"
+        << json;
+    bool in_metrics = false;
+    for (const auto& m : info->metric) {
+      for (const auto& l : m.label)
+        in_metrics = in_metrics || (l.name == "comm" && l.value == label);
+    }
+    EXPECT_EQ(in_metrics, recent) << label;
+  }
+}
+
 }  // namespace
 }  // namespace fabricscope::exporters

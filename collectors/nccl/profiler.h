@@ -48,6 +48,11 @@ inline constexpr char kMaskFileEnv[] = "FABRICSCOPE_NCCL_MASK_FILE";
 inline constexpr char kDefaultMaskFile[] = "/run/fabricscope/nccl-mask";
 inline constexpr char kPoolEnv[] = "FABRICSCOPE_NCCL_POOL_EVENTS";  // collectives in flight
 inline constexpr char kChainEnv[] = "FABRICSCOPE_NCCL_CHAIN";       // path of a plugin to chain
+// PluginOptions::linger_ns in ms (1..60000): how long a stopped collective without an expected
+// KernelCh waits for its ProxyOps. NCCL's proxy thread starts a ProxyOp whenever it gets to it
+// (src/proxy.cc ncclProxyOpToArgs), after the Coll stopped; one started later than this is not
+// attached to its collective.
+inline constexpr char kLingerEnv[] = "FABRICSCOPE_NCCL_LINGER_MS";
 
 struct PluginOptions {
   int event_mask = kDefaultEventMask;
@@ -75,7 +80,7 @@ struct PluginOptions {
 
   // Defaults overridden by the environment: FABRICSCOPE_NCCL_EVENT_MASK,
   // FABRICSCOPE_NCCL_MASK_FILE, FABRICSCOPE_NCCL_POOL_EVENTS (scales all three pools),
-  // FABRICSCOPE_NCCL_CHAIN, FABRICSCOPE_GPU_SOCKET (wire.h).
+  // FABRICSCOPE_NCCL_CHAIN, FABRICSCOPE_NCCL_LINGER_MS, FABRICSCOPE_GPU_SOCKET (wire.h).
   static PluginOptions FromEnvironment();
 };
 

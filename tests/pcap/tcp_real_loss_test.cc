@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -263,6 +264,29 @@ std::unique_ptr<Subprocess> StartCapture(const Tools& t, const LossyPath& path,
   return p;
 }
 
+// Waits until both captures hold a frame: "Capturing on" comes before dumpcap's socket takes
+// frames, and a capture that misses the transfer's SYN cannot be compared. Probes with UDP
+// datagrams from the sender (the TCP analysis passes them over), each followed by up to 500 ms
+// for dumpcap's block (read timeout 250 ms) to reach the files. False after 40 probes.
+bool WaitCapturing(const LossyPath& path, const std::vector<std::string>& files) {
+  auto holds_frame = [&] {
+    for (const std::string& f : files) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(f, ec);
+      if (ec || size <= 24) return false;  // the pcap file header alone
+    }
+    return true;
+  };
+  for (int probe = 0; probe < 40; ++probe) {
+    Subprocess udp(
+        path.InNs(path.sender(),
+                  {"bash", "-c", std::string("echo probe > /dev/udp/") + kReceiverAddr + "/9"}));
+    if (udp.Start()) udp.Wait();
+    if (WaitFor(holds_frame, std::chrono::milliseconds(500))) return true;
+  }
+  return false;
+}
+
 // Stops dumpcap (SIGINT: it writes out what it has) and returns the packets it says the
 // interface dropped, or -1.
 int64_t StopCapture(Subprocess* p) {
@@ -301,6 +325,7 @@ TEST(TcpAnalyzerRealCapture, LossyTransfersAgreeWithTsharkAndTheKernel) {
     std::unique_ptr<Subprocess> rcv_cap =
         StartCapture(tools, path, path.receiver(), "d0", rcv_file);
     ASSERT_TRUE(snd_cap && rcv_cap) << "dumpcap did not start";
+    ASSERT_TRUE(WaitCapturing(path, {snd_file, rcv_file})) << "dumpcap captured no probe";
 
     const std::string listen = std::string(kReceiverAddr) + ":" + std::to_string(port);
     Subprocess receiver(path.InNs(

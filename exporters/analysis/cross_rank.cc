@@ -532,30 +532,15 @@ std::string CrossRankAnalysis::DiagnosisJson() const {
 }
 
 uint64_t CrossRankAnalysis::pending() const {
-  uint64_t n = 0;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    n += sp->pending.size();
-  }
-  return n;
+  return SumShards([](const CommShard& s) -> uint64_t { return s.pending.size(); });
 }
 
 uint64_t CrossRankAnalysis::instances_total() const {
-  uint64_t n = 0;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    n += sp->instances;
-  }
-  return n;
+  return SumShards([](const CommShard& s) -> uint64_t { return s.instances; });
 }
 
 uint64_t CrossRankAnalysis::evicted_total() const {
-  uint64_t n = 0;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    n += sp->evicted;
-  }
-  return n;
+  return SumShards([](const CommShard& s) -> uint64_t { return s.evicted; });
 }
 
 uint64_t CrossRankAnalysis::memory_bytes() const {

@@ -265,6 +265,16 @@ class CrossRankAnalysis {
   // Copies of the recent instances (of `comm`'s label, or all when empty), longest first, at
   // most `limit` (0 = all).
   std::vector<Done> SlowestRecent(size_t limit, const std::string& comm) const;
+  // The sum of f(shard) over the communicator shards, each read under its own lock.
+  template <typename F>
+  uint64_t SumShards(F f) const {
+    uint64_t n = 0;
+    for (const auto& sp : shards_) {
+      absl::MutexLock lock(&sp->mu);
+      n += f(*sp);
+    }
+    return n;
+  }
   CommShard& ShardOf(uint64_t comm_hash) const { return *shards_[comm_hash % shards_.size()]; }
 
   const CrossRankOptions options_;

@@ -241,16 +241,23 @@ void CrossRankAnalysis::ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t 
   }
 }
 
+bool CrossRankAnalysis::PopOldest(CommShard& s) {
+  auto old = s.pending.find(s.pending_order.front().second);
+  // An entry whose instance completed (or was replaced by a later one of the same key) is stale.
+  const bool live =
+      old != s.pending.end() && old->second.first_seen_unix_ns == s.pending_order.front().first;
+  s.pending_order.pop_front();
+  if (!live) return false;
+  s.pending.erase(old);
+  pending_total_.fetch_sub(1, std::memory_order_relaxed);
+  ++s.evicted;
+  return true;
+}
+
 void CrossRankAnalysis::EvictExpired(CommShard& s) {
   while (!s.pending_order.empty() &&
          s.pending_order.front().first < s.newest_unix_ns - options_.pending_timeout_ns) {
-    auto old = s.pending.find(s.pending_order.front().second);
-    if (old != s.pending.end() && old->second.first_seen_unix_ns == s.pending_order.front().first) {
-      s.pending.erase(old);
-      pending_total_.fetch_sub(1, std::memory_order_relaxed);
-      ++s.evicted;
-    }
-    s.pending_order.pop_front();
+    PopOldest(s);
   }
 }
 
@@ -261,17 +268,7 @@ void CrossRankAnalysis::Match(CommShard& s, Report&& r, std::vector<BlameUpdate>
   if (it == s.pending.end()) {
     if (pending_total_.load(std::memory_order_relaxed) >= options_.max_pending) {
       // Evict the oldest pending instance of this shard.
-      while (!s.pending_order.empty()) {
-        auto old = s.pending.find(s.pending_order.front().second);
-        const bool same = old != s.pending.end() &&
-                          old->second.first_seen_unix_ns == s.pending_order.front().first;
-        s.pending_order.pop_front();
-        if (same) {
-          s.pending.erase(old);
-          pending_total_.fetch_sub(1, std::memory_order_relaxed);
-          ++s.evicted;
-          break;
-        }
+      while (!s.pending_order.empty() && !PopOldest(s)) {
       }
     }
     it = s.pending.emplace(r.key, Instance{}).first;

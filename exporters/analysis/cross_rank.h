@@ -252,6 +252,9 @@ class CrossRankAnalysis {
   using Retired = std::vector<Done>;
   void Match(CommShard& s, Report&& r, std::vector<BlameUpdate>* blames, Retired* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Pops the shard's oldest pending_order entry (not empty) and evicts its instance when still
+  // pending; false for a stale entry.
+  bool PopOldest(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Evicts the shard's instances that waited past pending_timeout_ns for their other ranks.
   void EvictExpired(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void Finish(CommShard& s, const Key& key, Instance&& inst, std::vector<BlameUpdate>* blames,

@@ -419,7 +419,7 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
   ++s.by_cause[d.cause];
   ++s.instances;
   const double skew_s = static_cast<double>(d.skew_ns) / 1e9;
-  const std::vector<double> bounds = ArrivalSkewBounds();
+  static const std::vector<double> bounds = ArrivalSkewBounds();
   size_t b = 0;
   while (b < bounds.size() && skew_s > bounds[b]) ++b;
   ++s.skew_buckets[b];

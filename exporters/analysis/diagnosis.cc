@@ -46,17 +46,22 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   // every rank has one: the time it spent between them (compute). A rank whose previous
   // collective ended late because a link slowed it starts late but computes no longer: it is
   // not a compute straggler. Without that history, the start time itself.
-  std::vector<int64_t> arrival(ranks.size());
+  std::vector<int64_t> arrival(ranks.size()), previous(ranks.size(), 0);
+  std::vector<RankKey> keys;
+  keys.reserve(ranks.size());
   bool gaps = true;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    auto prev = previous_end_.find({comm, ranks[i].node, ranks[i].rank});
+    keys.emplace_back(comm, ranks[i].node, ranks[i].rank);
+    const auto prev = previous_end_.find(keys[i]);
     gaps = gaps && prev != previous_end_.end() && prev->second < ranks[i].start_unix_ns;
+    if (prev != previous_end_.end()) previous[i] = prev->second;
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
-    const auto key = std::make_tuple(comm, ranks[i].node, ranks[i].rank);
-    arrival[i] = gaps ? ranks[i].start_unix_ns - previous_end_[key] : ranks[i].start_unix_ns;
-    if (previous_end_.size() < options_.max_kinds * 16 || previous_end_.count(key) > 0) {
-      previous_end_[key] = ranks[i].end_unix_ns;
+    arrival[i] = gaps ? ranks[i].start_unix_ns - previous[i] : ranks[i].start_unix_ns;
+    if (previous_end_.size() < options_.max_kinds * 16) {
+      previous_end_.insert_or_assign(std::move(keys[i]), ranks[i].end_unix_ns);
+    } else if (const auto it = previous_end_.find(keys[i]); it != previous_end_.end()) {
+      it->second = ranks[i].end_unix_ns;
     }
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -131,12 +136,9 @@ void Diagnosis::Record(uint64_t comm, Outcome outcome) {
       for (auto c = comms_.begin(); c != comms_.end(); ++c) {
         if (c->second.touched < oldest->second.touched) oldest = c;
       }
-      for (auto k = arrivals_.begin(); k != arrivals_.end();) {
-        k = std::get<0>(k->first) == oldest->first ? arrivals_.erase(k) : std::next(k);
-      }
-      for (auto k = previous_end_.begin(); k != previous_end_.end();) {
-        k = std::get<0>(k->first) == oldest->first ? previous_end_.erase(k) : std::next(k);
-      }
+      const uint64_t gone = oldest->first;
+      absl::erase_if(arrivals_, [gone](const auto& k) { return std::get<0>(k.first) == gone; });
+      absl::erase_if(previous_end_, [gone](const auto& k) { return std::get<0>(k.first) == gone; });
       comms_.erase(oldest);
     }
     it = comms_.emplace(comm, Comm{}).first;

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "collectors/common/collective_vocabulary.h"
 #include "prometheus/metric_family.h"
@@ -150,9 +151,11 @@ class Diagnosis {
   static std::string Sentence(uint64_t comm, const Current& d);
 
   const DiagnosisOptions options_;
-  std::map<Kind, std::deque<Arrival>> arrivals_;
+  // Hash maps: looked up for every rank of every instance, iterated only to forget a comm.
+  absl::flat_hash_map<Kind, std::deque<Arrival>> arrivals_;
   // (comm, node, rank) -> end of its latest collective on the communicator (Unix ns).
-  std::map<std::tuple<uint64_t, std::string, int32_t>, int64_t> previous_end_;
+  using RankKey = std::tuple<uint64_t, std::string, int32_t>;
+  absl::flat_hash_map<RankKey, int64_t> previous_end_;
   std::map<uint64_t, Comm> comms_;
   std::atomic<uint64_t> own_clock_{0};
   std::atomic<uint64_t>* clock_;

@@ -15,31 +15,65 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// Whether messages of type `d` can hold a Histogram, cached per type.
+// Whether messages of type `d` can hold a Histogram (visiting: the types on the current path,
+// for recursive types).
 bool MayHoldHistogram(const Descriptor* d, std::set<const Descriptor*>& visiting) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* cache = new std::map<const Descriptor*, bool>();
-  {
-    absl::MutexLock lock(&mu);
-    auto it = cache->find(d);
-    if (it != cache->end()) return it->second;
+  if (d == v1::Histogram::descriptor()) return true;
+  if (!visiting.insert(d).second) return false;
+  bool holds = false;
+  for (int i = 0; i < d->field_count() && !holds; ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_map()) continue;
+    holds = MayHoldHistogram(f->message_type(), visiting);
   }
-  bool holds = d == v1::Histogram::descriptor();
-  if (!holds && visiting.insert(d).second) {
-    for (int i = 0; i < d->field_count() && !holds; ++i) {
-      const FieldDescriptor* f = d->field(i);
-      if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_map()) continue;
-      holds = MayHoldHistogram(f->message_type(), visiting);
-    }
-    visiting.erase(d);
-  }
-  absl::MutexLock lock(&mu);
-  (*cache)[d] = holds;
+  visiting.erase(d);
   return holds;
 }
 
-absl::Status CheckOne(const v1::Histogram& h, const std::string& at) {
-  auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(at + ": " + why); };
+// The message fields of type `d` through which a Histogram can be reached, computed once per
+// type and kept for the process (message types are few and never go away). The fast path is
+// a shared reader lock: batches of many streams are checked at once.
+const std::vector<const FieldDescriptor*>& HistogramFields(const Descriptor* d) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* cache = new std::map<const Descriptor*, std::vector<const FieldDescriptor*>>();
+  {
+    absl::ReaderMutexLock lock(&mu);
+    if (const auto it = cache->find(d); it != cache->end()) return it->second;
+  }
+  std::vector<const FieldDescriptor*> fields;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    std::set<const Descriptor*> visiting;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_map() &&
+        MayHoldHistogram(f->message_type(), visiting)) {
+      fields.push_back(f);
+    }
+  }
+  absl::MutexLock lock(&mu);
+  return cache->emplace(d, std::move(fields)).first->second;
+}
+
+// Where the walk is: a field (and index, -1 when not repeated) below its parent's place. The
+// path string is built only for an error.
+struct Place {
+  const Place* parent;
+  const FieldDescriptor* field;
+  int index;
+};
+
+std::string PathOf(const Place* p) {
+  if (p == nullptr) return "";
+  std::string out = PathOf(p->parent);
+  if (!out.empty()) out += ".";
+  absl::StrAppend(&out, p->field->name());
+  if (p->index >= 0) absl::StrAppend(&out, "[", p->index, "]");
+  return out;
+}
+
+absl::Status CheckOne(const v1::Histogram& h, const Place* at) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(PathOf(at) + ": " + why);
+  };
   for (int i = 0; i < h.upper_bounds_size(); ++i) {
     if (!std::isfinite(h.upper_bounds(i)))
       return bad(absl::StrCat("upper bound ", i, " not finite"));
@@ -61,27 +95,21 @@ absl::Status CheckOne(const v1::Histogram& h, const std::string& at) {
   return absl::OkStatus();
 }
 
-absl::Status Walk(const Message& m, const std::string& at) {
+absl::Status Walk(const Message& m, const Place* at) {
   if (m.GetDescriptor() == v1::Histogram::descriptor()) {
     return CheckOne(static_cast<const v1::Histogram&>(m), at);
   }
   const Reflection* r = m.GetReflection();
-  const Descriptor* d = m.GetDescriptor();
-  std::set<const Descriptor*> visiting;
-  for (int i = 0; i < d->field_count(); ++i) {
-    const FieldDescriptor* f = d->field(i);
-    if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || f->is_map() ||
-        !MayHoldHistogram(f->message_type(), visiting)) {
-      continue;
-    }
-    const std::string name = at.empty() ? f->name() : absl::StrCat(at, ".", f->name());
+  for (const FieldDescriptor* f : HistogramFields(m.GetDescriptor())) {
     if (f->is_repeated()) {
       for (int k = 0; k < r->FieldSize(m, f); ++k) {
-        absl::Status s = Walk(r->GetRepeatedMessage(m, f, k), absl::StrCat(name, "[", k, "]"));
+        const Place here{at, f, k};
+        absl::Status s = Walk(r->GetRepeatedMessage(m, f, k), &here);
         if (!s.ok()) return s;
       }
     } else if (r->HasField(m, f)) {
-      absl::Status s = Walk(r->GetMessage(m, f), name);
+      const Place here{at, f, -1};
+      absl::Status s = Walk(r->GetMessage(m, f), &here);
       if (!s.ok()) return s;
     }
   }
@@ -90,7 +118,7 @@ absl::Status Walk(const Message& m, const std::string& at) {
 
 }  // namespace
 
-absl::Status CheckHistograms(const Message& message) { return Walk(message, ""); }
+absl::Status CheckHistograms(const Message& message) { return Walk(message, nullptr); }
 
 namespace {
 

@@ -20,6 +20,7 @@
 #include "agent/local_sink.h"
 #include "agent/uplink.h"
 #include "collectors/clock.h"
+#include "collectors/common/histogram_quantile.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/utf8.h"
@@ -492,17 +493,10 @@ std::string Agent::StatusLine() const {
   }
   // p99 as the upper bound of the bucket holding the 99th percentile.
   std::string p99 = "-";
-  if (h.count() > 0) {
-    const uint64_t target = (h.count() * 99 + 99) / 100;
-    uint64_t cum = 0;
-    for (int i = 0; i < h.bucket_counts_size(); ++i) {
-      cum += h.bucket_counts(i);
-      if (cum >= target) {
-        p99 = i < h.upper_bounds_size() ? absl::StrFormat("<=%.3gms", h.upper_bounds(i) * 1e3)
-                                        : absl::StrFormat(">%.3gms", h.upper_bounds(i - 1) * 1e3);
-        break;
-      }
-    }
+  double bound = 0;
+  bool above = false;
+  if (common::HistogramQuantileBound(h, 0.99, &bound, &above)) {
+    p99 = absl::StrFormat("%s%.3gms", above ? ">" : "<=", bound * 1e3);
   }
   const std::string uplink = options_.aggregator.empty()
                                  ? "standalone"

@@ -60,6 +60,7 @@ absl::Status Aggregator::StartHttp() {
   http_ = std::make_unique<HttpServer>(Collectables(), &state_);
   http_->SetHealthCheck([this] { return StallReason(); });
   http_->SetWebConfig(std::move(web));
+  http_->SetRole(options_.grpc_listen.empty() ? "agent (standalone)" : "aggregator");
   auto http_port = http_->Start(options_.http_listen);
   if (!http_port.ok()) {
     http_.reset();

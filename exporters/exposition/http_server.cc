@@ -13,7 +13,9 @@
 #include "exporters/exposition/exposition.h"
 #include "exporters/exposition/http_pool.h"
 #include "exporters/exposition/metric_catalog.h"
+#include "exporters/exposition/page_assets.h"
 #include "exporters/heatmap/heatmap_http.h"
+#include "exporters/heatmap/heatmap_svg.h"
 #include "exporters/state/cluster_state.h"
 #include "glog/logging.h"
 
@@ -97,36 +99,53 @@ void HttpServer::RegisterDataRoutes() {
     RegisterCrossRankRoutes(*server_, state_->cross_rank(), &pages);
     RegisterHeatmapIndex(*server_, std::move(pages));
   }
-  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
-    std::string page =
-        "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
-        "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>";
-    if (state_) {
-      page +=
-          "<li><a href=\"/heatmap\">/heatmap</a> heat maps: links x time, node x node, rank x "
-          "rank, collective duration per rank x sequence</li>"
-          "<li><a href=\"/api/collectives/slow\">/api/collectives/slow</a> the slowest recent "
-          "collectives matched across ranks, with cause and flight-recorder samples (JSON)</li>"
-          "<li><a href=\"/api/anomalies\">/api/anomalies</a> departures from each node's own "
-          "baseline (JSON; ?node=NAME)</li>"
-          "<li><a href=\"/api/loss_patterns\">/api/loss_patterns</a> systematic or random "
-          "loss, with the links, PFC priorities and peers that concentrate it (JSON)</li>"
-          "<li><a href=\"/api/flight_recordings\">/api/flight_recordings</a> raw sub-ms samples "
-          "around bursts with loss and slow collectives (JSON; ?node=NAME)</li>";
+  if (state_) {
+    RegisterPageRoutes();
+  } else {
+    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(
+          "<!doctype html><title>fabricscope</title><h1>fabricscope</h1><ul>"
+          "<li><a href=\"/metrics\">/metrics</a> Prometheus metrics</li>"
+          "<li><a href=\"/healthz\">/healthz</a></li></ul>",
+          "text/html; charset=utf-8");
+    });
+  }
+}
+
+void HttpServer::RegisterPageRoutes() {
+  // The page and its script and style, compiled in (page_assets.h). The policy allows nothing
+  // but this server: no inline script, no other origin, no framing.
+  for (size_t i = 0; i < kPageAssetCount; ++i) {
+    const PageAsset& a = kPageAssets[i];
+    server_->Get(a.path, [&a](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(std::string(a.body), a.content_type);
+    });
+  }
+  // ?limit=N (default 20, at most 10,000) of the JSON lists below.
+  auto limit_of = [](const httplib::Request& req) {
+    size_t limit = 20;
+    if (req.has_param("limit") && absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
+      return std::min<size_t>(std::max<size_t>(limit, 1), 10'000);
     }
-    page +=
-        "<li><a href=\"/api/microbursts\">/api/microbursts</a> recent microbursts (JSON; "
-        "?node=NAME to filter)</li>"
-        "<li><a href=\"/api/nodes\">/api/nodes</a> the nodes reporting: agent instance, acked "
-        "sequence number, batches stored, duplicates and lost, last seen</li>"
-        "<li><a href=\"/api/loss_events\">/api/loss_events</a> recent packet-level loss and "
-        "retransmission events from captures (JSON; ?node=NAME)</li>"
-        "<li><a href=\"/api/collectives\">/api/collectives</a> recent NCCL collectives per "
-        "node (JSON; ?node=NAME, ?limit=N)</li>"
-        "<li><a href=\"/api/kernels\">/api/kernels</a> recent GPU kernel spans (JSON; "
-        "?node=NAME, ?limit=N)</li>"
-        "<li><a href=\"/healthz\">/healthz</a></li></ul>";
-    res.set_content(page, "text/html");
+    return size_t{20};
+  };
+  server_->Get("/api/status",
+               [this, limit_of](const httplib::Request& req, httplib::Response& res) {
+                 // {"role": ..., then ClusterState::StatusJson's fields}.
+                 std::string body = "{";
+                 AppendJsonField(&body, "role", role_);
+                 body += ",";
+                 body += state_->StatusJson(limit_of(req)).substr(1);
+                 res.set_content(body, "application/json");
+               });
+  server_->Get("/api/ports", [this, limit_of](const httplib::Request& req, httplib::Response& res) {
+    const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
+    res.set_content(state_->PortsJson(node, limit_of(req)), "application/json");
   });
 }
 

@@ -29,7 +29,8 @@ std::vector<prometheus::MetricFamily> CollectFamilies(
 
 // The one HTTP server of a daemon: /metrics in the Prometheus text format (0.0.4), rendered at
 // scrape time from the collectables; /healthz; /api/*; with a ClusterState the heat maps and
-// their JSON; an index at /. With neither collectables nor a state (the agent's
+// their JSON; the live page at / (page_assets.h) with /api/status and /api/ports. With neither
+// collectables nor a state (the agent's
 // --health-listen) it serves /healthz and a one-line index only, and 404 for the rest.
 //
 // Threading: Start/Stop from the control thread; requests are served on the server's own pool.
@@ -58,6 +59,8 @@ class HttpServer {
   // HTTP, and a 401 with `WWW-Authenticate: Basic` for every path but /healthz without a good user
   // and password. Call before Start.
   void SetWebConfig(WebConfig config) { web_ = std::move(config); }
+  // What /api/status calls this daemon ("aggregator", "agent (standalone)"). Call before Start.
+  void SetRole(std::string role) { role_ = std::move(role); }
 
   // The whole /metrics body as served. Debug builds (no NDEBUG) also check the state's families
   // against the metric catalog (UndeclaredLabels) and crash on a label name it does not declare.
@@ -66,12 +69,15 @@ class HttpServer {
  private:
   // /metrics, /api/*, the heat maps (with a state) and the index page.
   void RegisterDataRoutes();
+  // With a state: the live page at / (exporters/exposition/page), /api/status, /api/ports.
+  void RegisterPageRoutes();
 
   std::vector<const prometheus::Collectable*> collectables_;
   const ClusterState* state_;
   std::unique_ptr<httplib::Server> server_;
   std::function<std::string()> health_check_;
   WebConfig web_;
+  std::string role_ = "aggregator";
   std::thread thread_;
 };
 

@@ -96,6 +96,23 @@ class ClusterState : public prometheus::Collectable {
   // last_seen_unix_seconds}...]} sorted by node: each node's live agent instance, the highest
   // sequence number it has been acked (stored, or declared lost), and this instance's counts.
   std::string NodesJson() const;
+  // JSON for the live page's status (exporters/state/cluster_state_json.cc): {"nodes_total",
+  // "nodes_reporting" (a Hello or batch within the last 10 s), "ports_total",
+  // "samples_per_second_total", "microbursts_total", "overruns_total", "ring_drops_total",
+  // "nodes":[{node, ports, samples_per_second (null before two windows), p99_interval_seconds,
+  // p99_interval_above (true: beyond the last bound), microbursts_total, overruns_total,
+  // ring_drops_total, uplink_dropped_batches_total, lost_batches, last_seen_unix_seconds}]}: the
+  // `limit` nodes with the most overruns + ring drops first (ties by name), totals over all. Units:
+  // seconds, per second, counts since agent start.
+  std::string StatusJson(size_t limit) const;
+  // JSON of the ports' latest windows: {"ports_total", "ports":[{node, device, port, kind
+  // ("rdma"|"netdev"|...), line_rate_bytes_per_second, transmit_utilization,
+  // receive_utilization (mean over the window, 0..1), loss_ratio, retransmits_per_second,
+  // tcp_retransmitted_ratio, cnp_sent_per_second, ecn_marked_ratio, pause_time_ratio (the
+  // most paused priority's share of the window); null when the port has no such counter)}]},
+  // node_filter empty = all nodes; the `limit` ports with the highest loss ratio, then retransmits
+  // per second, then utilization, first.
+  std::string PortsJson(absl::string_view node_filter, size_t limit) const;
   // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
   // reason one of kRefusedStreamReasons (exporters/ingest/telemetry_service.h says when each
   // applies).
@@ -195,6 +212,9 @@ class ClusterState : public prometheus::Collectable {
     std::shared_ptr<const v1::CaptureWindow> capture;  // the latest, without its loss events
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
+    // Fast-sampler ticks per second over the last window (AgentStats.ticks_total delta over
+    // the window's span); -1 before two windows with agent stats.
+    double samples_per_second = -1;
   };
   // What a window batch stores, copied out of it before mu_ is taken (immutable once built).
   struct PreparedWindow {

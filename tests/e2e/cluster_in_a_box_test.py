@@ -22,7 +22,9 @@ fresh agents and its own communicator:
            collectives network_lossy, the instances' bottleneck n2; n2's agent also captures
            its veth, and its collectives carry the TCP retransmissions the capture saw.
 Then: the rank heat map shows ring-neighbour traffic only, /metrics passes promtool check
-metrics, and the heat-map SVGs rendered by headless Chromium show the expected hot cells.
+metrics, and the heat-map SVGs rendered by headless Chromium show the expected hot cells. After
+the compute phase, the aggregator's live page in Chromium lists the straggler's instances in
+#slow-collectives and a click opens the communicator's heat map (tests/e2e/cdp.py).
 
 Usage: cluster_in_a_box_test.py AGENT AGGREGATOR RING PLUGIN OUT_DIR
 Exit 77 (skipped) without root, namespaces, veth, bridge or tbf; 0 on success; 1 on failure.
@@ -38,7 +40,8 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from box import (FAILED, HEALTHY_DECLARED, HEALTHY_TBF, ITERATIONS, NODES,  # noqa: E402
+import cdp  # noqa: E402
+from box import (FAILED, HEALTHY_DECLARED, HEALTHY_TBF, HUB, ITERATIONS, NODES,  # noqa: E402
                  SLOW_DECLARED, SLOW_TBF, VETH, WORK, check, cleanup, configure, http, log,
                  metric_values, phase, run, setup, shape, start_aggregator)
 
@@ -130,6 +133,39 @@ def check_picture(name, svg, png, hot, cold):
               f"{name}: {len(seen)} {label} cells drawn in {colour}")
 
 
+def check_live_page(http_port):
+    """The aggregator's live page (issue 19) after the straggler phase, in headless Chromium in
+    the hub's namespace: #slow-collectives fills with the compute_straggler instances naming
+    n3 rank 3; a click on one opens the collective heat map of its communicator (the image
+    loads) and the flight-recorder plot or the note that none came; no console error."""
+    b = cdp.Browser(prefix=["ip", "netns", "exec", HUB], width=1400, height=1200)
+    try:
+        b.open(f"http://127.0.0.1:{http_port}/")
+        rows = b.wait_for("#slow-collectives rows", """[...document.querySelectorAll(
+            '#slow-collectives tbody tr')].map(tr => tr.textContent)""", timeout=15)
+        check(any("compute_straggler" in r and "n3 rank 3" in r for r in rows),
+              f"live page: #slow-collectives names the straggler n3 rank 3 ({len(rows)} rows)")
+        b.click("#slow-collectives tbody tr")
+        title = b.wait_for("the collective heat map", """(() => {
+            const img = document.getElementById('cd-heatmap');
+            return !document.getElementById('collective-detail').hidden && img.complete &&
+              img.naturalWidth > 0 ? document.getElementById('cd-title').textContent : null;
+        })()""", timeout=10)
+        check("c0c0c0c0" in title, f"live page: a click opens the collective's heat map ({title})")
+        detail = b.evaluate("document.getElementById('cd-recording').textContent + "
+                            "document.querySelectorAll('#cd-recording polyline').length")
+        check(detail.endswith("2") or "no flight recording" in detail,
+              "live page: the flight-recorder samples are plotted, or the page says none came")
+        b.screenshot(os.path.join(OUT, "live_page_cluster.png"))
+        b.pump(0.5)
+        errors = b.errors()
+        check(not errors, "live page: no console error: " + "; ".join(errors))
+    except cdp.CdpError as e:
+        check(False, f"live page: {e}")
+    finally:
+        b.close()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     try:
@@ -150,6 +186,7 @@ def main():
         others = max(v for k, v in scores.items() if 'rank="3"' not in k)
         check(s3 > 0.5 and others < 0.1,
               f"straggler score: rank 3 {s3:.2f}, the others at most {others:.2f}")
+        check_live_page(http_port)
         collectives_svg = http(http_port, "/heatmap/collectives?comm=c0c0c0c0")
 
         # A slow link: n1 trained down to a tenth.

@@ -69,9 +69,10 @@ TEST(HttpServer, IndexListsEveryEndpointItServes) {
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
   const std::string index = c.Get("/")->body;
-  for (const char* path : {"/metrics", "/heatmap", "/api/collectives/slow", "/api/anomalies",
-                           "/api/loss_patterns", "/api/flight_recordings", "/api/microbursts",
-                           "/api/loss_events", "/api/collectives", "/api/kernels", "/healthz"}) {
+  for (const char* path :
+       {"/metrics", "/heatmap", "/api/collectives/slow", "/api/anomalies", "/api/loss_patterns",
+        "/api/flight_recordings", "/api/microbursts", "/api/loss_events", "/api/collectives",
+        "/api/kernels", "/api/status", "/api/ports", "/api/nodes", "/healthz"}) {
     EXPECT_THAT(index, HasSubstr(absl::StrCat("href=\"", path, "\"")));
     const std::string route = std::string(path) == "/heatmap" ? "/heatmap/links" : path;
     EXPECT_EQ(c.Get(route)->status, 200) << route;

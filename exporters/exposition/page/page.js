@@ -1,0 +1,430 @@
+// fabricscope live page: plain JavaScript and SVG, no library. Once a second it reads the JSON
+// endpoints of the server that served it (/api/status, /heatmap/links?format=json,
+// /api/microbursts, /api/collectives/slow, /api/loss_patterns, /api/ports) and redraws the
+// sections #status, #links-heatmap, #microbursts, #slow-collectives and #loss. Strings from the
+// server only ever go into textContent or attributes, never into markup.
+'use strict';
+
+const REFRESH_MS = 1000;
+const HEATMAP_SECONDS = 10;
+const HEATMAP_BUCKET = '1ms';
+const MAX_COLUMNS = 600;  // heat-map columns drawn (merged by max, as the server merges)
+const MAX_ROWS = 64;      // links drawn at most: the hottest
+const TOP_ROWS = 10;      // rows of the tables
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+const $ = (sel) => document.querySelector(sel);
+const state = { node: null, direction: '', nodes: [], nodesTotal: -1, selected: null, slow: [] };
+
+// ---- formatting -------------------------------------------------------------------------------
+function fmtNum(v, digits = 3) {
+  if (v === null || v === undefined || !isFinite(v)) return '–';
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toPrecision(digits) + ' G';
+  if (a >= 1e6) return (v / 1e6).toPrecision(digits) + ' M';
+  if (a >= 1e4) return (v / 1e3).toPrecision(digits) + ' k';
+  return Number(v.toPrecision(digits)).toString();
+}
+function fmtSeconds(s) {
+  if (s === null || s === undefined || !isFinite(s)) return '–';
+  if (s >= 1) return s.toPrecision(3) + ' s';
+  if (s >= 1e-3) return (s * 1e3).toPrecision(3) + ' ms';
+  return (s * 1e6).toPrecision(3) + ' µs';
+}
+function fmtRatio(v) {
+  if (v === null || v === undefined || !isFinite(v)) return '–';
+  if (v === 0) return '0';
+  return v >= 0.01 ? (v * 100).toFixed(1) + '%' : v.toExponential(1);
+}
+function fmtClock(unixSeconds, ms = true) {
+  if (!unixSeconds) return '–';
+  const d = new Date(unixSeconds * 1000);
+  const s = d.toISOString().substring(11, ms ? 23 : 19);
+  return s;
+}
+function fmtBytes(b) {
+  if (!isFinite(b)) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (b >= 1024 && i < units.length - 1) { b /= 1024; i++; }
+  return (i === 0 ? b.toFixed(0) : b.toFixed(1)) + ' ' + units[i];
+}
+
+// ---- DOM helpers ------------------------------------------------------------------------------
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+function row(cells) {
+  const tr = document.createElement('tr');
+  for (const c of cells) {
+    if (c instanceof Node) { const td = el('td'); td.appendChild(c); tr.appendChild(td); continue; }
+    const [text, cls] = Array.isArray(c) ? c : [c, undefined];
+    tr.appendChild(el('td', text, cls));
+  }
+  return tr;
+}
+// Fills a section's table with `rows` (or shows its empty note when there are none).
+function fillTable(section, rows) {
+  const table = section.querySelector('table');
+  const body = table.querySelector('tbody');
+  body.replaceChildren(...rows);
+  table.hidden = rows.length === 0;
+  const empty = section.querySelector('.empty');
+  if (empty) empty.hidden = rows.length > 0;
+}
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+
+// Viridis by linear interpolation between its nine anchors (the same colormap as the server's
+// heat maps, exporters/heatmap/heatmap_svg.h).
+const VIRIDIS = ['#440154', '#472d7b', '#3b528b', '#2c728e', '#21908c', '#27ad81', '#5dc863',
+  '#aadc32', '#fde725'].map((h) => [1, 3, 5].map((i) => parseInt(h.substr(i, 2), 16)));
+function viridis(t) {
+  t = Math.min(1, Math.max(0, t));
+  const x = t * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+  const f = x - i;
+  const c = VIRIDIS[i].map((a, k) => Math.round(a + (VIRIDIS[i + 1][k] - a) * f));
+  return '#' + c.map((v) => v.toString(16).padStart(2, '0')).join('');
+}
+
+// ---- fetching ---------------------------------------------------------------------------------
+async function getJson(path) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), 5000);
+  try {
+    const r = await fetch(path, { signal: ctl.signal, cache: 'no-store' });
+    if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+    return await r.json();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---- #status ----------------------------------------------------------------------------------
+function renderStatus(s) {
+  $('#role').textContent = s.role;
+  const worst = s.nodes.reduce((w, n) => (n.p99_interval_seconds !== null &&
+    (!w || n.p99_interval_seconds > w.p99_interval_seconds) ? n : w), null);
+  const p99 = worst ? (worst.p99_interval_above ? '> ' : '≤ ') +
+    fmtSeconds(worst.p99_interval_seconds) : '–';
+  const uplink = s.role.startsWith('agent') ? 'uplink: standalone (serving here)' :
+    `${s.nodes_reporting} of ${s.nodes_total} nodes reporting`;
+  const parts = [
+    `${s.nodes_total} node${s.nodes_total === 1 ? '' : 's'}`,
+    `${s.ports_total} ports`,
+    `${fmtNum(s.samples_per_second_total, 4)} samples/s`,
+    `p99 interval ${p99}`,
+    `${s.microbursts_total} microbursts`,
+    `${s.overruns_total} overruns`,
+    `${s.ring_drops_total} ring drops`,
+    uplink,
+  ];
+  const line = $('#status-line');
+  line.textContent = parts.join(' · ');
+  line.dataset.samplesPerSecond = String(s.samples_per_second_total);
+  const sec = $('#status');
+  const table = sec.querySelector('table');
+  table.querySelector('tbody').replaceChildren(...s.nodes.map((n) => row([
+    n.node, [n.ports, 'num'], [fmtNum(n.samples_per_second, 4), 'num'],
+    [n.p99_interval_seconds === null ? '–' :
+      (n.p99_interval_above ? '> ' : '≤ ') + fmtSeconds(n.p99_interval_seconds), 'num'],
+    [n.microbursts_total, 'num'], [n.overruns_total, n.overruns_total ? 'num bad' : 'num'],
+    [n.ring_drops_total, n.ring_drops_total ? 'num bad' : 'num'],
+    [n.lost_batches, n.lost_batches ? 'num bad' : 'num'],
+    fmtClock(n.last_seen_unix_seconds, false)])));
+  table.hidden = s.nodes.length === 0;
+  $('#status-note').textContent = s.nodes_total > s.nodes.length ?
+    `${s.nodes.length} of ${s.nodes_total} nodes shown: most overruns and ring drops first` :
+    (s.nodes_total === 0 ? 'no agent has reported yet: start fabricscope-agent with ' +
+      '--aggregator=THIS_HOST:9471' : '');
+  state.nodesTotal = s.nodes_total;
+}
+
+// The node selector: every node the server knows (from /api/nodes, read again when the count
+// changes), the first one picked by default; "all" shows every link (the hottest MAX_ROWS).
+async function updateNodeSelector() {
+  if (state.node !== null && state.nodesTotal === state.nodes.length) return;
+  const j = await getJson('/api/nodes');
+  state.nodes = j.nodes.map((n) => n.node).sort();
+  const sel = $('#hm-node');
+  const opts = [['', 'all nodes']].concat(state.nodes.map((n) => [n, n]));
+  sel.replaceChildren(...opts.map(([v, t]) => { const o = el('option', t); o.value = v; return o; }));
+  if (state.node === null || (state.node !== '' && !state.nodes.includes(state.node))) {
+    state.node = state.nodes.length > 0 ? state.nodes[0] : '';
+  }
+  sel.value = state.node;
+}
+
+// ---- #links-heatmap ---------------------------------------------------------------------------
+// Merges columns by max (a one-bucket burst stays visible) to at most MAX_COLUMNS, keeps the
+// MAX_ROWS rows with the highest peak, and draws runs of equal color as one rect each, with the
+// run's times and peak in data-* attributes (what the tooltip and the tests read).
+function renderHeatmap(h) {
+  const plot = $('#hm-plot');
+  const rowsIn = h.rows || [];
+  if (rowsIn.length === 0 || !h.values || h.values.length === 0) {
+    plot.replaceChildren(el('p', 'no link utilization in the last ' + HEATMAP_SECONDS +
+      ' s: a port needs a known line rate (virtio and veth report none: ' +
+      '--line-rate=eth0=10gbit) and the agent\'s utilization series (README "Heat maps").', 'empty'));
+    $('#hm-note').textContent = '';
+    return;
+  }
+  const cols = h.values[0].length;
+  const merge = Math.max(1, Math.ceil(cols / MAX_COLUMNS));
+  const ncols = Math.ceil(cols / merge);
+  let rows = rowsIn.map((label, r) => {
+    const vals = new Array(ncols).fill(null);
+    let peak = 0;
+    h.values[r].forEach((v, c) => {
+      if (v === null) return;
+      const k = Math.floor(c / merge);
+      vals[k] = vals[k] === null ? v : Math.max(vals[k], v);
+      peak = Math.max(peak, v);
+    });
+    return { label, vals, peak };
+  });
+  const total = rows.length;
+  if (rows.length > MAX_ROWS) {
+    rows = rows.slice().sort((a, b) => b.peak - a.peak).slice(0, MAX_ROWS);
+  }
+  const bucket = h.bucket_seconds * merge;
+  const labelW = Math.min(320, 12 + 7 * Math.max(...rows.map((r) => r.label.length)));
+  const cellW = Math.max(1, 1000 / ncols);
+  const cellH = rows.length > 24 ? 8 : 16;
+  const W = Math.ceil(labelW + ncols * cellW + 90), H = rows.length * cellH + 40;
+  const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img' });
+  root.appendChild(svg('title')).textContent = 'link × time utilization';
+  const lo = Math.max(0, h.scale_min || 0), hi = h.scale_max || 1;
+  rows.forEach((r, i) => {
+    const y = i * cellH;
+    const t = svg('text', { x: labelW - 6, y: y + cellH - 3, 'text-anchor': 'end' });
+    t.textContent = r.label;
+    root.appendChild(t);
+    let c = 0;
+    while (c < ncols) {
+      const v = r.vals[c];
+      const color = v === null ? '#d0d3d9' : viridis((v - lo) / (hi - lo));
+      let e = c + 1, peak = v;
+      while (e < ncols) {
+        const w = r.vals[e];
+        const wc = w === null ? '#d0d3d9' : viridis((w - lo) / (hi - lo));
+        if (wc !== color) break;
+        if (w !== null) peak = peak === null ? w : Math.max(peak, w);
+        e++;
+      }
+      const t0 = h.start_unix_seconds + c * bucket, t1 = h.start_unix_seconds + e * bucket;
+      root.appendChild(svg('rect', {
+        x: labelW + c * cellW, y, width: (e - c) * cellW, height: cellH, fill: color,
+        'data-row': r.label, 'data-t0': t0.toFixed(6), 'data-t1': t1.toFixed(6),
+        'data-v': peak === null ? '' : peak.toFixed(4),
+      }));
+      c = e;
+    }
+  });
+  // Time axis: start and end of the window, and its middle.
+  const yAxis = rows.length * cellH + 14;
+  for (const f of [0, 0.5, 1]) {
+    const t = svg('text', { x: labelW + f * ncols * cellW, y: yAxis,
+      'text-anchor': f === 0 ? 'start' : (f === 1 ? 'end' : 'middle') });
+    t.textContent = fmtClock(h.start_unix_seconds + f * ncols * bucket) + ' UTC';
+    root.appendChild(t);
+  }
+  // Legend: the colormap from scale_min to scale_max.
+  const lx = labelW + ncols * cellW + 16, lh = Math.max(40, rows.length * cellH);
+  for (let k = 0; k < 20; k++) {
+    root.appendChild(svg('rect', { x: lx, y: lh - (k + 1) * lh / 20, width: 12,
+      height: lh / 20 + 0.5, fill: viridis(k / 19) }));
+  }
+  for (const [v, y] of [[hi, 10], [lo, lh]]) {
+    const t = svg('text', { x: lx + 16, y });
+    t.textContent = fmtRatio(v);
+    root.appendChild(t);
+  }
+  plot.replaceChildren(root);
+  const notes = [`${fmtSeconds(bucket)} per column`];
+  if (total > rows.length) notes.push(`${rows.length} of ${total} links shown (hottest)`);
+  if (h.note) notes.push(h.note);
+  $('#hm-note').textContent = notes.join('; ');
+}
+
+function setupHeatmapHover() {
+  const tip = $('#hm-tip');
+  $('#hm-plot').addEventListener('mousemove', (ev) => {
+    const d = ev.target.dataset;
+    if (!d || d.t0 === undefined) { tip.hidden = true; return; }
+    tip.textContent = `${d.row}\n${fmtClock(+d.t0)} – ${fmtClock(+d.t1)} UTC\n` +
+      `utilization ${d.v === '' ? 'no data' : fmtRatio(+d.v)}`;
+    tip.style.left = (ev.clientX + 14) + 'px';
+    tip.style.top = (ev.clientY + 14) + 'px';
+    tip.hidden = false;
+  });
+  $('#hm-plot').addEventListener('mouseleave', () => { tip.hidden = true; });
+}
+
+// ---- #microbursts -----------------------------------------------------------------------------
+function renderMicrobursts(j) {
+  const bursts = (j.microbursts || []).slice()
+    .sort((a, b) => b.start_unix_seconds - a.start_unix_seconds).slice(0, TOP_ROWS);
+  fillTable($('#microbursts'), bursts.map((b) => row([
+    b.node, `${b.device}:${b.port}`, b.direction, fmtClock(b.start_unix_seconds),
+    [fmtSeconds(b.duration_seconds), 'num'], [fmtRatio(b.peak_utilization), 'num'],
+    [fmtBytes(b.bytes), 'num']])));
+}
+
+// ---- #slow-collectives ------------------------------------------------------------------------
+function renderSlow(j) {
+  state.slow = j.collectives || [];
+  const rows = state.slow.map((c, i) => {
+    const b = c.bottleneck;
+    const tr = row([c.comm, c.func, [c.seq, 'num'], [c.nranks, 'num'],
+      [fmtSeconds(c.duration_seconds), 'num'], [fmtSeconds(c.skew_seconds), 'num'],
+      [c.cause, 'cause-' + c.cause],
+      b ? `${b.node} rank ${b.rank}${b.port ? ' ' + b.port : ''}` : '–',
+      [c.evidence || (b ? b.detail : ''), 'evidence']]);
+    tr.className = 'pick';
+    const key = `${c.comm}/${c.func}/${c.seq}`;
+    if (key === state.selected) tr.classList.add('selected');
+    tr.dataset.key = key;
+    tr.addEventListener('click', () => selectCollective(i));
+    return tr;
+  });
+  fillTable($('#slow-collectives'), rows);
+}
+
+function selectCollective(i) {
+  const c = state.slow[i];
+  if (!c) return;
+  state.selected = `${c.comm}/${c.func}/${c.seq}`;
+  for (const tr of document.querySelectorAll('#slow-collectives tbody tr')) {
+    tr.classList.toggle('selected', tr.dataset.key === state.selected);
+  }
+  $('#collective-detail').hidden = false;
+  $('#cd-title').textContent = `${c.func} #${c.seq} on communicator ${c.comm}: ${c.cause}, ` +
+    `${fmtSeconds(c.duration_seconds)}, skew ${fmtSeconds(c.skew_seconds)}`;
+  $('#cd-heatmap').src = '/heatmap/collectives?comm=' + encodeURIComponent(c.comm) +
+    '&func=' + encodeURIComponent(c.func);
+  const withRec = c.ranks.filter((r) => r.recording && r.recording.samples.length > 0);
+  const pick = withRec.find((r) => c.bottleneck && r.node === c.bottleneck.node &&
+    r.rank === c.bottleneck.rank) || withRec[0];
+  const box = $('#cd-recording');
+  if (!pick) {
+    $('#cd-rec-title').textContent = 'flight-recorder samples around it';
+    box.replaceChildren(el('p', 'no flight recording came with this collective: an agent ' +
+      'records its ports around a collective it flags slow (README "Why was that all-reduce ' +
+      'slow").', 'empty'));
+    return;
+  }
+  $('#cd-rec-title').textContent = `flight-recorder samples of ${pick.node} rank ${pick.rank}` +
+    ` (${pick.recording.reason}), utilization of line rate`;
+  box.replaceChildren(plotRecording(pick));
+}
+
+// Transmit and receive utilization of one recording as two polylines, the collective's own
+// span shaded.
+function plotRecording(r) {
+  const s = r.recording.samples;
+  const W = 560, H = 200, L = 44, B = 24;
+  const t0 = s[0].time_unix_seconds, t1 = s[s.length - 1].time_unix_seconds;
+  const span = Math.max(1e-9, t1 - t0);
+  const hi = Math.max(1, ...s.map((p) => Math.max(p.transmit_utilization || 0,
+    p.receive_utilization || 0)));
+  const x = (t) => L + (t - t0) / span * (W - L - 8);
+  const y = (v) => (H - B) - v / hi * (H - B - 8);
+  const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'recording' });
+  root.appendChild(svg('rect', { x: x(r.start_unix_seconds), y: 4,
+    width: Math.max(1, x(r.start_unix_seconds + r.duration_seconds) - x(r.start_unix_seconds)),
+    height: H - B - 4, fill: '#eef2ff' }));
+  for (const [key, color] of [['transmit_utilization', '#3b528b'],
+    ['receive_utilization', '#5dc863']]) {
+    const pts = s.filter((p) => p[key] !== null).map((p) =>
+      `${x(p.time_unix_seconds).toFixed(1)},${y(p[key]).toFixed(1)}`);
+    root.appendChild(svg('polyline', { points: pts.join(' '), fill: 'none', stroke: color,
+      'stroke-width': 1.5, 'data-series': key }));
+  }
+  root.appendChild(svg('line', { x1: L, y1: H - B, x2: W - 8, y2: H - B, stroke: '#999' }));
+  const labels = [[L - 4, y(hi) + 4, fmtRatio(hi), 'end'], [L - 4, H - B, '0', 'end'],
+    [L, H - 6, fmtClock(t0), 'start'], [W - 8, H - 6, fmtClock(t1) + ' UTC', 'end'],
+    [W - 8, 14, 'transmit (blue), receive (green)', 'end']];
+  for (const [lx, ly, text, anchor] of labels) {
+    const t = svg('text', { x: lx, y: ly, 'text-anchor': anchor, 'font-size': 11 });
+    t.textContent = text;
+    root.appendChild(t);
+  }
+  return root;
+}
+
+// ---- #loss ------------------------------------------------------------------------------------
+function renderLoss(patterns, ports) {
+  const p = patterns || {};
+  let line = 'loss pattern: ' + (p.classification || 'unknown');
+  if (p.total_loss_events !== undefined) line += ` (${p.total_loss_events} loss events)`;
+  if (p.reasons && p.reasons.length) line += ': ' + p.reasons.join('; ');
+  if (p.links && p.links.length) {
+    line += ' · most on ' + p.links.slice(0, 3).map((l) =>
+      `${l.node}/${l.device}:${l.port} (${fmtRatio(l.share)})`).join(', ');
+  }
+  $('#loss-pattern').textContent = line;
+  const rows = (ports.ports || []).map((q) => row([q.node,
+    q.kind === 'node' ? `${q.device} (node)` : `${q.device}:${q.port}`,
+    [`${fmtRatio(q.transmit_utilization)} / ${fmtRatio(q.receive_utilization)}`, 'num'],
+    [fmtRatio(q.loss_ratio), q.loss_ratio > 0 ? 'num bad' : 'num'],
+    [fmtNum(q.retransmits_per_second), q.retransmits_per_second > 0 ? 'num bad' : 'num'],
+    [fmtRatio(q.tcp_retransmitted_ratio), q.tcp_retransmitted_ratio > 0 ? 'num bad' : 'num'],
+    [fmtNum(q.cnp_sent_per_second), 'num'], [fmtRatio(q.ecn_marked_ratio), 'num'],
+    [fmtRatio(q.pause_time_ratio), 'num']]));
+  fillTable($('#loss'), rows);
+  $('#loss-note').textContent = ports.ports_total > rows.length ?
+    `${rows.length} of ${ports.ports_total} ports shown: highest loss, then retransmits, then ` +
+    'utilization' : (rows.length === 0 ? 'no port has reported a window yet' : '');
+}
+
+// ---- the loop ---------------------------------------------------------------------------------
+async function refresh() {
+  const errors = [];
+  // The node to show is known before the first heat map is read.
+  try { await updateNodeSelector(); } catch (e) { errors.push(e.message); }
+  const node = state.node || '';
+  const q = node ? '&node=' + encodeURIComponent(node) : '';
+  const dir = state.direction ? '&direction=' + state.direction : '';
+  const jobs = [
+    ['/api/status?limit=' + TOP_ROWS, renderStatus],
+    [`/heatmap/links?format=json&seconds=${HEATMAP_SECONDS}&bucket=${HEATMAP_BUCKET}${q}${dir}`,
+      renderHeatmap],
+    ['/api/microbursts' + (node ? '?node=' + encodeURIComponent(node) : ''), renderMicrobursts],
+    ['/api/collectives/slow?limit=' + TOP_ROWS, renderSlow],
+  ];
+  await Promise.all(jobs.map(async ([path, render]) => {
+    try { render(await getJson(path)); } catch (e) { errors.push(e.message); }
+  }));
+  try {
+    const [patterns, ports] = await Promise.all([getJson('/api/loss_patterns'),
+      getJson('/api/ports?limit=' + TOP_ROWS + q)]);
+    renderLoss(patterns, ports);
+  } catch (e) { errors.push(e.message); }
+  const conn = $('#conn');
+  conn.hidden = errors.length === 0;
+  conn.textContent = errors.length ? 'cannot read ' + errors.join(', ') : '';
+  $('#updated').textContent = 'updated ' + fmtClock(Date.now() / 1000, false) + ' UTC';
+  document.body.dataset.refreshes = String(+(document.body.dataset.refreshes || 0) + 1);
+}
+
+async function loop() {
+  const t = Date.now();
+  await refresh();
+  setTimeout(loop, Math.max(100, REFRESH_MS - (Date.now() - t)));
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('#hm-node').addEventListener('change', (e) => { state.node = e.target.value; refresh(); });
+  $('#hm-dir').addEventListener('change', (e) => { state.direction = e.target.value; refresh(); });
+  setupHeatmapHover();
+  loop();
+});

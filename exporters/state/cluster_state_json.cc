@@ -1,0 +1,207 @@
+// The live page's JSON (exporters/exposition/page): /api/status and /api/ports, written by hand
+// with bounded output (top-K by what a person looks for first).
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "collectors/common/histogram_quantile.h"
+#include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/state/cluster_state.h"
+
+namespace fabricscope::exporters {
+namespace {
+
+// "key": value or null when the optional field is absent.
+template <typename T>
+void AppendOptional(std::string* out, const char* key, bool has, T value) {
+  if (has) {
+    AppendJsonField(out, key, static_cast<double>(value));
+  } else {
+    absl::StrAppend(out, "\"", key, "\":null");
+  }
+}
+
+// A node is reporting while its last Hello or batch is at most this old (a few 1 s windows).
+constexpr int kReportingSeconds = 10;
+
+struct StatusRow {
+  std::string node;
+  size_t ports = 0;
+  double samples_per_second = -1, p99 = 0;
+  bool have_p99 = false, p99_above = false;
+  uint64_t bursts = 0, overruns = 0, ring_drops = 0, uplink_dropped = 0, lost = 0;
+  double last_seen = 0;
+};
+
+struct PortRow {
+  std::string node, device, kind;
+  uint32_t port = 0;
+  std::shared_ptr<const v1::PortInfo> info;
+  std::shared_ptr<const v1::PortWindow> last;
+  double loss = 0, retrans = 0, util = 0;  // the sort keys
+};
+
+}  // namespace
+
+std::string ClusterState::StatusJson(size_t limit) const {
+  std::vector<StatusRow> rows;
+  size_t reporting = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = Now();
+    rows.reserve(nodes_.size());
+    for (const auto& [node, n] : nodes_) {
+      StatusRow r;
+      r.node = node;
+      r.ports = n.ports.size();
+      r.samples_per_second = n.samples_per_second;
+      r.lost = n.lost;
+      if (now - n.last_seen <= absl::Seconds(kReportingSeconds)) ++reporting;
+      r.last_seen = absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch());
+      if (n.agent) {
+        r.have_p99 = common::HistogramQuantileBound(n.agent->sample_interval_seconds(), 0.99,
+                                                    &r.p99, &r.p99_above);
+        r.overruns = n.agent->overruns_total();
+        r.ring_drops = n.agent->ring_drops_total();
+        r.uplink_dropped = n.agent->uplink_dropped_batches_total();
+      }
+      for (const PortSnapshot& ps : n.ports) {
+        if (!ps.last) continue;
+        r.bursts +=
+            ps.last->transmit().microbursts_total() + ps.last->receive().microbursts_total();
+      }
+      rows.push_back(std::move(r));
+    }
+  }
+  double sps = 0;
+  uint64_t ports = 0, bursts = 0, overruns = 0, drops = 0;
+  for (const StatusRow& r : rows) {
+    sps += std::max(0.0, r.samples_per_second);
+    ports += r.ports;
+    bursts += r.bursts;
+    overruns += r.overruns;
+    drops += r.ring_drops;
+  }
+  std::sort(rows.begin(), rows.end(), [](const StatusRow& a, const StatusRow& b) {
+    return std::make_tuple(-static_cast<double>(a.overruns + a.ring_drops), a.node) <
+           std::make_tuple(-static_cast<double>(b.overruns + b.ring_drops), b.node);
+  });
+  const size_t nodes_total = rows.size();
+  if (rows.size() > limit) rows.resize(limit);
+  std::string out = "{";
+  AppendJsonField(&out, "nodes_total", static_cast<double>(nodes_total));
+  for (const auto& [key, v] : {std::pair<const char*, double>{"nodes_reporting", reporting},
+                               {"ports_total", ports},
+                               {"samples_per_second_total", sps},
+                               {"microbursts_total", bursts},
+                               {"overruns_total", overruns},
+                               {"ring_drops_total", drops}}) {
+    out += ",";
+    AppendJsonField(&out, key, v);
+  }
+  out += ",\"nodes\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StatusRow& r = rows[i];
+    if (i > 0) out += ",";
+    out += "{";
+    AppendJsonField(&out, "node", r.node);
+    out += ",";
+    AppendJsonField(&out, "ports", static_cast<double>(r.ports));
+    out += ",";
+    AppendOptional(&out, "samples_per_second", r.samples_per_second >= 0, r.samples_per_second);
+    out += ",";
+    AppendOptional(&out, "p99_interval_seconds", r.have_p99, r.p99);
+    absl::StrAppend(&out, ",\"p99_interval_above\":", r.p99_above ? "true" : "false");
+    for (const auto& [key, v] : {std::pair<const char*, double>{"microbursts_total", r.bursts},
+                                 {"overruns_total", r.overruns},
+                                 {"ring_drops_total", r.ring_drops},
+                                 {"uplink_dropped_batches_total", r.uplink_dropped},
+                                 {"lost_batches", r.lost},
+                                 {"last_seen_unix_seconds", r.last_seen}}) {
+      out += ",";
+      AppendJsonField(&out, key, v);
+    }
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit) const {
+  std::vector<PortRow> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, n] : nodes_) {
+      if (!node_filter.empty() && node != node_filter) continue;
+      for (const PortSnapshot& ps : n.ports) {
+        if (!ps.last) continue;
+        rows.push_back(PortRow{node, "", "", 0, ps.info, ps.last});
+      }
+    }
+  }
+  const size_t total = rows.size();
+  for (PortRow& r : rows) {
+    const v1::DerivedSignals& d = r.last->derived();
+    r.loss = d.has_loss_ratio() ? d.loss_ratio() : 0;
+    r.retrans = d.has_retransmits_per_second() ? d.retransmits_per_second() : 0;
+    r.util = std::max(r.last->transmit().mean_utilization(), r.last->receive().mean_utilization());
+  }
+  const auto key = [](const PortRow& r) {
+    return std::make_tuple(-r.loss, -r.retrans, -r.util, r.node, r.info->device(), r.info->port());
+  };
+  std::sort(rows.begin(), rows.end(),
+            [&key](const PortRow& a, const PortRow& b) { return key(a) < key(b); });
+  if (rows.size() > limit) rows.resize(limit);
+  std::string out = "{";
+  AppendJsonField(&out, "ports_total", static_cast<double>(total));
+  out += ",\"ports\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PortRow& r = rows[i];
+    const v1::PortInfo& pi = *r.info;
+    const v1::PortWindow& w = *r.last;
+    const v1::DerivedSignals& d = w.derived();
+    if (i > 0) out += ",";
+    out += "{";
+    AppendJsonField(&out, "node", r.node);
+    out += ",";
+    AppendJsonField(&out, "device", pi.device());
+    out += ",";
+    AppendJsonField(&out, "port", static_cast<double>(pi.port()));
+    out += ",";
+    AppendJsonField(&out, "kind", pi.node_level() ? "node" : (pi.rdma() ? "rdma" : "netdev"));
+    out += ",";
+    AppendJsonField(
+        &out, "line_rate_bytes_per_second",
+        static_cast<double>(w.line_rate_bytes_per_second() > 0 ? w.line_rate_bytes_per_second()
+                                                               : pi.line_rate_bytes_per_second()));
+    out += ",";
+    AppendOptional(&out, "transmit_utilization", w.utilization_valid(),
+                   w.transmit().mean_utilization());
+    out += ",";
+    AppendOptional(&out, "receive_utilization", w.utilization_valid(),
+                   w.receive().mean_utilization());
+    out += ",";
+    AppendOptional(&out, "loss_ratio", d.has_loss_ratio(), d.loss_ratio());
+    out += ",";
+    AppendOptional(&out, "retransmits_per_second", d.has_retransmits_per_second(),
+                   d.retransmits_per_second());
+    out += ",";
+    AppendOptional(&out, "tcp_retransmitted_ratio", d.has_tcp_retransmitted_ratio(),
+                   d.tcp_retransmitted_ratio());
+    out += ",";
+    AppendOptional(&out, "cnp_sent_per_second", d.has_cnp_sent_per_second(),
+                   d.cnp_sent_per_second());
+    out += ",";
+    AppendOptional(&out, "ecn_marked_ratio", d.has_ecn_marked_ratio(), d.ecn_marked_ratio());
+    double pause = 0;
+    for (const v1::PriorityPause& p : d.pause()) pause = std::max(pause, p.time_ratio());
+    out += ",";
+    AppendOptional(&out, "pause_time_ratio", d.pause_size() > 0, pause);
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace fabricscope::exporters

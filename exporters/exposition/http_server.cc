@@ -62,7 +62,12 @@ void HttpServer::RegisterDataRoutes() {
   });
   server_->Get("/api/microbursts", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
-    res.set_content(state_ ? state_->RecentMicroburstsJson(node) : "{}", "application/json");
+    // ?limit=N: the N latest over the nodes asked for (0 or absent: all held).
+    size_t limit = 0;
+    if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
+      limit = 0;
+    }
+    res.set_content(state_ ? state_->RecentMicroburstsJson(node, limit) : "{}", "application/json");
   });
   server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(state_ ? state_->NodesJson() : "{}", "application/json");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "exporters/exposition/metric_util.h"
@@ -366,25 +367,37 @@ std::string ClusterState::RecentLossEventsJson(absl::string_view node_filter) co
   return out;
 }
 
-std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter) const {
+std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter, size_t limit) const {
   google::protobuf::Struct root;
   google::protobuf::ListValue* list = (*root.mutable_fields())["microbursts"].mutable_list_value();
   {
     absl::MutexLock lock(&mu_);
+    // (node, its state, the burst), by node then age; with a limit the latest `limit` of all.
+    std::vector<std::tuple<const std::string*, const NodeState*, const Burst*>> picked;
     for (const auto& [node, n] : nodes_) {
       if (!node_filter.empty() && node != node_filter) continue;
-      for (const Burst& b : n.bursts) {
-        const v1::PortInfo& pi = *n.ports[b.port_index].info;
-        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-        f["node"].set_string_value(node);
-        f["device"].set_string_value(pi.device());
-        f["port"].set_number_value(pi.port());
-        f["direction"].set_string_value(DirectionName(b.direction));
-        f["start_unix_seconds"].set_number_value(static_cast<double>(b.start_unix_ns) / 1e9);
-        f["duration_seconds"].set_number_value(static_cast<double>(b.duration_ns) / 1e9);
-        f["peak_utilization"].set_number_value(b.peak_utilization);
-        f["bytes"].set_number_value(static_cast<double>(b.bytes));
-      }
+      for (const Burst& b : n.bursts) picked.emplace_back(&node, &n, &b);
+    }
+    if (limit > 0 && picked.size() > limit) {
+      auto later = [](const auto& a, const auto& b) {
+        return std::get<2>(a)->start_unix_ns > std::get<2>(b)->start_unix_ns;
+      };
+      std::partial_sort(picked.begin(), picked.begin() + static_cast<long>(limit), picked.end(),
+                        later);
+      picked.resize(limit);
+      std::reverse(picked.begin(), picked.end());
+    }
+    for (const auto& [node, n, b] : picked) {
+      const v1::PortInfo& pi = *n->ports[b->port_index].info;
+      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+      f["node"].set_string_value(*node);
+      f["device"].set_string_value(pi.device());
+      f["port"].set_number_value(pi.port());
+      f["direction"].set_string_value(DirectionName(b->direction));
+      f["start_unix_seconds"].set_number_value(static_cast<double>(b->start_unix_ns) / 1e9);
+      f["duration_seconds"].set_number_value(static_cast<double>(b->duration_ns) / 1e9);
+      f["peak_utilization"].set_number_value(b->peak_utilization);
+      f["bytes"].set_number_value(static_cast<double>(b->bytes));
     }
   }
   std::string out;

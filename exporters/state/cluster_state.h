@@ -82,8 +82,10 @@ class ClusterState : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   // JSON: {"microbursts":[{node, device, port, direction, start_unix_seconds, duration_seconds,
-  // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes.
-  std::string RecentMicroburstsJson(absl::string_view node_filter) const;
+  // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes. limit > 0: only
+  // the `limit` latest by start time over those nodes (the live page's top-K), still oldest
+  // first.
+  std::string RecentMicroburstsJson(absl::string_view node_filter, size_t limit = 0) const;
 
   size_t node_count() const;
   // Forgets every node that sent neither a Hello nor a batch for `expiry` before `now`: its

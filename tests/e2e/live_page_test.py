@@ -14,7 +14,12 @@ protocol (tests/e2e/cdp.py). One TCP burst of a known size (fabricscope-burst) i
     and the utilization; the direction selector leaves only transmit rows;
   * #microbursts lists a burst of that port;
   * a full-page screenshot is kept in OUT_DIR/live_page.png.
-Usage: live_page_test.py AGENT BURST_TOOL OUT_DIR. Needs root (namespaces, veth, tc) and
+Then at scale: fabricscope-page-load serves 1,000 simulated nodes of 8 ports (tests/tools) on
+loopback, and the page must stay readable: #status counts 1,000 nodes and lists 10, the tables
+hold their top 10 (the highest loss first), the heat map one node's 16 links by default and the
+64 hottest of 16,000 with "all nodes", refreshing about once a second for one node; no console
+error; OUT_DIR/live_page_1000.png. The refresh periods are printed.
+Usage: live_page_test.py AGENT BURST_TOOL PAGE_LOAD_TOOL OUT_DIR. Needs root (namespaces, veth, tc) and
 chromium; exits 77 (skip) without them. 0 = pass, 1 = fail (logs kept in a work directory).
 """
 
@@ -187,14 +192,62 @@ def check_status(b):
     check(500 <= s2 <= 1100, f"#status samples/s {s2:.0f} near 1 per 1 ms sample period")
 
 
+def refresh_period(b, seconds):
+    """Seconds per completed refresh of the page over `seconds`."""
+    count = "+document.body.dataset.refreshes"
+    n0, t0 = b.evaluate(count), time.monotonic()
+    b.pump(seconds)
+    n1 = b.evaluate(count)
+    return (time.monotonic() - t0) / max(1, n1 - n0)
+
+
+def check_at_scale(page_load, out_dir):
+    out = open(os.path.join(WORK, "page_load.log"), "w")
+    p = subprocess.Popen([page_load, "--nodes=1000", "--seconds=120", "--bucket-ms=10"],
+                         stdout=subprocess.PIPE, stderr=out, text=True)
+    PROCS.append(p)
+    m = re.search(r"serving (http://[^ ]+)", p.stdout.readline())
+    if not m:
+        raise RuntimeError("fabricscope-page-load did not start")
+    b = cdp.Browser(width=1400, height=1100)
+    try:
+        b.open(m.group(1))
+        b.wait_for("the first refresh at 1,000 nodes",
+                   "+(document.body.dataset.refreshes || 0) >= 2", timeout=30)
+        line = b.evaluate("document.getElementById('status-line').textContent")
+        check(line.startswith("1000 nodes · 8000 ports"), f"#status counts everything: {line!r}")
+        counts = b.evaluate("""['#status', '#microbursts', '#loss'].map(s =>
+            document.querySelectorAll(s + ' tbody tr').length)""")
+        check(counts == [10, 10, 10], f"the tables hold their top 10 (status, bursts, loss: {counts})")
+        first_loss = b.evaluate("document.querySelector('#loss tbody tr').children[3].textContent")
+        check(first_loss == "7.0e-4", f"#loss lists the highest loss ratio first ({first_loss})")
+        links = "new Set([...document.querySelectorAll('#links-heatmap rect[data-row]')]" \
+                ".map(r => r.dataset.row)).size"
+        check(b.evaluate(links) == 16, "the heat map shows the first node's 16 links by default")
+        one = refresh_period(b, 4.0)
+        b.evaluate("""(() => { const s = document.getElementById('hm-node'); s.value = '';
+            s.dispatchEvent(new Event('change')); })()""")
+        b.wait_for("64 of 16000 links", "document.getElementById('hm-note').textContent" +
+                   ".includes('64 of 16000 links shown')", timeout=30)
+        check(b.evaluate(links) == 64, "'all nodes' draws the 64 hottest of 16,000 links")
+        every = refresh_period(b, 6.0)
+        log(f"refresh period at 1,000 nodes: {one:.2f} s for one node, {every:.2f} s for all")
+        check(one < 1.6, f"one node's view refreshes about once a second ({one:.2f} s)")
+        b.screenshot(os.path.join(out_dir, "live_page_1000.png"))
+        errors = b.errors()
+        check(not errors, "no console error at 1,000 nodes: " + "; ".join(errors))
+    finally:
+        b.close()
+
+
 def main():
     if os.geteuid() != 0:
         log("SKIP: needs root for network namespaces, veth and tc")
         return 77
-    if len(sys.argv) != 4:
-        log("usage: live_page_test.py AGENT BURST_TOOL OUT_DIR")
+    if len(sys.argv) != 5:
+        log("usage: live_page_test.py AGENT BURST_TOOL PAGE_LOAD_TOOL OUT_DIR")
         return 1
-    agent, burst, out_dir = sys.argv[1:]
+    agent, burst, page_load, out_dir = sys.argv[1:]
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         log("FAIL: chromium not installed (deploy/install-deps.sh)")
         return 1
@@ -230,6 +283,9 @@ def main():
         errors = b.errors()
         check(not errors, "no console error, exception or failed load: " + "; ".join(errors))
         log("screenshot:", os.path.join(out_dir, "live_page.png"))
+        b.close()
+        b = None
+        check_at_scale(page_load, out_dir)
     except (RuntimeError, cdp.CdpError, subprocess.TimeoutExpired) as e:
         FAILED.append(str(e))
         log("FAIL:", e)

@@ -6,6 +6,7 @@
 'use strict';
 
 const REFRESH_MS = 1000;
+const FETCH_TIMEOUT_MS = 10000;  // a request slower than this is dropped and retried
 const HEATMAP_SECONDS = 10;
 const HEATMAP_BUCKET = '1ms';
 const MAX_COLUMNS = 600;  // heat-map columns drawn (merged by max, as the server merges)
@@ -98,11 +99,14 @@ function viridis(t) {
 // ---- fetching ---------------------------------------------------------------------------------
 async function getJson(path) {
   const ctl = new AbortController();
-  const timer = setTimeout(() => ctl.abort(), 5000);
+  const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
   try {
     const r = await fetch(path, { signal: ctl.signal, cache: 'no-store' });
     if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
     return await r.json();
+  } catch (e) {
+    if (e.name === 'AbortError') throw new Error(`${path}: no answer in ${FETCH_TIMEOUT_MS / 1000} s`);
+    throw e;
   } finally {
     clearTimeout(timer);
   }
@@ -198,14 +202,15 @@ function renderHeatmap(h) {
   const bucket = h.bucket_seconds * merge;
   const labelW = Math.min(320, 12 + 7 * Math.max(...rows.map((r) => r.label.length)));
   const cellW = Math.max(1, 1000 / ncols);
-  const cellH = rows.length > 24 ? 8 : 16;
+  const cellH = rows.length > 24 ? 11 : 16;
   const W = Math.ceil(labelW + ncols * cellW + 90), H = rows.length * cellH + 40;
   const root = svg('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img' });
   root.appendChild(svg('title')).textContent = 'link × time utilization';
   const lo = Math.max(0, h.scale_min || 0), hi = h.scale_max || 1;
   rows.forEach((r, i) => {
     const y = i * cellH;
-    const t = svg('text', { x: labelW - 6, y: y + cellH - 3, 'text-anchor': 'end' });
+    const t = svg('text', { x: labelW - 6, y: y + cellH - 2, 'text-anchor': 'end',
+      class: cellH > 12 ? '' : 'small' });
     t.textContent = r.label;
     root.appendChild(t);
     let c = 0;
@@ -389,7 +394,8 @@ function renderLoss(patterns, ports) {
 // ---- the loop ---------------------------------------------------------------------------------
 async function refresh() {
   const errors = [];
-  // The node to show is known before the first heat map is read.
+  // The node the heat map shows is known before the first one is read (the other sections are
+  // cluster-wide top-K).
   try { await updateNodeSelector(); } catch (e) { errors.push(e.message); }
   const node = state.node || '';
   const q = node ? '&node=' + encodeURIComponent(node) : '';
@@ -398,7 +404,7 @@ async function refresh() {
     ['/api/status?limit=' + TOP_ROWS, renderStatus],
     [`/heatmap/links?format=json&seconds=${HEATMAP_SECONDS}&bucket=${HEATMAP_BUCKET}${q}${dir}`,
       renderHeatmap],
-    ['/api/microbursts' + (node ? '?node=' + encodeURIComponent(node) : ''), renderMicrobursts],
+    ['/api/microbursts?limit=' + TOP_ROWS, renderMicrobursts],
     ['/api/collectives/slow?limit=' + TOP_ROWS, renderSlow],
   ];
   await Promise.all(jobs.map(async ([path, render]) => {
@@ -406,7 +412,7 @@ async function refresh() {
   }));
   try {
     const [patterns, ports] = await Promise.all([getJson('/api/loss_patterns'),
-      getJson('/api/ports?limit=' + TOP_ROWS + q)]);
+      getJson('/api/ports?limit=' + TOP_ROWS)]);
     renderLoss(patterns, ports);
   } catch (e) { errors.push(e.message); }
   const conn = $('#conn');
@@ -416,15 +422,21 @@ async function refresh() {
   document.body.dataset.refreshes = String(+(document.body.dataset.refreshes || 0) + 1);
 }
 
-async function loop() {
+// One refresh at a time: a selector change during one asks for another right after it.
+let running = false, again = false, timer = null;
+async function tick() {
+  if (running) { again = true; return; }
+  running = true;
+  clearTimeout(timer);
   const t = Date.now();
-  await refresh();
-  setTimeout(loop, Math.max(100, REFRESH_MS - (Date.now() - t)));
+  try { await refresh(); } finally { running = false; }
+  if (again) { again = false; tick(); return; }
+  timer = setTimeout(tick, Math.max(100, REFRESH_MS - (Date.now() - t)));
 }
 
 document.addEventListener('DOMContentLoaded', () => {
-  $('#hm-node').addEventListener('change', (e) => { state.node = e.target.value; refresh(); });
-  $('#hm-dir').addEventListener('change', (e) => { state.direction = e.target.value; refresh(); });
+  $('#hm-node').addEventListener('change', (e) => { state.node = e.target.value; tick(); });
+  $('#hm-dir').addEventListener('change', (e) => { state.direction = e.target.value; tick(); });
   setupHeatmapHover();
-  loop();
+  tick();
 });

@@ -166,5 +166,34 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
   EXPECT_THAT(a, Not(HasSubstr("\"node\":\"b\"")));
 }
 
+// ?limit=N of /api/microbursts: the N latest over all nodes, oldest first; no limit: all held.
+TEST(LivePage, MicroburstsLimitKeepsTheLatestOverAllNodes) {
+  ClusterState state;
+  for (const char* node : {"a", "b"}) ASSERT_TRUE(state.OnHello(TwoPortHello(node)).ok());
+  // a's bursts start at 1, 3, 5 ms of its window, b's at 2, 4, 6 ms.
+  for (int k = 0; k < 2; ++k) {
+    v1::Batch b = Window(1, 10, 1000, 0, 0);
+    for (int i = 0; i < 3; ++i) {
+      v1::Microburst* m = b.add_microbursts();
+      m->set_port_index(0);
+      m->set_start_ns(b.window_start_ns() + (1 + 2 * i + k) * 1'000'000);
+      m->set_duration_ns(1'000'000);
+      m->set_bytes(static_cast<uint64_t>(10 * (1 + 2 * i + k)));
+    }
+    ASSERT_TRUE(state.OnBatch(k == 0 ? "a" : "b", 7, b).ok());
+  }
+  auto bytes_in_order = [](const std::string& json) {
+    std::vector<int> out;
+    for (size_t at = 0; (at = json.find("\"bytes\":", at)) != std::string::npos; ++at) {
+      out.push_back(std::atoi(json.c_str() + at + 8));
+    }
+    return out;
+  };
+  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 3)), (std::vector<int>{40, 50, 60}));
+  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("a", 2)), (std::vector<int>{30, 50}));
+  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 0)).size(), 6u);
+  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 100)).size(), 6u);
+}
+
 }  // namespace
 }  // namespace fabricscope::exporters

@@ -17,8 +17,9 @@ protocol (tests/e2e/cdp.py). One TCP burst of a known size (fabricscope-burst) i
 Then at scale: fabricscope-page-load serves 1,000 simulated nodes of 8 ports (tests/tools) on
 loopback, and the page must stay readable: #status counts 1,000 nodes and lists 10, the tables
 hold their top 10 (the highest loss first), the heat map one node's 16 links by default and the
-64 hottest of 16,000 with "all nodes", refreshing about once a second for one node; no console
-error; OUT_DIR/live_page_1000.png. The refresh periods are printed.
+64 hottest of 16,000 with "all nodes", refreshing about once a second for one node; a click on
+the slow all-reduce plots its flight-recorder samples; no console error;
+OUT_DIR/live_page_1000.png. The refresh periods are printed.
 Usage: live_page_test.py AGENT BURST_TOOL PAGE_LOAD_TOOL OUT_DIR. Needs root (namespaces, veth, tc) and
 chromium; exits 77 (skip) without them. 0 = pass, 1 = fail (logs kept in a work directory).
 """
@@ -233,6 +234,16 @@ def check_at_scale(page_load, out_dir):
         every = refresh_period(b, 6.0)
         log(f"refresh period at 1,000 nodes: {one:.2f} s for one node, {every:.2f} s for all")
         check(one < 1.6, f"one node's view refreshes about once a second ({one:.2f} s)")
+        # The simulated slow rank's flight recording (fabricscope-page-load AddCollective: 1 ms
+        # samples from 50 ms before to 50 ms after a 300 ms collective) plotted on a click.
+        b.wait_for("a slow collective row", "document.querySelectorAll(" +
+                   "'#slow-collectives tbody tr').length > 0", timeout=15)
+        b.click("#slow-collectives tbody tr")
+        points = b.wait_for("the flight-recorder plot", """(() => {
+            const ls = document.querySelectorAll('#cd-recording polyline');
+            return ls.length === 2 ? [...ls].map(l => l.getAttribute('points').split(' ').length)
+                                   : null; })()""", timeout=10)
+        check(points == [400, 400], f"a click plots the 400 recorded samples, tx and rx ({points})")
         b.screenshot(os.path.join(out_dir, "live_page_1000.png"))
         errors = b.errors()
         check(not errors, "no console error at 1,000 nodes: " + "; ".join(errors))

@@ -26,7 +26,52 @@ namespace {
 
 constexpr int kPorts = 8;
 constexpr int64_t kSecond = 1'000'000'000;
-int64_t g_bucket_ns = 1'000'000;  // --bucket-ms
+constexpr int64_t kBucketNs = 1'000'000;  // the flight recorder's samples
+int64_t g_bucket_ns = 1'000'000;          // the utilization series' (--bucket-ms)
+
+// Nodes 0 and 1 hold the two ranks of one communicator: one AllReduce per window, 100-400 ms
+// into it. Rank 1 (node 1) is slow on its port 0, saturated, and sends the flight recorder's
+// 1 ms samples around it (Batch.flight_recordings, reason "slow_collective", as the agent's
+// collective analysis attaches them), so the matched instance carries a recording.
+void AddCollective(size_t i, v1::Batch* b) {
+  const int64_t start = b->window_start_ns() + 100'000'000;
+  const int64_t end = start + (i == 1 ? 300'000'000 : 200'000'000);
+  v1::Collective* c = b->add_collectives();
+  c->set_comm_hash(0xfeedbeef00000001ull);
+  c->set_func("AllReduce");
+  c->set_seq(b->seq());
+  c->set_rank(static_cast<int32_t>(i));
+  c->set_nranks(2);
+  c->set_bytes(1 << 30);
+  c->set_start_ns(start);
+  c->set_end_ns(end);
+  c->set_duration_seconds(static_cast<double>(end - start) / 1e9);
+  v1::CollectiveAnalysis* a = c->mutable_analysis();
+  a->set_port_index(0);
+  a->set_slow(i == 1);
+  a->set_cause(i == 1 ? v1::COLLECTIVE_CAUSE_NETWORK_SATURATED
+                      : v1::COLLECTIVE_CAUSE_WAITING_ON_PEERS);
+  a->set_detail(i == 1 ? "mlx5_0:1: saturated 80% of the time" : "waiting on peers");
+  v1::PortActivity* p = a->add_ports();
+  p->set_port_index(0);
+  p->set_saturated_ratio(i == 1 ? 0.8 : 0);
+  p->set_mean_utilization(i == 1 ? 0.8 : 0.05);
+  if (i != 1) return;
+  v1::FlightRecording* r = b->add_flight_recordings();
+  r->set_port_index(0);
+  r->set_reason("slow_collective");
+  r->set_from_ns(start - 50'000'000);
+  r->set_to_ns(end + 50'000'000);
+  for (int64_t t = r->from_ns() + kBucketNs; t <= r->to_ns(); t += kBucketNs) {
+    const bool busy = t > start && t <= end;
+    r->add_time_ns(t);
+    r->add_interval_ns(kBucketNs);
+    r->add_transmit_bytes(busy ? 40'000'000 : 1'000'000);
+    r->add_receive_bytes(1'000'000);
+    r->add_transmit_utilization(busy ? 0.8f : 0.02f);
+    r->add_receive_utilization(0.02f);
+  }
+}
 
 // Window w (ending at (w + 1) s of agent time) of node i.
 v1::Batch Window(size_t i, uint64_t w, int64_t unix_offset_ns) {
@@ -74,6 +119,7 @@ v1::Batch Window(size_t i, uint64_t w, int64_t unix_offset_ns) {
     u->set_transmit(tx);
     u->set_receive(std::string(buckets, static_cast<char>(common::EncodeUtilization(0.1))));
   }
+  if (i < 2) AddCollective(i, &b);
   v1::AgentStats* a = b.mutable_agent();
   a->set_ticks_total((w + 1) * 1000);
   v1::Histogram* h = a->mutable_sample_interval_seconds();

@@ -29,6 +29,7 @@ function fmtNum(v, digits = 3) {
 }
 function fmtSeconds(s) {
   if (s === null || s === undefined || !isFinite(s)) return '–';
+  if (s === 0) return '0 s';
   if (s >= 1) return s.toPrecision(3) + ' s';
   if (s >= 1e-3) return (s * 1e3).toPrecision(3) + ' ms';
   return (s * 1e6).toPrecision(3) + ' µs';

@@ -166,6 +166,24 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
   EXPECT_THAT(a, Not(HasSubstr("\"node\":\"b\"")));
 }
 
+// A browser accepts br; httplib's brotli runs at quality 11 (29 s for a 10 MB /metrics here):
+// such clients get gzip, and one that accepts br alone gets the body as is.
+TEST(LivePage, BrowsersGetGzipNotBrotli) {
+  ClusterState state;
+  HttpServer server({&state}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  auto r = c.Get("/page.js", {{"Accept-Encoding", "gzip, deflate, br, zstd"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_EQ(r->body, ReadSource("exporters/exposition/page/page.js"));  // decompressed
+  r = c.Get("/page.js", {{"Accept-Encoding", "br;q=1.0"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(r->body, ReadSource("exporters/exposition/page/page.js"));
+}
+
 // ?limit=N of /api/microbursts: the N latest over all nodes, oldest first; no limit: all held.
 TEST(LivePage, MicroburstsLimitKeepsTheLatestOverAllNodes) {
   ClusterState state;

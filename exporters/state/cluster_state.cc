@@ -292,15 +292,19 @@ void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch, Prepa
                              m.duration_ns(), m.peak_utilization(), m.bytes()});
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();
   }
-  if (w.agent) {
-    const int64_t span_ns = batch.window_end_ns() - n.last_window_end_ns;
-    if (n.agent && n.last_window_end_ns != 0 && span_ns > 0 &&
-        w.agent->ticks_total() >= n.agent->ticks_total()) {
-      n.samples_per_second = static_cast<double>(w.agent->ticks_total() - n.agent->ticks_total()) /
-                             (static_cast<double>(span_ns) / 1e9);
-    }
-    n.agent = std::move(w.agent);
+  // Fast-sampler ticks per second of this window: the most samples any port took in it
+  // (DirectionWindow.samples; the fast group's ports are read at every tick) over its span.
+  // Not AgentStats.ticks_total: batches sent together carry the same one, read at send time.
+  uint32_t samples = 0;
+  for (const v1::PortWindow& pw : batch.ports()) {
+    samples = std::max({samples, pw.transmit().samples(), pw.receive().samples()});
   }
+  if (samples > 0 && batch.window_end_ns() > batch.window_start_ns()) {
+    n.samples_per_second =
+        static_cast<double>(samples) /
+        (static_cast<double>(batch.window_end_ns() - batch.window_start_ns()) / 1e9);
+  }
+  if (w.agent) n.agent = std::move(w.agent);
   if (w.capture) {
     for (const v1::PacketLossEvent& e : batch.capture().loss_events()) {
       n.loss_events.push_back(e);

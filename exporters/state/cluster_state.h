@@ -100,12 +100,14 @@ class ClusterState : public prometheus::Collectable {
   std::string NodesJson() const;
   // JSON for the live page's status (exporters/state/cluster_state_json.cc): {"nodes_total",
   // "nodes_reporting" (a Hello or batch within the last 10 s), "ports_total",
-  // "samples_per_second_total", "microbursts_total", "overruns_total", "ring_drops_total",
-  // "nodes":[{node, ports, samples_per_second (null before two windows), p99_interval_seconds,
-  // p99_interval_above (true: beyond the last bound), microbursts_total, overruns_total,
-  // ring_drops_total, uplink_dropped_batches_total, lost_batches, last_seen_unix_seconds}]}: the
-  // `limit` nodes with the most overruns + ring drops first (ties by name), totals over all. Units:
-  // seconds, per second, counts since agent start.
+  // "samples_per_second_total" (of the reporting nodes), "samples_total", "microbursts_total",
+  // "overruns_total", "ring_drops_total", "nodes":[{node, ports, samples_per_second (its ports'
+  // most samples in the last window over the window's span; null before one), samples_total
+  // (AgentStats.ticks_total), p99_interval_seconds, p99_interval_above (true: beyond the last
+  // bound), microbursts_total, overruns_total, ring_drops_total, uplink_dropped_batches_total,
+  // lost_batches, last_seen_unix_seconds}]}: the `limit` nodes with the most overruns + ring
+  // drops first (ties by name), totals over all. Units: seconds, per second, counts since
+  // agent start.
   std::string StatusJson(size_t limit) const;
   // JSON of the ports' latest windows: {"ports_total", "ports":[{node, device, port, kind
   // ("rdma"|"netdev"|...), line_rate_bytes_per_second, transmit_utilization,
@@ -214,8 +216,8 @@ class ClusterState : public prometheus::Collectable {
     std::shared_ptr<const v1::CaptureWindow> capture;  // the latest, without its loss events
     std::deque<v1::PacketLossEvent> loss_events;
     std::deque<Burst> bursts;
-    // Fast-sampler ticks per second over the last window (AgentStats.ticks_total delta over
-    // the window's span); -1 before two windows with agent stats.
+    // Fast-sampler ticks per second in the last window (its ports' most samples over its
+    // span); -1 before a window with samples.
     double samples_per_second = -1;
   };
   // What a window batch stores, copied out of it before mu_ is taken (immutable once built).

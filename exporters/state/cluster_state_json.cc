@@ -2,6 +2,7 @@
 // with bounded output (top-K by what a person looks for first).
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -29,8 +30,8 @@ struct StatusRow {
   std::string node;
   size_t ports = 0;
   double samples_per_second = -1, p99 = 0;
-  bool have_p99 = false, p99_above = false;
-  uint64_t bursts = 0, overruns = 0, ring_drops = 0, uplink_dropped = 0, lost = 0;
+  bool have_p99 = false, p99_above = false, reporting = false;
+  uint64_t samples = 0, bursts = 0, overruns = 0, ring_drops = 0, uplink_dropped = 0, lost = 0;
   double last_seen = 0;
 };
 
@@ -57,11 +58,13 @@ std::string ClusterState::StatusJson(size_t limit) const {
       r.ports = n.ports.size();
       r.samples_per_second = n.samples_per_second;
       r.lost = n.lost;
-      if (now - n.last_seen <= absl::Seconds(kReportingSeconds)) ++reporting;
+      r.reporting = now - n.last_seen <= absl::Seconds(kReportingSeconds);
+      if (r.reporting) ++reporting;
       r.last_seen = absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch());
       if (n.agent) {
         r.have_p99 = common::HistogramQuantileBound(n.agent->sample_interval_seconds(), 0.99,
                                                     &r.p99, &r.p99_above);
+        r.samples = n.agent->ticks_total();
         r.overruns = n.agent->overruns_total();
         r.ring_drops = n.agent->ring_drops_total();
         r.uplink_dropped = n.agent->uplink_dropped_batches_total();
@@ -75,10 +78,11 @@ std::string ClusterState::StatusJson(size_t limit) const {
     }
   }
   double sps = 0;
-  uint64_t ports = 0, bursts = 0, overruns = 0, drops = 0;
+  uint64_t ports = 0, samples = 0, bursts = 0, overruns = 0, drops = 0;
   for (const StatusRow& r : rows) {
-    sps += std::max(0.0, r.samples_per_second);
+    if (r.reporting) sps += std::max(0.0, r.samples_per_second);
     ports += r.ports;
+    samples += r.samples;
     bursts += r.bursts;
     overruns += r.overruns;
     drops += r.ring_drops;
@@ -94,6 +98,7 @@ std::string ClusterState::StatusJson(size_t limit) const {
   for (const auto& [key, v] : {std::pair<const char*, double>{"nodes_reporting", reporting},
                                {"ports_total", ports},
                                {"samples_per_second_total", sps},
+                               {"samples_total", samples},
                                {"microbursts_total", bursts},
                                {"overruns_total", overruns},
                                {"ring_drops_total", drops}}) {
@@ -113,7 +118,8 @@ std::string ClusterState::StatusJson(size_t limit) const {
     out += ",";
     AppendOptional(&out, "p99_interval_seconds", r.have_p99, r.p99);
     absl::StrAppend(&out, ",\"p99_interval_above\":", r.p99_above ? "true" : "false");
-    for (const auto& [key, v] : {std::pair<const char*, double>{"microbursts_total", r.bursts},
+    for (const auto& [key, v] : {std::pair<const char*, double>{"samples_total", r.samples},
+                                 {"microbursts_total", r.bursts},
                                  {"overruns_total", r.overruns},
                                  {"ring_drops_total", r.ring_drops},
                                  {"uplink_dropped_batches_total", r.uplink_dropped},
@@ -141,18 +147,26 @@ std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit)
     }
   }
   const size_t total = rows.size();
+  // The sort keys, finite (an agent's NaN would break the strict weak order std::sort needs).
+  auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
   for (PortRow& r : rows) {
     const v1::DerivedSignals& d = r.last->derived();
-    r.loss = d.has_loss_ratio() ? d.loss_ratio() : 0;
-    r.retrans = d.has_retransmits_per_second() ? d.retransmits_per_second() : 0;
-    r.util = std::max(r.last->transmit().mean_utilization(), r.last->receive().mean_utilization());
+    r.loss = finite(d.has_loss_ratio() ? d.loss_ratio() : 0);
+    r.retrans = finite(d.has_retransmits_per_second() ? d.retransmits_per_second() : 0);
+    r.util = finite(
+        std::max(r.last->transmit().mean_utilization(), r.last->receive().mean_utilization()));
   }
-  const auto key = [](const PortRow& r) {
-    return std::make_tuple(-r.loss, -r.retrans, -r.util, r.node, r.info->device(), r.info->port());
+  const auto before = [](const PortRow& a, const PortRow& b) {
+    if (a.loss != b.loss) return a.loss > b.loss;
+    if (a.retrans != b.retrans) return a.retrans > b.retrans;
+    if (a.util != b.util) return a.util > b.util;
+    if (a.node != b.node) return a.node < b.node;
+    if (a.info->device() != b.info->device()) return a.info->device() < b.info->device();
+    return a.info->port() < b.info->port();
   };
-  std::sort(rows.begin(), rows.end(),
-            [&key](const PortRow& a, const PortRow& b) { return key(a) < key(b); });
-  if (rows.size() > limit) rows.resize(limit);
+  const size_t shown = std::min(limit, rows.size());
+  std::partial_sort(rows.begin(), rows.begin() + static_cast<long>(shown), rows.end(), before);
+  rows.resize(shown);
   std::string out = "{";
   AppendJsonField(&out, "ports_total", static_cast<double>(total));
   out += ",\"ports\":[";

@@ -160,6 +160,8 @@ def check_live_page(http_port):
         b.pump(0.5)
         errors = b.errors()
         check(not errors, "live page: no console error: " + "; ".join(errors))
+        check(b.evaluate("document.getElementById('conn').hidden"),
+              "live page: no failed read or render error")
     except cdp.CdpError as e:
         check(False, f"live page: {e}")
     finally:

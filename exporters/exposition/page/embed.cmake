@@ -1,6 +1,5 @@
 # Writes OUT, a C++ file defining fabricscope::exporters::kPageAssets (exporters/exposition/
-# page_assets.h) from the live page's files in DIR: each as one raw string literal, split in
-# pieces of 16 KiB (well under any compiler's string-literal limit) that the compiler joins.
+# page_assets.h) from the live page's files in DIR: each as one raw string literal.
 # Run by the build (exporters/CMakeLists.txt); fails if a file holds the literal's delimiter.
 # file|path|media type (all UTF-8 text; a semicolon would split the CMake list).
 set(assets "index.html|/|text/html" "page.js|/page.js|text/javascript" "page.css|/page.css|text/css"
@@ -19,17 +18,10 @@ foreach(asset IN LISTS assets)
   if(NOT bad EQUAL -1)
     message(FATAL_ERROR "${DIR}/${file} holds the raw-string delimiter )fspage\"")
   endif()
-  string(LENGTH "${content}" len)
+  # One literal per file, never split: a split could fall inside a UTF-8 sequence. Without
+  # -Wpedantic, GCC and Clang take literals of any length.
   string(APPEND body "  {\"${path}\", \"${type}; charset=utf-8\",\n")
-  set(pos 0)
-  while(pos LESS len)
-    string(SUBSTRING "${content}" ${pos} 16384 piece)
-    string(APPEND body "   R\"fspage(${piece})fspage\"\n")
-    math(EXPR pos "${pos} + 16384")
-  endwhile()
-  if(len EQUAL 0)
-    string(APPEND body "   \"\"\n")
-  endif()
+  string(APPEND body "   R\"fspage(${content})fspage\"\n")
   string(APPEND body "   \"\"sv},\n")
 endforeach()
 string(APPEND body "};\nconst size_t kPageAssetCount = sizeof(kPageAssets) / sizeof(kPageAssets[0]);\n")

@@ -135,6 +135,7 @@ function renderStatus(s) {
   const line = $('#status-line');
   line.textContent = parts.join(' · ');
   line.dataset.samplesPerSecond = String(s.samples_per_second_total);
+  line.dataset.samplesTotal = String(s.samples_total);
   const sec = $('#status');
   const table = sec.querySelector('table');
   table.querySelector('tbody').replaceChildren(...s.nodes.map((n) => row([
@@ -299,7 +300,7 @@ function renderSlow(j) {
     const key = `${c.comm}/${c.func}/${c.seq}`;
     if (key === state.selected) tr.classList.add('selected');
     tr.dataset.key = key;
-    tr.addEventListener('click', () => selectCollective(i));
+    tr.dataset.index = String(i);
     return tr;
   });
   fillTable($('#slow-collectives'), rows);
@@ -439,5 +440,11 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#hm-node').addEventListener('change', (e) => { state.node = e.target.value; tick(); });
   $('#hm-dir').addEventListener('change', (e) => { state.direction = e.target.value; tick(); });
   setupHeatmapHover();
+  // On the press, through the table body (which stays): the rows are rebuilt every second, and
+  // a click whose press and release land on different rows would be lost.
+  $('#slow-collectives tbody').addEventListener('pointerdown', (ev) => {
+    const tr = ev.target.closest('tr');
+    if (tr && tr.dataset.index !== undefined) selectCollective(+tr.dataset.index);
+  });
   tick();
 });

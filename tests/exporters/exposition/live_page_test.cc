@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -42,8 +43,10 @@ v1::Hello TwoPortHello(const std::string& node) {
 }
 
 // One 1 s window ending at end_s (agent monotonic seconds) with `ticks` fast-sampler ticks so
-// far, `overruns` late ticks, and a loss ratio on port 2 only.
-v1::Batch Window(uint64_t seq, int64_t end_s, uint64_t ticks, uint64_t overruns, double loss) {
+// far, `overruns` late ticks, `samples` samples on port 1 (a tenth of them on port 2, as on a
+// slower sampler group), and a loss ratio on port 2 only.
+v1::Batch Window(uint64_t seq, int64_t end_s, uint64_t ticks, uint64_t overruns, double loss,
+                 uint32_t samples = 1000) {
   v1::Batch b;
   b.set_seq(seq);
   b.set_window_start_ns((end_s - 1) * 1'000'000'000);
@@ -55,6 +58,8 @@ v1::Batch Window(uint64_t seq, int64_t end_s, uint64_t ticks, uint64_t overruns,
     w->set_utilization_valid(true);
     w->mutable_transmit()->set_mean_utilization(0.1 * (i + 1));
     w->mutable_transmit()->set_microbursts_total(3 * (i + 1));
+    w->mutable_transmit()->set_samples(i == 0 ? samples : samples / 10);
+    w->mutable_receive()->set_samples(i == 0 ? samples : samples / 10);
     if (i == 1) {
       w->mutable_derived()->set_loss_ratio(loss);
       w->mutable_derived()->set_retransmits_per_second(12.5);
@@ -113,27 +118,27 @@ TEST(LivePage, ServesItsCompiledInFilesWithAStrictPolicy) {
   EXPECT_THAT(c.Get("/page.js")->get_header_value("Content-Type"), HasSubstr("javascript"));
 }
 
-// Samples/s from the ticks of two consecutive windows over their span, the p99 interval from
-// the agent's histogram, microbursts from the ports' totals, the worst node first.
+// Samples/s from the most samples a port took in the last window over its span (batches sent
+// together carry one ticks_total), the p99 interval from the agent's histogram, microbursts
+// from the ports' totals, the worst node first.
 TEST(LivePage, StatusJsonFromTheAgentsStats) {
   ClusterState state;
   ASSERT_TRUE(state.OnHello(TwoPortHello("calm")).ok());
   ASSERT_TRUE(state.OnHello(TwoPortHello("late")).ok());
-  ASSERT_TRUE(state.OnBatch("calm", 7, Window(1, 10, 10'000, 0, 0)).ok());
   EXPECT_THAT(state.StatusJson(10), HasSubstr("\"samples_per_second\":null"));
-  ASSERT_TRUE(state.OnBatch("calm", 7, Window(2, 11, 10'997, 0, 0)).ok());
-  // Two windows 2 s apart (one lost): 1,000 ticks a second.
-  ASSERT_TRUE(state.OnBatch("late", 7, Window(1, 10, 5'000, 4, 0)).ok());
-  ASSERT_TRUE(state.OnBatch("late", 7, Window(3, 12, 7'000, 9, 0)).ok());
+  ASSERT_TRUE(state.OnBatch("calm", 7, Window(1, 10, 10'000, 0, 0, 997)).ok());
+  // The second window after a lost one: its own samples count, whatever ticks_total says.
+  ASSERT_TRUE(state.OnBatch("late", 7, Window(1, 10, 5'000, 4, 0, 990)).ok());
+  ASSERT_TRUE(state.OnBatch("late", 7, Window(3, 12, 5'000, 9, 0, 1000)).ok());
   const std::string all = state.StatusJson(10);
   EXPECT_THAT(all, HasSubstr("\"nodes_total\":2,\"nodes_reporting\":2,\"ports_total\":4,"
-                             "\"samples_per_second_total\":1997,\"microbursts_total\":18,"
-                             "\"overruns_total\":9,"));
+                             "\"samples_per_second_total\":1997,\"samples_total\":15000,"
+                             "\"microbursts_total\":18,\"overruns_total\":9,"));
   // The node with overruns first; the p99 in the 2 ms bucket (995 of 1,000 within it).
   EXPECT_THAT(all, HasSubstr("\"nodes\":[{\"node\":\"late\",\"ports\":2,"
                              "\"samples_per_second\":1000,\"p99_interval_seconds\":0.002,"
-                             "\"p99_interval_above\":false,\"microbursts_total\":9,"
-                             "\"overruns_total\":9,"));
+                             "\"p99_interval_above\":false,\"samples_total\":5000,"
+                             "\"microbursts_total\":9,\"overruns_total\":9,"));
   EXPECT_THAT(all, HasSubstr("\"lost_batches\":1"));
   EXPECT_THAT(all, HasSubstr("{\"node\":\"calm\",\"ports\":2,\"samples_per_second\":997,"));
   // limit keeps the worst; the totals stay over all nodes.
@@ -141,6 +146,18 @@ TEST(LivePage, StatusJsonFromTheAgentsStats) {
   EXPECT_THAT(top, HasSubstr("\"nodes_total\":2,"));
   EXPECT_THAT(top, HasSubstr("\"late\""));
   EXPECT_THAT(top, Not(HasSubstr("\"calm\"")));
+}
+
+// An agent's NaN in a sort key is taken as 0, not left to break the sort.
+TEST(LivePage, PortsJsonSortsNaNAsZero) {
+  ClusterState state;
+  ASSERT_TRUE(state.OnHello(TwoPortHello("a")).ok());
+  ASSERT_TRUE(state.OnBatch("a", 7, Window(1, 10, 1, 0, std::nan(""))).ok());
+  ASSERT_TRUE(state.OnHello(TwoPortHello("b")).ok());
+  ASSERT_TRUE(state.OnBatch("b", 7, Window(1, 10, 1, 0, 0.5)).ok());
+  const std::string json = state.PortsJson("", 4);
+  EXPECT_THAT(json, HasSubstr("\"ports\":[{\"node\":\"b\",\"device\":\"mlx5_0\",\"port\":2,"));
+  EXPECT_THAT(json, HasSubstr("\"loss_ratio\":null"));  // NaN is written as null
 }
 
 // Ports with loss first, then by retransmits and utilization; a counter the port lacks is null.

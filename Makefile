@@ -30,7 +30,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@echo "fabricscope: agent in standalone mode; metrics at http://$(LISTEN)/metrics (Ctrl-C stops)"
+	@echo "fabricscope: agent in standalone mode; live page at http://$(LISTEN)/, metrics at http://$(LISTEN)/metrics (Ctrl-C stops)"
 	$(BUILD)/agent/fabricscope-agent --http-listen=$(LISTEN) $(ARGS)
 
 test: build

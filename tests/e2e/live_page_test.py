@@ -150,7 +150,7 @@ def check_heatmap(b, t0, t1):
         const rs = {RECTS};
         const hot = rs.filter(r => r.row === {json.dumps(tx_row)} && r.v !== null && r.v >= 0.7);
         return hot.length && rs.some(r => r.v !== null && r.t1 > {t1} + 0.05) ? rs : null;
-    }})()""", timeout=15)
+    }})()""", timeout=30)
     hot = [r for r in rects if r["row"] == tx_row and r["v"] is not None and r["v"] >= 0.7]
     col = min(r["t1"] - r["t0"] for r in rects)
     first, last = min(r["t0"] for r in hot), max(r["t1"] for r in hot)
@@ -174,7 +174,7 @@ def check_heatmap(b, t0, t1):
         return [b.x + b.width / 2, b.y + b.height / 2]; })()""")
     b.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": box[0], "y": box[1]})
     tip = b.wait_for("the heat-map tooltip", """(() => { const t = document.getElementById('hm-tip');
-        return t.hidden ? null : t.textContent; })()""", timeout=5)
+        return t.hidden ? null : t.textContent; })()""", timeout=15)
     check(tx_row in tip and "utilization" in tip and "UTC" in tip,
           f"hovering a hot cell shows link, time and utilization ({tip!r})")
     b.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": 1, "y": 1})
@@ -191,10 +191,10 @@ def check_status(b):
     s2, n2, line2, u2 = b.evaluate(read)
     log(f"status: {s1:.1f} then {s2:.1f} samples/s, {n1:.0f} then {n2:.0f} samples; "
         f"'{u1}' then '{u2}'")
-    # The figure is live: the samples taken grew by about 2 s of sampling (it is read from
-    # batches sent once a second, so by 1-3 s' worth) and the page redrew; the rate itself may
-    # repeat (two windows of exactly 1,000 ticks).
-    check(u1 != u2 and 1000 <= n2 - n1 <= 3300,
+    # The figure is live: the samples taken grew (read from batches sent once a second, so by
+    # one to three windows' worth, a window holding fewer than 1,000 ticks when some overran)
+    # and the page redrew; the rate itself may repeat (two windows of exactly 1,000 ticks).
+    check(u1 != u2 and 500 <= n2 - n1 <= 3300,
           f"#status changes between reads 2 s apart ({n2 - n1:.0f} samples more)")
     check(all(500 <= v <= 1100 for v in (s1, s2)),
           f"#status samples/s {s1:.0f}, {s2:.0f} near 1 per 1 ms sample period")
@@ -246,12 +246,12 @@ def check_at_scale(page_load, out_dir):
         # The simulated slow rank's flight recording (fabricscope-page-load AddCollective: 1 ms
         # samples from 50 ms before to 50 ms after a 300 ms collective) plotted on a click.
         b.wait_for("a slow collective row", "document.querySelectorAll(" +
-                   "'#slow-collectives tbody tr').length > 0", timeout=15)
+                   "'#slow-collectives tbody tr').length > 0", timeout=30)
         b.click("#slow-collectives tbody tr")
         points = b.wait_for("the flight-recorder plot", """(() => {
             const ls = document.querySelectorAll('#cd-recording polyline');
             return ls.length === 2 ? [...ls].map(l => l.getAttribute('points').split(' ').length)
-                                   : null; })()""", timeout=10)
+                                   : null; })()""", timeout=30)
         check(points == [400, 400], f"a click plots the 400 recorded samples, tx and rx ({points})")
         b.screenshot(os.path.join(out_dir, "live_page_1000.png"))
         errors = b.errors()
@@ -288,7 +288,7 @@ def main():
         t0, t1 = send_burst(burst)
         check_heatmap(b, t0, t1)
         bursts = b.wait_for("#microbursts rows", """[...document.querySelectorAll(
-            '#microbursts tbody tr')].map(tr => tr.textContent)""", timeout=10)
+            '#microbursts tbody tr')].map(tr => tr.textContent)""", timeout=30)
         check(any(f"{V_TX}:0" in t and "transmit" in t for t in bursts),
               f"#microbursts lists a transmit burst of {V_TX}:0")
         check(b.evaluate("document.querySelector('#slow-collectives .empty').textContent")
@@ -300,7 +300,7 @@ def main():
             s.dispatchEvent(new Event('change')); })()""")
         rows = b.wait_for("transmit rows only", f"""(() => {{ const rs = {RECTS};
             return rs.length && rs.every(r => r.row.endsWith(' tx')) ? rs.length : 0; }})()""",
-                          timeout=10)
+                          timeout=30)
         check(rows > 0, "the direction selector leaves only transmit rows")
         b.pump(1.0)
         errors = b.errors()

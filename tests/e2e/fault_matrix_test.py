@@ -269,7 +269,9 @@ def meets_floor(r):
 
 def measure_step(grpc_port, http_port, instances, attempt=1):
     """A clean job: the false alarms over `instances` instances and the step time (ms)."""
-    got = phase(f"clean{attempt}", grpc_port, http_port, 0xc1ea0000_00000000 | attempt,
+    # Each attempt its own communicator label (the hash's top 32 bits, what phase() filters
+    # on): a rerun must not count the first run's instances again.
+    got = phase(f"clean{attempt}", grpc_port, http_port, (0xc1ea0000 + attempt) << 32 | 1,
                 [DECLARED] * NODES,
                 agent_args=[], nbytes=NBYTES, iterations=instances,
                 compute_ms=COMPUTE_MS)

@@ -36,8 +36,7 @@ struct StatusRow {
 };
 
 struct PortRow {
-  std::string node, device, kind;
-  uint32_t port = 0;
+  std::string node;
   std::shared_ptr<const v1::PortInfo> info;
   std::shared_ptr<const v1::PortWindow> last;
   double loss = 0, retrans = 0, util = 0;  // the sort keys
@@ -142,7 +141,7 @@ std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit)
       if (!node_filter.empty() && node != node_filter) continue;
       for (const PortSnapshot& ps : n.ports) {
         if (!ps.last) continue;
-        rows.push_back(PortRow{node, "", "", 0, ps.info, ps.last});
+        rows.push_back(PortRow{node, ps.info, ps.last});
       }
     }
   }

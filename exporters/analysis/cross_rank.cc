@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,7 +27,22 @@ std::vector<double> ArrivalSkewBounds() {
   return b;
 }
 
-CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(options) {
+const char* CrossRankAnalysis::CauseName(Cause c) {
+  switch (c) {
+    case Cause::kNetworkSaturated:
+      return "network_saturated";
+    case Cause::kNetworkLossy:
+      return "network_lossy";
+    case Cause::kComputeStraggler:
+      return "compute_straggler";
+    case Cause::kNormal:
+      break;
+  }
+  return "normal";
+}
+
+CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options)
+    : options_(options), names_(options.max_names) {
   DiagnosisOptions d = options.diagnosis;
   d.max_kinds = std::max<size_t>(1, (d.max_kinds + kCommShards - 1) / kCommShards);
   for (size_t i = 0; i < kNodeShards; ++i) node_shards_.push_back(std::make_unique<NodeShard>());
@@ -39,14 +55,21 @@ CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options) : options_(option
 }
 
 void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
-  NodeShard& ns = NodeShardOf(hello.node());
-  absl::MutexLock lock(&ns.mu);
-  NodeInfo& n = ns.nodes[hello.node()];
+  // A node the name table has no room for is not tracked: its analyses are dropped and counted
+  // (OnBatch).
+  const std::optional<Name> node = names_.Intern(hello.node());
+  if (!node) return;
   auto ports = std::make_shared<NodePorts>();
   ports->info.assign(hello.ports().begin(), hello.ports().end());
   for (const v1::PortInfo& pi : ports->info) {
-    ports->labels.push_back(pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device());
+    // A label the table has no room for is shown as none.
+    ports->labels.push_back(
+        names_.Intern(pi.rdma() ? absl::StrCat(pi.device(), ":", pi.port()) : pi.device())
+            .value_or(Name()));
   }
+  NodeShard& ns = NodeShardOf(*node);
+  absl::MutexLock lock(&ns.mu);
+  NodeInfo& n = ns.nodes[*node];
   n.ports = std::move(ports);
   n.overlap.clear();
   n.overlap_sum.clear();
@@ -55,9 +78,11 @@ void CrossRankAnalysis::OnHello(const v1::Hello& hello) {
 }
 
 void CrossRankAnalysis::ForgetNode(const std::string& node) {
-  NodeShard& ns = NodeShardOf(node);
+  const std::optional<Name> name = names_.Find(node);
+  if (!name) return;
+  NodeShard& ns = NodeShardOf(*name);
   absl::MutexLock lock(&ns.mu);
-  auto it = ns.nodes.find(node);
+  auto it = ns.nodes.find(*name);
   if (it == ns.nodes.end()) return;
   scored_ranks_.fetch_sub(it->second.scores.size(), std::memory_order_relaxed);
   ns.nodes.erase(it);
@@ -107,7 +132,7 @@ void AddOverlap(NodeInfoT& n, size_t window, const v1::Collective& c, double dur
 }  // namespace
 
 std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeParts(
-    const std::string& node, const v1::Batch& batch) {
+    Name node, const v1::Batch& batch) {
   NodeShard& ns = NodeShardOf(node);
   absl::MutexLock lock(&ns.mu);
   NodeInfo& n = ns.nodes[node];
@@ -123,10 +148,19 @@ std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeP
   return n.ports;
 }
 
-void CrossRankAnalysis::MakeReports(const std::string& node, const v1::Batch& batch,
-                                    const NodePorts& ports, std::vector<Report>* reports,
-                                    uint64_t* dropped) const {
+void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
+                                    std::vector<Report>* reports, uint64_t* dropped) {
   const int64_t offset = batch.unix_offset_ns();
+  // The batch's function names, looked up in the name table once each (a batch names a few).
+  absl::InlinedVector<std::pair<absl::string_view, Name>, 8> funcs;
+  auto func_name = [&](const std::string& f) -> std::optional<Name> {
+    for (const auto& [text, name] : funcs) {
+      if (text == f) return name;
+    }
+    const std::optional<Name> name = names_.Intern(f);
+    if (name && funcs.size() < funcs.capacity()) funcs.emplace_back(f, *name);
+    return name;
+  };
   for (const v1::Collective& c : batch.collectives()) {
     if (!c.has_analysis()) continue;
     const v1::CollectiveAnalysis& a = c.analysis();
@@ -137,10 +171,15 @@ void CrossRankAnalysis::MakeReports(const std::string& node, const v1::Batch& ba
       ++*dropped;
       continue;
     }
+    const std::optional<Name> func = func_name(c.func());
+    if (!func) {  // a new function name with the name table full
+      ++*dropped;
+      continue;
+    }
     const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
     Report& r = reports->emplace_back();
     r.shard = c.comm_hash() % shards_.size();
-    r.key = Key{c.comm_hash(), c.func(), c.seq()};
+    r.key = Key{c.comm_hash(), *func, c.seq()};
     r.nranks = c.nranks();
     RankEntry& e = r.entry;
     e.node = node;
@@ -173,10 +212,18 @@ void CrossRankAnalysis::MakeReports(const std::string& node, const v1::Batch& ba
   }
 }
 
-void CrossRankAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
+void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& batch) {
   if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
     return;
   }
+  const std::optional<Name> name = names_.Intern(node_name);
+  if (!name) {  // a new node with the name table full: its analyses are dropped and counted
+    uint64_t analyses = 0;
+    for (const v1::Collective& c : batch.collectives()) analyses += c.has_analysis() ? 1 : 0;
+    dropped_analyses_.fetch_add(analyses, std::memory_order_relaxed);
+    return;
+  }
+  const Name node = *name;
   const std::shared_ptr<const NodePorts> ports = TakeNodeParts(node, batch);
   std::vector<Report> reports;
   reports.reserve(static_cast<size_t>(batch.collectives_size()));
@@ -227,7 +274,7 @@ void CrossRankAnalysis::ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t 
   std::vector<std::pair<size_t, size_t>> order;  // (node shard, index)
   order.reserve(blames.size());
   for (size_t i = 0; i < blames.size(); ++i) {
-    order.emplace_back(std::hash<std::string>{}(blames[i].node) % kNodeShards, i);
+    order.emplace_back(absl::Hash<Name>{}(blames[i].node) % kNodeShards, i);
   }
   std::sort(order.begin(), order.end());
   for (size_t i = 0; i < order.size();) {
@@ -341,7 +388,7 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
             [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   int64_t last_end = 0;
-  std::vector<int64_t> durations;
+  absl::InlinedVector<int64_t, 16> durations;
   d.max_duration_ns = 0;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     const RankEntry& r = d.ranks[i];
@@ -354,12 +401,12 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
   d.skew_ns = last - first;
   std::sort(durations.begin(), durations.end());
   const int64_t median = durations[durations.size() / 2];
-  std::vector<RankArrival> arrivals;
+  absl::InlinedVector<RankArrival, 16> arrivals;
   for (const RankEntry& r : d.ranks) {
     arrivals.push_back({r.node, r.rank, r.start_unix_ns, r.end_unix_ns});
   }
   const StragglerVerdict persistent = s.diagnosis.ObserveArrivals(
-      std::get<0>(key), std::get<1>(key), d.ranks.empty() ? 0 : d.ranks[0].bytes, arrivals);
+      key.comm, key.func, d.ranks.empty() ? 0 : d.ranks[0].bytes, arrivals);
   const int lossy = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_LOSSY, persistent.index);
   const int saturated = Strongest(d.ranks, v1::COLLECTIVE_CAUSE_NETWORK_SATURATED, -1);
   const int64_t instant_min_skew = std::max<int64_t>(
@@ -367,20 +414,20 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
       static_cast<int64_t>(options_.straggler_skew_ratio * static_cast<double>(median)));
   double w = 0;
   if (lossy >= 0) {
-    d.cause = "network_lossy";
+    d.cause = Cause::kNetworkLossy;
     d.bottleneck = lossy;
     d.evidence = d.ranks[static_cast<size_t>(lossy)].detail;
     w = 1;
   } else if (saturated >= 0) {
-    d.cause = "network_saturated";
+    d.cause = Cause::kNetworkSaturated;
     d.bottleneck = saturated;
     d.evidence = d.ranks[static_cast<size_t>(saturated)].detail;
     w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
   } else if (persistent.index >= 0 ||
              // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
-             (persistent.latest >= 0 && std::get<2>(key) > 0 &&
+             (persistent.latest >= 0 && key.seq > 0 &&
               persistent.latest_lateness_ns >= instant_min_skew)) {
-    d.cause = "compute_straggler";
+    d.cause = Cause::kComputeStraggler;
     d.bottleneck = persistent.index >= 0 ? persistent.index : persistent.latest;
     d.evidence = persistent.evidence;
     if (persistent.index < 0) {
@@ -388,35 +435,35 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
       d.evidence = absl::StrFormat(
           "rank %d (%s) arrived %.3g ms after the median rank: at least %.0f%% of the median "
           "duration (%.3g ms)",
-          r.rank, r.node, static_cast<double>(persistent.latest_lateness_ns) / 1e6,
+          r.rank, r.node.str(), static_cast<double>(persistent.latest_lateness_ns) / 1e6,
           100 * options_.straggler_skew_ratio, static_cast<double>(median) / 1e6);
     }
     w = d.max_duration_ns > 0
             ? std::min(1.0, static_cast<double>(d.skew_ns) / static_cast<double>(d.max_duration_ns))
             : 1.0;
   } else {
-    d.cause = "normal";
+    d.cause = Cause::kNormal;
   }
   {
     Diagnosis::Outcome o;
-    o.func = std::get<1>(key);
+    o.func = key.func.str();
     o.end_unix_ns = last_end;
     o.duration_ns = d.max_duration_ns;
-    o.cause = d.cause;
+    o.cause = CauseName(d.cause);
     o.evidence = d.evidence;
     if (d.bottleneck >= 0) {
       const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
-      o.node = b.node;
+      o.node = b.node.str();
       o.rank = b.rank;
-      o.port = d.cause == "compute_straggler" ? "" : b.port;
+      o.port = d.cause == Cause::kComputeStraggler ? "" : b.port.str();
     }
-    s.diagnosis.Record(std::get<0>(key), std::move(o));
+    s.diagnosis.Record(key.comm, std::move(o));
   }
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     blames->push_back(
         {d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0});
   }
-  ++s.by_cause[d.cause];
+  ++s.by_cause[static_cast<size_t>(d.cause)];
   ++s.instances;
   const double skew_s = static_cast<double>(d.skew_ns) / 1e9;
   static const std::vector<double> bounds = ArrivalSkewBounds();
@@ -429,103 +476,6 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
     retired->push_back(std::move(s.recent.front()));
     s.recent.pop_front();
   }
-}
-
-void CrossRankAnalysis::Collect(std::vector<prometheus::MetricFamily>* out) const {
-  // The shards' counters, one shard lock at a time, then the node-level series likewise.
-  std::vector<uint64_t> skew_buckets(ArrivalSkewBounds().size() + 1, 0);
-  double skew_sum = 0;
-  uint64_t instances = 0, evicted = 0, pending = 0;
-  std::map<std::string, uint64_t> by_cause;
-  std::vector<prometheus::MetricFamily> diagnosis;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    for (size_t i = 0; i < skew_buckets.size(); ++i) skew_buckets[i] += sp->skew_buckets[i];
-    skew_sum += sp->skew_sum;
-    instances += sp->instances;
-    evicted += sp->evicted;
-    pending += sp->pending.size();
-    for (const auto& [cause, n] : sp->by_cause) by_cause[cause] += n;
-  }
-  const absl::flat_hash_set<uint64_t> diagnosed = DiagnosedComms();
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    sp->diagnosis.Collect(&diagnosis, &diagnosed);
-  }
-  auto skew = MakeFamily(Metric::kCollectiveArrivalSkewSeconds);
-  if (instances > 0) {
-    v1::Histogram h;
-    for (double bound : ArrivalSkewBounds()) h.add_upper_bounds(bound);
-    for (uint64_t c : skew_buckets) h.add_bucket_counts(c);
-    h.set_sum(skew_sum);
-    h.set_count(instances);
-    AddHistogram(skew, {}, h);
-  }
-  auto causes = MakeFamily(Metric::kCollectivesByCauseTotal);
-  for (const char* c : {"normal", "network_saturated", "network_lossy", "compute_straggler"}) {
-    auto it = by_cause.find(c);
-    AddValue(causes, {{"cause", c}}, it == by_cause.end() ? 0.0 : static_cast<double>(it->second));
-  }
-  auto score = MakeFamily(Metric::kStragglerScore);
-  auto share = MakeFamily(Metric::kCollectiveNetworkShareRatio);
-  auto overlap = MakeFamily(Metric::kPortMicroburstOverlapRatio);
-  auto dropped = MakeFamily(Metric::kCollectiveAnalysesDroppedTotal);
-  for (const auto& ns : node_shards_) {
-    absl::MutexLock lock(&ns->mu);
-    for (const auto& [node, n] : ns->nodes) {
-      for (const auto& [rank, s] : n.scores) {
-        AddValue(score, {{"node", node}, {"rank", absl::StrCat(rank)}},
-                 s.blame.empty() ? 0.0 : s.sum / static_cast<double>(s.blame.size()));
-      }
-      if (n.have_share) AddValue(share, {{"node", node}}, n.share);
-      for (size_t pi = 0; pi < n.overlap_sum.size() && pi < n.ports->info.size(); ++pi) {
-        const auto [total, burst] = n.overlap_sum[pi];
-        if (n.overlap_nonzero[pi] == 0 || total <= 0) continue;
-        const v1::PortInfo& p = n.ports->info[pi];
-        AddValue(overlap,
-                 {{"node", node}, {"device", p.device()}, {"port", absl::StrCat(p.port())}},
-                 std::clamp(burst / total, 0.0, 1.0));
-      }
-    }
-  }
-  static_assert(kMaxRanksPerInstance == 131072,
-                "the help of kCollectiveAnalysesDroppedTotal in metric_catalog.inc names it");
-  AddValue(dropped, {}, static_cast<double>(dropped_analyses_.load(std::memory_order_relaxed)));
-  auto evicted_f = MakeFamily(Metric::kCollectiveInstancesEvictedTotal);
-  AddValue(evicted_f, {}, static_cast<double>(evicted));
-  auto pending_f = MakeFamily(Metric::kCollectiveInstancesPending);
-  AddValue(pending_f, {}, static_cast<double>(pending));
-  for (auto* f : {&skew, &causes, &score, &share, &overlap, &evicted_f, &dropped, &pending_f}) {
-    if (!f->metric.empty()) out->push_back(std::move(*f));
-  }
-  MergeFamiliesByName(&diagnosis);
-  for (prometheus::MetricFamily& f : diagnosis) out->push_back(std::move(f));
-}
-
-absl::flat_hash_set<uint64_t> CrossRankAnalysis::DiagnosedComms() const {
-  std::vector<std::pair<uint64_t, uint64_t>> seen;  // (last seen, comm)
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    for (const auto& [comm, at] : sp->diagnosis.LastSeen()) seen.emplace_back(at, comm);
-  }
-  const size_t keep = std::min(seen.size(), options_.diagnosis.max_comms);
-  std::partial_sort(seen.begin(), seen.begin() + static_cast<long>(keep), seen.end(),
-                    std::greater<>());
-  absl::flat_hash_set<uint64_t> comms;
-  for (size_t i = 0; i < keep; ++i) comms.insert(seen[i].second);
-  return comms;
-}
-
-std::string CrossRankAnalysis::DiagnosisJson() const {
-  const absl::flat_hash_set<uint64_t> diagnosed = DiagnosedComms();
-  std::vector<Diagnosis::JsonEntry> entries;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    for (Diagnosis::JsonEntry& e : sp->diagnosis.JsonEntries(&diagnosed)) {
-      entries.push_back(std::move(e));
-    }
-  }
-  return Diagnosis::JoinJson(std::move(entries));
 }
 
 uint64_t CrossRankAnalysis::pending() const {
@@ -543,9 +493,9 @@ uint64_t CrossRankAnalysis::evicted_total() const {
 uint64_t CrossRankAnalysis::memory_bytes() const {
   uint64_t b = 0;
   auto entry_bytes = [](const RankEntry& r) -> uint64_t {
-    return r.detail.capacity() + r.node.capacity() + r.port.capacity() +
-           (r.recording ? r.recording->SpaceUsedLong() : 0);
+    return r.detail.capacity() + (r.recording ? r.recording->SpaceUsedLong() : 0);
   };
+  b += names_.memory_bytes();
   for (const auto& sp : shards_) {
     absl::MutexLock lock(&sp->mu);
     for (const auto& [k, inst] : sp->pending) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collectors/common/port_activity.h"
 #include "exporters/analysis/diagnosis.h"
+#include "exporters/analysis/names.h"
 #include "exporters/heatmap/heatmap_svg.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
@@ -62,6 +64,10 @@ struct CrossRankOptions {
   // communicator no longer reported (its job ended) is kept while room is left, the least
   // recently reported dropped first.
   size_t max_rank_pairs_per_node = 4096;
+  // Distinct names (nodes, collective functions, port labels) the matcher keeps (NameTable);
+  // an analysis naming a new one beyond it is dropped and counted
+  // (fabricscope_collective_analyses_dropped_total). About 100 bytes a name.
+  size_t max_names = 1 << 18;
 };
 
 // Cross-rank analysis at the aggregator: matches the agents' analysed collectives (Collective
@@ -133,12 +139,12 @@ class CrossRankAnalysis {
 
  private:
   struct RankEntry {
-    std::string node;
+    Name node;
     int32_t rank = -1;
     int64_t start_unix_ns = 0, end_unix_ns = 0;
     v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_UNSPECIFIED;
     std::string detail;
-    std::string port;  // "device:port" of port_index, "" none
+    Name port;  // "device:port" of port_index; none: Name()
     double saturated_ratio = 0;
     uint64_t events = 0;
     bool slow = false;
@@ -149,7 +155,23 @@ class CrossRankAnalysis {
     std::shared_ptr<const v1::FlightRecording> recording;
     int64_t recording_offset_ns = 0;
   };
-  using Key = std::tuple<uint64_t, std::string, uint64_t>;  // comm, func, seq
+  // An instance: (communicator, function, sequence number).
+  struct Key {
+    uint64_t comm = 0;
+    Name func;
+    uint64_t seq = 0;
+    friend bool operator==(const Key& a, const Key& b) {
+      return a.comm == b.comm && a.seq == b.seq && a.func == b.func;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.comm, k.seq, k.func);
+    }
+  };
+  // An instance's cause (the label of fabricscope_collectives_by_cause_total).
+  enum class Cause : uint8_t { kNormal, kNetworkSaturated, kNetworkLossy, kComputeStraggler };
+  static constexpr size_t kCauses = 4;
+  static const char* CauseName(Cause c);
   // Ranks up to this many are checked for a repeat by a scan of Instance::ranks, above it by
   // Instance::seen (communicators of tens of thousands of ranks made the scan quadratic).
   static constexpr int32_t kScanRanks = 64;
@@ -165,7 +187,7 @@ class CrossRankAnalysis {
   struct Done {
     Key key;
     int32_t nranks;
-    std::string cause;
+    Cause cause = Cause::kNormal;
     std::string evidence;  // one line with numbers: the bottleneck's own detail, or the skew
     int64_t skew_ns;
     int64_t max_duration_ns;
@@ -179,7 +201,7 @@ class CrossRankAnalysis {
   // A straggler-score update of one (node, rank), made while a CommShard is locked and applied
   // under the node's shard lock after it is released.
   struct BlameUpdate {
-    std::string node;
+    Name node;
     int32_t rank;
     double weight;
   };
@@ -187,7 +209,7 @@ class CrossRankAnalysis {
   // the device otherwise); immutable, shared with the batches being matched.
   struct NodePorts {
     std::vector<v1::PortInfo> info;
-    std::vector<std::string> labels;
+    std::vector<Name> labels;
   };
   // Per communicator the node's rank pairs: (src, dst) -> cumulative bytes of the latest window
   // that named the communicator (StorePairs).
@@ -224,7 +246,7 @@ class CrossRankAnalysis {
     std::deque<std::pair<int64_t, Key>> pending_order ABSL_GUARDED_BY(mu);  // first seen
     std::deque<Done> recent ABSL_GUARDED_BY(mu);
     Diagnosis diagnosis ABSL_GUARDED_BY(mu);  // of the shard's communicators
-    std::map<std::string, uint64_t> by_cause ABSL_GUARDED_BY(mu);
+    std::array<uint64_t, kCauses> by_cause ABSL_GUARDED_BY(mu) = {};
     std::vector<uint64_t> skew_buckets ABSL_GUARDED_BY(mu);
     double skew_sum ABSL_GUARDED_BY(mu) = 0;
     uint64_t instances ABSL_GUARDED_BY(mu) = 0;
@@ -241,12 +263,12 @@ class CrossRankAnalysis {
 
   // The batch's node-level parts (share, pairs, overlap) under the node's shard lock; returns
   // the node's ports.
-  std::shared_ptr<const NodePorts> TakeNodeParts(const std::string& node, const v1::Batch& batch);
+  std::shared_ptr<const NodePorts> TakeNodeParts(Name node, const v1::Batch& batch);
   // Applies straggler-score updates, each under its node's shard lock, and counts `dropped`.
   void ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t dropped);
   // The batch's rank reports, without a lock; *dropped counts those outside their communicator.
-  void MakeReports(const std::string& node, const v1::Batch& batch, const NodePorts& ports,
-                   std::vector<Report>* reports, uint64_t* dropped) const;
+  void MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
+                   std::vector<Report>* reports, uint64_t* dropped);
   // Adds one report to its shard; completes, evicts and finishes instances there.
   // Instances that left a shard's recent ring, destroyed after its lock is released.
   using Retired = std::vector<Done>;
@@ -281,6 +303,7 @@ class CrossRankAnalysis {
   CommShard& ShardOf(uint64_t comm_hash) const { return *shards_[comm_hash % shards_.size()]; }
 
   const CrossRankOptions options_;
+  NameTable names_;
   // The shards' diagnoses count "least recently seen" on this one clock.
   std::atomic<uint64_t> diag_clock_{0};
   // The diagnosis.max_comms communicators seen most recently over all shards: what
@@ -293,10 +316,10 @@ class CrossRankAnalysis {
   static constexpr size_t kNodeShards = 16;
   struct NodeShard {
     mutable absl::Mutex mu;
-    std::map<std::string, NodeInfo> nodes ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<Name, NodeInfo> nodes ABSL_GUARDED_BY(mu);
   };
-  NodeShard& NodeShardOf(const std::string& node) const {
-    return *node_shards_[std::hash<std::string>{}(node) % kNodeShards];
+  NodeShard& NodeShardOf(Name node) const {
+    return *node_shards_[absl::Hash<Name>{}(node) % kNodeShards];
   }
   void StorePairs(NodePairs& np, const v1::GpuWindow& w) const;
   std::vector<std::unique_ptr<NodeShard>> node_shards_;

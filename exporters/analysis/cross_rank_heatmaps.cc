@@ -22,7 +22,7 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   std::map<std::pair<uint64_t, std::string>, size_t> counts;
   for (const auto& sp : shards_) {
     absl::MutexLock lock(&sp->mu);
-    for (const Done& d : sp->recent) ++counts[{std::get<0>(d.key), std::get<1>(d.key)}];
+    for (const Done& d : sp->recent) ++counts[{d.key.comm, d.key.func.str()}];
   }
   std::pair<uint64_t, std::string> pick{0, ""};
   size_t best = 0;
@@ -44,16 +44,16 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   absl::MutexLock lock(&shard.mu);
   std::vector<const Done*> v;
   for (const Done& d : shard.recent) {
-    if (std::get<0>(d.key) == pick.first && std::get<1>(d.key) == pick.second) v.push_back(&d);
+    if (d.key.comm == pick.first && d.key.func.str() == pick.second) v.push_back(&d);
   }
   std::sort(v.begin(), v.end(),
-            [](const Done* a, const Done* b) { return std::get<2>(a->key) < std::get<2>(b->key); });
+            [](const Done* a, const Done* b) { return a->key.seq < b->key.seq; });
   if (instances > 0 && v.size() > instances)
     v.erase(v.begin(), v.end() - static_cast<long>(instances));
   std::map<int32_t, std::string> rows;
   for (const Done* d : v) {
     for (const RankEntry& r : d->ranks)
-      rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node, ")"));
+      rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node.str(), ")"));
   }
   std::map<int32_t, size_t> row_index;
   for (const auto& [rank, label] : rows) {
@@ -61,7 +61,7 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
     m.rows.push_back(label);
   }
   m.cols = v.size();
-  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(std::get<2>(d->key)));
+  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(d->key.seq));
   m.values.assign(m.rows.size() * m.cols, NAN);
   // Scale from the fastest to the slowest duration shown: the waiting ranks of a straggler's
   // instances glow, the straggler's own short row stays dark.

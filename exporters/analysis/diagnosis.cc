@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/exposition/metric_util.h"
@@ -14,11 +15,15 @@ namespace fabricscope::exporters {
 namespace {
 
 // The element at n/2 of the sorted values (the upper median for an even count).
-template <typename T>
-T Median(std::vector<T> v) {
+template <typename C>
+typename C::value_type Median(C v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// Per-rank scratch of one instance: held inline for communicators up to 16 ranks.
+template <typename T>
+using RankVector = absl::InlinedVector<T, 16>;
 
 // The nearest-rank 90th percentile.
 double P90(std::vector<double> v) {
@@ -36,18 +41,18 @@ std::string UtcClock(int64_t unix_ns) {
 
 }  // namespace
 
-StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& func, uint64_t bytes,
-                                            const std::vector<RankArrival>& ranks) {
+StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, Name func, uint64_t bytes,
+                                            absl::Span<const RankArrival> ranks) {
   StragglerVerdict v;
   if (ranks.size() < 2) return v;
   size_t last = 0;
-  std::vector<int64_t> durations;
+  RankVector<int64_t> durations;
   // A rank's arrival is measured from its own previous collective on the communicator when
   // every rank has one: the time it spent between them (compute). A rank whose previous
   // collective ended late because a link slowed it starts late but computes no longer: it is
   // not a compute straggler. Without that history, the start time itself.
-  std::vector<int64_t> arrival(ranks.size()), previous(ranks.size(), 0);
-  std::vector<RankKey> keys;
+  RankVector<int64_t> arrival(ranks.size()), previous(ranks.size(), 0);
+  RankVector<RankKey> keys;
   keys.reserve(ranks.size());
   bool gaps = true;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -68,7 +73,7 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
     if (arrival[i] > arrival[last]) last = i;
     durations.push_back(ranks[i].end_unix_ns - ranks[i].start_unix_ns);
   }
-  std::vector<int64_t> others;
+  RankVector<int64_t> others;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (i != last) others.push_back(arrival[i]);
   }
@@ -122,7 +127,7 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, const std::string& fu
   v.evidence = absl::StrFormat(
       "rank %d (%s) arrived last in %d of the last %d instances (binomial p = %.1e against "
       "1/%d each); this time %.3g ms (%.0f%% of the median duration) after the median rank%s",
-      ranks[last].rank, ranks[last].node, best_k, best_m, p, ranks.size(),
+      ranks[last].rank, ranks[last].node.str(), best_k, best_m, p, ranks.size(),
       static_cast<double>(lateness) / 1e6, 100 * ratio,
       gaps ? ", measured from each rank's previous collective" : "");
   return v;

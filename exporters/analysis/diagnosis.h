@@ -15,7 +15,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
 #include "collectors/common/collective_vocabulary.h"
+#include "exporters/analysis/names.h"
 #include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
@@ -56,7 +58,7 @@ struct DiagnosisOptions {
 
 // One rank of a matched instance: Unix times, ns.
 struct RankArrival {
-  std::string node;
+  Name node;
   int32_t rank = -1;
   int64_t start_unix_ns = 0, end_unix_ns = 0;
 };
@@ -91,8 +93,8 @@ class Diagnosis {
 
   // Adds the instance's arrival order to the history of its kind and tests it. `ranks` has
   // at least one entry.
-  StragglerVerdict ObserveArrivals(uint64_t comm, const std::string& func, uint64_t bytes,
-                                   const std::vector<RankArrival>& ranks);
+  StragglerVerdict ObserveArrivals(uint64_t comm, Name func, uint64_t bytes,
+                                   absl::Span<const RankArrival> ranks);
 
   // The final cause of an instance (after ObserveArrivals and the network rules).
   struct Outcome {
@@ -131,11 +133,11 @@ class Diagnosis {
 
  private:
   struct Arrival {
-    std::string last_node;
+    Name last_node;
     int32_t last_rank = -1;
     double lateness_ratio = 0;
   };
-  using Kind = std::tuple<uint64_t, std::string, int>;
+  using Kind = std::tuple<uint64_t, Name, int>;
   struct Current {
     std::string cause, node, port, evidence, func;
     int32_t rank = -1;
@@ -154,7 +156,7 @@ class Diagnosis {
   // Hash maps: looked up for every rank of every instance, iterated only to forget a comm.
   absl::flat_hash_map<Kind, std::deque<Arrival>> arrivals_;
   // (comm, node, rank) -> end of its latest collective on the communicator (Unix ns).
-  using RankKey = std::tuple<uint64_t, std::string, int32_t>;
+  using RankKey = std::tuple<uint64_t, Name, int32_t>;
   absl::flat_hash_map<RankKey, int64_t> previous_end_;
   std::map<uint64_t, Comm> comms_;
   std::atomic<uint64_t> own_clock_{0};

@@ -23,7 +23,7 @@ std::vector<CrossRankAnalysis::Done> CrossRankAnalysis::SlowestRecent(
     std::vector<const Done*> mine;
     absl::MutexLock lock(&sp->mu);
     for (const Done& d : sp->recent) {
-      if (comm.empty() || GpuState::CommLabel(std::get<0>(d.key)) == comm) mine.push_back(&d);
+      if (comm.empty() || GpuState::CommLabel(d.key.comm) == comm) mine.push_back(&d);
     }
     std::stable_sort(mine.begin(), mine.end(),
                      [&](const Done* a, const Done* b) { return longer(*a, *b); });
@@ -43,10 +43,10 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
   for (size_t i = 0; i < v.size(); ++i) {
     const Done& d = *v[i];
     if (i > 0) out += ",";
-    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(std::get<0>(d.key)), "\",\"func\":");
-    AppendJsonString(&out, std::get<1>(d.key));
-    absl::StrAppend(&out, ",\"seq\":", std::get<2>(d.key), ",\"nranks\":", d.nranks,
-                    ",\"cause\":\"", d.cause, "\",\"evidence\":");
+    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(d.key.comm), "\",\"func\":");
+    AppendJsonString(&out, d.key.func.str());
+    absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
+                    CauseName(d.cause), "\",\"evidence\":");
     AppendJsonString(&out, d.evidence);
     out += ",\"skew_seconds\":";
     AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
@@ -56,9 +56,9 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
     if (d.bottleneck >= 0) {
       const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
       out += "{\"node\":";
-      AppendJsonString(&out, b.node);
+      AppendJsonString(&out, b.node.str());
       absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
-      AppendJsonString(&out, b.port);
+      AppendJsonString(&out, b.port.str());
       out += ",\"detail\":";
       AppendJsonString(&out, b.detail);
       out += "}";
@@ -70,10 +70,10 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
       const RankEntry& r = d.ranks[k];
       if (k > 0) out += ",";
       out += "{\"node\":";
-      AppendJsonString(&out, r.node);
+      AppendJsonString(&out, r.node.str());
       absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
                       "\",\"port\":");
-      AppendJsonString(&out, r.port);
+      AppendJsonString(&out, r.port.str());
       out += ",\"detail\":";
       AppendJsonString(&out, r.detail);
       out += ",\"start_unix_seconds\":";

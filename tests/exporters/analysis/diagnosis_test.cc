@@ -15,6 +15,12 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kEpoch = 1'700'000'000'000'000'000;  // Unix ns
 constexpr uint64_t kComm = 0x00c0ffee00000002ULL;
 
+// The names the tests' instances carry, interned as CrossRankAnalysis does.
+Name N(const std::string& s) {
+  static NameTable* const names = new NameTable(1024);
+  return *names->Intern(s);
+}
+
 TEST(BinomialUpperTailTest, ExactSmallCases) {
   EXPECT_NEAR(BinomialUpperTail(5, 5, 0.25), std::pow(0.25, 5), 1e-15);
   EXPECT_NEAR(BinomialUpperTail(16, 15, 0.5), 17.0 / 65536.0, 1e-15);
@@ -31,7 +37,7 @@ std::vector<RankArrival> Instance(std::mt19937& rng, int nranks, int64_t t, doub
   std::vector<RankArrival> v;
   for (int r = 0; r < nranks; ++r) {
     RankArrival a;
-    a.node = absl::StrCat("n", r);
+    a.node = N(absl::StrCat("n", r));
     a.rank = r;
     a.start_unix_ns = t + static_cast<int64_t>((j(rng) + (r == late ? late_ms : 0)) * 1e6);
     a.end_unix_ns = t + static_cast<int64_t>(duration_ms * 1e6);
@@ -54,7 +60,7 @@ TEST(DiagnosisTest, PersistentStragglerIsNamedAndCleanRunsAreNot) {
     for (int i = 0; i < n; ++i) {
       const auto ranks =
           Instance(rng, nranks, kEpoch + i * 300 * kMs, 2.0, 1, late_ratio * 225, 225);
-      const StragglerVerdict v = d.ObserveArrivals(kComm, "AllReduce", 1 << 26, ranks);
+      const StragglerVerdict v = d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks);
       if (v.index == 1) {
         ++named;
         EXPECT_GE(v.lateness_ratio, 0.05);
@@ -71,13 +77,13 @@ TEST(DiagnosisTest, PersistentStragglerIsNamedAndCleanRunsAreNot) {
     Diagnosis clean;
     for (int i = 0; i < 200; ++i) {
       const auto ranks = Instance(rng, nranks, kEpoch + i * 300 * kMs, 3.0, -1, 0, 225);
-      EXPECT_LT(clean.ObserveArrivals(kComm, "AllReduce", 1 << 26, ranks).index, 0)
+      EXPECT_LT(clean.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index, 0)
           << "seed " << seed << " instance " << i;
     }
     Diagnosis small;
     for (int i = 0; i < 100; ++i) {
       const auto ranks = Instance(rng, nranks, kEpoch + i * 300 * kMs, 0.5, 0, 0.02 * 225, 225);
-      EXPECT_LT(small.ObserveArrivals(kComm, "AllReduce", 1 << 26, ranks).index, 0);
+      EXPECT_LT(small.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index, 0);
     }
   }
 }
@@ -101,7 +107,7 @@ TEST(DiagnosisTest, LateBecauseItsLastCollectiveEndedLateIsNotAStraggler) {
       }
       ranks[3].end_unix_ns += 20 * kMs;
       end_of_rank3 = ranks[3].end_unix_ns;
-      named += d.ObserveArrivals(kComm, "AllReduce", 1 << 26, ranks).index == 3;
+      named += d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index == 3;
     }
     if (extra_compute_ms == 0) {
       EXPECT_EQ(named, 0);
@@ -117,14 +123,14 @@ TEST(DiagnosisTest, HistoryIsPerSizeClass) {
   std::mt19937 rng(3);
   Diagnosis d;
   for (int i = 0; i < 10; ++i) {
-    d.ObserveArrivals(kComm, "AllReduce", 1 << 26,
+    d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26,
                       Instance(rng, 4, kEpoch + i * 300 * kMs, 1, 3, 30, 225));
   }
   const StragglerVerdict big = d.ObserveArrivals(
-      kComm, "AllReduce", 1 << 26, Instance(rng, 4, kEpoch + 3000 * kMs, 1, 3, 30, 225));
+      kComm, N("AllReduce"), 1 << 26, Instance(rng, 4, kEpoch + 3000 * kMs, 1, 3, 30, 225));
   EXPECT_EQ(big.index, 3);
   const StragglerVerdict small = d.ObserveArrivals(
-      kComm, "AllReduce", 4096, Instance(rng, 4, kEpoch + 3100 * kMs, 1, 3, 30, 225));
+      kComm, N("AllReduce"), 4096, Instance(rng, 4, kEpoch + 3100 * kMs, 1, 3, 30, 225));
   EXPECT_EQ(small.index, -1);
 }
 

@@ -123,8 +123,9 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
     AddRankWindow(n, batch.gpu());
   }
   if (options_.recent_collectives_per_node > 0) {
+    BatchStrings strings(*this);
     for (const v1::Collective& c : batch.collectives()) {
-      AddCollective(n, batch.unix_offset_ns(), c);
+      AddCollective(n, batch.unix_offset_ns(), c, strings);
     }
   }
   if (options_.recent_kernels_per_node > 0) {
@@ -132,7 +133,28 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
   }
 }
 
-void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c) {
+GpuState::BatchStrings::~BatchStrings() {
+  for (const auto& [text, id] : ids_) g_.ReleaseString(id);
+  for (const uint32_t id : held_) g_.ReleaseString(id);
+}
+
+uint32_t GpuState::BatchStrings::Id(std::string_view s) {
+  for (const auto& [text, id] : ids_) {
+    if (text == s) return id;
+  }
+  const uint32_t id = g_.strings_.Intern(s);  // the cache's reference
+  // Past kSearched strings (a batch of unusually many distinct names), ids are held to the end
+  // of the batch but not searched again, so a batch costs at most kSearched compares a string.
+  if (ids_.size() < kSearched) {
+    ids_.emplace_back(s, id);
+  } else {
+    held_.push_back(id);
+  }
+  return id;
+}
+
+void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c,
+                             BatchStrings& strings) {
   const size_t peers = std::min<size_t>(static_cast<size_t>(c.proxy_peers_size()), kMaxProxyPeers);
   const CollectiveProfile profile{
       .comm_hash = c.comm_hash(),
@@ -143,10 +165,10 @@ void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Colle
       .pid = c.pid(),
       .gpu = c.gpu(),
       .channels = c.channels(),
-      .func = strings_.Intern(Bounded(c.func(), kMaxLabelBytes)),
-      .datatype = strings_.Intern(Bounded(c.datatype(), kMaxLabelBytes)),
-      .algo = strings_.Intern(Bounded(c.algo(), kMaxLabelBytes)),
-      .proto = strings_.Intern(Bounded(c.proto(), kMaxLabelBytes)),
+      .func = strings.Id(Bounded(c.func(), kMaxLabelBytes)),
+      .datatype = strings.Id(Bounded(c.datatype(), kMaxLabelBytes)),
+      .algo = strings.Id(Bounded(c.algo(), kMaxLabelBytes)),
+      .proto = strings.Id(Bounded(c.proto(), kMaxLabelBytes)),
       .timing_source =
           static_cast<uint8_t>(v1::TimingSource_IsValid(c.timing_source()) ? c.timing_source() : 0),
       .p2p = c.p2p(),
@@ -154,10 +176,11 @@ void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Colle
   };
   const size_t profiles_before = profiles_.size();
   const uint32_t profile_id = profiles_.Intern(profile);
-  if (profiles_.size() == profiles_before) {
-    // An existing profile holds its own references to the strings.
+  if (profiles_.size() > profiles_before) {
+    // A new profile takes its own references to its strings (the batch's cache holds them
+    // only until the batch ends).
     for (const uint32_t id : {profile.func, profile.datatype, profile.algo, profile.proto}) {
-      ReleaseString(id);
+      strings_.AddRef(id);
     }
   }
   const Collective stored{

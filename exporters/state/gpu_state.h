@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
@@ -100,7 +102,7 @@ class GpuState {
   std::map<uint64_t, std::string> CommLabels(
       std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2]) const;
   // Reference-counted interned values of type Key; ids are reused once freed. Keys stay put
-  // while interned (unordered_map nodes do not move).
+  // while interned (node_hash_map nodes do not move).
   template <typename Key, typename Hash>
   class Interned {
    public:
@@ -134,6 +136,8 @@ class GpuState {
       e.key = nullptr;
       free_ids_.push_back(id);
     }
+    // Takes one more reference of an interned id.
+    void AddRef(uint32_t id) { ++entries_[id].refs; }
     const Key& Get(uint32_t id) const { return *entries_[id].key; }
     size_t size() const { return index_.size(); }
 
@@ -142,7 +146,7 @@ class GpuState {
       const Key* key = nullptr;  // in index_
       uint32_t refs = 0;
     };
-    std::unordered_map<Key, uint32_t, Hash, std::equal_to<>> index_;
+    absl::node_hash_map<Key, uint32_t, Hash, std::equal_to<>> index_;
     std::vector<Entry> entries_;
     std::vector<uint32_t> free_ids_;
   };
@@ -262,10 +266,29 @@ class GpuState {
     std::deque<std::vector<RankBytes>> rank_windows;
   };
 
+  // The string ids one batch names, each looked up in strings_ once per batch. The cache holds
+  // one reference of each id it returns until it is destroyed (at the end of the batch), so an
+  // id it hands out cannot be freed and reused meanwhile; callers that keep an id take their
+  // own (strings_.AddRef).
+  class BatchStrings {
+   public:
+    explicit BatchStrings(GpuState& g) : g_(g) {}
+    ~BatchStrings();
+    BatchStrings(const BatchStrings&) = delete;
+    BatchStrings& operator=(const BatchStrings&) = delete;
+    uint32_t Id(std::string_view s);
+
+   private:
+    static constexpr size_t kSearched = 16;
+    GpuState& g_;
+    absl::InlinedVector<std::pair<std::string_view, uint32_t>, kSearched> ids_;
+    std::vector<uint32_t> held_;
+  };
   // Appends the per-rank bytes of `w` since n's previous batch (see the class comment).
   void AddRankWindow(NodeGpu& n, const v1::GpuWindow& w);
   // Stores c / k in n's ring, releasing what the record it replaces held.
-  void AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c);
+  void AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c,
+                     BatchStrings& strings);
   void AddKernel(NodeGpu& n, int64_t unix_offset_ns, const v1::KernelSpan& k);
   void ReleaseCollective(const Collective& c);
   void ReleaseString(uint32_t id);

@@ -391,5 +391,36 @@ TEST(GpuState, InternedStringsAndProfilesLeaveWithTheirRecords) {
             2);
 }
 
+// One batch of 40 collectives with 40 function names, more than a batch's string cache searches
+// (16), into a ring of 2: the names evicted within the batch are freed once the batch ends, and
+// the two kept resolve to their own names.
+TEST(GpuState, ABatchOfManyNamesLeavesOnlyWhatItsRecordsHold) {
+  GpuState::Options o;
+  o.recent_collectives_per_node = 2;
+  GpuState s(o);
+  v1::Batch b;
+  for (int i = 0; i < 40; ++i) {
+    v1::Collective* c = b.add_collectives();
+    c->set_func(absl::StrCat("g", i));
+    c->set_datatype(i % 2 == 0 ? "float32" : "bfloat16");
+  }
+  s.OnBatch("n", b);
+  // g38 (float32), g39 (bfloat16), and "" for algo and proto.
+  EXPECT_EQ(s.interned_strings(), 5u);
+  EXPECT_EQ(s.interned_profiles(), 2u);
+  const auto root = ParseJson(s.CollectivesJson("", 0));
+  const auto& list = root.fields().at("collectives").list_value();
+  ASSERT_EQ(list.values_size(), 2);
+  EXPECT_EQ(list.values(0).struct_value().fields().at("func").string_value(), "g38");
+  EXPECT_EQ(list.values(0).struct_value().fields().at("datatype").string_value(), "float32");
+  EXPECT_EQ(list.values(1).struct_value().fields().at("func").string_value(), "g39");
+  EXPECT_EQ(list.values(1).struct_value().fields().at("datatype").string_value(), "bfloat16");
+  s.OnBatch("n", b);  // the same batch again: nothing more held
+  EXPECT_EQ(s.interned_strings(), 5u);
+  s.ResetNode("n");
+  EXPECT_EQ(s.interned_strings(), 0u);
+  EXPECT_EQ(s.interned_profiles(), 0u);
+}
+
 }  // namespace
 }  // namespace fabricscope::exporters

@@ -129,6 +129,23 @@ void AddOverlap(NodeInfoT& n, size_t window, const v1::Collective& c, double dur
   n.overlap_count = std::min(n.overlap_count + 1, window);
 }
 
+// The indexes 0..n-1 grouped by shard_of(i) (< shards), in order within each shard (a counting
+// sort): shard k's are (*order)[(*starts)[k] .. (*starts)[k + 1]).
+template <typename ShardOf>
+void GroupByShard(size_t n, size_t shards, ShardOf shard_of, std::vector<uint32_t>* order,
+                  std::vector<uint32_t>* starts) {
+  std::vector<uint32_t> shard(n);
+  starts->assign(shards + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    shard[i] = static_cast<uint32_t>(shard_of(i));
+    ++(*starts)[shard[i] + 1];
+  }
+  for (size_t k = 1; k <= shards; ++k) (*starts)[k] += (*starts)[k - 1];
+  std::vector<uint32_t> next(starts->begin(), starts->end() - 1);
+  order->resize(n);
+  for (size_t i = 0; i < n; ++i) (*order)[next[shard[i]]++] = static_cast<uint32_t>(i);
+}
+
 }  // namespace
 
 std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeParts(
@@ -151,6 +168,11 @@ std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeP
 void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
                                     std::vector<Report>* reports, uint64_t* dropped) {
   const int64_t offset = batch.unix_offset_ns();
+  auto details = std::make_shared<std::string>();
+  size_t detail_bytes = 0;
+  for (const v1::Collective& c : batch.collectives()) detail_bytes += c.analysis().detail().size();
+  details->reserve(detail_bytes);
+  const size_t first = reports->size();
   // The batch's function names, looked up in the name table once each (a batch names a few).
   absl::InlinedVector<std::pair<absl::string_view, Name>, 8> funcs;
   auto func_name = [&](const std::string& f) -> std::optional<Name> {
@@ -187,7 +209,9 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
     e.start_unix_ns = c.start_ns() + offset;
     e.end_unix_ns = c.end_ns() + offset;
     e.cause = a.cause();
-    e.detail = a.detail();
+    e.detail_begin = static_cast<uint32_t>(details->size());
+    e.detail_size = static_cast<uint32_t>(a.detail().size());
+    details->append(a.detail());
     e.slow = a.slow();
     e.lossy_by_tail = a.lossy_by_tail();
     e.bytes = c.bytes();
@@ -210,6 +234,8 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
       }
     }
   }
+  std::shared_ptr<const std::string> text = std::move(details);
+  for (size_t i = first; i < reports->size(); ++i) (*reports)[i].entry.detail_text = text;
 }
 
 void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& batch) {
@@ -233,16 +259,10 @@ void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& b
   // communicator arrive together and name the same shards: a shard another thread holds is
   // skipped (TryLock) and come back to, so two ingest threads do not queue on one shard after
   // another in the same order; only when every shard left is busy does a thread wait.
-  // The reports' indexes grouped by shard (a counting sort: the reports stay where they are).
-  std::vector<uint32_t> order(reports.size());
-  std::vector<uint32_t> starts(shards_.size() + 1, 0);
-  for (const Report& r : reports) ++starts[r.shard + 1];
-  for (size_t k = 1; k < starts.size(); ++k) starts[k] += starts[k - 1];
-  {
-    std::vector<uint32_t> next(starts.begin(), starts.end() - 1);
-    for (size_t i = 0; i < reports.size(); ++i)
-      order[next[reports[i].shard]++] = static_cast<uint32_t>(i);
-  }
+  // The reports' indexes grouped by shard (the reports stay where they are).
+  std::vector<uint32_t> order, starts;
+  GroupByShard(
+      reports.size(), shards_.size(), [&](size_t i) { return reports[i].shard; }, &order, &starts);
   std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in `order` of each shard's
   for (size_t k = 0; k < shards_.size(); ++k) {
     if (starts[k] < starts[k + 1]) runs.emplace_back(starts[k], starts[k + 1]);
@@ -271,18 +291,17 @@ void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& b
 
 void CrossRankAnalysis::ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t dropped) {
   if (dropped > 0) dropped_analyses_.fetch_add(dropped, std::memory_order_relaxed);
-  std::vector<std::pair<size_t, size_t>> order;  // (node shard, index)
-  order.reserve(blames.size());
-  for (size_t i = 0; i < blames.size(); ++i) {
-    order.emplace_back(absl::Hash<Name>{}(blames[i].node) % kNodeShards, i);
-  }
-  std::sort(order.begin(), order.end());
-  for (size_t i = 0; i < order.size();) {
-    NodeShard& ns = *node_shards_[order[i].first];
+  // Grouped by node shard, each shard's lock taken once.
+  std::vector<uint32_t> order, starts;
+  GroupByShard(
+      blames.size(), kNodeShards,
+      [&](size_t i) { return absl::Hash<Name>{}(blames[i].node) % kNodeShards; }, &order, &starts);
+  for (size_t k = 0; k < kNodeShards; ++k) {
+    if (starts[k] == starts[k + 1]) continue;
+    NodeShard& ns = *node_shards_[k];
     absl::MutexLock lock(&ns.mu);
-    const size_t shard = order[i].first;
-    for (; i < order.size() && order[i].first == shard; ++i) {
-      const BlameUpdate& b = blames[order[i].second];
+    for (uint32_t i = starts[k]; i < starts[k + 1]; ++i) {
+      const BlameUpdate& b = blames[order[i]];
       Blame(ns.nodes[b.node], b.rank, b.weight);
     }
   }
@@ -416,12 +435,12 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
   if (lossy >= 0) {
     d.cause = Cause::kNetworkLossy;
     d.bottleneck = lossy;
-    d.evidence = d.ranks[static_cast<size_t>(lossy)].detail;
+    d.evidence = std::string(d.ranks[static_cast<size_t>(lossy)].detail());
     w = 1;
   } else if (saturated >= 0) {
     d.cause = Cause::kNetworkSaturated;
     d.bottleneck = saturated;
-    d.evidence = d.ranks[static_cast<size_t>(saturated)].detail;
+    d.evidence = std::string(d.ranks[static_cast<size_t>(saturated)].detail());
     w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
   } else if (persistent.index >= 0 ||
              // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
@@ -493,7 +512,8 @@ uint64_t CrossRankAnalysis::evicted_total() const {
 uint64_t CrossRankAnalysis::memory_bytes() const {
   uint64_t b = 0;
   auto entry_bytes = [](const RankEntry& r) -> uint64_t {
-    return r.detail.capacity() + (r.recording ? r.recording->SpaceUsedLong() : 0);
+    // A batch's detail buffer is shared by its entries: each counts its own part.
+    return r.detail_size + (r.recording ? r.recording->SpaceUsedLong() : 0);
   };
   b += names_.memory_bytes();
   for (const auto& sp : shards_) {

@@ -143,7 +143,15 @@ class CrossRankAnalysis {
     int32_t rank = -1;
     int64_t start_unix_ns = 0, end_unix_ns = 0;
     v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_UNSPECIFIED;
-    std::string detail;
+    // CollectiveAnalysis.detail: detail_size bytes at detail_begin of detail_text, the details
+    // of all the analyses of the batch it came in, written once into one buffer that the
+    // batch's rank entries share (one allocation a batch, not one a rank report).
+    std::shared_ptr<const std::string> detail_text;
+    uint32_t detail_begin = 0, detail_size = 0;
+    absl::string_view detail() const {
+      return detail_text ? absl::string_view(*detail_text).substr(detail_begin, detail_size)
+                         : absl::string_view();
+    }
     Name port;  // "device:port" of port_index; none: Name()
     double saturated_ratio = 0;
     uint64_t events = 0;

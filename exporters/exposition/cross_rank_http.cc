@@ -60,7 +60,7 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
       absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
       AppendJsonString(&out, b.port.str());
       out += ",\"detail\":";
-      AppendJsonString(&out, b.detail);
+      AppendJsonString(&out, b.detail());
       out += "}";
     } else {
       out += "null";
@@ -75,7 +75,7 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
                       "\",\"port\":");
       AppendJsonString(&out, r.port.str());
       out += ",\"detail\":";
-      AppendJsonString(&out, r.detail);
+      AppendJsonString(&out, r.detail());
       out += ",\"start_unix_seconds\":";
       AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
       out += ",\"duration_seconds\":";

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -31,14 +32,21 @@ bool MayHoldHistogram(const Descriptor* d, std::set<const Descriptor*>& visiting
 }
 
 // The message fields of type `d` through which a Histogram can be reached, computed once per
-// type and kept for the process (message types are few and never go away). The fast path is
-// a shared reader lock: batches of many streams are checked at once.
+// type and kept for the process (message types are few and never go away; std::map values stay
+// put). Each thread keeps its own index of the lists it has read, so the walk of a batch takes
+// no lock once its thread has seen each type.
 const std::vector<const FieldDescriptor*>& HistogramFields(const Descriptor* d) {
+  thread_local absl::flat_hash_map<const Descriptor*, const std::vector<const FieldDescriptor*>*>
+      seen;
+  if (const auto it = seen.find(d); it != seen.end()) return *it->second;
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new std::map<const Descriptor*, std::vector<const FieldDescriptor*>>();
   {
     absl::ReaderMutexLock lock(&mu);
-    if (const auto it = cache->find(d); it != cache->end()) return it->second;
+    if (const auto it = cache->find(d); it != cache->end()) {
+      seen.emplace(d, &it->second);
+      return it->second;
+    }
   }
   std::vector<const FieldDescriptor*> fields;
   for (int i = 0; i < d->field_count(); ++i) {
@@ -50,7 +58,10 @@ const std::vector<const FieldDescriptor*>& HistogramFields(const Descriptor* d) 
     }
   }
   absl::MutexLock lock(&mu);
-  return cache->emplace(d, std::move(fields)).first->second;
+  const std::vector<const FieldDescriptor*>& kept =
+      cache->emplace(d, std::move(fields)).first->second;
+  seen.emplace(d, &kept);
+  return kept;
 }
 
 // Where the walk is: a field (and index, -1 when not repeated) below its parent's place. The

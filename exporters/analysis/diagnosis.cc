@@ -52,22 +52,27 @@ StragglerVerdict Diagnosis::ObserveArrivals(uint64_t comm, Name func, uint64_t b
   // collective ended late because a link slowed it starts late but computes no longer: it is
   // not a compute straggler. Without that history, the start time itself.
   RankVector<int64_t> arrival(ranks.size()), previous(ranks.size(), 0);
-  RankVector<RankKey> keys;
-  keys.reserve(ranks.size());
+  // One lookup a rank: its previous end is read and replaced in place (the ranks' keys are
+  // distinct); ranks seen for the first time are added after, while there is room.
+  RankVector<size_t> unseen;
   bool gaps = true;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    keys.emplace_back(comm, ranks[i].node, ranks[i].rank);
-    const auto prev = previous_end_.find(keys[i]);
-    gaps = gaps && prev != previous_end_.end() && prev->second < ranks[i].start_unix_ns;
-    if (prev != previous_end_.end()) previous[i] = prev->second;
+    const auto prev = previous_end_.find(RankKey{comm, ranks[i].node, ranks[i].rank});
+    if (prev == previous_end_.end()) {
+      gaps = false;
+      unseen.push_back(i);
+      continue;
+    }
+    gaps = gaps && prev->second < ranks[i].start_unix_ns;
+    previous[i] = prev->second;
+    prev->second = ranks[i].end_unix_ns;
+  }
+  for (const size_t i : unseen) {
+    if (previous_end_.size() >= options_.max_kinds * 16) break;
+    previous_end_.emplace(RankKey{comm, ranks[i].node, ranks[i].rank}, ranks[i].end_unix_ns);
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     arrival[i] = gaps ? ranks[i].start_unix_ns - previous[i] : ranks[i].start_unix_ns;
-    if (previous_end_.size() < options_.max_kinds * 16) {
-      previous_end_.insert_or_assign(std::move(keys[i]), ranks[i].end_unix_ns);
-    } else if (const auto it = previous_end_.find(keys[i]); it != previous_end_.end()) {
-      it->second = ranks[i].end_unix_ns;
-    }
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (arrival[i] > arrival[last]) last = i;

@@ -8,16 +8,20 @@
 // the cross-rank matching really matches. A node's 100 collectives per window go round-robin over
 // its 8 rails (13 on rails 0-3, 12 on rails 4-7), the same on all nodes of the group.
 //
-//   ingest 1 thread:  ClusterState::OnBatch of every node's batch, window after window, in a
-//                     seeded random order within each window (agents close their windows at
-//                     their own times); batches/s and collective instances matched
-//                     per second (CrossRankAnalysis::instances_total() delta).
-//                     baseline: protobuf ParseFromString of the same batches (what the gRPC
-//                     layer does for each batch anyway); ratio = OnBatch time / parse time.
+//   ingest 1 thread:  every node's serialized batch, window after window, in a seeded random
+//                     order within each window (agents close their windows at their own
+//                     times), parsed into its node's own message (reused from window to window)
+//                     and handed to ClusterState::OnBatch at once, as the gRPC reactor does
+//                     (exporters/ingest/telemetry_service.cc: StartRead(&in_) into the stream's
+//                     one AgentMessage, then OnBatch on it); batches/s and collective instances
+//                     matched per second (CrossRankAnalysis::instances_total() delta).
+//                     baseline: that parse, timed batch by batch next to its OnBatch;
+//                     ratio = OnBatch time / parse time (median over windows).
 //   ingest N threads: the same batches in the same order on N = 2 and 4 threads, each node on
 //                     one thread (as each agent's stream is), a std::barrier per window;
-//                     speed-up over 1 thread, against the machine's own ceiling: the same
-//                     windows parsed on N threads that share nothing.
+//                     speed-up of the whole ingest (parse + OnBatch) over 1 thread, against the
+//                     machine's own ceiling: the same windows parsed on N threads that share
+//                     nothing.
 //   matching:         a standalone CrossRankAnalysis fed the same batches: analyses matched per
 //                     second; baseline: parse time of the same batches.
 //   memory:           heap growth (HeapInUse: tcmalloc) and RSS growth per node once every per-node
@@ -209,6 +213,14 @@ void SetWindow(size_t node, uint64_t w, v1::Batch* b) {
 struct Cluster {
   std::vector<std::string> names;
   std::vector<v1::Batch> batches;  // one per node, rewritten per window
+  std::vector<std::string> wire;   // batches, serialized
+  std::vector<v1::Batch> streams;  // one per node: what its stream parses into
+};
+
+// One ingest run: the wall time of its window loops (parse + OnBatch) and the time spent
+// parsing and in OnBatch, summed over batches (and threads).
+struct IngestTimes {
+  double wall = 0, parse = 0, on_batch = 0;
 };
 
 // The order in which window w's batches arrive: a seeded shuffle of the nodes (agents close
@@ -223,35 +235,50 @@ std::vector<size_t> ArrivalOrder(size_t n, uint64_t w) {
 
 // Ingests windows [first, first + count) of all nodes into `state` on `threads` threads, each
 // node's batches on one thread (as each agent's stream is served by one thread: node i on
-// thread i % threads), in ArrivalOrder; returns the seconds spent in OnBatch (wall time of the
-// window loop minus SetWindow).
-double Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, int count, int threads) {
+// thread i % threads), in ArrivalOrder: each batch is parsed into its node's stream message,
+// then OnBatch (serializing the window is outside the times).
+IngestTimes Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, int count,
+                   int threads) {
   const size_t n = c.names.size();
-  double busy = 0;
+  c.wire.resize(n);
+  c.streams.resize(n);
+  IngestTimes times;
+  std::vector<IngestTimes> per_thread(static_cast<size_t>(threads));
   std::barrier sync(threads);
   Clock::time_point t0;
   auto work = [&](int t) {
+    IngestTimes& mine = per_thread[static_cast<size_t>(t)];
     for (uint64_t w = first; w < first + static_cast<uint64_t>(count); ++w) {
       const std::vector<size_t> order = ArrivalOrder(n, w);
       for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) {
         SetWindow(i, w, &c.batches[i]);
+        c.batches[i].SerializeToString(&c.wire[i]);
       }
       sync.arrive_and_wait();
       if (t == 0) t0 = Clock::now();
       sync.arrive_and_wait();
       for (size_t i : order) {
         if (i % static_cast<size_t>(threads) != static_cast<size_t>(t)) continue;
-        if (!state.OnBatch(c.names[i], i + 1, c.batches[i]).ok()) std::abort();
+        const auto a = Clock::now();
+        if (!c.streams[i].ParseFromString(c.wire[i])) std::abort();
+        const auto b = Clock::now();
+        if (!state.OnBatch(c.names[i], i + 1, c.streams[i]).ok()) std::abort();
+        mine.parse += Seconds(a, b);
+        mine.on_batch += Seconds(b, Clock::now());
       }
       sync.arrive_and_wait();
-      if (t == 0) busy += Seconds(t0, Clock::now());
+      if (t == 0) times.wall += Seconds(t0, Clock::now());
     }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
   work(0);
   for (std::thread& th : pool) th.join();
-  return busy;
+  for (const IngestTimes& p : per_thread) {
+    times.parse += p.parse;
+    times.on_batch += p.on_batch;
+  }
+  return times;
 }
 
 // Seconds to parse every node's serialized batch of window w (the baseline), over `count`
@@ -317,9 +344,12 @@ RemoteWriteFigures MeasureRemoteWrite(const exporters::ClusterState& state) {
 // threads) and their ratios to 1 thread, per round.
 struct Threaded {
   int threads;
-  std::vector<double> seconds, parse_seconds, speedup, ceiling;
-  // 1 thread: OnBatch over parse of each window, the parse measured just before the ingest of
-  // the same window (this machine's speed drifts over seconds; a window pair shares it).
+  // Per round: the ingest's wall time (parse + OnBatch), its time in parse and in OnBatch
+  // (summed over batches), and the same windows parsed alone on as many threads.
+  std::vector<double> seconds, parse_seconds, on_batch_seconds, ceiling_parse_seconds;
+  std::vector<double> speedup, ceiling;
+  // 1 thread: OnBatch over parse per window, both timed batch by batch (this machine's speed
+  // drifts over seconds; a batch's parse and OnBatch share it).
   std::vector<double> window_ratios;
   uint64_t instances = 0;
 };
@@ -327,30 +357,30 @@ struct Threaded {
 // Rounds of 1, 2 and 4 threads on `state` from window *window on (advanced past them).
 std::vector<Threaded> MeasureThreads(Cluster& c, exporters::ClusterState& state, uint64_t* window) {
   // The speed-ups are ratios within a round; Run prints their median over the rounds.
-  std::vector<Threaded> modes = {
-      {1, {}, {}, {}, {}, {}}, {2, {}, {}, {}, {}, {}}, {4, {}, {}, {}, {}, {}}};
+  std::vector<Threaded> modes(3);
+  modes[0].threads = 1;
+  modes[1].threads = 2;
+  modes[2].threads = 4;
   for (int round = 0; round < g_rounds; ++round) {
     for (Threaded& m : modes) {
       const uint64_t before = state.cross_rank().instances_total();
-      if (m.threads == 1) {
-        double parse = 0, ingest = 0;
-        for (int k = 0; k < g_windows; ++k) {
-          const double p = ParseBaseline(c, *window + static_cast<uint64_t>(k), 1, 1);
-          const double i = Ingest(c, state, *window + static_cast<uint64_t>(k), 1, 1);
-          m.window_ratios.push_back(i / p);
-          parse += p;
-          ingest += i;
-        }
-        m.parse_seconds.push_back(parse);
-        m.seconds.push_back(ingest);
-      } else {
-        m.parse_seconds.push_back(ParseBaseline(c, *window, g_windows, m.threads));
-        m.seconds.push_back(Ingest(c, state, *window, g_windows, m.threads));
+      // The ceiling: the same windows parsed alone on as many threads.
+      m.ceiling_parse_seconds.push_back(ParseBaseline(c, *window, g_windows, m.threads));
+      IngestTimes all;
+      for (int k = 0; k < g_windows; ++k) {
+        const IngestTimes t = Ingest(c, state, *window + static_cast<uint64_t>(k), 1, m.threads);
+        if (m.threads == 1) m.window_ratios.push_back(t.on_batch / t.parse);
+        all.wall += t.wall;
+        all.parse += t.parse;
+        all.on_batch += t.on_batch;
       }
+      m.seconds.push_back(all.wall);
+      m.parse_seconds.push_back(all.parse);
+      m.on_batch_seconds.push_back(all.on_batch);
       *window += static_cast<uint64_t>(g_windows);
       m.instances += state.cross_rank().instances_total() - before;
       m.speedup.push_back(modes[0].seconds.back() / m.seconds.back());
-      m.ceiling.push_back(modes[0].parse_seconds.back() / m.parse_seconds.back());
+      m.ceiling.push_back(modes[0].ceiling_parse_seconds.back() / m.ceiling_parse_seconds.back());
     }
   }
   return modes;
@@ -422,6 +452,15 @@ int Run() {
   const size_t batch_bytes = c.batches[0].ByteSizeLong();
   std::printf("batch: %zu bytes serialized\n", batch_bytes);
 
+  // The streams' messages and wire buffers are the gRPC layer's, not the state's: allocated
+  // (one window parsed into each) before the heap is measured.
+  c.wire.resize(g_nodes);
+  c.streams.resize(g_nodes);
+  for (size_t i = 0; i < g_nodes; ++i) {
+    SetWindow(i, 0, &c.batches[i]);
+    c.batches[i].SerializeToString(&c.wire[i]);
+    if (!c.streams[i].ParseFromString(c.wire[i])) std::abort();
+  }
   // Populate: Hello + warm-up windows, until the per-node rings are full.
   MallocExtension::instance()->ReleaseFreeMemory();
   const size_t heap0 = HeapInUse();
@@ -458,7 +497,9 @@ int Run() {
   // Baseline, then one thread, then two threads; the same number of windows each.
   const double batches = n * g_windows;
   const std::vector<Threaded> modes = MeasureThreads(c, *state, &window);
+  // 1 thread: the parse and OnBatch times summed over batches, and the wall time of both.
   const double parse_s = Median(modes[0].parse_seconds);
+  const double on_batch_s = Median(modes[0].on_batch_seconds);
   const double one_s = Median(modes[0].seconds);
 
   const PartsAlone parts = MeasureParts(c);
@@ -478,15 +519,18 @@ int Run() {
       g_nodes, g_windows);
   for (const Threaded& m : modes) {
     const double sec = Median(m.seconds);
-    std::printf("ingest %d thread%s:  %8.0f batches/s (%.0f us/batch), %9.0f instances matched/s",
-                m.threads, m.threads == 1 ? " " : "s", batches / sec, sec / batches * 1e6,
-                static_cast<double>(m.instances) / static_cast<double>(g_rounds) / sec);
+    std::printf(
+        "ingest %d thread%s:  %8.0f batches/s (parse + OnBatch %.0f us/batch), %9.0f instances "
+        "matched/s",
+        m.threads, m.threads == 1 ? " " : "s", batches / sec, sec / batches * 1e6,
+        static_cast<double>(m.instances) / static_cast<double>(g_rounds) / sec);
     if (m.threads == 1) {
       std::printf(
-          "; OnBatch / protobuf parse = %.2fx (median of %zu windows, each against the parse of "
-          "the same window just before; over all windows %.2fx; parse %.0f us/batch)\n",
-          Median(m.window_ratios), m.window_ratios.size(), one_s / parse_s,
-          parse_s / batches * 1e6);
+          "; OnBatch / protobuf parse = %.2fx (median of %zu windows, each batch's OnBatch "
+          "against its own parse just before; over all windows %.2fx; OnBatch %.0f us/batch, "
+          "parse %.0f us/batch)\n",
+          Median(m.window_ratios), m.window_ratios.size(), on_batch_s / parse_s,
+          on_batch_s / batches * 1e6, parse_s / batches * 1e6);
     } else {
       std::printf(
           "; speed-up over 1 thread %.2fx, parse alone on %d threads %.2fx (medians of %d "
@@ -508,7 +552,7 @@ int Run() {
       "(OnBatch in all %.2fx)\n",
       match_s / (parse_s / g_windows * match_windows),
       gpu_s / (parse_s / g_windows * match_windows),
-      links_s / (parse_s / g_windows * match_windows), one_s / parse_s);
+      links_s / (parse_s / g_windows * match_windows), on_batch_s / parse_s);
   std::printf(
       "render /metrics:   %.1f ms median of %d (%.1f MiB, %zu lines, %.0f bytes/node); "
       "copy of the body %.2f ms; render / copy = %.0fx\n",

@@ -38,7 +38,6 @@
 // per mode and round), --rounds=N (3 rounds of 1, 2 and 4 threads), --repeat=N (3 renders).
 
 #include <malloc.h>
-#include <snappy.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,10 +54,9 @@
 #include <vector>
 
 #include "exporters/analysis/cross_rank.h"
-#include "exporters/exposition/http_server.h"
-#include "exporters/remote_write/remote_write.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
+#include "tests/bench/bench_cluster_output.h"
 #include "tests/bench/bench_common.h"
 #include "tests/bench/bench_hello.h"
 
@@ -310,6 +308,18 @@ double ParseBaseline(Cluster& c, uint64_t first, int count, int threads = 1) {
 }
 
 // The simulated nodes' names and batch templates (window 0 set on the first, for its size).
+// The streams' messages and wire buffers are the gRPC layer's, not the state's: allocated (one
+// window parsed into each) before the heap is measured.
+void PrimeStreams(Cluster& c) {
+  c.wire.resize(g_nodes);
+  c.streams.resize(g_nodes);
+  for (size_t i = 0; i < g_nodes; ++i) {
+    SetWindow(i, 0, &c.batches[i]);
+    c.batches[i].SerializeToString(&c.wire[i]);
+    if (!c.streams[i].ParseFromString(c.wire[i])) std::abort();
+  }
+}
+
 Cluster MakeCluster() {
   Cluster c;
   for (size_t i = 0; i < g_nodes; ++i) {
@@ -318,26 +328,6 @@ Cluster MakeCluster() {
   }
   SetWindow(0, 1, &c.batches[0]);
   return c;
-}
-
-// The remote-write request of one snapshot of `state` (exporters/remote_write): its size
-// decides how long a receiver may be down before the queue (remote_write.queue_max_bytes) drops.
-struct RemoteWriteFigures {
-  size_t samples = 0;
-  double raw_bytes = 0, compressed_bytes = 0, seconds = 0;
-};
-RemoteWriteFigures MeasureRemoteWrite(const exporters::ClusterState& state) {
-  const auto t0 = Clock::now();
-  promrw::WriteRequest request;
-  RemoteWriteFigures f;
-  f.samples =
-      exporters::BuildWriteRequest(exporters::CollectFamilies({&state}, &state), 0, &request);
-  std::string raw = request.SerializeAsString(), compressed;
-  snappy::Compress(raw.data(), raw.size(), &compressed);
-  f.seconds = Seconds(t0, Clock::now());
-  f.raw_bytes = static_cast<double>(raw.size());
-  f.compressed_bytes = static_cast<double>(compressed.size());
-  return f;
 }
 
 // One mode of the ingest: its seconds, its ceiling (the same windows parsed on as many
@@ -420,28 +410,6 @@ PartsAlone MeasureParts(Cluster& c) {
   return p;
 }
 
-// /metrics for the whole cluster, --repeat times; baseline: copying the rendered body.
-struct RenderFigures {
-  std::vector<double> render, copy;
-  std::string body;
-  size_t lines = 0;
-};
-RenderFigures MeasureRender(exporters::ClusterState& state) {
-  RenderFigures f;
-  exporters::HttpServer http({&state}, &state);
-  for (int r = 0; r < g_repeat; ++r) {
-    const auto t0 = Clock::now();
-    f.body = http.RenderMetrics();
-    f.render.push_back(Seconds(t0, Clock::now()));
-    const auto t1 = Clock::now();
-    std::string dup = f.body;
-    f.copy.push_back(Seconds(t1, Clock::now()));
-    if (dup.size() != f.body.size()) std::abort();
-  }
-  for (char ch : f.body) f.lines += ch == '\n';
-  return f;
-}
-
 int Run() {
   PrintMachine();
   std::printf(
@@ -452,15 +420,7 @@ int Run() {
   const size_t batch_bytes = c.batches[0].ByteSizeLong();
   std::printf("batch: %zu bytes serialized\n", batch_bytes);
 
-  // The streams' messages and wire buffers are the gRPC layer's, not the state's: allocated
-  // (one window parsed into each) before the heap is measured.
-  c.wire.resize(g_nodes);
-  c.streams.resize(g_nodes);
-  for (size_t i = 0; i < g_nodes; ++i) {
-    SetWindow(i, 0, &c.batches[i]);
-    c.batches[i].SerializeToString(&c.wire[i]);
-    if (!c.streams[i].ParseFromString(c.wire[i])) std::abort();
-  }
+  PrimeStreams(c);
   // Populate: Hello + warm-up windows, until the per-node rings are full.
   MallocExtension::instance()->ReleaseFreeMemory();
   const size_t heap0 = HeapInUse();
@@ -507,12 +467,7 @@ int Run() {
   const double match_s = parts.cross_s, gpu_s = parts.gpu_s, links_s = parts.links_s;
   const double analyses = n * g_collectives * match_windows;
 
-  const RenderFigures rf = MeasureRender(*state);
-  const std::vector<double>& render = rf.render;
-  const std::vector<double>& copy = rf.copy;
-  const std::string& body = rf.body;
-  const size_t lines = rf.lines;
-  const RemoteWriteFigures rw = MeasureRemoteWrite(*state);
+  const OutputFigures out = MeasureOutput(*state, g_repeat);
 
   std::printf(
       "\n=== cluster ingest summary (%zu nodes, %d windows per mode; noisy shared machine)\n",
@@ -553,19 +508,7 @@ int Run() {
       match_s / (parse_s / g_windows * match_windows),
       gpu_s / (parse_s / g_windows * match_windows),
       links_s / (parse_s / g_windows * match_windows), on_batch_s / parse_s);
-  std::printf(
-      "render /metrics:   %.1f ms median of %d (%.1f MiB, %zu lines, %.0f bytes/node); "
-      "copy of the body %.2f ms; render / copy = %.0fx\n",
-      Median(render) * 1e3, g_repeat, static_cast<double>(body.size()) / (1 << 20), lines,
-      static_cast<double>(body.size()) / n, Median(copy) * 1e3, Median(render) / Median(copy));
-  std::printf(
-      "remote-write:      %zu samples, %.1f MiB protobuf, %.1f MiB snappy (%.2fx), built and "
-      "compressed in %.0f ms (%.2fx the render); the default 256 MiB queue holds %.0f min of "
-      "a receiver outage at the 15 s interval\n",
-      rw.samples, rw.raw_bytes / (1 << 20), rw.compressed_bytes / (1 << 20),
-      rw.compressed_bytes / rw.raw_bytes, rw.seconds * 1e3, rw.seconds / Median(render),
-      static_cast<double>(common::RemoteWriteOptions{}.queue_max_bytes) / rw.compressed_bytes * 15 /
-          60);
+  PrintOutput(out, g_nodes, g_repeat);
   // Every instance of this cluster completes within the timeout: an eviction means the
   // matching broke at this scale (as max_pending 65,536 did at 10,000 nodes), not a figure.
   if (state->cross_rank().evicted_total() > 0) {

@@ -165,80 +165,8 @@ std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeP
   return n.ports;
 }
 
-void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
-                                    std::vector<Report>* reports, uint64_t* dropped) {
-  const int64_t offset = batch.unix_offset_ns();
-  auto details = std::make_shared<std::string>();
-  size_t detail_bytes = 0;
-  for (const v1::Collective& c : batch.collectives()) detail_bytes += c.analysis().detail().size();
-  details->reserve(detail_bytes);
-  const size_t first = reports->size();
-  // The batch's function names, looked up in the name table once each (a batch names a few).
-  absl::InlinedVector<std::pair<absl::string_view, Name>, 8> funcs;
-  auto func_name = [&](const std::string& f) -> std::optional<Name> {
-    for (const auto& [text, name] : funcs) {
-      if (text == f) return name;
-    }
-    const std::optional<Name> name = names_.Intern(f);
-    if (name && funcs.size() < funcs.capacity()) funcs.emplace_back(f, *name);
-    return name;
-  };
-  for (const v1::Collective& c : batch.collectives()) {
-    if (!c.has_analysis()) continue;
-    const v1::CollectiveAnalysis& a = c.analysis();
-    // A rank count no communicator has, or a rank outside it: dropped and counted before it can
-    // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
-    if (c.nranks() < 1 || c.nranks() > kMaxRanksPerInstance || c.rank() < 0 ||
-        c.rank() >= c.nranks()) {
-      ++*dropped;
-      continue;
-    }
-    const std::optional<Name> func = func_name(c.func());
-    if (!func) {  // a new function name with the name table full
-      ++*dropped;
-      continue;
-    }
-    const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
-    Report& r = reports->emplace_back();
-    r.shard = c.comm_hash() % shards_.size();
-    r.key = Key{c.comm_hash(), *func, c.seq()};
-    r.nranks = c.nranks();
-    RankEntry& e = r.entry;
-    e.node = node;
-    e.rank = c.rank();
-    e.start_unix_ns = c.start_ns() + offset;
-    e.end_unix_ns = c.end_ns() + offset;
-    e.cause = a.cause();
-    e.detail_begin = static_cast<uint32_t>(details->size());
-    e.detail_size = static_cast<uint32_t>(a.detail().size());
-    details->append(a.detail());
-    e.slow = a.slow();
-    e.lossy_by_tail = a.lossy_by_tail();
-    e.bytes = c.bytes();
-    if (a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < ports.info.size()) {
-      e.port = ports.labels[static_cast<size_t>(a.port_index())];
-      for (const v1::PortActivity& p : a.ports()) {
-        if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
-        e.saturated_ratio = SaturatedShare(p, dur);
-        e.events = LossEvents(p);
-      }
-    }
-    if (e.slow) {
-      for (const v1::FlightRecording& fr : batch.flight_recordings()) {
-        if (fr.reason() == "slow_collective" && fr.from_ns() <= c.start_ns() &&
-            fr.to_ns() >= c.end_ns()) {
-          e.recording = std::make_shared<const v1::FlightRecording>(fr);
-          e.recording_offset_ns = offset;
-          break;
-        }
-      }
-    }
-  }
-  std::shared_ptr<const std::string> text = std::move(details);
-  for (size_t i = first; i < reports->size(); ++i) (*reports)[i].entry.detail_text = text;
-}
-
-void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& batch) {
+void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& batch,
+                                const PeerRing* ring, std::vector<v1::ForwardedAnalysis>* forward) {
   if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
     return;
   }
@@ -254,7 +182,11 @@ void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& b
   std::vector<Report> reports;
   reports.reserve(static_cast<size_t>(batch.collectives_size()));
   uint64_t dropped = 0;
-  MakeReports(node, batch, *ports, &reports, &dropped);
+  MakeReports(node, batch, *ports, ring, forward, &reports, &dropped);
+  MatchReports(std::move(reports), dropped);
+}
+
+void CrossRankAnalysis::MatchReports(std::vector<Report>&& reports, uint64_t dropped) {
   // Shard by shard, each shard's lock taken once per batch. Batches of the ranks of one
   // communicator arrive together and name the same shards: a shard another thread holds is
   // skipped (TryLock) and come back to, so two ingest threads do not queue on one shard after

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "exporters/analysis/diagnosis.h"
 #include "exporters/analysis/names.h"
 #include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/shard/peer_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
 
@@ -109,7 +111,17 @@ class CrossRankAnalysis {
     for (const auto& s : node_shards_) absl::MutexLock lock(&s->mu);
     for (const auto& s : shards_) absl::MutexLock lock(&s->mu);
   }
-  void OnBatch(const std::string& node, const v1::Batch& batch);
+  // A batch of `node`'s. With a ring (sharded aggregators, issue 18), the analyses of
+  // communicators another peer owns are not matched here: they are appended to *forward, to be
+  // sent to their owner, which matches them through OnForwarded. The node-level parts (ports,
+  // overlap, share, rank pairs) stay here either way.
+  void OnBatch(const std::string& node, const v1::Batch& batch, const PeerRing* ring = nullptr,
+               std::vector<v1::ForwardedAnalysis>* forward = nullptr);
+  // A peer's Batch.forwarded: each record matched as its origin node's own report would be
+  // (its node, port label, offset and recording travel with it). A record naming no node, or
+  // a name the table has no room for, is dropped and counted
+  // (fabricscope_collective_analyses_dropped_total).
+  void OnForwarded(const v1::Batch& batch);
   void Collect(std::vector<prometheus::MetricFamily>* out) const;
 
   // {"collectives":[{comm, func, seq, nranks, cause, skew_seconds, duration_seconds (longest),
@@ -275,8 +287,20 @@ class CrossRankAnalysis {
   // Applies straggler-score updates, each under its node's shard lock, and counts `dropped`.
   void ApplyBlames(std::vector<BlameUpdate>&& blames, uint64_t dropped);
   // The batch's rank reports, without a lock; *dropped counts those outside their communicator.
-  void MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
-                   std::vector<Report>* reports, uint64_t* dropped);
+  // (with a ring, those of communicators another peer owns go to *forward instead).
+  void MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports, const PeerRing* ring,
+                   std::vector<v1::ForwardedAnalysis>* forward, std::vector<Report>* reports,
+                   uint64_t* dropped);
+  // The function names of one batch, each looked up in names_ once.
+  class FuncNames;
+  // One analysed collective's report appended to *reports, its detail to *details (the
+  // batch's shared buffer); false (to be counted as dropped) when its ranks are impossible or
+  // its function name has no room. port: its port_index's label, when known there.
+  bool AddReport(Name node, const v1::Collective& c, int64_t unix_offset_ns,
+                 std::optional<Name> port, const v1::FlightRecording* recording, FuncNames& funcs,
+                 std::string* details, std::vector<Report>* reports);
+  // Matches the reports shard by shard, then applies their blame and counts `dropped`.
+  void MatchReports(std::vector<Report>&& reports, uint64_t dropped);
   // Adds one report to its shard; completes, evicts and finishes instances there.
   // Instances that left a shard's recent ring, destroyed after its lock is released.
   using Retired = std::vector<Done>;

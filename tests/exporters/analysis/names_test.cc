@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
 #include "gtest/gtest.h"
+#include "tests/exporters/analysis/cross_rank_test_util.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -80,15 +81,7 @@ TEST(NameTable, AMatcherWithNoRoomForANameDropsAndCounts) {
   send("node2", 0, "AllReduce");  // a third node: no room
   send("node0", 0, "AllGather");  // a second function: no room
   EXPECT_EQ(x.pending(), 0u);
-  std::vector<prometheus::MetricFamily> f;
-  x.Collect(&f);
-  double dropped = -1;
-  for (const auto& m : f) {
-    if (m.name == "fabricscope_collective_analyses_dropped_total") {
-      dropped = m.metric.at(0).counter.value;
-    }
-  }
-  EXPECT_EQ(dropped, 2);
+  EXPECT_EQ(DroppedAnalyses(x), 2);
 }
 
 }  // namespace

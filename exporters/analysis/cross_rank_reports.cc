@@ -1,0 +1,157 @@
+// The cross-rank analysis's rank reports (exporters/analysis/cross_rank.h): built from a node's
+// own batch, or from the records a peer aggregator forwarded (sharded aggregators, issue 18),
+// in the same way, so that an owner matches a forwarded rank exactly as a local one.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "exporters/analysis/cross_rank.h"
+
+namespace fabricscope::exporters {
+
+using common::LossEvents;
+using common::SaturatedShare;
+
+class CrossRankAnalysis::FuncNames {
+ public:
+  explicit FuncNames(NameTable& names) : names_(names) {}
+  std::optional<Name> Of(const std::string& f) {
+    for (const auto& [text, name] : seen_) {
+      if (text == f) return name;
+    }
+    const std::optional<Name> name = names_.Intern(f);
+    if (name && seen_.size() < seen_.capacity()) seen_.emplace_back(f, *name);
+    return name;
+  }
+
+ private:
+  NameTable& names_;
+  absl::InlinedVector<std::pair<absl::string_view, Name>, 8> seen_;
+};
+
+bool CrossRankAnalysis::AddReport(Name node, const v1::Collective& c, int64_t unix_offset_ns,
+                                  std::optional<Name> port, const v1::FlightRecording* recording,
+                                  FuncNames& funcs, std::string* details,
+                                  std::vector<Report>* reports) {
+  const v1::CollectiveAnalysis& a = c.analysis();
+  // A rank count no communicator has, or a rank outside it: dropped and counted before it can
+  // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
+  if (c.nranks() < 1 || c.nranks() > kMaxRanksPerInstance || c.rank() < 0 ||
+      c.rank() >= c.nranks()) {
+    return false;
+  }
+  const std::optional<Name> func = funcs.Of(c.func());
+  if (!func) return false;  // a new function name with the name table full
+  const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
+  Report& r = reports->emplace_back();
+  r.shard = c.comm_hash() % shards_.size();
+  r.key = Key{c.comm_hash(), *func, c.seq()};
+  r.nranks = c.nranks();
+  RankEntry& e = r.entry;
+  e.node = node;
+  e.rank = c.rank();
+  e.start_unix_ns = c.start_ns() + unix_offset_ns;
+  e.end_unix_ns = c.end_ns() + unix_offset_ns;
+  e.cause = a.cause();
+  e.detail_begin = static_cast<uint32_t>(details->size());
+  e.detail_size = static_cast<uint32_t>(a.detail().size());
+  details->append(a.detail());
+  e.slow = a.slow();
+  e.lossy_by_tail = a.lossy_by_tail();
+  e.bytes = c.bytes();
+  if (port) {
+    e.port = *port;
+    for (const v1::PortActivity& p : a.ports()) {
+      if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
+      e.saturated_ratio = SaturatedShare(p, dur);
+      e.events = LossEvents(p);
+    }
+  }
+  if (e.slow && recording != nullptr) {
+    e.recording = std::make_shared<const v1::FlightRecording>(*recording);
+    e.recording_offset_ns = unix_offset_ns;
+  }
+  return true;
+}
+
+namespace {
+
+// The batch's slow_collective recording covering c, or null.
+const v1::FlightRecording* RecordingOf(const v1::Batch& batch, const v1::Collective& c) {
+  if (!c.analysis().slow()) return nullptr;
+  for (const v1::FlightRecording& fr : batch.flight_recordings()) {
+    if (fr.reason() == "slow_collective" && fr.from_ns() <= c.start_ns() &&
+        fr.to_ns() >= c.end_ns()) {
+      return &fr;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
+                                    const PeerRing* ring,
+                                    std::vector<v1::ForwardedAnalysis>* forward,
+                                    std::vector<Report>* reports, uint64_t* dropped) {
+  std::string details;
+  size_t detail_bytes = 0;
+  for (const v1::Collective& c : batch.collectives()) detail_bytes += c.analysis().detail().size();
+  details.reserve(detail_bytes);
+  const size_t first = reports->size();
+  FuncNames funcs(names_);
+  for (const v1::Collective& c : batch.collectives()) {
+    if (!c.has_analysis()) continue;
+    const int32_t pi = c.analysis().port_index();
+    const bool port_known = pi >= 0 && static_cast<size_t>(pi) < ports.info.size();
+    const v1::FlightRecording* recording = RecordingOf(batch, c);
+    if (ring != nullptr && forward != nullptr && !ring->Owns(c.comm_hash())) {
+      v1::ForwardedAnalysis& f = forward->emplace_back();
+      f.set_node(node.str());
+      f.set_unix_offset_ns(batch.unix_offset_ns());
+      if (port_known) f.set_port(ports.labels[static_cast<size_t>(pi)].str());
+      *f.mutable_collective() = c;
+      if (recording != nullptr) *f.mutable_recording() = *recording;
+      continue;
+    }
+    const std::optional<Name> port =
+        port_known ? std::optional<Name>(ports.labels[static_cast<size_t>(pi)]) : std::nullopt;
+    if (!AddReport(node, c, batch.unix_offset_ns(), port, recording, funcs, &details, reports)) {
+      ++*dropped;
+    }
+  }
+  auto text = std::make_shared<const std::string>(std::move(details));
+  for (size_t i = first; i < reports->size(); ++i) (*reports)[i].entry.detail_text = text;
+}
+
+void CrossRankAnalysis::OnForwarded(const v1::Batch& batch) {
+  if (batch.forwarded_size() == 0) return;
+  std::vector<Report> reports;
+  reports.reserve(static_cast<size_t>(batch.forwarded_size()));
+  std::string details;
+  FuncNames funcs(names_);
+  uint64_t dropped = 0;
+  for (const v1::ForwardedAnalysis& f : batch.forwarded()) {
+    const std::optional<Name> node = names_.Intern(f.node());
+    if (!node || node->empty() || !f.collective().has_analysis()) {
+      ++dropped;
+      continue;
+    }
+    // A label the table has no room for is shown as none, as in OnHello.
+    const std::optional<Name> port =
+        f.port().empty() ? std::nullopt
+                         : std::optional<Name>(names_.Intern(f.port()).value_or(Name()));
+    const v1::FlightRecording* recording = f.has_recording() ? &f.recording() : nullptr;
+    if (!AddReport(*node, f.collective(), f.unix_offset_ns(), port, recording, funcs, &details,
+                   &reports)) {
+      ++dropped;
+    }
+  }
+  auto text = std::make_shared<const std::string>(std::move(details));
+  for (Report& r : reports) r.entry.detail_text = text;
+  MatchReports(std::move(reports), dropped);
+}
+
+}  // namespace fabricscope::exporters

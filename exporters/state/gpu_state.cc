@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/analysis/imbalance.h"
@@ -76,20 +77,17 @@ std::string GpuState::CommLabel(uint64_t comm_hash) {
 }
 
 size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
-  // Boost's hash_combine constant (2^64 / golden ratio); the fields are few and small.
-  size_t h = std::hash<uint64_t>{}(p.comm_hash);
-  for (const uint64_t v :
-       {static_cast<uint64_t>(static_cast<uint32_t>(p.rank)) << 32 |
-            static_cast<uint32_t>(p.nranks),
-        static_cast<uint64_t>(static_cast<uint32_t>(p.root)) << 32 | static_cast<uint32_t>(p.peer),
-        static_cast<uint64_t>(static_cast<uint32_t>(p.pid)) << 32 | static_cast<uint32_t>(p.gpu),
-        static_cast<uint64_t>(p.channels) << 32 | p.func,
-        static_cast<uint64_t>(p.datatype) << 32 | p.algo,
-        static_cast<uint64_t>(p.proto) << 32 | static_cast<uint64_t>(p.timing_source) << 16 |
-            static_cast<uint64_t>(p.p2p) << 8 | static_cast<uint64_t>(p.graph_captured)}) {
-    h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  }
-  return h;
+  // absl::Hash mixes every field into every bit. The former Boost-style hash_combine over
+  // std::hash (the identity on integers) left the low bits the same for profiles that differ
+  // only in a high field such as the rank: harmless for std::unordered_map's prime buckets, but
+  // absl's hash maps place by those bits, and 200,000 ranks of one hostile batch then probed
+  // quadratically (20 s under ASan; HostileClientTest.AnInstanceWithAHugeRankCountIsCheap).
+  return absl::Hash<
+      std::tuple<uint64_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
+                 uint32_t, uint32_t, uint32_t, uint8_t, bool, bool>>{}(
+      std::make_tuple(p.comm_hash, p.rank, p.nranks, p.root, p.peer, p.pid, p.gpu, p.channels,
+                      p.func, p.datatype, p.algo, p.proto, p.timing_source, p.p2p,
+                      p.graph_captured));
 }
 
 void GpuState::ResetNode(const std::string& node) {

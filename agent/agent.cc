@@ -18,11 +18,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/local_sink.h"
-#include "agent/uplink.h"
 #include "collectors/clock.h"
 #include "collectors/common/histogram_quantile.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/sysfs_ports.h"
+#include "collectors/uplink/uplink.h"
 #include "collectors/utf8.h"
 #include "glog/logging.h"
 
@@ -166,7 +166,7 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     }
     sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
   } else {
-    UplinkOptions uo;
+    uplink::UplinkOptions uo;
     uo.target = options_.aggregator;
     uo.max_queued_batches = options_.max_queued_batches;
     uo.tls = options_.tls;
@@ -176,19 +176,19 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
       uo.auth_token = *std::move(token);
     }
     if (!options_.spool_dir.empty()) {
-      auto spool = Spool::Open(
-          SpoolOptions{.dir = options_.spool_dir, .max_bytes = options_.spool_max_bytes},
+      auto spool = uplink::Spool::Open(
+          uplink::SpoolOptions{.dir = options_.spool_dir, .max_bytes = options_.spool_max_bytes},
           MakeHello());
       if (!spool.ok()) return spool.status();
       spool_ = *std::move(spool);
-      const Spool::Stats st = spool_->stats();
+      const uplink::Spool::Stats st = spool_->stats();
       LOG(INFO) << "spool " << options_.spool_dir << ": " << st.batches
                 << " unacked batches of earlier agent processes to send (" << st.bytes
                 << " bytes); dropped at start: " << st.dropped_corrupt << " corrupt, "
                 << st.dropped_expired << " expired, " << st.dropped_full << " over the limit";
       uo.spool = spool_.get();
     }
-    sink_ = std::make_unique<GrpcUplink>(uo, MakeHello());
+    sink_ = std::make_unique<uplink::GrpcUplink>(uo, MakeHello());
     if (!options_.health_listen.empty()) {
       // /healthz alone (no collectables, no cluster state): the process and its HTTP thread
       // answer.
@@ -289,7 +289,7 @@ void Agent::FillAgentStats(v1::AgentStats* s) const {
   s->set_uplink_dropped_batches_total(sink_->dropped_batches());
   s->set_uplink_refused_batches_total(sink_->refused_batches());
   if (spool_) {
-    const Spool::Stats st = spool_->stats();
+    const uplink::Spool::Stats st = spool_->stats();
     s->set_has_spool(true);
     s->set_spool_bytes(st.bytes);
     s->set_spool_batches(st.batches);

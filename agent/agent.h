@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/batch_sink.h"
 #include "agent/capture_runner.h"
 #include "agent/collective_analysis.h"
 #include "agent/gpu_ingest.h"
@@ -14,9 +13,10 @@
 #include "agent/options.h"
 #include "agent/pipeline.h"
 #include "agent/sampler.h"
-#include "agent/spool.h"
 #include "collectors/collector.h"
 #include "collectors/spsc_ring.h"
+#include "collectors/uplink/batch_sink.h"
+#include "collectors/uplink/spool.h"
 #include "exporters/aggregator.h"
 
 namespace fabricscope::agent {
@@ -145,8 +145,8 @@ class Agent {
   std::unique_ptr<exporters::Aggregator> aggregator_;
   std::unique_ptr<exporters::HttpServer> health_;  // streaming mode's /healthz, when asked for
   int health_port_ = 0;
-  std::unique_ptr<Spool> spool_;  // streaming mode with --spool-dir; outlives sink_
-  std::unique_ptr<BatchSink> sink_;
+  std::unique_ptr<uplink::Spool> spool_;  // streaming mode with --spool-dir; outlives sink_
+  std::unique_ptr<uplink::BatchSink> sink_;
   std::unique_ptr<CaptureRunner> capture_;
   // GPU timelines: the ingest endpoint (null when --gpu-socket is off or could not be bound)
   // and the pipeline thread's view of its records.

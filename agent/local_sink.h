@@ -2,14 +2,14 @@
 
 #include <atomic>
 
-#include "agent/batch_sink.h"
+#include "collectors/uplink/batch_sink.h"
 #include "exporters/state/cluster_state.h"
 
 namespace fabricscope::agent {
 
 // Standalone mode: hands batches straight to an in-process aggregator's ClusterState, through
 // the same Hello/Batch/ack logic the gRPC path uses. Submit() takes the state's lock briefly.
-class LocalSink final : public BatchSink {
+class LocalSink final : public uplink::BatchSink {
  public:
   LocalSink(exporters::ClusterState& state, v1::Hello hello);
 

@@ -103,8 +103,8 @@ struct AgentOptions {
   std::string health_listen;
   size_t ring_slots = 8192;
   size_t max_queued_batches = 900;
-  // Streaming mode: the crash-safe spool of unacked batches (agent/spool.h; --spool-dir,
-  // `spool: {dir, max_bytes}`); empty = memory only. The systemd unit sets
+  // Streaming mode: the crash-safe spool of unacked batches (collectors/uplink/spool.h;
+  // --spool-dir, `spool: {dir, max_bytes}`); empty = memory only. The systemd unit sets
   // /var/lib/fabricscope/spool. 1 MiB..1 TiB.
   std::string spool_dir;
   uint64_t spool_max_bytes = uint64_t{256} << 20;

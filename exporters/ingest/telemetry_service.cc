@@ -292,8 +292,8 @@ absl::StatusOr<int> TelemetryServer::Start(const std::string& listen) {
   builder.AddListeningPort(listen, ServerCredentialsFor(tls_), &port);
   builder.RegisterService(&service_);
   builder.SetMaxReceiveMessageSize(max_message_bytes_);
-  // Keepalive on both ends together (agent side in agent/uplink.cc): a dead agent's stream is
-  // closed within keepalive time + timeout.
+  // Keepalive on both ends together (agent side in collectors/uplink/uplink.cc): a dead agent's
+  // stream is closed within keepalive time + timeout.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

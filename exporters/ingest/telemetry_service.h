@@ -112,8 +112,8 @@ class TelemetryService final : public v1::Telemetry::CallbackService {
 class TelemetryServer {
  public:
   // A batch or Hello is at most max_message_bytes: gRPC answers a bigger one with
-  // RESOURCE_EXHAUSTED, and the agent drops that batch (agent/uplink.h). 16 MiB is four times
-  // gRPC's own default.
+  // RESOURCE_EXHAUSTED, and the agent drops that batch (collectors/uplink/uplink.h). 16 MiB is four
+  // times gRPC's own default.
   static constexpr int kDefaultMaxMessageBytes = 16 << 20;
   // tls: plain text unless tls.enabled(); with tls.client_ca, mTLS and node identity checks.
   // tokens: null or disabled = no token asked.

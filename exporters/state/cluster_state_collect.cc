@@ -81,7 +81,7 @@ void CollectCapture(const std::string& node, const v1::CaptureWindow& c, FamilyS
   }
 }
 
-// The agent's spool (agent/spool.h), when it has one.
+// The agent's spool (collectors/uplink/spool.h), when it has one.
 void CollectSpool(const std::string& node, const v1::AgentStats& a, FamilySet& f) {
   if (!a.has_spool()) return;
   AddValue(f[Metric::kAgentSpoolBytes], {{"node", node}}, static_cast<double>(a.spool_bytes()));

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/uplink.h"
 #include "collectors/common/stream_auth.h"
+#include "collectors/uplink/uplink.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/agent/stream_test_util.h"
@@ -55,7 +55,7 @@ class StreamPolicyTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? *t : nullptr;
   }
-  UplinkOptions Uplink(const std::string& token) const {
+  uplink::UplinkOptions Uplink(const std::string& token) const {
     return {.target = absl::StrCat("127.0.0.1:", port_),
             .initial_backoff_ms = 20,
             .max_backoff_ms = 50,
@@ -69,7 +69,7 @@ class StreamPolicyTest : public ::testing::Test {
 };
 
 TEST_F(StreamPolicyTest, AnAgentWithTheTokenStreams) {
-  GrpcUplink uplink(Uplink(kToken), Hello("node-a"));
+  uplink::GrpcUplink uplink(Uplink(kToken), Hello("node-a"));
   uplink.Submit(Batch());
   uplink.Submit(Batch());
   EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; }));
@@ -105,7 +105,7 @@ TEST_F(StreamPolicyTest, ANodeTokenReportsAsItsOwnNodeOnly) {
 }
 
 TEST_F(StreamPolicyTest, ARotatedTokenTakesNewStreamsAndKeepsTheLiveOne) {
-  GrpcUplink uplink(Uplink(kToken), Hello("node-a"));
+  uplink::GrpcUplink uplink(Uplink(kToken), Hello("node-a"));
   uplink.Submit(Batch());
   ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 1; }));
   dir_.Write("token2", kRotated + "\n");
@@ -123,7 +123,7 @@ TEST_F(StreamPolicyTest, ARotatedTokenTakesNewStreamsAndKeepsTheLiveOne) {
 }
 
 TEST_F(StreamPolicyTest, ASecondAgentWithTheSameNodeNameIsRefusedUntilTheFirstLeaves) {
-  auto first = std::make_unique<GrpcUplink>(Uplink(kToken), Hello("node-a", 1));
+  auto first = std::make_unique<uplink::GrpcUplink>(Uplink(kToken), Hello("node-a", 1));
   first->Submit(Batch());
   ASSERT_TRUE(WaitFor([&] { return first->acked_seq() == 1; }));
   // Another instance under the same name: refused, counted, and the first keeps the node.
@@ -136,7 +136,7 @@ TEST_F(StreamPolicyTest, ASecondAgentWithTheSameNodeNameIsRefusedUntilTheFirstLe
   EXPECT_EQ(st.error_message().find("instance"), std::string::npos) << st.error_message();
   EXPECT_EQ(st.error_message().find("127.0.0.1"), std::string::npos) << st.error_message();
   EXPECT_EQ(Refused(state_, "duplicate"), 1);
-  GrpcUplink second(Uplink(kToken), Hello("node-a", 2));
+  uplink::GrpcUplink second(Uplink(kToken), Hello("node-a", 2));
   second.Submit(Batch());
   ASSERT_TRUE(WaitFor([&] { return Refused(state_, "duplicate") >= 3; }));  // it keeps trying
   first->Submit(Batch());
@@ -163,7 +163,7 @@ TEST_F(StreamPolicyTest, TheSameInstanceReconnectingTakesTheNodeOver) {
   ASSERT_TRUE(old_stream->Write(m));
   v1::AggregatorMessage ack;
   ASSERT_TRUE(old_stream->Read(&ack));  // the Hello's ack: the old stream holds the node
-  GrpcUplink uplink(Uplink(kToken), Hello("node-a", 5));
+  uplink::GrpcUplink uplink(Uplink(kToken), Hello("node-a", 5));
   uplink.Submit(Batch());
   EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 1; }));
   EXPECT_EQ(Refused(state_, "duplicate"), 0);
@@ -213,7 +213,7 @@ TEST(StreamPolicy, ARefusedHelloDropsNoBatch) {
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   ASSERT_EQ(TryHello(Plain(), *port, "node-a", {}, kHold).error_code(), grpc::DEADLINE_EXCEEDED);
-  GrpcUplink uplink(
+  uplink::GrpcUplink uplink(
       {.target = absl::StrCat("127.0.0.1:", *port), .initial_backoff_ms = 10, .max_backoff_ms = 20},
       Hello("node-b"));
   for (int i = 0; i < 3; ++i) uplink.Submit(Batch());

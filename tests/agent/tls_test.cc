@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/uplink.h"
+#include "collectors/uplink/uplink.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/agent/stream_test_util.h"
@@ -80,11 +80,11 @@ TEST_F(TlsTest, AnAgentStreamsOverTlsAndOverMutualTls) {
                                       Server(mutual));
     auto port = server.Start("127.0.0.1:0");
     ASSERT_TRUE(port.ok()) << port.status();
-    GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
-                       .initial_backoff_ms = 20,
-                       .max_backoff_ms = 50,
-                       .tls = Client(mutual ? "node-a" : "")},
-                      Hello("node-a"));
+    uplink::GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
+                               .initial_backoff_ms = 20,
+                               .max_backoff_ms = 50,
+                               .tls = Client(mutual ? "node-a" : "")},
+                              Hello("node-a"));
     uplink.Submit(Batch());
     uplink.Submit(Batch());
     EXPECT_TRUE(WaitFor([&] { return uplink.acked_seq() == 2; })) << "mutual " << mutual;
@@ -166,11 +166,11 @@ TEST_F(TlsTest, ARenewedCertificateIsServedWithoutDroppingTheLiveStream) {
   exporters::TelemetryServer server(state, exporters::TelemetryServer::kDefaultMaxMessageBytes, t);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
-  GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
-                     .initial_backoff_ms = 20,
-                     .max_backoff_ms = 50,
-                     .tls = Client("")},
-                    Hello("node-a"));
+  uplink::GrpcUplink uplink({.target = absl::StrCat("127.0.0.1:", *port),
+                             .initial_backoff_ms = 20,
+                             .max_backoff_ms = 50,
+                             .tls = Client("")},
+                            Hello("node-a"));
   uplink.Submit(Batch());
   ASSERT_TRUE(WaitFor([&] { return uplink.acked_seq() == 1; }));
   const std::string old_pem = ReadAll(pki_.Pem("server"));

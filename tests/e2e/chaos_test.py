@@ -148,7 +148,7 @@ def batches_stored(minimum):
 
 
 def spool_records(spool):
-    """Records in every segment of the spool (length-prefixed, as agent/spool.h writes them;
+    """Records in every segment of the spool (length-prefixed, as collectors/uplink/spool.h writes them;
     the CRC is the agent's business)."""
     n = 0
     for root, _, files in os.walk(spool):
@@ -182,7 +182,7 @@ def settle(agent, agg, scenario, lost_bound=0, replayed=None, lost_is_dropped=Fa
     def caught_up():
         now = node_view() or {}
         # The view may still be that of an earlier process whose spool was just replayed
-        # (agent/uplink_replay.cc sends it before the live stream connects): a different
+        # (collectors/uplink/uplink_replay.cc sends it before the live stream connects): a different
         # instance afterwards is the live agent, counted from its first batch.
         base = start if now.get("instance_id") == seen.get("instance_id") else 0
         return (now.get("instance_id") and now.get("batches", 0) >= base + 5 and

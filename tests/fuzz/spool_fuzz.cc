@@ -1,6 +1,6 @@
-// The spool reader (agent/spool.h) on arbitrary segment bytes, as a crash, a power cut or a bad
-// disk may leave them: recovery at start (Spool::Open) and the replay read (ReadSegment) must
-// give a clear count, never a crash, and keep only records whose CRC32C holds.
+// The spool reader (collectors/uplink/spool.h) on arbitrary segment bytes, as a crash, a power cut
+// or a bad disk may leave them: recovery at start (Spool::Open) and the replay read (ReadSegment)
+// must give a clear count, never a crash, and keep only records whose CRC32C holds.
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "agent/spool.h"
+#include "collectors/uplink/spool.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace fabricscope::testing {
@@ -39,7 +39,7 @@ std::vector<std::string> FuzzSeeds() {
   fs::remove_all(dir);
   std::string seg;
   {
-    auto s = agent::Spool::Open({.dir = dir}, HelloOf(1));
+    auto s = uplink::Spool::Open({.dir = dir}, HelloOf(1));
     if (s.ok()) {
       for (uint64_t seq = 1; seq <= 3; ++seq) {
         v1::Batch b;
@@ -73,15 +73,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string seg = instance_dir + "/00000000000000000001.seg";
   std::ofstream(seg, std::ios::binary)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  auto read = fabricscope::agent::Spool::ReadSegment(seg);
+  auto read = fabricscope::uplink::Spool::ReadSegment(seg);
   FuzzCheck(read.ok(), "a readable segment reads");
-  auto spool = fabricscope::agent::Spool::Open({.dir = dir}, fabricscope::testing::HelloOf(2));
+  auto spool = fabricscope::uplink::Spool::Open({.dir = dir}, fabricscope::testing::HelloOf(2));
   FuzzCheck(spool.ok(), "start-up never fails on a damaged segment");
   const auto stats = (*spool)->stats();
   FuzzCheck(stats.dropped_corrupt <= 1, "one torn tail at most per segment");
   // What recovery kept reads back whole, record for record.
   if (!(*spool)->Leftovers().empty()) {
-    auto again = fabricscope::agent::Spool::ReadSegment(seg);
+    auto again = fabricscope::uplink::Spool::ReadSegment(seg);
     FuzzCheck(again.ok() && again->size() <= stats.batches, "kept records read back");
   }
   return 0;

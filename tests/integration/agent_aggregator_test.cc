@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "agent/spool.h"
+#include "collectors/uplink/spool.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/promtool.h"
 #include "tests/common/subprocess.h"
@@ -155,7 +155,7 @@ TEST(AgentAggregator, AKilledAgentsSpooledWindowsArriveAfterItsRestart) {
   for (const auto& dir : std::filesystem::directory_iterator(spool)) {
     for (const auto& seg : std::filesystem::directory_iterator(dir.path())) {
       if (seg.path().extension() != ".seg") continue;
-      auto batches = agent::Spool::ReadSegment(seg.path().string());
+      auto batches = uplink::Spool::ReadSegment(seg.path().string());
       ASSERT_TRUE(batches.ok());
       left += batches->size();
     }

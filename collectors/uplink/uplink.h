@@ -11,12 +11,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/batch_sink.h"
-#include "agent/spool.h"
 #include "collectors/common/tls.h"
+#include "collectors/uplink/batch_sink.h"
+#include "collectors/uplink/spool.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 
 struct UplinkOptions {
   std::string target;               // aggregator HOST:PORT
@@ -27,9 +27,9 @@ struct UplinkOptions {
   // Sent as `authorization: Bearer <token>` on every stream (collectors/common/stream_auth.h);
   // empty = none. Never logged.
   std::string auth_token = "";
-  // The crash-safe store behind the memory queue (agent/spool.h), or null. Not owned; it must
-  // outlive the uplink. With one, a batch evicted from the full memory queue stays on disk and
-  // is read back when its turn comes, and what earlier agent processes left is replayed first.
+  // The crash-safe store behind the memory queue (collectors/uplink/spool.h), or null. Not owned;
+  // it must outlive the uplink. With one, a batch evicted from the full memory queue stays on disk
+  // and is read back when its turn comes, and what earlier agent processes left is replayed first.
   Spool* spool = nullptr;
 };
 
@@ -114,4 +114,4 @@ class GrpcUplink final : public BatchSink {
   std::jthread thread_;
 };
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

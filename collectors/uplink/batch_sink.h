@@ -4,7 +4,7 @@
 
 #include "fabricscope/v1/telemetry.pb.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 
 // Where the agent's pipeline hands finished batches: the gRPC uplink, or the in-process
 // aggregator in standalone mode.
@@ -28,4 +28,4 @@ class BatchSink {
   virtual bool connected() const = 0;
 };
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

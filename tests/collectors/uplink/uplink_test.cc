@@ -1,4 +1,4 @@
-#include "agent/uplink.h"
+#include "collectors/uplink/uplink.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
-#include "tests/agent/uplink_test_util.h"
+#include "tests/collectors/uplink/uplink_test_util.h"
 #include "tests/common/wait.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 namespace {
 
 using testing::WaitFor;
@@ -184,4 +184,4 @@ TEST(TelemetryService, BatchBeforeHelloIsRefused) {
 }
 
 }  // namespace
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

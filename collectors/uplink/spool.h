@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 
 struct SpoolOptions {
   std::string dir;                             // empty = no spool (batches live in memory only)
@@ -136,4 +136,4 @@ class Spool {
 // initial value and the final inversion of RFC 3720 §B.4 (CRC32C("123456789") = 0xE3069283).
 uint32_t Crc32c(const void* data, size_t size);
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

@@ -1,22 +1,22 @@
-// The uplink with its spool (agent/uplink.h, agent/spool.h) against a real aggregator's gRPC
-// service in-process: batches evicted from the memory queue are read back from disk, and what
-// an agent process left behind (killed before its batches were acked) is replayed by the next
-// one under its own Hello, exactly once.
+// The uplink with its spool (collectors/uplink/uplink.h, collectors/uplink/spool.h) against a real
+// aggregator's gRPC service in-process: batches evicted from the memory queue are read back from
+// disk, and what an agent process left behind (killed before its batches were acked) is replayed by
+// the next one under its own Hello, exactly once.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "agent/spool.h"
-#include "agent/uplink.h"
+#include "collectors/uplink/spool.h"
+#include "collectors/uplink/uplink.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/state/cluster_state.h"
-#include "tests/agent/uplink_test_util.h"
+#include "tests/collectors/uplink/uplink_test_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/wait.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 namespace {
 
 using testing::WaitFor;
@@ -110,4 +110,4 @@ TEST(UplinkSpool, ShutdownKeepsWhatIsNotAckedOnDisk) {
 }
 
 }  // namespace
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

@@ -1,14 +1,15 @@
-// GrpcUplink's replay of what earlier agent processes left in the spool (agent/uplink.h).
+// GrpcUplink's replay of what earlier agent processes left in the spool
+// (collectors/uplink/uplink.h).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <random>
 
 #include "absl/time/time.h"
-#include "agent/uplink.h"
+#include "collectors/uplink/uplink.h"
 #include "glog/logging.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 namespace {
 
 // An aggregator that refuses a leftover's Hello or batches for one of these reasons refuses it
@@ -138,4 +139,4 @@ grpc::Status GrpcUplink::ReplayStream(v1::Telemetry::Stub& stub, const Spool::Le
   return st;
 }
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

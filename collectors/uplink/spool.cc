@@ -1,4 +1,4 @@
-#include "agent/spool.h"
+#include "collectors/uplink/spool.h"
 
 #include <fcntl.h>
 #include <isa-l/crc.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 namespace {
 
 namespace fs = std::filesystem;
@@ -414,4 +414,4 @@ Spool::Stats Spool::stats() const {
   return stats_;
 }
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

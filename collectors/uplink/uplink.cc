@@ -1,4 +1,4 @@
-#include "agent/uplink.h"
+#include "collectors/uplink/uplink.h"
 
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include "collectors/common/stream_auth.h"
 #include "glog/logging.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 
 GrpcUplink::GrpcUplink(UplinkOptions options, v1::Hello hello)
     : options_(std::move(options)), hello_(std::move(hello)) {
@@ -268,4 +268,4 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
   return st;
 }
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

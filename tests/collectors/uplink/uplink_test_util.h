@@ -8,7 +8,7 @@
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 
 inline v1::Hello TestHello(uint64_t instance = 42) {
   v1::Hello h;
@@ -54,4 +54,4 @@ inline double SelfMetric(const exporters::ClusterState& s, const std::string& na
   return -1;
 }
 
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

@@ -1,4 +1,4 @@
-#include "agent/spool.h"
+#include "collectors/uplink/spool.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "tests/common/fake_tree.h"
 
-namespace fabricscope::agent {
+namespace fabricscope::uplink {
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,4 +233,4 @@ TEST(Spool, AFullDiskDropsTheOldestAndCountsIt) {
 }
 
 }  // namespace
-}  // namespace fabricscope::agent
+}  // namespace fabricscope::uplink

@@ -1,6 +1,9 @@
 #include "exporters/aggregator.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collectors/common/stream_auth.h"
+#include "exporters/shard/peer_ring.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
@@ -31,6 +34,8 @@ Aggregator::Aggregator(AggregatorOptions options)
 
 Aggregator::~Aggregator() {
   Stop();
+  state_.SetSharding(nullptr, nullptr);
+  if (forwarder_) forwarder_->Stop(1000);
   watchdog_.Stop();
 }
 
@@ -70,6 +75,52 @@ absl::Status Aggregator::StartHttp() {
   return absl::OkStatus();
 }
 
+absl::Status Aggregator::ApplyPeers() {
+  if (options_.peers.empty()) {
+    state_.SetSharding(nullptr, nullptr);
+    if (forwarder_) forwarder_->Stop(1000);
+    forwarder_.reset();
+    forwarder_key_.clear();
+    return absl::OkStatus();
+  }
+  const std::string self = options_.peer_self.empty() ? options_.grpc_listen : options_.peer_self;
+  auto ring = MakePeerRing(options_.peers, self);
+  if (!ring.ok()) return ring.status();
+  ForwarderOptions fo;
+  fo.self = self;
+  if (!options_.auth_token_file.empty()) {
+    auto token = common::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
+    if (!token.ok()) return token.status();
+    fo.auth_token = *std::move(token);
+  }
+  if (options_.tls.enabled()) {
+    // The peers' certificates are checked with the CA that signs the agents' (one cluster CA),
+    // and this aggregator presents its own: mTLS between peers.
+    if (options_.tls.client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "peers: with TLS on the gRPC port, tls.client_ca must name the CA that signed the "
+          "peers' certificates (the forwarder checks the owner's with it)");
+    }
+    fo.tls = {.ca = options_.tls.client_ca, .cert = options_.tls.cert, .key = options_.tls.key};
+  }
+  fo.match_here = [this](std::vector<v1::ForwardedAnalysis>&& records) {
+    state_.MatchForwarded(std::move(records));
+  };
+  // A new forwarder only when what its streams present changed; a new list moves the streams.
+  const std::string key = absl::StrCat(self, "|", fo.auth_token, "|", fo.tls.ca, "|", fo.tls.cert);
+  if (key != forwarder_key_) {
+    state_.SetSharding(nullptr, nullptr);
+    if (forwarder_) forwarder_->Stop(1000);
+    forwarder_ = std::make_shared<Forwarder>(std::move(fo));
+    forwarder_key_ = key;
+  }
+  forwarder_->SetRing(*ring);
+  state_.SetSharding(*ring, forwarder_);
+  LOG(INFO) << "sharded: " << (*ring)->peers().size() << " aggregators in the peer list, this one "
+            << self;
+  return absl::OkStatus();
+}
+
 std::vector<const prometheus::Collectable*> Aggregator::Collectables() const {
   std::vector<const prometheus::Collectable*> out = {&state_};
   out.insert(out.end(), extra_.begin(), extra_.end());
@@ -85,6 +136,7 @@ absl::Status Aggregator::Start() {
     remote_writer_ = *std::move(w);
   }
   watchdog_.Start();
+  if (absl::Status s = ApplyPeers(); !s.ok()) return s;
   if (absl::Status s = StartHttp(); !s.ok()) return s;
   if (!options_.grpc_listen.empty()) {
     auto tokens = TokenAuth::Load(options_.auth_token_file, options_.node_tokens_file);
@@ -123,6 +175,18 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
       if (absl::Status s = StartHttp(); !s.ok()) {
         options_.web_config = old_web;
         if (absl::Status back = StartHttp(); !back.ok()) return back;
+        return s;
+      }
+    }
+    // A changed peer list moves the forwarder's streams; a bad one changes nothing.
+    if (options.peers != options_.peers || options.peer_self != options_.peer_self ||
+        options.auth_token_file != options_.auth_token_file) {
+      AggregatorOptions old = options_;
+      options_.peers = options.peers;
+      options_.peer_self = options.peer_self;
+      options_.auth_token_file = options.auth_token_file;
+      if (absl::Status s = ApplyPeers(); !s.ok()) {
+        options_ = std::move(old);
         return s;
       }
     }

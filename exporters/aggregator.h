@@ -9,6 +9,7 @@
 #include "exporters/exposition/http_server.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/remote_write/remote_write.h"
+#include "exporters/shard/forwarder.h"
 #include "exporters/state/cluster_state.h"
 #include "exporters/state/lock_watchdog.h"
 #include "prometheus/registry.h"
@@ -56,6 +57,11 @@ struct AggregatorOptions {
   // ClusterState::ExpireNodes): a decommissioned or renamed node's series do not stay in
   // /metrics forever. 0 = never. Checked about once a second.
   absl::Duration node_expiry = absl::Minutes(10);
+  // Sharded aggregators (issue 18; exporters/shard/): the peer list (GRPC_HOST:PORT=
+  // HTTP_HOST:PORT,...; empty = not sharded) and this aggregator's gRPC address in it (empty =
+  // grpc_listen). Re-read on SIGHUP (Reconfigure).
+  std::string peers;
+  std::string peer_self;
 };
 
 // The aggregator: cluster state, the gRPC ingest server and the HTTP server. The agent's
@@ -97,6 +103,10 @@ class Aggregator {
 
  private:
   absl::Status StartHttp();  // http_ with the web config; http_ null on error
+  // Applies options_.peers: the ring handed to the state and the HTTP server, the forwarder
+  // started, its streams moved to a changed list, or both dropped when the list is emptied.
+  // Errors: those of MakePeerRing and of the shared token's file.
+  absl::Status ApplyPeers();
   // What /metrics and remote-write render: the state, the extras, the remote writer's counters.
   std::vector<const prometheus::Collectable*> Collectables() const;
 
@@ -106,6 +116,8 @@ class Aggregator {
   std::unique_ptr<TelemetryServer> grpc_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RemoteWriter> remote_writer_;
+  std::shared_ptr<Forwarder> forwarder_;  // with --peers (shared with the state)
+  std::string forwarder_key_;             // what forwarder_ was built with (ApplyPeers)
   LockWatchdog watchdog_;
   int grpc_port_ = 0;
   int http_port_ = 0;

@@ -4,6 +4,7 @@
 #include "collectors/common/host_port.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/common/web_config.h"
+#include "exporters/shard/peer_ring.h"
 
 namespace fabricscope::exporters {
 
@@ -102,6 +103,12 @@ absl::Status LoadAggregatorConfig(const std::string& path, AggregatorOptions* op
 absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   if (options.grpc_listen.empty()) {
     return absl::InvalidArgumentError("grpc_listen must not be empty");
+  }
+  if (!options.peers.empty()) {
+    const std::string& self = options.peer_self.empty() ? options.grpc_listen : options.peer_self;
+    if (auto ring = MakePeerRing(options.peers, self); !ring.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("peers: ", ring.status().message()));
+    }
   }
   return common::CheckOptionBounds(AggregatorOptionTable(), options);
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -365,10 +366,17 @@ using common::CollectiveCauseName;
 // Upper bounds of fabricscope_collective_arrival_skew_seconds: 10 us .. 10 s, 1-2.5-5 steps.
 std::vector<double> ArrivalSkewBounds();
 
+// Where a request naming a communicator by its label (?comm=, 8 hex digits) must go: the
+// owner's base URL ("http://HOST:PORT") when another aggregator owns it (sharded aggregators,
+// issue 18), "" when this one answers.
+using OwnerOfComm = std::function<std::string(const std::string& comm_label)>;
+
 // /heatmap/collectives (?comm=, ?func=, ?instances=100, ?format=svg|json),
-// /heatmap/ranks (?comm=, ?format=) and /api/collectives/slow (?limit=20). Appends the heat maps
-// to *pages for the index. `analysis` must outlive the server.
+// /heatmap/ranks (?comm=, ?format=) and /api/collectives/slow (?limit=20, ?comm=). Appends the
+// heat maps to *pages for the index. `analysis` must outlive the server. With `owner`, a request
+// whose ?comm= another aggregator owns is answered 307 with a Location at its owner (the same
+// path and query), so that a client following redirects gets the owner's answer.
 void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
-                             std::vector<HeatmapPage>* pages);
+                             std::vector<HeatmapPage>* pages, OwnerOfComm owner = nullptr);
 
 }  // namespace fabricscope::exporters

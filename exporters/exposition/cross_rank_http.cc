@@ -141,12 +141,31 @@ void ServeModel(const httplib::Request& req, httplib::Response& res, HeatmapMode
   }
 }
 
+// 307 to the owner of ?comm= when another aggregator owns it; true when answered so.
+bool RedirectToOwner(const OwnerOfComm& owner, const httplib::Request& req,
+                     httplib::Response& res) {
+  const std::string comm = Param(req, "comm");
+  if (!owner || comm.empty()) return false;
+  const std::string base = owner(comm);
+  if (base.empty()) return false;
+  std::string query;
+  for (const auto& [key, value] : req.params) {
+    absl::StrAppend(&query, query.empty() ? "?" : "&", httplib::detail::encode_query_param(key),
+                    "=", httplib::detail::encode_query_param(value));
+  }
+  res.status = 307;  // RFC 9110 15.4.8: the client repeats the same request there
+  res.set_header("Location", base + req.path + query);
+  res.set_content("communicator " + comm + " is owned by " + base + "\n", "text/plain");
+  return true;
+}
+
 }  // namespace
 
 void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
-                             std::vector<HeatmapPage>* pages) {
-  server.Get("/heatmap/collectives", [&analysis](const httplib::Request& req,
-                                                 httplib::Response& res) {
+                             std::vector<HeatmapPage>* pages, OwnerOfComm owner) {
+  server.Get("/heatmap/collectives", [&analysis, owner](const httplib::Request& req,
+                                                        httplib::Response& res) {
+    if (RedirectToOwner(owner, req, res)) return;
     size_t n = 100;
     if (auto v = Param(req, "instances");
         !v.empty() && (!absl::SimpleAtoi(v, &n) || n == 0 || n > 100000)) {
@@ -156,11 +175,14 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
     }
     ServeModel(req, res, analysis.CollectivesHeatmap(Param(req, "comm"), Param(req, "func"), n));
   });
-  server.Get("/heatmap/ranks", [&analysis](const httplib::Request& req, httplib::Response& res) {
-    ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
-  });
+  server.Get("/heatmap/ranks",
+             [&analysis, owner](const httplib::Request& req, httplib::Response& res) {
+               if (RedirectToOwner(owner, req, res)) return;
+               ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
+             });
   server.Get("/api/collectives/slow",
-             [&analysis](const httplib::Request& req, httplib::Response& res) {
+             [&analysis, owner](const httplib::Request& req, httplib::Response& res) {
+               if (RedirectToOwner(owner, req, res)) return;
                size_t limit = 20;
                if (auto v = Param(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
                  res.status = 400;

@@ -18,6 +18,7 @@
 #include "exporters/exposition/page_assets.h"
 #include "exporters/heatmap/heatmap_http.h"
 #include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/shard/peer_ring.h"
 #include "exporters/state/cluster_state.h"
 #include "glog/logging.h"
 
@@ -26,6 +27,16 @@ namespace fabricscope::exporters {
 using common::BasicAuth;
 
 namespace {
+
+// The base URL of the aggregator that owns a communicator label ("" when this one does, when
+// not sharded, or for a label that is not 8 hex digits: answered here, empty).
+std::string OwnerUrl(const ClusterState& state, const char* scheme, const std::string& comm) {
+  const std::shared_ptr<const PeerRing> ring = state.ring();
+  uint32_t label = 0;
+  if (ring == nullptr || comm.size() != 8 || !absl::SimpleHexAtoi(comm, &label)) return "";
+  const size_t owner = ring->OwnerOfLabel(label);
+  return owner == ring->self() ? "" : scheme + ring->peers()[owner].http;
+}
 
 // Debian's cpp-httplib (0.11, built with CPPHTTPLIB_BROTLI_SUPPORT) answers a client that
 // accepts "br" with brotli at the encoder's default quality, 11 (BrotliEncoderCreateInstance):
@@ -126,7 +137,11 @@ void HttpServer::RegisterDataRoutes() {
   if (state_) {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages);
-    RegisterCrossRankRoutes(*server_, state_->cross_rank(), &pages);
+    RegisterCrossRankRoutes(
+        *server_, state_->cross_rank(), &pages,
+        [state = state_, scheme = web_.tls() ? "https://" : "http://"](const std::string& comm) {
+          return OwnerUrl(*state, scheme, comm);
+        });
     RegisterHeatmapIndex(*server_, std::move(pages));
   }
   if (state_) {

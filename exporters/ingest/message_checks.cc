@@ -210,4 +210,26 @@ absl::Status CheckGpuWindow(const v1::Batch& batch, const BatchLimits& limits,
   return absl::OkStatus();
 }
 
+absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  batch.GetReflection()->ListFields(batch, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->number() != v1::Batch::kSeqFieldNumber &&
+        f->number() != v1::Batch::kForwardedFieldNumber) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a peer's batch carries ", f->name(), "; only forwarded records"));
+    }
+  }
+  for (int i = 0; i < batch.forwarded_size(); ++i) {
+    const v1::ForwardedAnalysis& r = batch.forwarded(i);
+    const std::string at = absl::StrCat("forwarded[", i, "].");
+    if (r.node().empty()) return absl::InvalidArgumentError(at + "node: empty");
+    absl::Status s = CheckLabel(r.node(), limits.max_node_bytes, at + "node");
+    // A port label is "device:port": a device label, a colon and up to 10 digits.
+    if (s.ok()) s = CheckLabel(r.port(), limits.max_label_bytes + 11, at + "port");
+    if (!s.ok()) return s;
+  }
+  return CheckHistograms(batch);
+}
+
 }  // namespace fabricscope::exporters

@@ -36,6 +36,12 @@ struct HelloLimits {
 // Errors: InvalidArgument naming the field ("ports[3].device: 300 bytes, at most 64").
 absl::Status CheckHello(const v1::Hello& hello, const HelloLimits& limits);
 
+// Checks a peer aggregator's batch (sharded aggregators, issue 18): nothing set but its seq and
+// Batch.forwarded; each record's node present and, as its port label, within `limits`' label
+// bounds without control characters; its histograms as CheckHistograms. Errors:
+// InvalidArgument naming the field.
+absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits);
+
 // What one batch's GPU window may name (aggregator config `limits:`). The aggregator keeps, per
 // node, what the latest window holds (rank pairs, busBw per communicator), so these bound that
 // state. The defaults are the agent's own bounds (agent/gpu_timeline.h GpuTimelineOptions:

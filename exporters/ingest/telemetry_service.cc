@@ -101,7 +101,7 @@ class AgentStreamReactor final
   }
 
   void OnDone() override {
-    if (claimed_) service_.Release(node_, this);
+    if (claimed_) service_.Release(claim_, this);
     delete this;
   }
 
@@ -115,6 +115,7 @@ class AgentStreamReactor final
           return absl::AbortedError(
               "superseded: a newer stream of this agent instance took the node over");
         }
+        if (peer_) return state_.OnPeerBatch(node_, instance_, m.batch());
         // Before a Hello node_ is empty, which no Hello registers: the state refuses the batch
         // with FAILED_PRECONDITION and counts it.
         return state_.OnBatch(node_, instance_, m.batch());
@@ -126,7 +127,9 @@ class AgentStreamReactor final
   absl::StatusOr<uint64_t> HandleHello(const v1::Hello& hello) {
     if (have_hello_) return absl::InvalidArgumentError("second Hello on one stream");
     if (policy_.check_identity) {
-      if (absl::Status s = CheckIdentity(hello.node()); !s.ok()) return s;
+      // A peer aggregator names itself by its gRPC address: its certificate names the host.
+      const std::string who = hello.peer() ? HostOf(hello.node()) : hello.node();
+      if (absl::Status s = CheckIdentity(who); !s.ok()) return s;
     }
     if (policy_.tokens && policy_.tokens->enabled()) {
       if (absl::Status s = policy_.tokens->Check(authorization_, hello.node()); !s.ok()) {
@@ -134,6 +137,7 @@ class AgentStreamReactor final
         return s;
       }
     }
+    if (hello.peer()) return HandlePeerHello(hello);
     // Checked before the claim, so that an invalid Hello never supersedes a live stream; then
     // claimed before the state sees it, so that a refused second instance cannot reset the live
     // one's node. A Hello the state still refuses (the node limit reached meanwhile) gives the
@@ -149,10 +153,42 @@ class AgentStreamReactor final
       return ack;
     }
     claimed_ = true;
+    claim_ = hello.node();
     node_ = hello.node();
     have_hello_ = true;
     instance_ = hello.instance_id();
     return ack;
+  }
+
+  // A peer aggregator's forwarding stream (Hello.peer): one live stream per peer, claimed
+  // under "peer " + its address so that no node name can collide with it.
+  absl::StatusOr<uint64_t> HandlePeerHello(const v1::Hello& hello) {
+    if (absl::Status s =
+            service_.Claim("peer " + hello.node(), hello.instance_id(), context_->peer(), this);
+        !s.ok()) {
+      return s;
+    }
+    auto ack = state_.OnPeerHello(hello);
+    if (!ack.ok()) {
+      service_.Release("peer " + hello.node(), this);
+      return ack;
+    }
+    claimed_ = true;
+    claim_ = "peer " + hello.node();
+    peer_ = true;
+    node_ = hello.node();
+    have_hello_ = true;
+    instance_ = hello.instance_id();
+    return ack;
+  }
+
+  // HOST of HOST:PORT, without an IPv6 address's brackets.
+  static std::string HostOf(const std::string& host_port) {
+    std::string host = host_port.substr(0, host_port.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    return host;
   }
 
   absl::Status CheckIdentity(const std::string& node) {
@@ -203,6 +239,8 @@ class AgentStreamReactor final
   v1::AgentMessage in_;   // touched only by the read chain, one read at a time
   bool claimed_ = false;  // read chain, then OnDone (which follows the last read)
   bool have_hello_ = false;
+  bool peer_ = false;  // a peer aggregator's stream (Hello.peer)
+  std::string claim_;  // the name claimed in the live-stream registry
   std::string node_;
   uint64_t instance_ = 0;
   // The read chain's token bucket (TakeToken) and the alarm that resumes a delayed read.

@@ -66,6 +66,12 @@ struct StreamPolicy {
 //   of the stream broke) takes the node over; the old stream is ended with ABORTED at its next
 //   message.
 //
+// - peer: a stream whose Hello has `peer` set (a shard aggregator forwarding the analyses of
+//   communicators this one owns, exporters/shard/forwarder.h) from an address not in this
+//   aggregator's --peers (ClusterState::OnPeerHello) ends with PERMISSION_DENIED. A peer passes
+//   the same token and mTLS checks as an agent (its certificate names its host), holds one
+//   live stream per address, and its batches may carry only Batch.forwarded.
+//
 // Threading: reactions run on gRPC's threads and never block beyond a short lock.
 class TelemetryService final : public v1::Telemetry::CallbackService {
  public:

@@ -59,6 +59,25 @@ absl::StatusOr<std::vector<Peer>> ParsePeers(absl::string_view text) {
   return peers;
 }
 
+absl::StatusOr<std::shared_ptr<const PeerRing>> MakePeerRing(absl::string_view peers_text,
+                                                             absl::string_view self) {
+  auto peers = ParsePeers(peers_text);
+  if (!peers.ok()) return peers.status();
+  for (size_t i = 0; i < peers->size(); ++i) {
+    if ((*peers)[i].grpc == self) return std::make_shared<const PeerRing>(*std::move(peers), i);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("this aggregator (", self, ") is not in the peer list \"", peers_text,
+                   "\": every aggregator's list names all of them, itself included"));
+}
+
+int PeerRing::IndexOf(absl::string_view grpc) const {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i].grpc == grpc) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 PeerRing::PeerRing(std::vector<Peer> peers, size_t self) : peers_(std::move(peers)), self_(self) {
   for (const Peer& p : peers_) name_hashes_.push_back(Fnv1a64(p.grpc));
 }

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct Peer {
 // "10.0.0.1:50051=10.0.0.1:9400,10.0.0.2:50051=10.0.0.2:9400". InvalidArgument names the bad
 // entry (no '=', a side without a port, a port outside 1..65535) or a gRPC address listed twice.
 absl::StatusOr<std::vector<Peer>> ParsePeers(absl::string_view text);
+
+class PeerRing;
+// The ring of `peers_text` (ParsePeers) as the peer `self` (its gRPC address, exactly as
+// listed) sees it. Errors: ParsePeers', and InvalidArgument when `self` is not in the list.
+absl::StatusOr<std::shared_ptr<const PeerRing>> MakePeerRing(absl::string_view peers_text,
+                                                             absl::string_view self);
 
 // Which aggregator of a peer list owns a communicator: rendezvous (highest random weight)
 // hashing (Thaler & Ravishankar, "Using name-based mappings to increase hit rates", IEEE/ACM
@@ -46,6 +53,8 @@ class PeerRing {
   bool Owns(uint64_t comm_hash) const { return OwnerOf(comm_hash) == self_; }
   const std::vector<Peer>& peers() const { return peers_; }
   size_t self() const { return self_; }
+  // The index of the peer whose gRPC address is `grpc` exactly, or -1 when none is.
+  int IndexOf(absl::string_view grpc) const;
 
  private:
   std::vector<Peer> peers_;

@@ -168,6 +168,11 @@ absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** 
 
 absl::Status ClusterState::CheckBatch(const v1::Batch& batch, size_t ports,
                                       const char** reason) const {
+  if (batch.forwarded_size() > 0) {  // only a peer aggregator's stream carries these
+    *reason = "forwarded";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch ", batch.seq(), ": forwarded records come from peer aggregators, not agents"));
+  }
   absl::Status invalid = CheckBatchPorts(batch, ports, reason);
   if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, reason);
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
@@ -243,7 +248,7 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     acked = n.contiguous;
   }
   if (!batch.early()) links_.OnBatch(node, batch);
-  cross_rank_.OnBatch(node, batch);
+  RankAnalyses(node, batch);
   {
     absl::MutexLock lock(&gpu_mu_);
     gpu_.OnBatch(node, batch);

@@ -26,6 +26,9 @@
 
 namespace fabricscope::exporters {
 
+class Forwarder;  // exporters/shard/forwarder.h
+class PeerRing;   // exporters/shard/peer_ring.h
+
 // Latest state of every node that reports to this aggregator, and the Prometheus view of it.
 //
 // Agents send cumulative values (hardware counter totals, cumulative histograms), so the state
@@ -81,6 +84,28 @@ class ClusterState : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
+  // Sharded aggregators (issue 18; exporters/state/cluster_state_peers.cc). The peer list as
+  // this aggregator sees it, and where the analyses of communicators another peer owns go:
+  // from then on each batch's are handed to `forwarder` instead of being matched here (null
+  // ring: all matched here). Its metrics render with Collect().
+  void SetSharding(std::shared_ptr<const PeerRing> ring, std::shared_ptr<Forwarder> forwarder);
+  std::shared_ptr<const PeerRing> ring() const;
+  // A peer aggregator's Hello (Hello.peer): its node must be a gRPC address of the peer list
+  // other than this aggregator's. A new instance starts a fresh mark at resume_seq - 1; the
+  // same one (a reconnect) keeps its mark. Returns the seq to ack.
+  // Errors: PermissionDenied (counted as refused_streams{reason="peer"}) when not sharded or
+  // the address is not a peer.
+  absl::StatusOr<uint64_t> OnPeerHello(const v1::Hello& hello);
+  // A peer's batch: matched through CrossRankAnalysis::OnForwarded unless a duplicate (seq at
+  // or below the mark). A batch with anything but `forwarded` (and its seq) is dropped, acked
+  // and counted (rejected_batches{reason="forwarded"}). Returns the seq to ack.
+  // Errors: FailedPrecondition when (peer, instance) sent no Hello.
+  absl::StatusOr<uint64_t> OnPeerBatch(const std::string& peer, uint64_t instance,
+                                       const v1::Batch& batch);
+  // Matches forwarded records here (Forwarder's match_here: this aggregator owns their
+  // communicators after a list change).
+  void MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records);
+
   // JSON: {"microbursts":[{node, device, port, direction, start_unix_seconds, duration_seconds,
   // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes. limit > 0: only
   // the `limit` latest by start time over those nodes (the live page's top-K), still oldest
@@ -120,16 +145,17 @@ class ClusterState : public prometheus::Collectable {
   // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
   // reason one of kRefusedStreamReasons (exporters/ingest/telemetry_service.h says when each
   // applies).
-  static constexpr const char* kRefusedStreamReasons[] = {"identity", "token", "duplicate",
-                                                          "invalid_hello", "node_limit"};
+  static constexpr const char* kRefusedStreamReasons[] = {
+      "identity", "token", "duplicate", "invalid_hello", "node_limit", "peer"};
   // Batches dropped whole (fabricscope_aggregator_rejected_batches_total{reason}): before_hello
   // (no Hello of that instance on the stream), seq_jump (past kMaxSeqStep), port_index (a port
   // the Hello did not announce), series (a utilization series outside the agent's bounds),
   // histogram (one the text format cannot carry), communicator_limit and rank_pair_limit (a GPU
-  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow).
+  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow),
+  // forwarded (an agent's batch carrying Batch.forwarded, or a peer's carrying anything else).
   static constexpr const char* kRejectedBatchReasons[] = {
-      "before_hello", "seq_jump",           "port_index",     "series",
-      "histogram",    "communicator_limit", "rank_pair_limit"};
+      "before_hello", "seq_jump",           "port_index",      "series",
+      "histogram",    "communicator_limit", "rank_pair_limit", "forwarded"};
   void CountRefusedStream(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     ++refused_streams_[reason];
@@ -254,6 +280,11 @@ class ClusterState : public prometheus::Collectable {
   static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
                           NodeHistograms* nh);
   void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer inbox's and the forwarder's series (cluster_state_peers.cc).
+  void CollectPeers(std::vector<prometheus::MetricFamily>* out) const;
+  // A batch's collective analyses: matched here, or those of communicators another peer owns
+  // handed to the forwarder (cluster_state_peers.cc).
+  void RankAnalyses(const std::string& node, const v1::Batch& batch);
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     lost_batches_total_ += batches;
@@ -277,6 +308,16 @@ class ClusterState : public prometheus::Collectable {
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t expired_nodes_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> throttled_batches_total_{0};
+  // Sharding (cluster_state_peers.cc): the ring, the forwarder and each peer's stream mark.
+  struct PeerInbox {
+    uint64_t instance = 0;
+    uint64_t contiguous = 0;
+    uint64_t received = 0;  // records matched
+  };
+  mutable absl::Mutex shard_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::shared_ptr<const PeerRing> ring_ ABSL_GUARDED_BY(shard_mu_);
+  std::shared_ptr<Forwarder> forwarder_ ABSL_GUARDED_BY(shard_mu_);
+  std::map<std::string, PeerInbox> inbox_ ABSL_GUARDED_BY(shard_mu_);
 };
 
 }  // namespace fabricscope::exporters

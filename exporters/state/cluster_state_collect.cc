@@ -363,6 +363,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   families.DrainInto(&out);
   links_.Collect(&out);
   cross_rank_.Collect(&out);
+  CollectPeers(&out);
   out.insert(out.end(), std::make_move_iterator(gpu.begin()), std::make_move_iterator(gpu.end()));
   // fabricscope_traffic_imbalance_ratio comes in two parts (links_: rails, gpu_: ranks).
   MergeFamiliesByName(&out);

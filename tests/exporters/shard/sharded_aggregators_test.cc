@@ -191,6 +191,19 @@ class ShardedAggregators : public ::testing::Test {
     }
   }
 
+  // Every forwarder first (a SIGHUP emptying --peers), so that no server then waits its grace
+  // period for a peer's open stream; then the aggregators.
+  void StopAll() {
+    for (Shard& shard : shards_) {
+      if (shard.agg == nullptr) continue;
+      AggregatorOptions o = shard.agg->options();
+      o.peers.clear();
+      EXPECT_TRUE(shard.agg->Reconfigure(o).ok());
+    }
+    shards_.clear();
+  }
+  void TearDown() override { StopAll(); }
+
   std::vector<Shard> shards_;
   std::vector<uint64_t> comms_;
   std::map<int, uint64_t> seq_;
@@ -199,7 +212,7 @@ class ShardedAggregators : public ::testing::Test {
 TEST_F(ShardedAggregators, EveryInstanceIsMatchedWithAllItsRanksOnItsOwner) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
-    shards_.clear();
+    StopAll();
     seq_.clear();
     MakeShards(3);
     for (int i = 0; i < 3; ++i) Start(i, 3);

@@ -102,6 +102,13 @@ grep -E '^(cluster|batch|warm-up|memory):' "$LOGS/cluster.log"
 sed -n '/=== cluster ingest summary/,$p' "$LOGS/cluster.log"
 
 echo
+echo "== sharded aggregators, 100,000 GPUs (12,500 nodes x 8) on 4 in-process aggregators forwarding over loopback gRPC, against one (fabricscope_bench_shards)"
+ninja -C "$BUILD_DIR" fabricscope_bench_shards | tail -n 1
+"$BIN/fabricscope_bench_shards" >"$LOGS/shards.log" 2>&1 \
+  || { tail -n 20 "$LOGS/shards.log"; exit 1; }
+grep -E '^(shards|baseline|sharded|forwarding|memory|shards_summary)' "$LOGS/shards.log"
+
+echo
 echo "== uplink ingest per batch: plain text, token, TLS, mTLS, TLS + token (fabricscope_bench_uplink_tls --batches=$UPLINK_BATCHES)"
 ninja -C "$BUILD_DIR" fabricscope_bench_uplink_tls | tail -n 1
 "$BIN/fabricscope_bench_uplink_tls" --batches="$UPLINK_BATCHES" >"$LOGS/uplink_tls.log" 2>&1 \

@@ -167,9 +167,9 @@ class ShardedAggregators : public ::testing::Test {
     }
     return -1;
   }
-  // kComms communicators spread evenly over the first three shards (4 each), and, with a
-  // fourth shard, 2 or 3 of them owned by it under the four-peer list. Ports are chosen anew in
-  // every run, so the communicators are drawn (seeded) until the spread holds.
+  // kComms communicators spread evenly over the first three shards (4 each; 6 each of two),
+  // and, with a fourth shard, 2 or 3 of them owned by it under the four-peer list. Ports are
+  // chosen anew in every run, so the communicators are drawn (seeded) until the spread holds.
   void PickComms() {
     comms_.clear();
     std::mt19937_64 rng(7);
@@ -178,8 +178,9 @@ class ShardedAggregators : public ::testing::Test {
     const bool four = shards_.size() >= 4;
     while (comms_.size() < static_cast<size_t>(kComms)) {
       const uint64_t comm = rng();
-      const int owner = OwnerOf(comm, 3);
-      if (per_shard[owner] >= kComms / 3) continue;
+      const int spread = std::min<int>(3, static_cast<int>(shards_.size()));
+      const int owner = OwnerOf(comm, spread);
+      if (per_shard[owner] >= kComms / spread) continue;
       const bool moves = four && OwnerOf(comm, 4) == 3;
       const int left = kComms - static_cast<int>(comms_.size());
       if (four && ((moves && moved >= 3) || (!moves && left <= 2 - moved))) {

@@ -104,13 +104,16 @@ absl::Status ValidateAggregatorOptions(const AggregatorOptions& options) {
   if (options.grpc_listen.empty()) {
     return absl::InvalidArgumentError("grpc_listen must not be empty");
   }
-  if (!options.peers.empty()) {
-    const std::string& self = options.peer_self.empty() ? options.grpc_listen : options.peer_self;
-    if (auto ring = MakePeerRing(options.peers, self); !ring.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("peers: ", ring.status().message()));
-    }
-  }
   return common::CheckOptionBounds(AggregatorOptionTable(), options);
+}
+
+absl::Status CheckAggregatorPeers(const AggregatorOptions& options) {
+  if (options.peers.empty()) return absl::OkStatus();
+  const std::string& self = options.peer_self.empty() ? options.grpc_listen : options.peer_self;
+  if (auto ring = MakePeerRing(options.peers, self); !ring.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("peers: ", ring.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckAggregatorSecurity(const AggregatorOptions& options) {

@@ -29,6 +29,11 @@ absl::Status ParseNodeExpiry(const std::string& text, absl::Duration* out);
 // (both addresses HOST:PORT). Errors: InvalidArgument naming the option.
 absl::Status ValidateAggregatorOptions(const AggregatorOptions& options);
 
+// The peer list (sharded aggregators) against the merged options: parsed, and this
+// aggregator's entry (peer_self, else grpc_listen) in it. Errors: InvalidArgument naming the
+// bad entry or the missing self.
+absl::Status CheckAggregatorPeers(const AggregatorOptions& options);
+
 // Once the config file and the flags are both applied (a flag may name a file only a systemd
 // credential makes readable): the TLS, token and web-config files are readable and valid, and,
 // secure by default (issue 13 item 4), a grpc_listen other than loopback (IsLoopbackHost) has

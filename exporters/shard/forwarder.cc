@@ -59,6 +59,7 @@ void Forwarder::SetRing(std::shared_ptr<const PeerRing> ring) {
       }
       link->stats.queued -= static_cast<uint64_t>(link->pending.forwarded_size());
       link->pending.Clear();
+      link->pending_bytes = 0;
       if (link->stream != nullptr) {
         closing.push_back(std::move(link->stream));
         closed.push_back(link.get());
@@ -101,9 +102,15 @@ void Forwarder::RouteLocked(const PeerRing& ring, v1::ForwardedAnalysis&& record
     return;
   }
   Link& link = *it->second;
+  if (stopped_) {  // nothing will send it: counted, not kept
+    ++link.stats.dropped;
+    return;
+  }
+  link.pending_bytes += record.ByteSizeLong();
   *link.pending.add_forwarded() = std::move(record);
   ++link.stats.queued;
-  if (static_cast<size_t>(link.pending.forwarded_size()) >= options_.max_records_per_batch) {
+  if (static_cast<size_t>(link.pending.forwarded_size()) >= options_.max_records_per_batch ||
+      link.pending_bytes >= options_.max_batch_bytes) {
     SubmitLocked(link);
   }
 }
@@ -126,6 +133,7 @@ void Forwarder::SubmitLocked(Link& link) {
   const auto records = static_cast<uint64_t>(link.pending.forwarded_size());
   link.stream->Submit(std::move(link.pending));
   link.pending.Clear();
+  link.pending_bytes = 0;
   link.in_flight.emplace_back(++link.submitted, records);
   // The stream keeps max_queued_batches unacked and drops its oldest beyond (GrpcUplink::
   // Submit): the same ones leave in_flight here.

@@ -35,9 +35,11 @@ struct ForwarderOptions {
   size_t max_queued_batches = 6000;
   // How often the records gathered for a peer go out as one batch.
   absl::Duration flush_interval = absl::Milliseconds(100);
-  // A peer's batch goes out at once when it holds this many records (about 300 bytes each:
-  // 6 MB, under the 16 MiB message limit of TelemetryServer).
+  // A peer's batch goes out at once when it holds this many records, or this many bytes (a
+  // slow collective's record carries its flight recording): well under the 16 MiB message limit
+  // of TelemetryServer, past which the owner would refuse the batch.
   size_t max_records_per_batch = 20000;
+  size_t max_batch_bytes = 4 << 20;
   int initial_backoff_ms = 100;  // reconnect backoff (GrpcUplink)
   int max_backoff_ms = 5000;
   // Matches records here (ClusterState::MatchForwarded): those queued for a peer whose
@@ -77,7 +79,8 @@ class Forwarder {
     std::string peer;        // its gRPC address
     uint64_t forwarded = 0;  // records the owner acked
     uint64_t queued = 0;     // records gathered or sent and not yet acked
-    uint64_t dropped = 0;    // records dropped: the stream's queue full, or the peer removed
+    uint64_t dropped = 0;    // records dropped: the stream's queue full, the peer removed,
+                             // or handed over after Stop (a reload replacing the forwarder)
     bool connected = false;
   };
   // Per peer that has or had a stream (a peer that left the list keeps its totals), by
@@ -92,6 +95,7 @@ class Forwarder {
   struct Link {
     std::unique_ptr<uplink::GrpcUplink> stream;  // null once the peer left the list
     v1::Batch pending;                           // gathered, not yet submitted
+    size_t pending_bytes = 0;                    // the records' encoded size
     uint64_t submitted = 0;  // batches submitted (the stream numbers them 1, 2, ...)
     std::deque<std::pair<uint64_t, uint64_t>> in_flight;  // (seq, records) submitted, unacked
     PeerStats stats;

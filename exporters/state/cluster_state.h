@@ -282,6 +282,10 @@ class ClusterState : public prometheus::Collectable {
   void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer inbox's and the forwarder's series (cluster_state_peers.cc).
   void CollectPeers(std::vector<prometheus::MetricFamily>* out) const;
+  // Sharded: drops the samples of (*families)[from...] whose `comm` label another peer owns
+  // (the diagnosis this aggregator kept from before a list change), so that a communicator's
+  // cross-rank series come from its owner only; families left empty are removed.
+  void DropUnownedComms(std::vector<prometheus::MetricFamily>* families, size_t from) const;
   // A batch's collective analyses: matched here, or those of communicators another peer owns
   // handed to the forwarder (cluster_state_peers.cc).
   void RankAnalyses(const std::string& node, const v1::Batch& batch);

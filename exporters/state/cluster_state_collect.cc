@@ -362,7 +362,9 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   }
   families.DrainInto(&out);
   links_.Collect(&out);
+  const size_t cross_rank_from = out.size();
   cross_rank_.Collect(&out);
+  DropUnownedComms(&out, cross_rank_from);
   CollectPeers(&out);
   out.insert(out.end(), std::make_move_iterator(gpu.begin()), std::make_move_iterator(gpu.end()));
   // fabricscope_traffic_imbalance_ratio comes in two parts (links_: rails, gpu_: ranks).

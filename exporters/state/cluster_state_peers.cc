@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/ingest/message_checks.h"
@@ -105,6 +106,29 @@ void ClusterState::MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records) 
   batch.mutable_forwarded()->Reserve(static_cast<int>(records.size()));
   for (v1::ForwardedAnalysis& r : records) *batch.add_forwarded() = std::move(r);
   cross_rank_.OnForwarded(batch);
+}
+
+void ClusterState::DropUnownedComms(std::vector<prometheus::MetricFamily>* families,
+                                    size_t from) const {
+  const std::shared_ptr<const PeerRing> ring = this->ring();
+  if (ring == nullptr) return;
+  auto unowned = [&ring](const prometheus::ClientMetric& m) {
+    for (const prometheus::ClientMetric::Label& l : m.label) {
+      uint32_t label = 0;
+      if (l.name == "comm" && absl::SimpleHexAtoi(l.value, &label)) {
+        return ring->OwnerOfLabel(label) != ring->self();
+      }
+    }
+    return false;
+  };
+  for (size_t i = from; i < families->size(); ++i) {
+    std::vector<prometheus::ClientMetric>& m = (*families)[i].metric;
+    m.erase(std::remove_if(m.begin(), m.end(), unowned), m.end());
+  }
+  families->erase(
+      std::remove_if(families->begin() + static_cast<std::ptrdiff_t>(from), families->end(),
+                     [](const prometheus::MetricFamily& f) { return f.metric.empty(); }),
+      families->end());
 }
 
 void ClusterState::CollectPeers(std::vector<prometheus::MetricFamily>* out) const {

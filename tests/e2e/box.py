@@ -24,15 +24,24 @@ def configure(agent, aggregator, ring, plugin):
 
 
 TAG = str(os.getpid() % 100000)
-NODES = 4
 HUB = f"fsbox{TAG}hub"
-NS = [f"fsbox{TAG}n{i}" for i in range(NODES)]
-VETH = [f"fsb{TAG}n{i}" for i in range(NODES)]  # node side (< 16 characters)
-PEER = [f"fsb{TAG}p{i}" for i in range(NODES)]  # hub side
 BRIDGE = f"fsb{TAG}br"
 HUB_ADDR = "10.77.0.254"
-ADDR = [f"10.77.0.{i + 1}" for i in range(NODES)]
 WORK = tempfile.mkdtemp(prefix="fabricscope-box.")
+NODES, NS, VETH, PEER, ADDR = 0, [], [], [], []
+
+
+def resize(nodes):
+    """Sets the number of node namespaces (4 at import; call before setup(), at most 250)."""
+    global NODES, NS, VETH, PEER, ADDR
+    NODES = nodes
+    NS = [f"fsbox{TAG}n{i}" for i in range(NODES)]
+    VETH = [f"fsb{TAG}n{i}" for i in range(NODES)]  # node side (< 16 characters)
+    PEER = [f"fsb{TAG}p{i}" for i in range(NODES)]  # hub side
+    ADDR = [f"10.77.0.{i + 1}" for i in range(NODES)]
+
+
+resize(4)
 PROCS = []
 
 HEALTHY_TBF, HEALTHY_DECLARED = "40mbit", "80mbit"
@@ -133,12 +142,16 @@ def shape(i, rate, burst="8kb", limit=None):
 TOKEN_FILE = os.path.join(WORK, "token")
 
 
-def start_aggregator():
+def ensure_token():
     if not os.path.exists(TOKEN_FILE):
         token = run("openssl", "rand", "-hex", "32").stdout.strip()
         fd = os.open(TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, (token + "\n").encode())
         os.close(fd)
+
+
+def start_aggregator():
+    ensure_token()
     out = open(os.path.join(WORK, "aggregator.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", HUB, AGGREGATOR, f"--grpc-listen={HUB_ADDR}:0",
                           "--http-listen=127.0.0.1:0", f"--auth-token-file={TOKEN_FILE}"],
@@ -151,8 +164,10 @@ def start_aggregator():
     return int(m.group(1)), int(m.group(2))
 
 
-def http(port, path):
-    r = run("curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{port}{path}", ns=HUB)
+def http(port, path, host="127.0.0.1"):
+    """The body at path, following redirects (a sharded aggregator's 307 to a communicator's
+    owner)."""
+    r = run("curl", "-sSL", "--max-time", "5", f"http://{host}:{port}{path}", ns=HUB)
     return r.stdout
 
 
@@ -183,8 +198,12 @@ def delay_file(phase_name, rank):
 
 def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0,
           capture_node=-1, iterations=None, agent_args=None, nbytes=None, compute_ms=50,
-          poll=None, min_instances=None, agent_env=None):
+          poll=None, min_instances=None, agent_env=None, http_host="127.0.0.1", on_start=None):
     """Runs one all-reduce job with fresh agents; returns the instances of its communicator.
+
+    grpc_port: the aggregator's, or a list (node i streams to grpc_port[i % len]: sharded
+    aggregators); http_port (on http_host) answers for the communicator, or redirects there.
+    on_start(): called once the ranks run, before the first query.
 
     capture_node: that node's agent also captures its veth (--capture), so its
     collectives are joined with the packet-level loss events too. agent_args: the agents'
@@ -198,6 +217,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     if agent_args is None:
         agent_args = ["--sample-period=1ms", "--window=200ms"]
     log(f"phase {name}: declared {declared}")
+    ports = grpc_port if isinstance(grpc_port, list) else [grpc_port]
     agents = []
     for i in range(NODES):
         cfg = os.path.join(WORK, "agent.yaml")
@@ -207,7 +227,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
         p = subprocess.Popen(["ip", "netns", "exec", NS[i], AGENT, f"--config={cfg}",
                               f"--node=n{i}", f"--interfaces={VETH[i]}",
                               f"--line-rate={VETH[i]}={declared[i]}",
-                              f"--aggregator={HUB_ADDR}:{grpc_port}",
+                              f"--aggregator={HUB_ADDR}:{ports[i % len(ports)]}",
                               f"--auth-token-file={TOKEN_FILE}",
                               f"--gpu-socket={sock}", "--status=off"] + agent_args +
                              ([f"--capture={VETH[i]}"] if i == capture_node else []),
@@ -235,9 +255,12 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
         PROCS.append(p)
         ranks.append(p)
     comm = f"{comm_hash >> 32:08x}"
+    if on_start is not None:
+        on_start()
 
     def mine():
-        body = json.loads(http(http_port, f"/api/collectives/slow?limit=0&comm={comm}"))
+        body = json.loads(http(http_port, f"/api/collectives/slow?limit=0&comm={comm}",
+                               http_host))
         return [c for c in body["collectives"] if c["comm"] == comm]
 
     deadline = time.monotonic() + 110

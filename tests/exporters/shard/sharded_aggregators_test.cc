@@ -318,6 +318,21 @@ TEST_F(ShardedAggregators, APeerAddedAtRunTimeMovesOwnershipWithoutDoubleCountin
   EXPECT_GT(moved, 0);
   EXPECT_LT(moved, kComms);
   EXPECT_EQ(Instances(4), kComms * 20u);
+  // Each communicator's diagnosis (node4 the persistent straggler) comes from its owner only:
+  // an aggregator that owned one before the change keeps its history but no longer exports it.
+  std::map<std::string, int> exported;  // comm label -> aggregators exporting its diagnosis
+  for (int i = 0; i < 4; ++i) {
+    for (const auto& f : State(i).Collect()) {
+      if (f.name != "fabricscope_diagnosis_info") continue;
+      for (const auto& m : f.metric) {
+        for (const auto& l : m.label) {
+          if (l.name == "comm") ++exported[l.value];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(exported.size(), static_cast<size_t>(kComms));
+  for (const auto& [comm, n] : exported) EXPECT_EQ(n, 1) << "communicator " << comm;
 }
 
 // /api/collectives/slow?comm= and the heat maps of a communicator another aggregator owns:

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "collectors/common/host_port.h"
 #include "exporters/state/cluster_state.h"
 #include "glog/logging.h"
 
@@ -182,13 +183,11 @@ class AgentStreamReactor final
     return ack;
   }
 
-  // HOST of HOST:PORT, without an IPv6 address's brackets.
+  // HOST of a peer's HOST:PORT name (common::SplitHostPort); a name of another form is kept
+  // whole, and then names no certificate.
   static std::string HostOf(const std::string& host_port) {
-    std::string host = host_port.substr(0, host_port.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    return host;
+    auto hp = common::SplitHostPort(host_port);
+    return hp.ok() ? hp->first : host_port;
   }
 
   absl::Status CheckIdentity(const std::string& node) {

@@ -135,7 +135,7 @@ CollectiveAnalyzer::CollectiveAnalyzer(const std::vector<PortDescriptor>& ports,
       if (cd.role == CounterRole::kError) {
         s = Signal::kLoss;
       } else if (cd.role == CounterRole::kOther) {
-        s = SignalOf(collectors::MeaningOf(cd.group, cd.name).meaning, has_phy);
+        s = SignalOf(cd.meaning, has_phy);
       }
       signals_[i].push_back(s);
     }
@@ -156,15 +156,9 @@ void CollectiveAnalyzer::OnMicroburst(uint32_t port, int64_t start_ns, int64_t e
   while (bursts_.size() > options_.history_events) bursts_.pop_front();
 }
 
-void CollectiveAnalyzer::AddBursts(const v1::Batch& batch) {
-  // The rate each port had at the window's end (a link that retrained: agent/pipeline.cc).
-  for (const v1::PortWindow& pw : batch.ports()) {
-    if (pw.port_index() < ports_.size() && pw.line_rate_bytes_per_second() > 0) {
-      ports_[pw.port_index()].line_rate_bytes_per_second = pw.line_rate_bytes_per_second();
-    }
-  }
-  for (const v1::Microburst& m : batch.microbursts()) {
-    OnMicroburst(m.port_index(), m.start_ns(), m.start_ns() + m.duration_ns());
+void CollectiveAnalyzer::OnLineRate(uint32_t port, int64_t /*t_ns*/, uint64_t bytes_per_second) {
+  if (port < ports_.size() && bytes_per_second > 0) {
+    ports_[port].line_rate_bytes_per_second = bytes_per_second;
   }
 }
 

@@ -85,9 +85,9 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
                       uint64_t delta) override;
   // A microburst as the pipeline ends it.
   void OnMicroburst(uint32_t port, int64_t start_ns, int64_t end_ns) override;
-  // The microbursts of a closed window (Batch.microbursts); for a pipeline without this
-  // analyzer as its observer.
-  void AddBursts(const v1::Batch& batch);
+  // A link that retrained (the pipeline, as the port's rate file changes): the collectives
+  // analysed from now on are judged at the new rate, also one still pending from before.
+  void OnLineRate(uint32_t port, int64_t t_ns, uint64_t bytes_per_second) override;
   // The packet capture's loss events of one window (v1::CaptureWindow.loss_events, unix time;
   // unix = monotonic + unix_offset_ns as in Batch.unix_offset_ns). Those that mean a lost packet
   // (kinds psn_gap, go_back_n, ack_timeout, nak_sequence_error, retransmission,

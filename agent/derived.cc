@@ -35,7 +35,7 @@ void ComputeDerived(const std::vector<CounterWindow>& cs, uint64_t rx_packets_de
   if (window_seconds <= 0) return;
   Sum by[collectors::kMeaningCount];
   for (const CounterWindow& c : cs) {
-    const Meaning m = collectors::MeaningOf(*c.group, *c.name).meaning;
+    const Meaning m = c.meaning;
     by[static_cast<size_t>(m)].Add(c);
     if (m == Meaning::kPauseMicroseconds) {
       const std::optional<collectors::EthtoolStatName> p = collectors::ParsePriorityStat(*c.name);

@@ -4,14 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "collectors/counter_meaning.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {
 
 // One counter of a port over one window, as the pipeline closes it.
 struct CounterWindow {
-  const std::string* group;  // "counters", "statistics", "hw_counters", "ethtool", "tcp"
-  const std::string* name;
+  const std::string* name;      // as the source names it (CounterDescriptor::name)
+  collectors::Meaning meaning;  // CounterDescriptor::meaning, set at discovery
   uint64_t total;
   uint64_t delta;
 };

@@ -54,18 +54,17 @@ void FillDirection(const Histogram& durations, const Histogram& util, uint64_t b
 }
 
 // Counters whose increase in a window means loss, a retransmission, a NAK or congestion
-// feedback on the port: every error counter (corrupted or dropped frames), and the counters the
-// counter-meaning table (collectors/counter_meaning.cc) calls loss or congestion feedback.
+// feedback on the port: every error counter (corrupted or dropped frames), and the counters whose
+// meaning (set at discovery from collectors/counter_meaning.cc) is loss or congestion feedback.
 bool IsLossSignal(const collectors::CounterDescriptor& cd) {
   if (cd.role == CounterRole::kError) return true;
   if (cd.role != CounterRole::kOther) return false;
-  const collectors::Meaning m = collectors::MeaningOf(cd.group, cd.name).meaning;
-  return collectors::IsLoss(m) || collectors::IsCongestionFeedback(m);
+  return collectors::IsLoss(cd.meaning) || collectors::IsCongestionFeedback(cd.meaning);
 }
 
 // Node-level TCP retransmissions (Tcp: RetransSegs), which count as loss on every netdev port.
 bool IsTcpRetransmission(const collectors::CounterDescriptor& cd) {
-  return collectors::MeaningOf(cd.group, cd.name).meaning == collectors::Meaning::kTcpRetransmit;
+  return cd.meaning == collectors::Meaning::kTcpRetransmit;
 }
 
 }  // namespace
@@ -262,8 +261,12 @@ void Pipeline::UpdateCounter(size_t pi, size_t k, int64_t t_ns, uint64_t v) {
     // --line-rate override still wins; 0 (link down, "-1" speed) keeps the last known rate.
     if (static_cast<int>(k) == ps.rate_idx && v > 0 &&
         ports_[pi].line_rate_source != collectors::LineRateSource::kConfig) {
+      const bool changed = ports_[pi].line_rate_bytes_per_second != v;
       ports_[pi].line_rate_bytes_per_second = v;
       ports_[pi].line_rate_source = collectors::LineRateSource::kSysfs;
+      if (changed && observer_ != nullptr) {
+        observer_->OnLineRate(static_cast<uint32_t>(pi), t_ns, v);
+      }
     }
     cs.have_prev = true;
     cs.prev_raw = v;
@@ -370,7 +373,7 @@ std::vector<CounterWindow> Pipeline::FillCounters(size_t pi, v1::PortWindow* pw)
     const collectors::CounterDescriptor& cd = ports_[pi].counters[k];
     CounterState& cs = ps.counters[k];
     if (cs.have_prev && cd.role != CounterRole::kState) {
-      windows.push_back(CounterWindow{&cd.group, &cd.name, cs.total, cs.window_delta});
+      windows.push_back(CounterWindow{&cd.name, cd.meaning, cs.total, cs.window_delta});
     }
     if (cd.role == CounterRole::kError && cs.have_prev) {
       v1::ErrorCounter* e = pw->add_errors();
@@ -391,6 +394,7 @@ std::vector<CounterWindow> Pipeline::FillCounters(size_t pi, v1::PortWindow* pw)
       v1::CounterValue* c = pw->add_counters();
       c->set_group(cd.group);
       c->set_name(cd.name);
+      c->set_meaning(static_cast<uint32_t>(cd.meaning));
       c->set_total(cs.total);
       c->set_delta(cs.window_delta);
     }

@@ -50,6 +50,9 @@ class CounterDeltaObserver {
   // A microburst of port `port` over [start_ns, end_ns], when it ended (before its window
   // closes, so that an early analysis sees it).
   virtual void OnMicroburst(uint32_t /*port*/, int64_t /*start_ns*/, int64_t /*end_ns*/) {}
+  // Port `port`'s line rate became `bytes_per_second` (> 0) at the sample read at `t_ns`: a
+  // link that retrained. Not called for a port whose rate is a --line-rate override.
+  virtual void OnLineRate(uint32_t /*port*/, int64_t /*t_ns*/, uint64_t /*bytes_per_second*/) {}
 };
 
 // Turns raw counter ticks into per-port rates, utilization, microbursts and window summaries.

@@ -24,6 +24,8 @@ constexpr Entry kTable[] = {
     // IB PortCounters (IBTA vol. 1 16.1.3.5 PortXmitWait; kernel drivers/infiniband/core/
     // sysfs.c): ticks during which the port had data to send but no credits.
     {"counters", "port_xmit_wait", M::kTransmitWait, 0},
+    // The same counter read over PerfMgt MADs (collectors/umad_perfquery.cc, group "pma").
+    {"pma", "port_xmit_wait", M::kTransmitWait, 0},
 
     // mlx5 hw_counters (kernel drivers/infiniband/hw/mlx5/counters.c: the Q counters are 32-bit
     // firmware counters, the congestion ones 64-bit; meanings from NVIDIA "Understanding mlx5
@@ -80,6 +82,11 @@ constexpr Entry kTable[] = {
     {"ethtool", "tx_discards_phy", M::kDiscard, 0},
     {"ethtool", "rx_corrected_bits_phy", M::kCorrectedBits, 0},
     {"ethtool", "rx_bits_phy", M::kPhyBits, 0},
+    // The PFC storm prevention (counters.rst "tx_pause_storm_warning_events": the device
+    // paused for longer than the warning threshold; "..._error_events": it stopped sending
+    // pause frames).
+    {"ethtool", "tx_pause_storm_warning_events", M::kPauseStorm, 0},
+    {"ethtool", "tx_pause_storm_error_events", M::kPauseStorm, 0},
 
     // Netdev statistics (include/uapi/linux/if_link.h rtnl_link_stats64: rx_dropped "no space
     // in linux buffers", rx_missed_errors "receiver missed packet").
@@ -114,6 +121,15 @@ std::optional<Meaning> PriorityMeaning(absl::string_view name) {
   return std::nullopt;
 }
 
+// The width of an hw_counters file the table does not name, by mlx5's rule (the source of the
+// mlx5 block above, kernel drivers/infiniband/hw/mlx5/counters.c): its congestion counters
+// (np_*, rp_*) and rx_icrc_encapsulated are 64-bit, its Q counters 32-bit.
+uint8_t DefaultHwCounterWidth(absl::string_view name) {
+  const bool wide = absl::StartsWith(name, "np_") || absl::StartsWith(name, "rp_") ||
+                    name == "rx_icrc_encapsulated";
+  return wide ? 64 : 32;
+}
+
 }  // namespace
 
 CounterMeaning MeaningOf(absl::string_view group, absl::string_view name) {
@@ -121,14 +137,15 @@ CounterMeaning MeaningOf(absl::string_view group, absl::string_view name) {
   if (auto g = t.find(group); g != t.end()) {
     if (auto it = g->second.find(name); it != g->second.end()) return it->second;
   }
+  const uint8_t width = group == "hw_counters" ? DefaultHwCounterWidth(name) : 0;
   if (group == "ethtool") {
     if (std::optional<Meaning> m = PriorityMeaning(name)) return CounterMeaning{*m, 0};
   }
   if (absl::StrContains(name, "discard") || absl::StrContains(name, "drop") ||
       absl::StrContains(name, "out_of_buffer")) {
-    return CounterMeaning{Meaning::kDrop, 0};
+    return CounterMeaning{Meaning::kDrop, width};
   }
-  return CounterMeaning{};
+  return CounterMeaning{Meaning::kNone, width};
 }
 
 bool IsLoss(Meaning m) {

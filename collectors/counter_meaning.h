@@ -36,22 +36,40 @@ enum class Meaning : uint8_t {
   kCorrectedBits,      // rx_corrected_bits_phy
   kPhyBits,            // rx_bits_phy
   kTcpRetransmit,      // Tcp: RetransSegs (node level)
-  kTcpSent,            // Tcp: OutSegs (node level); keep last (kMeaningCount)
+  kTcpSent,            // Tcp: OutSegs (node level)
+  kPauseStorm,         // tx_pause_storm_{warning,error}_events: the NIC's PFC storm guard
+  // The values travel in CounterValue.meaning (proto/fabricscope/v1/telemetry.proto) and are
+  // kept in the spool: a new meaning is appended here, and kMeaningCount names the last one.
 };
-inline constexpr size_t kMeaningCount = static_cast<size_t>(Meaning::kTcpSent) + 1;
+inline constexpr size_t kMeaningCount = static_cast<size_t>(Meaning::kPauseStorm) + 1;
+
+// The meaning a CounterValue.meaning carries: kNone for a value no agent sends (a newer or
+// hostile producer). Pure.
+inline Meaning MeaningFromWire(uint32_t v) {
+  return v < kMeaningCount ? static_cast<Meaning>(v) : Meaning::kNone;
+}
 
 struct CounterMeaning {
   Meaning meaning = Meaning::kNone;
-  // Raw width for hw_counters files whose width the table knows; 0 = the caller's default.
+  // Raw width of an hw_counters file (the table's, else the mlx5 rule: np_*, rp_* and
+  // rx_icrc_encapsulated 64-bit, the rest 32-bit); 0 for other groups (the caller's default).
   uint8_t width_bits = 0;
 };
 
 // The meaning of the counter `name` of `group` ("counters", "counters_ext", "statistics",
-// "hw_counters", "ethtool", "tcp"). Exact entries first (the table in counter_meaning.cc, each
-// with its source), then the per-priority ethtool names (collectors::ParsePriorityStat), then
-// any other name containing "discard", "drop" or "out_of_buffer" is kDrop. Pure; thread-safe;
-// allocation-free after the first call.
+// "hw_counters", "ethtool", "tcp", "pma"). Read once, at discovery, into
+// CounterDescriptor::meaning (collectors/port.h), which every consumer reads. Exact entries first
+// (the table in counter_meaning.cc, each with its source), then the per-priority ethtool names
+// (collectors::ParsePriorityStat), then any other name containing "discard", "drop" or
+// "out_of_buffer" is kDrop. Pure; thread-safe; allocation-free after the first call.
 CounterMeaning MeaningOf(absl::string_view group, absl::string_view name);
+
+// Counters the basic metrics profile exports one by one although their group is full-only: what
+// the shipped rules read (deploy/prometheus/fabricscope.rules.yml: the pre-FEC bit error ratio
+// and PFC pause storms).
+inline bool KeptAtBasicProfile(Meaning m) {
+  return m == Meaning::kCorrectedBits || m == Meaning::kPhyBits || m == Meaning::kPauseStorm;
+}
 
 // Loss evidence for the loss patterns and the loss windows: kOutOfSequence, kRetransmit,
 // kDiscard, kPriorityDiscard, kDrop, kNetdevDrop, kTcpRetransmit.

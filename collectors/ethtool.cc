@@ -263,6 +263,7 @@ size_t EthtoolCollector::AddSelectedStats(const std::vector<std::string>& names,
     d.name = name;
     d.group = "ethtool";
     d.role = CounterRole::kOther;
+    d.meaning = MeaningOf(d.group, d.name).meaning;
     d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
     d.tick_divisor = tick_divisor_;
     port->counters.push_back(std::move(d));

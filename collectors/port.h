@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collectors/counter.h"
+#include "collectors/counter_meaning.h"
 
 namespace fabricscope::collectors {
 
@@ -24,6 +25,11 @@ struct CounterDescriptor {
   std::string group;
   CounterSpec spec;
   CounterRole role = CounterRole::kError;
+  // What an increase means (loss, retransmit, CNP, pause, ...): set once where the counter is
+  // discovered, from the one table (collectors::MeaningOf, collectors/counter_meaning.cc), and
+  // read by every consumer (agent/derived.cc, pipeline.cc, collective_analysis.cc, and the
+  // aggregator through CounterValue.meaning).
+  Meaning meaning = Meaning::kNone;
   // Read on every tick when 1; every Nth tick for slower groups (e.g. error counters that cost
   // a firmware command on mlx5: QUERY_VPORT_COUNTER or a PPCNT register read, kernel
   // drivers/infiniband/hw/mlx5/mad.c).

@@ -119,6 +119,7 @@ absl::StatusOr<std::unique_ptr<ProcNetTcpCollector>> ProcNetTcpCollector::Open(
         d.path = path;
         d.group = "tcp";
         d.role = CounterRole::kOther;
+        d.meaning = MeaningOf(d.group, d.name).meaning;
         d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
         d.tick_divisor = c->tick_divisor_;
         port.counters.push_back(std::move(d));

@@ -172,6 +172,7 @@ std::vector<CounterDescriptor> BuildCounterSet(absl::Span<const CounterTemplate>
     d.group = group;
     d.spec = CounterSpec{t.width, t.behavior, t.scale};
     d.role = t.role;
+    d.meaning = MeaningOf(group, t.name).meaning;
     d.tick_divisor = t.role == CounterRole::kError ? std::max<uint32_t>(1, error_tick_divisor) : 1;
     out.push_back(std::move(d));
   }
@@ -284,10 +285,8 @@ std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_d
     const std::string path = absl::StrCat(hw_counters_dir, "/", name);
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) continue;
-    const CounterMeaning meaning = MeaningOf("hw_counters", name);
-    const bool wide = absl::StartsWith(name, "np_") || absl::StartsWith(name, "rp_") ||
-                      name == "rx_icrc_encapsulated";
-    const uint8_t width = meaning.width_bits != 0 ? meaning.width_bits : (wide ? 64 : 32);
+    const CounterMeaning meaning = MeaningOf("hw_counters", name);  // width_bits always set
+    const uint8_t width = meaning.width_bits;
     const std::optional<CounterRole> role = TrafficRole(meaning.meaning);
     if (role) {
       auto [it, fresh] = traffic.try_emplace(*role);
@@ -297,6 +296,7 @@ std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_d
         d.path = path;
         d.group = "hw_counters";
         d.role = *role;
+        d.meaning = meaning.meaning;
         d.spec = CounterSpec{width, CounterBehavior::kWrapping, 1};
         d.tick_divisor = 1;
       } else {
@@ -310,6 +310,7 @@ std::vector<CounterDescriptor> RdmaHwCounterSet(const std::string& hw_counters_d
     d.path = path;
     d.group = "hw_counters";
     d.role = CounterRole::kOther;
+    d.meaning = meaning.meaning;
     d.spec = CounterSpec{width, CounterBehavior::kWrapping, 1};
     d.tick_divisor = std::max<uint32_t>(1, tick_divisor);
     out.push_back(std::move(d));

@@ -419,6 +419,7 @@ void AddCounters(const PmaField (&table)[N], bool extended, uint32_t tick_diviso
       d.spec = CounterSpec{64, CounterBehavior::kWrapping, 1};
       d.role = CounterRole::kOther;
     }
+    d.meaning = MeaningOf(d.group, d.name).meaning;
     d.tick_divisor = tick_divisor;
     port.counters.push_back(std::move(d));
     slots.push_back(f.field);

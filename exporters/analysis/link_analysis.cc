@@ -176,7 +176,7 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
     if (pw.port_index() >= n.ports.size()) continue;
     PortLinks& p = n.ports[pw.port_index()];
     for (const v1::CounterValue& c : pw.counters()) {
-      if (c.delta() == 0 || !IsLossCounter(c.group(), c.name())) continue;
+      if (c.delta() == 0 || !IsLossCounter(c)) continue;
       if (std::optional<collectors::EthtoolStatName> s = collectors::ParsePriorityStat(c.name())) {
         priority_loss.push_back(PriorityLoss{pw.port_index(), s->priority, c.delta()});
       }

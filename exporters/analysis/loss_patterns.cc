@@ -11,8 +11,8 @@
 
 namespace fabricscope::exporters {
 
-bool IsLossCounter(absl::string_view group, absl::string_view name) {
-  return collectors::IsLoss(collectors::MeaningOf(group, name).meaning);
+bool IsLossCounter(const v1::CounterValue& c) {
+  return collectors::IsLoss(collectors::MeaningFromWire(c.meaning()));
 }
 
 uint64_t LossEventsInWindow(const v1::PortWindow& window) {
@@ -24,7 +24,7 @@ uint64_t LossEventsInWindow(const v1::PortWindow& window) {
   for (const v1::ErrorCounter& e : window.errors()) n += e.delta();
   for (const v1::CounterValue& c : window.counters()) {
     if (c.delta() == 0) continue;
-    const collectors::Meaning m = collectors::MeaningOf(c.group(), c.name()).meaning;
+    const collectors::Meaning m = collectors::MeaningFromWire(c.meaning());
     if (collectors::IsLoss(m) && !collectors::IsLossBreakdown(m, has_phy)) n += c.delta();
   }
   return n;

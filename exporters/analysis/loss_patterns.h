@@ -14,9 +14,10 @@
 
 namespace fabricscope::exporters {
 
-// True for a counter whose increase means lost, dropped or retransmitted packets or a NAK
-// (collectors::IsLoss of its collectors::MeaningOf: the counter-meaning table).
-bool IsLossCounter(absl::string_view group, absl::string_view name);
+// True for a counter whose increase means lost, dropped or retransmitted packets or a NAK:
+// collectors::IsLoss of the meaning the agent set at discovery (CounterValue.meaning, from the
+// counter-meaning table collectors/counter_meaning.cc).
+bool IsLossCounter(const v1::CounterValue& c);
 
 // Loss events of one port in one window: the deltas of its error counters plus those of its
 // other counters that IsLossCounter accepts, each drop once (collectors::IsLossBreakdown); for

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/counter_meaning.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
 
@@ -23,13 +24,6 @@ namespace {
 // utilization histogram (agent/histogram.h UtilizationBounds), the threshold the shipped rules
 // use (deploy/prometheus/fabricscope.rules.yml, fabricscope:port_saturated_samples:rate5m).
 constexpr double kSaturatedSampleRatio = 0.95;
-
-// The ethtool statistics the basic profile keeps: those the shipped rules read (the raw
-// pre-FEC bit error ratio and PFC pause storms); the full profile exports every one.
-bool BasicEthtoolStat(const std::string& name) {
-  return name == "rx_bits_phy" || name == "rx_corrected_bits_phy" ||
-         name == "tx_pause_storm_warning_events" || name == "tx_pause_storm_error_events";
-}
 
 // One series per reason of a bounded list, 0 for those never counted.
 template <size_t N>
@@ -291,7 +285,8 @@ void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, 
     if (hw && c.group() == "hw_counters") {
       AddValue(f[Metric::kPortHwEventsTotal], With(pl, "counter", c.name()),
                static_cast<double>(c.total()));
-    } else if (c.group() == "ethtool" && (hw || BasicEthtoolStat(c.name()))) {
+    } else if (c.group() == "ethtool" &&
+               (hw || collectors::KeptAtBasicProfile(collectors::MeaningFromWire(c.meaning())))) {
       AddValue(f[Metric::kPortEthtoolStatTotal], With(pl, "stat", c.name()),
                static_cast<double>(c.total()));
     }

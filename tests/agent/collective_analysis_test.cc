@@ -62,18 +62,31 @@ TEST_F(CollectiveAnalysisTest, SaturatedPortNamesTheCause) {
 TEST_F(CollectiveAnalysisTest, MicroburstOverlapCountsAsSaturation) {
   Fill(recorder_, 0, 0, 100, 0.5);
   CollectiveAnalyzer a(Ports(), recorder_, {});
-  v1::Batch b;
-  v1::Microburst* m = b.add_microbursts();
-  m->set_port_index(0);
-  m->set_start_ns(5 * kMs);
-  m->set_duration_ns(20 * kMs);  // overlaps [10, 40] by 15 ms: half
-  a.AddBursts(b);
+  a.OnMicroburst(0, 5 * kMs, 25 * kMs);  // overlaps [10, 40] by 15 ms: half
   const v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs, 40 * kMs));
   EXPECT_EQ(r.ports(0).microbursts(), 1u);
   EXPECT_NEAR(r.ports(0).microburst_seconds(), 0.015, 1e-12);
   EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
   // A burst after the collective does not count.
   EXPECT_EQ(a.Analyze(Coll(2, 50 * kMs, 90 * kMs)).cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+}
+
+// A link that retrained (OnLineRate, from the pipeline) judges the collectives analysed from
+// then on at its new rate: 50% of 1 GB/s is 100% of the 0.5 GB/s the port now runs at.
+TEST_F(CollectiveAnalysisTest, ALinkThatRetrainedIsJudgedAtItsNewRate) {
+  Fill(recorder_, 0, 0, 100, 0.5);
+  CollectiveAnalyzer a(Ports(), recorder_, {});
+  v1::CollectiveAnalysis r = a.Analyze(Coll(1, 10 * kMs, 40 * kMs));
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NORMAL);
+  EXPECT_NEAR(r.ports(0).mean_utilization(), 0.5, 1e-9);
+  a.OnLineRate(0, 50 * kMs, kRate / 2);
+  a.OnLineRate(7, 50 * kMs, kRate / 2);  // no such port: ignored
+  a.OnLineRate(2, 50 * kMs, 0);          // no rate (link down): the last one stays
+  r = a.Analyze(Coll(2, 10 * kMs, 40 * kMs));
+  EXPECT_NEAR(r.ports(0).mean_utilization(), 1.0, 1e-9);
+  EXPECT_NEAR(r.ports(1).mean_utilization(), 0, 1e-9);  // eth1: no samples, rate unchanged
+  EXPECT_EQ(r.cause(), v1::COLLECTIVE_CAUSE_NETWORK_SATURATED);
+  EXPECT_EQ(r.port_index(), 0);
 }
 
 TEST_F(CollectiveAnalysisTest, LossInsideTheIntervalMakesItLossy) {
@@ -114,6 +127,7 @@ TEST_F(CollectiveAnalysisTest, APerPriorityDiscardCountsOnceWithTheDiscardsOfThe
     c.name = name;
     c.group = "ethtool";
     c.role = CounterRole::kOther;
+    c.meaning = collectors::MeaningOf(c.group, c.name).meaning;
     ports[0].counters.push_back(c);  // counters 2 and 3 of eth0
   }
   Fill(recorder_, 0, 0, 100, 0.2);
@@ -133,6 +147,7 @@ TEST_F(CollectiveAnalysisTest, TransmitWaitMakesItSaturated) {
   wait.name = "port_xmit_wait";
   wait.group = "counters";
   wait.role = CounterRole::kOther;
+  wait.meaning = collectors::MeaningOf(wait.group, wait.name).meaning;
   ports[0].counters.push_back(wait);  // counter 2 of eth0
   Fill(recorder_, 0, 0, 100, 0.2);
   CollectiveAnalyzer a(ports, recorder_, {});
@@ -574,24 +589,6 @@ TEST_F(CollectiveAnalysisTest, EarlyProcessSharesTheWindowsRecordingBudget) {
   v1::Batch next;
   a.Process(500 * kMs, &next, /*close_window=*/false);
   EXPECT_EQ(next.flight_recordings_size(), 1);  // a new window's budget
-}
-
-TEST(P2QuantileTest, TracksTheQuantileOfAStream) {
-  std::mt19937 rng(1);
-  std::exponential_distribution<double> exp(1.0);
-  P2Quantile q(0.99);
-  std::vector<double> all;
-  for (int i = 0; i < 20000; ++i) {
-    const double x = exp(rng);
-    q.Add(x);
-    all.push_back(x);
-  }
-  std::sort(all.begin(), all.end());
-  const double exact = all[static_cast<size_t>(0.99 * all.size())];
-  EXPECT_NEAR(q.Value(), exact, 0.05 * exact);
-  P2Quantile few(0.5);
-  for (double x : {3.0, 1.0, 2.0}) few.Add(x);
-  EXPECT_EQ(few.Value(), 2.0);
 }
 
 }  // namespace

@@ -27,10 +27,12 @@ inline std::vector<PortDescriptor> Ports() {
   drop.name = "rx_dropped";
   drop.group = "statistics";
   drop.role = CounterRole::kError;
+  drop.meaning = collectors::MeaningOf(drop.group, drop.name).meaning;  // as discovery sets it
   CounterDescriptor pause;
   pause.name = "rx_prio3_pause_duration";
   pause.group = "ethtool";
   pause.role = CounterRole::kOther;
+  pause.meaning = collectors::MeaningOf(pause.group, pause.name).meaning;
   eth0.counters = {drop, pause};
   PortDescriptor tcp;
   tcp.device = "tcp";
@@ -39,6 +41,7 @@ inline std::vector<PortDescriptor> Ports() {
   retrans.name = "RetransSegs";
   retrans.group = "tcp";
   retrans.role = CounterRole::kOther;
+  retrans.meaning = collectors::MeaningOf(retrans.group, retrans.name).meaning;
   tcp.counters = {retrans};
   PortDescriptor eth1;
   eth1.device = "eth1";

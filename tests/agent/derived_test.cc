@@ -7,14 +7,15 @@
 namespace fabricscope::agent {
 namespace {
 
-// Holds the strings CounterWindow points to.
+// Holds the strings CounterWindow points to; each counter's meaning is what discovery sets
+// (collectors::MeaningOf of its group and name).
 struct Counters {
   void Add(const std::string& group, const std::string& name, uint64_t total, uint64_t delta) {
-    groups.push_back(group);
     names.push_back(name);
-    list.push_back(CounterWindow{&groups.back(), &names.back(), total, delta});
+    list.push_back(
+        CounterWindow{&names.back(), collectors::MeaningOf(group, name).meaning, total, delta});
   }
-  std::deque<std::string> groups, names;
+  std::deque<std::string> names;
   std::vector<CounterWindow> list;
 };
 

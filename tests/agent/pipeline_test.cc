@@ -345,6 +345,7 @@ TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
     c.name = name;
     c.group = group;
     c.role = role;
+    c.meaning = collectors::MeaningOf(group, name).meaning;  // as discovery sets it
     c.spec = spec;
     p.counters.push_back(c);
   };
@@ -394,9 +395,18 @@ TEST(PipelineGroups, SlowGroupCountersStateEventsAndDerivedSignals) {
 
 // A link that retrains while the agent runs (400 -> 200 Gb/s here 1 -> 0.5 GB/s): from the next
 // sample on, utilization and microbursts are judged at the new rate, and the window says which
-// rate was in effect. A --line-rate override (LineRateSource::kConfig) still wins.
+// rate was in effect, and the counter observer (the collective analysis) hears of the new rate.
+// A --line-rate override (LineRateSource::kConfig) still wins.
 TEST(PipelineGroups, ALinkRateChangeAppliesFromTheNextSample) {
+  struct Rates : CounterDeltaObserver {
+    void OnCounterDelta(uint32_t, uint32_t, int64_t, int64_t, uint64_t) override {}
+    void OnLineRate(uint32_t port, int64_t t_ns, uint64_t rate) override {
+      seen.push_back({port, t_ns, rate});
+    }
+    std::vector<std::tuple<uint32_t, int64_t, uint64_t>> seen;
+  };
   for (const bool overridden : {false, true}) {
+    Rates rates;
     PortDescriptor p = TestPort(1'000'000'000);
     if (overridden) p.line_rate_source = collectors::LineRateSource::kConfig;
     CounterDescriptor rate;
@@ -408,6 +418,7 @@ TEST(PipelineGroups, ALinkRateChangeAppliesFromTheNextSample) {
     std::vector<Pipeline::CounterRef> fast;
     for (uint32_t k = 0; k < 6; ++k) fast.push_back({0, k});
     pl.SetGroups({fast, {{0, 6}}});
+    pl.set_counter_observer(&rates);
     ReadStatus ok[6];
     std::fill(std::begin(ok), std::end(ok), ReadStatus::kOk);
     uint64_t v[6] = {0, 0, 0, 0, 0, 0};
@@ -429,6 +440,13 @@ TEST(PipelineGroups, ALinkRateChangeAppliesFromTheNextSample) {
     EXPECT_EQ(b[0].microbursts_size(), overridden ? 0 : 1) << overridden;
     ASSERT_EQ(b[0].link_events_size(), 1);
     EXPECT_EQ(b[0].link_events(0).what(), "rate");
+    if (overridden) {
+      EXPECT_TRUE(rates.seen.empty());
+    } else {
+      EXPECT_EQ(
+          rates.seen,
+          (std::vector<std::tuple<uint32_t, int64_t, uint64_t>>{{0u, 10 * kMs, 500'000'000u}}));
+    }
   }
 }
 

@@ -32,6 +32,24 @@ TEST(CounterMeaning, IrdmaTrafficCountersAreSixtyFourBitBytesAndPackets) {
   EXPECT_EQ(MeaningOf("hw_counters", "ip4InOctets").width_bits, 64);
   EXPECT_EQ(MeaningOf("hw_counters", "cnpSent").width_bits, 64);
   EXPECT_EQ(MeaningOf("hw_counters", "out_of_sequence").width_bits, 32);
+  // Names the table does not hold: mlx5's rule (congestion counters 64-bit, Q counters 32).
+  EXPECT_EQ(MeaningOf("hw_counters", "rp_cnp_ignored").width_bits, 64);
+  EXPECT_EQ(MeaningOf("hw_counters", "np_ecn_marked_roce_packets_x").width_bits, 64);
+  EXPECT_EQ(MeaningOf("hw_counters", "rx_icrc_encapsulated").width_bits, 64);
+  EXPECT_EQ(MeaningOf("hw_counters", "req_cqe_error").width_bits, 32);
+  EXPECT_EQ(MeaningOf("hw_counters", "resp_cqe_flush_error").meaning, Meaning::kNone);
+  EXPECT_EQ(MeaningOf("ethtool", "rx_vport_unicast_bytes").width_bits, 0);  // other groups
+  // The PFC storm guard and the PMA's transmit wait.
+  EXPECT_EQ(Of("ethtool", "tx_pause_storm_error_events"), Meaning::kPauseStorm);
+  EXPECT_EQ(Of("pma", "port_xmit_wait"), Meaning::kTransmitWait);
+  EXPECT_TRUE(KeptAtBasicProfile(Meaning::kPauseStorm));
+  EXPECT_FALSE(KeptAtBasicProfile(Meaning::kDiscard));
+  // The wire's value: every meaning round-trips; beyond the last one is none.
+  for (size_t v = 0; v < kMeaningCount; ++v) {
+    EXPECT_EQ(static_cast<size_t>(MeaningFromWire(static_cast<uint32_t>(v))), v);
+  }
+  EXPECT_EQ(MeaningFromWire(static_cast<uint32_t>(kMeaningCount)), Meaning::kNone);
+  EXPECT_EQ(MeaningFromWire(0xffffffffu), Meaning::kNone);
   // Multicast octets are not a second count of the port's bytes.
   EXPECT_EQ(Of("hw_counters", "ip4InMcastOctets"), Meaning::kNone);
   // The group decides: a netdev's rx_bytes is not a driver traffic counter of this table.

@@ -93,7 +93,13 @@ TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {
       EXPECT_EQ(c.spec.width_bits, 16);
       EXPECT_EQ(c.spec.behavior, CounterBehavior::kSaturating);
     }
+    // Each counter's meaning is set here, at discovery, from the one table.
+    EXPECT_EQ(c.meaning, MeaningOf(c.group, c.name).meaning) << c.name;
+    if (c.name == "port_xmit_wait") {
+      EXPECT_EQ(c.meaning, Meaning::kTransmitWait);
+    }
     if (c.name == "out_of_sequence") {
+      EXPECT_EQ(c.meaning, Meaning::kOutOfSequence);
       EXPECT_EQ(c.group, "hw_counters");
       EXPECT_EQ(c.role, CounterRole::kOther);
       EXPECT_EQ(c.spec.width_bits, 32);  // mlx5 queue counter

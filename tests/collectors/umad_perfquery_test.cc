@@ -129,6 +129,10 @@ TEST(UmadPerfQueryCollectorTest, ExtendedPmaGives64BitWrappingDataAndSaturatingE
   EXPECT_EQ(by_name.at("port_rcv_data")->spec.scale, 4u);
   EXPECT_EQ(by_name.at("port_xmit_packets")->spec.scale, 1u);
   EXPECT_EQ(by_name.at("multicast_rcv_packets")->spec.width_bits, 64);
+  // PortXmitWait read over MADs means what the sysfs file means: credit-wait ticks, which the
+  // derived signals and the collective join read (it was left without a meaning before).
+  EXPECT_EQ(by_name.at("port_xmit_wait")->meaning, Meaning::kTransmitWait);
+  EXPECT_EQ(by_name.at("symbol_error")->meaning, Meaning::kNone);
 
   const std::map<std::string, uint8_t> error_widths = {
       {"symbol_error", 16},

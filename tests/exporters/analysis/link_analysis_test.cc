@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectors/common/utilization_codec.h"
+#include "tests/common/agent_counter.h"
 
 namespace fabricscope::exporters {
 
@@ -198,10 +199,8 @@ TEST(LinkAnalysis, LossConcentratedOnOneLinkIsSystematic) {
     v1::Batch b =
         Window(static_cast<uint64_t>(i + 1), (10 + i) * kSec, 4, [](int, int) { return 0.1; });
     for (int p = 0; p < 4; ++p) {
-      v1::CounterValue* c = b.mutable_ports(p)->add_counters();
-      c->set_group("hw_counters");
-      c->set_name("out_of_sequence");
-      c->set_delta(p == 2 ? 20 : 1);
+      testing::AddAgentCounter(b.mutable_ports(p), "hw_counters", "out_of_sequence",
+                               p == 2 ? 20 : 1);
     }
     a.OnBatch("n1", b);
   }
@@ -235,10 +234,7 @@ v1::Batch FlatWindow(int i, int ports) {
 }
 
 void AddCounter(v1::Batch* b, int port, const std::string& name, uint64_t delta) {
-  v1::CounterValue* c = b->mutable_ports(port)->add_counters();
-  c->set_group("ethtool");
-  c->set_name(name);
-  c->set_delta(delta);
+  testing::AddAgentCounter(b->mutable_ports(port), "ethtool", name, delta);
 }
 
 // The "reasons" array of a LossPatternsJson() answer, as text.

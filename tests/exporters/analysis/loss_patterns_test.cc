@@ -4,45 +4,61 @@
 
 #include <random>
 
+#include "tests/common/agent_counter.h"
+
 namespace fabricscope::exporters {
 namespace {
 
+using testing::AddAgentCounter;
+
+bool Loss(const char* group, const char* name) {
+  v1::PortWindow w;
+  return IsLossCounter(*AddAgentCounter(&w, group, name, 1));
+}
+
 TEST(LossCounters, NamesAndWindowEvents) {
-  EXPECT_TRUE(IsLossCounter("hw_counters", "out_of_sequence"));
-  EXPECT_TRUE(IsLossCounter("ethtool", "rx_prio3_discards"));
-  EXPECT_TRUE(IsLossCounter("statistics", "rx_dropped"));
-  EXPECT_TRUE(IsLossCounter("ethtool", "rx_out_of_buffer"));
-  EXPECT_TRUE(IsLossCounter("hw_counters", "ip4InDiscards"));  // irdma
-  EXPECT_FALSE(IsLossCounter("hw_counters", "np_cnp_sent"));
-  EXPECT_FALSE(IsLossCounter("hw_counters", "cnpSent"));
-  EXPECT_FALSE(IsLossCounter("statistics", "rx_bytes"));
+  EXPECT_TRUE(Loss("hw_counters", "out_of_sequence"));
+  EXPECT_TRUE(Loss("ethtool", "rx_prio3_discards"));
+  EXPECT_TRUE(Loss("statistics", "rx_dropped"));
+  EXPECT_TRUE(Loss("ethtool", "rx_out_of_buffer"));
+  EXPECT_TRUE(Loss("hw_counters", "ip4InDiscards"));  // irdma
+  EXPECT_FALSE(Loss("hw_counters", "np_cnp_sent"));
+  EXPECT_FALSE(Loss("hw_counters", "cnpSent"));
+  EXPECT_FALSE(Loss("statistics", "rx_bytes"));
   v1::PortWindow w;
   auto* e = w.add_errors();
   e->set_kind("symbol_error");
   e->set_delta(3);
-  auto* c = w.add_counters();
-  c->set_group("hw_counters");
-  c->set_name("packet_seq_err");
-  c->set_delta(4);
-  c = w.add_counters();
-  c->set_group("hw_counters");
-  c->set_name("np_cnp_sent");  // congestion, not loss
-  c->set_delta(100);
-  c = w.add_counters();
-  c->set_group("tcp");
-  c->set_name("RetransSegs");
-  c->set_delta(5);
+  AddAgentCounter(&w, "hw_counters", "packet_seq_err", 4);
+  AddAgentCounter(&w, "hw_counters", "np_cnp_sent", 100);  // congestion, not loss
+  AddAgentCounter(&w, "tcp", "RetransSegs", 5);
   EXPECT_EQ(LossEventsInWindow(w), 12u);
+}
+
+// The aggregator reads the meaning the agent set at discovery, not the name: a counter sent
+// without one is no loss whatever its name, and a value outside collectors::Meaning (a newer
+// or hostile producer) counts as none.
+TEST(LossCounters, TheMeaningOnTheWireDecidesNotTheName) {
+  v1::PortWindow w;
+  v1::CounterValue* named = w.add_counters();
+  named->set_group("hw_counters");
+  named->set_name("out_of_sequence");
+  named->set_delta(9);
+  EXPECT_FALSE(IsLossCounter(*named));
+  v1::CounterValue* bogus = AddAgentCounter(&w, "hw_counters", "packet_seq_err", 4);
+  bogus->set_meaning(static_cast<uint32_t>(collectors::kMeaningCount));
+  EXPECT_FALSE(IsLossCounter(*bogus));
+  v1::CounterValue* renamed = AddAgentCounter(&w, "hw_counters", "out_of_sequence", 2);
+  renamed->set_name("a_name_no_table_knows");
+  EXPECT_TRUE(IsLossCounter(*renamed));
+  EXPECT_EQ(LossEventsInWindow(w), 2u);
 }
 
 // One mlx5 buffer drop raises rx_discards_phy and rx_prio<p>_discards of its priority: counted
 // once, from rx_discards_phy; without it the per-priority counters are the port's count.
 TEST(LossCounters, APerPriorityDiscardIsNotCountedAgainWithTheDiscardsOfThePort) {
   auto counter = [](v1::PortWindow& w, const char* name, uint64_t delta) {
-    v1::CounterValue* c = w.add_counters();
-    c->set_group("ethtool");
-    c->set_name(name);
-    c->set_delta(delta);
+    AddAgentCounter(&w, "ethtool", name, delta);
   };
   v1::PortWindow both;
   counter(both, "rx_discards_phy", 7);

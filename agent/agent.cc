@@ -24,6 +24,8 @@
 #include "collectors/sysfs_ports.h"
 #include "collectors/uplink/uplink.h"
 #include "collectors/utf8.h"
+#include "exporters/aggregator.h"
+#include "exporters/exposition/http_server.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -119,7 +121,13 @@ void Agent::Attach(SamplerGroup& group, std::unique_ptr<collectors::Collector> c
   group.collectors.push_back(std::move(c));
 }
 
+Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
+
 Agent::~Agent() { Stop(); }
+
+absl::Status Agent::Start() { return Start(nullptr); }
+
+int Agent::http_port() const { return aggregator_ ? aggregator_->http_port() : 0; }
 
 v1::Hello Agent::MakeHello() const {
   v1::Hello h;

@@ -17,7 +17,14 @@
 #include "collectors/spsc_ring.h"
 #include "collectors/uplink/batch_sink.h"
 #include "collectors/uplink/spool.h"
-#include "exporters/aggregator.h"
+
+// The in-process aggregator that serves a standalone agent's /metrics, and the HTTP server of
+// streaming mode's /healthz: declared only, so that a file including this one does not include
+// the aggregator (exporters/aggregator.h; agent.cc, local_sink.cc and main.cc do).
+namespace fabricscope::exporters {
+class Aggregator;
+class HttpServer;
+}  // namespace fabricscope::exporters
 
 namespace fabricscope::agent {
 
@@ -40,7 +47,8 @@ class Agent {
   // the previous Agent's StopAndReleaseAggregator on a SIGHUP reload) is used instead of a new
   // one, so /metrics stays on its port with its state; ignored (stopped) otherwise.
   // Errors: those of Aggregator::Start (e.g. the HTTP port is taken) and CaptureRunner::Start.
-  absl::Status Start(std::unique_ptr<exporters::Aggregator> serving = nullptr);
+  absl::Status Start(std::unique_ptr<exporters::Aggregator> serving);
+  absl::Status Start();  // Start(nullptr)
   // Stops sampling, flushes the last partial window, delivers what it can within 2 s, restores
   // the hw_counters lifespans it changed, stops.
   void Stop();
@@ -66,7 +74,7 @@ class Agent {
   const std::vector<std::string>& notes() const { return notes_; }
   const std::vector<collectors::PortDescriptor>& ports() const { return ports_; }
   // The standalone aggregator's bound HTTP port (0 when not standalone).
-  int http_port() const { return aggregator_ ? aggregator_->http_port() : 0; }
+  int http_port() const;
   // The bound port of --health-listen's /healthz server (0 when off).
   int health_port() const { return health_port_; }
 
@@ -84,7 +92,7 @@ class Agent {
     std::unique_ptr<Sampler> sampler;
   };
 
-  explicit Agent(AgentOptions options) : options_(std::move(options)) {}
+  explicit Agent(AgentOptions options);
   // Create's steps (agent/agent_setup.cc), in order.
   // The ports to watch: discovery under sysfs_root, --interfaces (or every RDMA port and
   // physical interface, else lo), --line-rate overrides, each RDMA port's netdev (and its bytes

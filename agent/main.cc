@@ -138,7 +138,9 @@ constexpr char kUsage[] =
     "  e.g. fabricscope-agent --sample-period=100us --http-listen=127.0.0.1:9470\n"
     "SIGHUP re-reads the config file (flags stay as given) and rebuilds the port selection; "
     "SIGTERM or SIGINT flushes the last window and stops.\n"
-    "Flags may be written with dashes or underscores (--sample-period = --sample_period).\n"
+    "Flags may be written with dashes or underscores (--sample-period = --sample_period). A "
+    "list (form \"...,...\") may also be given as the flag repeated: --remote-write-url=A "
+    "--remote-write-url=B.\n"
     "Exit status: 0 stopped by SIGTERM or SIGINT, or --help; 2 a bad flag value, config file or "
     "argument; 1 an environment that cannot be sampled (missing sysfs root, no matching port, a "
     "taken address), and also an unknown flag (Abseil's flag parser).\n";
@@ -251,7 +253,8 @@ int main(int argc, char** argv) {
   fabricscope::collectors::ConfigureFlagUsage("fabricscope-agent 0.1.0");
   absl::SetProgramUsageMessage(kUsage);
   std::vector<std::string> storage;
-  std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
+  std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(
+      argc, argv, storage, fabricscope::common::RepeatableFlags(AgentOptionTable()));
   int nargs = static_cast<int>(args.size());
   std::vector<char*> rest = absl::ParseCommandLine(nargs, args.data());
   if (rest.size() > 1)

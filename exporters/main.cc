@@ -93,7 +93,8 @@ constexpr char kUsage[] =
     "Agents on other hosts need a token or TLS (or --allow-insecure): a non-loopback "
     "--grpc-listen without either is refused.\n"
     "SIGHUP re-reads the config file; SIGTERM or SIGINT stops.\n"
-    "Flags may be written with dashes or underscores.\n"
+    "Flags may be written with dashes or underscores. A list (form \"...,...\") may also be "
+    "given as the flag repeated: --remote-write-url=A --remote-write-url=B.\n"
     "Exit status: 0 stopped by SIGTERM or SIGINT, or --help; 2 a bad flag value, a stray "
     "argument or config file; 1 an address that cannot be bound, and also an unknown flag "
     "(Abseil's flag parser).\n";
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
   fabricscope::collectors::ConfigureFlagUsage("fabricscope-aggregator 0.1.0");
   absl::SetProgramUsageMessage(kUsage);
   std::vector<std::string> storage;
-  std::vector<char*> fixed = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
+  std::vector<char*> fixed = fabricscope::collectors::NormalizeFlagDashes(
+      argc, argv, storage, fabricscope::common::RepeatableFlags(AggregatorOptionTable()));
   int fixed_argc = static_cast<int>(fixed.size());
   std::vector<char*> rest = absl::ParseCommandLine(fixed_argc, fixed.data());
   if (rest.size() > 1) {

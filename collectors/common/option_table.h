@@ -30,7 +30,8 @@ struct OptionSpec {
   std::string form;   // the value's form in --help: DURATION, N, HOST:PORT, on|off, ...
   std::string range;  // the accepted values in words ("10us..1s"); empty when any value goes
   std::string help;   // what it does, in sentences
-  bool is_switch = false;  // a command-line flag with no value (--allow-insecure): "on"
+  bool is_switch = false;   // a command-line flag with no value (--allow-insecure): "on"
+  bool repeatable = false;  // a list: the flag may be given more than once (values joined)
   // Parses `text` and stores it. Errors: InvalidArgument saying the accepted form or range
   // (the caller prefixes the flag or key).
   std::function<absl::Status(absl::string_view text, Options& o)> set;
@@ -158,7 +159,8 @@ OptionSpec<Options> OnOffOption(std::string key, FieldOf<Options, bool> field, s
 template <typename Options>
 OptionSpec<Options> BytesOption(std::string key, FieldOf<Options, uint64_t> field, uint64_t min,
                                 uint64_t max, std::string help);
-// Comma-separated on the command line; a YAML list in the config file.
+// Comma-separated on the command line, or the flag given more than once (repeatable; see
+// collectors::NormalizeFlagDashes); a YAML list in the config file.
 template <typename Options>
 OptionSpec<Options> ListOption(std::string key, FieldOf<Options, std::vector<std::string>> field,
                                std::string form, std::string help);
@@ -171,6 +173,19 @@ OptionSpec<Options> WithFlag(absl::string_view id, OptionSpec<Options> spec) {
     if (c == '_') c = '-';
   }
   return spec;
+}
+
+// The command-line names of the table's list options, with '_' for '-' (what
+// collectors::NormalizeFlagDashes takes as `repeatable`).
+template <typename Options>
+std::vector<std::string> RepeatableFlags(const std::vector<OptionSpec<Options>>& table) {
+  std::vector<std::string> out;
+  for (const OptionSpec<Options>& s : table) {
+    if (!s.repeatable || s.flag.empty()) continue;
+    out.push_back(s.flag);
+    for (char& c : out.back()) c = c == '-' ? '_' : c;
+  }
+  return out;
 }
 
 // A command-line switch: "--name" alone sets it on (Abseil bool flag); the config file reads

@@ -79,6 +79,7 @@ OptionSpec<Options> ListOption(std::string key, FieldOf<Options, std::vector<std
   s.key = std::move(key);
   s.form = std::move(form);
   s.help = std::move(help);
+  s.repeatable = true;
   s.set = [field](absl::string_view text, Options& o) {
     field(o) = absl::StrSplit(text, ',', absl::SkipWhitespace());
     return absl::OkStatus();

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -78,38 +77,6 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const ServerTls& t
     o.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
   return grpc::experimental::TlsServerCredentials(o);
-}
-
-namespace {
-
-// A `tls:` map of string fields by key.
-absl::Status ParseFields(const YAML::Node& node,
-                         std::initializer_list<std::pair<const char*, std::string*>> fields) {
-  if (!node.IsMap()) return absl::InvalidArgumentError("tls: must be a map");
-  for (const auto& kv : node) {
-    const std::string k = kv.first.as<std::string>();
-    std::string* field = nullptr;
-    for (const auto& [name, f] : fields) {
-      if (k == name) field = f;
-    }
-    if (field == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("tls.", k, ": unknown key"));
-    }
-    *field = kv.second.as<std::string>();
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status ParseClientTls(const YAML::Node& node, ClientTls* t) {
-  return ParseFields(
-      node,
-      {{"ca", &t->ca}, {"cert", &t->cert}, {"key", &t->key}, {"server_name", &t->server_name}});
-}
-
-absl::Status ParseServerTls(const YAML::Node& node, ServerTls* t) {
-  return ParseFields(node, {{"cert", &t->cert}, {"key", &t->key}, {"client_ca", &t->client_ca}});
 }
 
 }  // namespace fabricscope::common

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "yaml-cpp/yaml.h"
 
 namespace grpc {
 class ChannelCredentials;
@@ -45,10 +44,5 @@ absl::Status CheckServerTls(const ServerTls& tls);
 // Plain-text credentials when !tls.enabled().
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const ClientTls& tls);
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const ServerTls& tls);
-
-// The `tls:` map of a config file: {ca, cert, key, server_name} (agent) or {cert, key,
-// client_ca} (aggregator). Errors: InvalidArgument for an unknown key, naming it.
-absl::Status ParseClientTls(const YAML::Node& node, ClientTls* tls);
-absl::Status ParseServerTls(const YAML::Node& node, ServerTls* tls);
 
 }  // namespace fabricscope::common

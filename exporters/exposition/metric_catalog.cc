@@ -39,6 +39,24 @@ bool Contains(const std::vector<absl::string_view>& names, absl::string_view nam
 
 }  // namespace
 
+const char* UnitName(MetricUnit u) {
+  switch (u) {
+    case MetricUnit::kSeconds:
+      return "seconds";
+    case MetricUnit::kBytes:
+      return "bytes";
+    case MetricUnit::kRatio:
+      return "ratio";
+    case MetricUnit::kBytesPerSecond:
+      return "bytes_per_second";
+    case MetricUnit::kPerSecond:
+      return "per_second";
+    case MetricUnit::kNone:
+      break;
+  }
+  return "";
+}
+
 std::vector<std::string> UndeclaredLabels(const std::vector<prometheus::MetricFamily>& families) {
   const CatalogIndex& index = Index();
   std::vector<std::string> out;

@@ -14,23 +14,51 @@ namespace fabricscope::exporters {
 // Every metric family fabricscope exports, by id. The list, with each family's name, type, label
 // names and help, is exporters/exposition/metric_catalog.inc: the one place a metric is declared.
 enum class Metric : uint16_t {
-#define FABRICSCOPE_METRIC(id, name, type, profile, labels, help) id,
+#define FABRICSCOPE_METRIC(id, name, type, profile, unit, area, labels, help) id,
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };
+
+// The unit of a family's values (Prometheus naming: the name ends with it, before _total).
+enum class MetricUnit : uint8_t { kNone, kSeconds, kBytes, kRatio, kBytesPerSecond, kPerSecond };
+
+// Where a family's values come from: the module whose Collect builds it, each from its own
+// snapshot taken under its own lock (README "Scaling": a scrape holds each lock only briefly).
+enum class MetricArea : uint8_t {
+  kPorts,        // ClusterState: node views (port windows, agent and capture stats), itself
+  kPeers,        // sharded aggregators: Forwarder::Collect and ClusterState's peer inbox
+  kLinks,        // LinkAnalysis
+  kGpu,          // GpuState
+  kCrossRank,    // CrossRankAnalysis: matching, skew, stragglers
+  kDiagnosis,    // CrossRankAnalysis's per-communicator Diagnosis
+  kImbalance,    // LinkAnalysis (rails) and GpuState (ranks), merged by name
+  kRemoteWrite,  // RemoteWriter
+};
+
+// "seconds", "bytes", "ratio", "bytes_per_second", "per_second"; "" for kNone.
+const char* UnitName(MetricUnit u);
 
 struct MetricInfo {
   Metric id;
   const char* name;
   prometheus::MetricType type;
   common::MetricProfile profile;  // the least profile that exports it
+  MetricUnit unit;
+  MetricArea area;
   const char* labels;  // the label names its samples may carry, one space apart; "" for none
   const char* help;
 };
 
 inline constexpr MetricInfo kMetricCatalog[] = {
-#define FABRICSCOPE_METRIC(id, name, type, profile, labels, help) \
-  {Metric::id, name, prometheus::MetricType::type, common::MetricProfile::k##profile, labels, help},
+#define FABRICSCOPE_METRIC(id, name, type, profile, unit, area, labels, help) \
+  {Metric::id,                                                                \
+   name,                                                                      \
+   prometheus::MetricType::type,                                              \
+   common::MetricProfile::k##profile,                                         \
+   MetricUnit::k##unit,                                                       \
+   MetricArea::k##area,                                                       \
+   labels,                                                                    \
+   help},
 #include "exporters/exposition/metric_catalog.inc"
 #undef FABRICSCOPE_METRIC
 };

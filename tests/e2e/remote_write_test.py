@@ -147,11 +147,16 @@ def start_agent(tmp, receivers, procs):
     shutil.copytree(f"{SRC}/tests/testdata/sysfs-real/class", f"{tree}/sys/class")
     shutil.copytree(f"{SRC}/tests/testdata/procfs-real/net", f"{tree}/proc/net")
     open(f"{tmp}/empty.yaml", "w").close()
-    urls = ",".join(f"{r.base}/api/v1/write" for r in receivers)
+    # One --remote-write-url per receiver, in both spellings a user may write: the flag repeated
+    # (collectors/cli.h NormalizeFlagDashes joins them), "--flag=V" and "--flag V".
+    first, *others = receivers
+    urls = [f"--remote-write-url={first.base}/api/v1/write"]
+    for r in others:
+        urls += ["--remote_write_url", f"{r.base}/api/v1/write"]
     agent = subprocess.Popen([
         AGENT, f"--config={tmp}/empty.yaml", f"--sysfs-root={tree}/sys",
         f"--procfs-root={tree}/proc", "--http-listen=127.0.0.1:0", "--status=off",
-        "--ethtool=off", "--gpu-socket=off", f"--remote-write-url={urls}",
+        "--ethtool=off", "--gpu-socket=off", *urls,
         "--remote-write-interval=1s"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     procs.append(agent)
     port = None

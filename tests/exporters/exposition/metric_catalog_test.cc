@@ -57,7 +57,31 @@ TEST(MetricCatalog, NamesAreUniqueAndFollowPrometheusConventions) {
                              "_percent", "_bits_per_second"}) {
       EXPECT_EQ(name.find(unit), std::string::npos) << name << ": use base units";
     }
+    // The declared unit is the name's last word before _total, and a name that ends with a
+    // unit declares it.
+    const std::string base = total ? name.substr(0, name.size() - 6) : name;
+    auto ends = [&](const std::string& suffix) {
+      return base.size() > suffix.size() && base.substr(base.size() - suffix.size()) == suffix;
+    };
+    const std::string unit = UnitName(m.unit);
+    if (!unit.empty()) {
+      EXPECT_TRUE(ends("_" + unit)) << name << " declares unit " << unit;
+    }
+    for (MetricUnit u : {MetricUnit::kSeconds, MetricUnit::kBytes, MetricUnit::kRatio,
+                         MetricUnit::kBytesPerSecond, MetricUnit::kPerSecond}) {
+      if (ends(std::string("_") + UnitName(u))) {
+        const bool finer = u == MetricUnit::kPerSecond && m.unit == MetricUnit::kBytesPerSecond;
+        EXPECT_TRUE(m.unit == u || finer) << name << " ends with the unit " << UnitName(u);
+      }
+    }
   }
+}
+
+const MetricInfo* InfoByName(const std::string& name) {
+  for (const MetricInfo& m : kMetricCatalog) {
+    if (name == m.name) return &m;
+  }
+  return nullptr;
 }
 
 // Each entry's labels: names as Prometheus allows them, one space apart, each once, none the
@@ -385,6 +409,36 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
                            "fabricscope_diagnosis_info"}) {
     EXPECT_TRUE(rendered.count(name)) << name << " was not rendered";
   }
+  // Each family comes from the area the catalog declares: the link and cross-rank analyses'
+  // own Collect render only theirs, and ClusterState adds only port, GPU (with the ranks'
+  // imbalance) and peer families.
+  std::vector<prometheus::MetricFamily> links, cross_rank;
+  s.links().Collect(&links);
+  s.cross_rank().Collect(&cross_rank);
+  ASSERT_FALSE(links.empty());
+  ASSERT_FALSE(cross_rank.empty());
+  std::set<std::string> from_modules;
+  auto expect_area = [&](const prometheus::MetricFamily& f, std::set<MetricArea> areas) {
+    const MetricInfo* m = InfoByName(f.name);
+    ASSERT_NE(m, nullptr) << f.name;
+    EXPECT_TRUE(areas.count(m->area)) << f.name << " has area " << static_cast<int>(m->area);
+  };
+  for (const auto& f : links) {
+    expect_area(f, {MetricArea::kLinks, MetricArea::kImbalance});
+    from_modules.insert(f.name);
+  }
+  for (const auto& f : cross_rank) {
+    expect_area(f, {MetricArea::kCrossRank, MetricArea::kDiagnosis});
+    from_modules.insert(f.name);
+  }
+  size_t own = 0;
+  for (const auto& f : collected) {
+    if (from_modules.count(f.name)) continue;
+    ++own;
+    expect_area(f,
+                {MetricArea::kPorts, MetricArea::kGpu, MetricArea::kPeers, MetricArea::kImbalance});
+  }
+  EXPECT_GT(own, 40u);
 }
 
 // The check can fail: a label the family does not declare is reported once per (family, label),

@@ -93,6 +93,16 @@ class Agent {
   };
 
   explicit Agent(AgentOptions options);
+  // Start's steps (agent/agent_setup.cc), in order. Where batches go: the in-process
+  // aggregator (`serving`, or a new one on --http-listen) standalone, else the uplink to
+  // --aggregator with its spool and /healthz. Errors: the aggregator's, the token file's, the
+  // spool's, the health server's.
+  absl::Status OpenSink(std::unique_ptr<exporters::Aggregator> serving);
+  // The live packet capture on --capture-interface, if set. Errors: CaptureRunner::Start's.
+  absl::Status OpenCapture();
+  // The GPU socket, timeline and collective analysis, if --gpu-socket is set (a socket that
+  // cannot be opened is logged and left off: the port counters are the agent's main job).
+  void OpenGpu();
   // Create's steps (agent/agent_setup.cc), in order.
   // The ports to watch: discovery under sysfs_root, --interfaces (or every RDMA port and
   // physical interface, else lo), --line-rate overrides, each RDMA port's netdev (and its bytes

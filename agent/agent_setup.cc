@@ -7,12 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "agent/local_sink.h"
+#include "collectors/common/stream_auth.h"
 #include "collectors/ethtool.h"
 #include "collectors/port_state.h"
 #include "collectors/procfs_tcp.h"
 #include "collectors/sysfs_collector.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/umad_perfquery.h"
+#include "collectors/uplink/uplink.h"
+#include "exporters/aggregator.h"
+#include "exporters/exposition/http_server.h"
 #include "glog/logging.h"
 
 namespace fabricscope::agent {
@@ -363,6 +368,115 @@ void Agent::ComputeResolutions() {
     r.set_effective_resolution_seconds(static_cast<double>(pe.second) / 1e9);
     resolutions_.push_back(std::move(r));
   }
+}
+
+// Start's steps (agent/agent.cc), in order.
+
+absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
+  if (options_.aggregator.empty() && serving) {
+    aggregator_ = std::move(serving);
+    sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
+  } else if (options_.aggregator.empty()) {
+    serving.reset();
+    exporters::AggregatorOptions ao;
+    ao.grpc_listen = "";
+    ao.http_listen = options_.http_listen;
+    ao.web_config = options_.web_config;
+    ao.metrics = options_.metrics;
+    ao.remote_write = options_.remote_write;
+    aggregator_ = std::make_unique<exporters::Aggregator>(ao);
+    if (absl::Status s = aggregator_->Start(); !s.ok()) {
+      aggregator_.reset();
+      return s;
+    }
+    sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
+  } else {
+    uplink::UplinkOptions uo;
+    uo.target = options_.aggregator;
+    uo.max_queued_batches = options_.max_queued_batches;
+    uo.tls = options_.tls;
+    if (!options_.auth_token_file.empty()) {
+      auto token = common::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
+      if (!token.ok()) return token.status();
+      uo.auth_token = *std::move(token);
+    }
+    if (!options_.spool_dir.empty()) {
+      auto spool = uplink::Spool::Open(
+          uplink::SpoolOptions{.dir = options_.spool_dir, .max_bytes = options_.spool_max_bytes},
+          MakeHello());
+      if (!spool.ok()) return spool.status();
+      spool_ = *std::move(spool);
+      const uplink::Spool::Stats st = spool_->stats();
+      LOG(INFO) << "spool " << options_.spool_dir << ": " << st.batches
+                << " unacked batches of earlier agent processes to send (" << st.bytes
+                << " bytes); dropped at start: " << st.dropped_corrupt << " corrupt, "
+                << st.dropped_expired << " expired, " << st.dropped_full << " over the limit";
+      uo.spool = spool_.get();
+    }
+    sink_ = std::make_unique<uplink::GrpcUplink>(uo, MakeHello());
+    if (!options_.health_listen.empty()) {
+      // /healthz alone (no collectables, no cluster state): the process and its HTTP thread
+      // answer.
+      health_ = std::make_unique<exporters::HttpServer>(
+          std::vector<const prometheus::Collectable*>{}, nullptr);
+      auto port = health_->Start(options_.health_listen);
+      if (!port.ok()) {
+        health_.reset();
+        sink_->Shutdown(0);
+        return port.status();
+      }
+      health_port_ = *port;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Agent::OpenCapture() {
+  if (!options_.capture_interface.empty()) {
+    collectors::pcap::LiveCaptureOptions co;
+    co.interface = options_.capture_interface;
+    co.filter = options_.capture_filter;
+    co.snaplen = options_.capture_snaplen;
+    auto c = CaptureRunner::Start(co);
+    if (!c.ok()) return c.status();
+    capture_ = std::move(*c);
+  }
+  return absl::OkStatus();
+}
+
+void Agent::OpenGpu() {
+  if (options_.gpu_socket.empty()) return;
+  GpuIngestOptions go;
+  go.socket_path = options_.gpu_socket;
+  go.socket_mode = options_.gpu_socket_mode;
+  go.socket_group = options_.gpu_socket_group;
+  go.allowed_uids = options_.gpu_allowed_uids;
+  go.max_connections = options_.gpu_max_connections;
+  go.queue_slots = options_.gpu_queue_slots;
+  auto ingest = std::make_unique<GpuIngest>(go);
+  // The agent's main job is the port counters: without the socket it runs on, loudly.
+  if (absl::Status s = ingest->Start(); !s.ok()) {
+    LOG(ERROR) << "GPU ingest is off: " << s.message();
+  } else {
+    gpu_ingest_ = std::move(ingest);
+    LOG(INFO) << "GPU ingest listening on " << options_.gpu_socket;
+  }
+  GpuTimelineOptions to;
+  to.max_collectives_per_batch = options_.gpu_max_collectives_per_batch;
+  to.max_kernel_spans_per_batch = options_.gpu_max_kernel_spans_per_batch;
+  gpu_timeline_ = std::make_unique<GpuTimeline>(to);
+  CollectiveAnalysisOptions co = options_.collectives;
+  co.sample_period_ns = options_.sample_period_ns;
+  // A captured packet reaches the analysis up to one TPACKET_V3 block timeout late
+  // (collectors/pcap/capture.h): wait twice that past a collective's end, plus 50 ms.
+  if (capture_) {
+    const int64_t block_ns = int64_t{collectors::pcap::LiveCaptureOptions{}.timeout_ms} * 1'000'000;
+    co.delay_ns = std::max(co.delay_ns, 2 * block_ns + 50'000'000);
+  }
+  collective_analyzer_ =
+      std::make_unique<CollectiveAnalyzer>(pipeline_->ports(), pipeline_->flight_recorder(), co);
+  pipeline_->set_counter_observer(collective_analyzer_.get());
+  if (aggregator_) aggregator_->state().SetRankPairTopK(options_.gpu_rank_pairs_top_k);
 }
 
 }  // namespace fabricscope::agent

@@ -32,7 +32,7 @@ packages=(
   openssl
   # tests/e2e: xmllint checks that the heat-map SVGs are well-formed XML
   libxml2-utils
-  # tests: tshark as the reference RoCEv2 decoder (tests/pcap; DEBIAN_FRONTEND=noninteractive
+  # tests: tshark as the reference RoCEv2 decoder (tests/collectors/pcap; DEBIAN_FRONTEND=noninteractive
   # answers no to non-root capture); clang and its libFuzzer runtime for tests/fuzz/run.sh
   tshark clang libclang-rt-14-dev
   # tests: node_exporter as the reference parser of the same sysfs/procfs trees; setpriv

@@ -41,7 +41,7 @@ struct TcpAnalyzerTotals {
 // count equals the number of frames `tshark` marks with the tcp.analysis.<name> field of the
 // same name. Implemented from the guide's text; where the guide is silent or differs from what
 // tshark 4.0.17 does, the behaviour was determined by feeding tshark crafted captures and
-// comparing frame by frame (tests/pcap/tcp_analyzer_test.cc keeps those sequences and checks
+// comparing frame by frame (tests/collectors/pcap/tcp_analyzer_test.cc keeps those sequences and checks
 // them against tshark again). Frames must be given in capture order, as Wireshark analyzes
 // them. The state, per direction:
 //
@@ -98,7 +98,7 @@ struct TcpAnalyzerTotals {
 //                       state starts afresh (its flows' counters go on).
 //
 // Not implemented: "ACKed unseen segment" and "Window Full". Known differences with tshark 4.0,
-// all in captures that lack frames or break TCP (tests/pcap/tcp_analyzer_test.cc generates
+// all in captures that lack frames or break TCP (tests/collectors/pcap/tcp_analyzer_test.cc generates
 // conversations without them): once a frame acknowledges data tshark has not seen contiguously
 // from the other side (frames the capture missed, or a zero-window probe's byte), tshark takes
 // that side's later retransmissions at the acknowledged sequence number for fast

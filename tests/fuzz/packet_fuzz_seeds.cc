@@ -1,4 +1,4 @@
-// packet_fuzz's seeds: every generated RoCE scenario (tests/pcap/roce_scenarios.h) as one
+// packet_fuzz's seeds: every generated RoCE scenario (tests/collectors/pcap/roce_scenarios.h) as one
 // input, its frames under each link type (tests/fuzz/packet_fuzz_input.h).
 
 #include <string>
@@ -7,7 +7,7 @@
 #include "tests/common/pcap_writer.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/fuzz/packet_fuzz_input.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 

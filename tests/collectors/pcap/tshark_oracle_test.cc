@@ -18,8 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "collectors/pcap/packet.h"
-#include "tests/pcap/pcap_test_util.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/pcap_test_util.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 namespace {

@@ -22,8 +22,8 @@
 #include "collectors/pcap/packet.h"
 #include "collectors/pcap/tcp_analyzer.h"
 #include "tests/common/fake_tree.h"
-#include "tests/pcap/tcp_test_packets.h"
-#include "tests/pcap/tcp_tshark.h"
+#include "tests/collectors/pcap/tcp_test_packets.h"
+#include "tests/collectors/pcap/tcp_tshark.h"
 
 namespace fabricscope::testing {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "collectors/pcap/flow.h"
 #include "collectors/pcap/packet.h"
-#include "tests/pcap/tcp_test_packets.h"
-#include "tests/pcap/tcp_tshark.h"
+#include "tests/collectors/pcap/tcp_test_packets.h"
+#include "tests/collectors/pcap/tcp_tshark.h"
 
 namespace fabricscope::testing {
 namespace {

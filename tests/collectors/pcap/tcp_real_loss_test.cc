@@ -49,7 +49,7 @@
 #include "tests/common/fake_tree.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/wait.h"
-#include "tests/pcap/tcp_tshark.h"
+#include "tests/collectors/pcap/tcp_tshark.h"
 
 namespace fabricscope::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include "collectors/pcap/roce_analyzer.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/pcap_writer.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 

@@ -12,7 +12,7 @@
 #include "tests/common/fake_tree.h"
 #include "tests/common/pcap_writer.h"
 #include "tests/common/subprocess.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "tests/pcap/pcap_test_util.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/pcap_test_util.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 namespace {

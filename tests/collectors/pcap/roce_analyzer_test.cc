@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/pcap/pcap_test_util.h"
-#include "tests/pcap/roce_scenarios.h"
+#include "tests/collectors/pcap/pcap_test_util.h"
+#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 namespace {

@@ -15,7 +15,7 @@
 #include "collectors/pcap/flow.h"
 #include "collectors/pcap/packet.h"
 #include "collectors/pcap/tcp_analyzer.h"
-#include "tests/pcap/tcp_tshark.h"
+#include "tests/collectors/pcap/tcp_tshark.h"
 
 namespace fabricscope::testing {
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/batch_assembler.h"
 #include "agent/local_sink.h"
 #include "collectors/clock.h"
 #include "collectors/common/histogram_quantile.h"
@@ -233,20 +234,27 @@ void Agent::SubmitReady(bool stopping) {
     capture = capture_->TakeWindow(&fresh);
     if (gpu_ingest_) collective_analyzer_->AddCaptureLoss(capture_->interface(), fresh, offset);
   }
-  for (v1::Batch& b : ready) {
-    b.set_unix_offset_ns(offset);
-    FillAgentStats(b.mutable_agent());
-    if (capture && &b == &ready.back()) *b.mutable_capture() = std::move(*capture);
+  for (v1::Batch& window : ready) {
+    const bool last = &window == &ready.back();
+    const int64_t start = window.window_start_ns(), end = window.window_end_ns();
+    BatchParts parts;
+    parts.unix_offset_ns = offset;
+    FillAgentStats(&parts.agent.emplace());
+    if (capture && last) parts.capture = std::move(*capture);
     if (gpu_ingest_) {
       std::vector<v1::Collective> completed;
-      gpu_timeline_->FillBatch(b.window_start_ns(), b.window_end_ns(), &gpu_stats, gpu_pids, &b,
-                               &completed);
-      for (v1::Collective& c : completed) collective_analyzer_->AddCollective(std::move(c), &b);
-      collective_analyzer_->Process(b.window_end_ns(), &b);
+      gpu_timeline_->FillWindow(start, end, &gpu_stats, gpu_pids, &parts.gpu.emplace(), &completed);
+      for (v1::Collective& c : completed) {
+        collective_analyzer_->AddCollective(std::move(c), &parts.analysed);
+      }
+      collective_analyzer_->Process(end, start, end, &parts.analysed);
       // Stopping: the samples of what is still queued will not come; it goes unanalysed.
-      if (stopping && &b == &ready.back()) collective_analyzer_->Release(&b);
+      if (stopping && last) collective_analyzer_->Release(&parts.analysed);
     }
-    Submit(std::move(b));
+    // What early batches analysed but could not send rides on the window's batch.
+    parts.analysed.Append(std::move(carry_));
+    parts.window = std::move(window);
+    Submit(AssembleBatch(std::move(parts)));
   }
   bursts_seen_.store(pipeline_->microbursts_total(), std::memory_order_relaxed);
 }

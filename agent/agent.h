@@ -140,7 +140,7 @@ class Agent {
   // Pipeline thread, agent/early_batch.cc: sends the analysed collectives that are ready ahead
   // of their window (CollectiveAnalysisOptions::early_send_interval_ns).
   void SubmitEarly();
-  // Numbers and hands a batch to sink_; a window's batch takes what carry_ holds.
+  // Numbers an assembled batch (agent/batch_assembler.h) and hands it to sink_.
   void Submit(v1::Batch batch);
   v1::Hello MakeHello() const;
   // Adds the collector's ports and counters to ports_ (merging by port identity) and records
@@ -186,7 +186,7 @@ class Agent {
   int64_t last_tick_ns_[kGroups] = {};
   int64_t early_checked_ns_ = 0;
   int64_t early_sent_ns_ = 0;
-  v1::Batch carry_;
+  AnalyzerOutput carry_;
   uint64_t submitted_ = 0;
 };
 

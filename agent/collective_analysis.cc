@@ -188,7 +188,44 @@ size_t CollectiveAnalyzer::AddCaptureLoss(const std::string& interface,
   return kept;
 }
 
+void AnalyzerOutput::MoveInto(v1::Batch* batch) {
+  for (v1::Collective& c : collectives) *batch->add_collectives() = std::move(c);
+  for (v1::FlightRecording& r : recordings) *batch->add_flight_recordings() = std::move(r);
+  if (stats) *batch->mutable_collective_analysis() = std::move(*stats);
+  collectives.clear();
+  recordings.clear();
+  stats.reset();
+}
+
+void AnalyzerOutput::Append(AnalyzerOutput&& later) {
+  for (v1::Collective& c : later.collectives) collectives.push_back(std::move(c));
+  for (v1::FlightRecording& r : later.recordings) recordings.push_back(std::move(r));
+  if (later.stats) stats = std::move(later.stats);
+  later.collectives.clear();
+  later.recordings.clear();
+  later.stats.reset();
+}
+
 void CollectiveAnalyzer::AddCollective(v1::Collective c, v1::Batch* batch) {
+  AnalyzerOutput out;
+  AddCollective(std::move(c), &out);
+  out.MoveInto(batch);
+}
+
+void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool close_window) {
+  AnalyzerOutput out;
+  Process(data_until_ns, batch->window_start_ns(), batch->window_end_ns(), &out, close_window);
+  out.MoveInto(batch);
+}
+
+size_t CollectiveAnalyzer::Release(v1::Batch* batch) {
+  AnalyzerOutput out;
+  const size_t n = Release(&out);
+  out.MoveInto(batch);
+  return n;
+}
+
+void CollectiveAnalyzer::AddCollective(v1::Collective c, AnalyzerOutput* out) {
   // Without a completion signal (enqueue_only, copy_engine) the interval is host enqueue work of
   // microseconds, not the collective: joining port samples over it would be noise.
   const bool timed = c.start_ns() > 0 && c.end_ns() >= c.start_ns() &&
@@ -196,15 +233,15 @@ void CollectiveAnalyzer::AddCollective(v1::Collective c, v1::Batch* batch) {
                       c.timing_source() == v1::TIMING_SOURCE_PROXY_OP);
   if (timed && pending_.size() >= options_.max_pending) ++dropped_;
   if (!timed || pending_.size() >= options_.max_pending) {
-    *batch->add_collectives() = std::move(c);
+    out->collectives.push_back(std::move(c));
     return;
   }
   pending_.push_back(Pending{std::move(c), last_data_ns_});
 }
 
-size_t CollectiveAnalyzer::Release(v1::Batch* batch) {
+size_t CollectiveAnalyzer::Release(AnalyzerOutput* out) {
   const size_t n = pending_.size();
-  for (Pending& p : pending_) *batch->add_collectives() = std::move(p.c);
+  for (Pending& p : pending_) out->collectives.push_back(std::move(p.c));
   pending_.clear();
   return n;
 }
@@ -430,7 +467,8 @@ double CollectiveAnalyzer::NetworkShare(int64_t window_start_ns, int64_t window_
   return static_cast<double>(covered) / static_cast<double>(to - from);
 }
 
-void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool close_window) {
+void CollectiveAnalyzer::Process(int64_t data_until_ns, int64_t window_start_ns,
+                                 int64_t window_end_ns, AnalyzerOutput* out, bool close_window) {
   last_data_ns_ = std::max(last_data_ns_, data_until_ns);
   for (Pending& p : pending_) {
     if (p.queued_data_ns == 0) p.queued_data_ns = data_until_ns;
@@ -488,7 +526,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
           ++recordings_dropped_;
           continue;
         }
-        v1::FlightRecording* r = batch->add_flight_recordings();
+        v1::FlightRecording* r = &out->recordings.emplace_back();
         window_samples_ +=
             recorder_.Fill(pi, from, to, options_.samples_per_window - window_samples_, r);
         r->set_reason("slow_collective");
@@ -509,7 +547,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
       }
     }
     *c.mutable_analysis() = std::move(a);
-    *batch->add_collectives() = std::move(c);
+    out->collectives.push_back(std::move(c));
   }
   // Keep ~10 s of intervals and iteration starts, and the events and bursts the pending
   // collectives may still need.
@@ -525,12 +563,11 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, v1::Batch* batch, bool c
   window_recordings_ = 0;
   window_samples_ = 0;
 
-  v1::CollectiveAnalysisStats* s = batch->mutable_collective_analysis();
+  v1::CollectiveAnalysisStats* s = &out->stats.emplace();
   bool marker = false;
   double seconds = 0;
-  const int64_t len = batch->window_end_ns() - batch->window_start_ns();
-  const double share =
-      NetworkShare(batch->window_start_ns() - len, batch->window_start_ns(), &marker, &seconds);
+  const int64_t len = window_end_ns - window_start_ns;
+  const double share = NetworkShare(window_start_ns - len, window_start_ns, &marker, &seconds);
   s->set_network_share_ratio(share);
   s->set_step_marker(marker);
   s->set_share_seconds(seconds);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +18,23 @@
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {
+
+// What the collective analysis hands on for one batch, as typed records: the agent's batch
+// assembler (agent/batch_assembler.h) writes them into the v1::Batch, once.
+struct AnalyzerOutput {
+  // Completed collectives, each with its analysis (Collective.analysis) or, for one that could
+  // not be analysed, none; in the order they were analysed.
+  std::vector<v1::Collective> collectives;
+  std::vector<v1::FlightRecording> recordings;       // the samples around slow ones
+  std::optional<v1::CollectiveAnalysisStats> stats;  // set when a window closed
+
+  bool empty() const { return collectives.empty() && recordings.empty() && !stats; }
+  // Appends everything to *batch (collectives, flight_recordings, collective_analysis) and
+  // leaves this empty.
+  void MoveInto(v1::Batch* batch);
+  // Appends another output's collectives and recordings after this one's (stats: the later).
+  void Append(AnalyzerOutput&& later);
+};
 
 // Streaming estimate of one quantile with five markers and no stored samples: the P-squared
 // algorithm (R. Jain and I. Chlamtac, "The P2 algorithm for dynamic calculation of quantiles
@@ -101,17 +119,23 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // A completed collective, to be sent with its analysis (Collective.analysis) once its samples
   // are in. One that cannot be analysed (no start or end time, a timing source without a
   // completion signal) or that finds the queue full (max_pending; counted in dropped_total) is
-  // appended to batch->collectives at once, without an analysis.
-  void AddCollective(v1::Collective c, v1::Batch* batch);
+  // appended to out->collectives at once, without an analysis.
+  void AddCollective(v1::Collective c, AnalyzerOutput* out);
   // Analyses every queued collective whose samples are in (the pipeline has seen the ticks up
-  // to data_until_ns) and appends it, its analysis inside, to batch->collectives, with the
-  // flight recordings of slow ones. close_window: *batch is the window's batch
-  // [window_start_ns, window_end_ns): the stats go into it and the recording budget
+  // to data_until_ns) and appends it, its analysis inside, to out->collectives, with the
+  // flight recordings of slow ones (out->recordings). close_window: this is the window
+  // [window_start_ns, window_end_ns) closing: out->stats is set and the recording budget
   // (recordings_per_window, samples_per_window) starts again; false for an early batch, which
   // spends the same budget.
-  void Process(int64_t data_until_ns, v1::Batch* batch, bool close_window = true);
-  // Appends every queued collective to batch->collectives without an analysis (at shutdown:
+  void Process(int64_t data_until_ns, int64_t window_start_ns, int64_t window_end_ns,
+               AnalyzerOutput* out, bool close_window = true);
+  // Appends every queued collective to out->collectives without an analysis (at shutdown:
   // their samples will not come). Returns how many.
+  size_t Release(AnalyzerOutput* out);
+  // The same three onto a batch (out.MoveInto(batch); Process takes the batch's window bounds),
+  // for tests.
+  void AddCollective(v1::Collective c, v1::Batch* batch);
+  void Process(int64_t data_until_ns, v1::Batch* batch, bool close_window = true);
   size_t Release(v1::Batch* batch);
 
   // Exposed for tests: the analysis of one collective with what is known now.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agent/agent.h"
+#include "agent/batch_assembler.h"
 #include "collectors/clock.h"
 
 namespace fabricscope::agent {
@@ -18,20 +19,9 @@ bool Urgent(const v1::CollectiveAnalysis& a) {
           a.cause() != v1::COLLECTIVE_CAUSE_UNSPECIFIED);
 }
 
-template <typename T>
-void MoveAppend(google::protobuf::RepeatedPtrField<T>* from,
-                google::protobuf::RepeatedPtrField<T>* to) {
-  for (T& x : *from) *to->Add() = std::move(x);
-  from->Clear();
-}
-
 }  // namespace
 
 void Agent::Submit(v1::Batch batch) {
-  if (!batch.early()) {
-    MoveAppend(carry_.mutable_collectives(), batch.mutable_collectives());
-    MoveAppend(carry_.mutable_flight_recordings(), batch.mutable_flight_recordings());
-  }
   ++submitted_;
   sink_->Submit(std::move(batch));
 }
@@ -52,27 +42,28 @@ void Agent::SubmitEarly() {
   if (capture_) {
     collective_analyzer_->AddCaptureLoss(capture_->interface(), capture_->NewLossEvents(), offset);
   }
-  const int before = carry_.collectives_size();
+  const size_t before = carry_.collectives.size();
   std::vector<v1::Collective> completed;
   gpu_timeline_->FillEarly(data_until, &completed);
   for (v1::Collective& c : completed) collective_analyzer_->AddCollective(std::move(c), &carry_);
-  collective_analyzer_->Process(data_until, &carry_, /*close_window=*/false);
+  collective_analyzer_->Process(data_until, data_until, data_until, &carry_,
+                                /*close_window=*/false);
   bool urgent = false;
-  for (int i = before; i < carry_.collectives_size(); ++i) {
-    const v1::Collective& c = carry_.collectives(i);
+  for (size_t i = before; i < carry_.collectives.size(); ++i) {
+    const v1::Collective& c = carry_.collectives[i];
     urgent = urgent || (c.has_analysis() && Urgent(c.analysis()));
   }
-  const bool empty = carry_.collectives_size() == 0;
+  const bool empty = carry_.collectives.empty();
   if (empty || (!urgent && data_until - early_sent_ns_ < interval)) return;
   // Behind (an outage, or a slow aggregator): the window's batch takes them.
   if (!sink_->connected() || submitted_ > sink_->acked_seq() + 2) return;
-  v1::Batch b = std::move(carry_);
-  carry_.Clear();
-  b.set_early(true);
-  b.set_unix_offset_ns(offset);
-  b.set_window_start_ns(data_until);
-  b.set_window_end_ns(data_until);
-  Submit(std::move(b));
+  BatchParts parts;
+  parts.early = true;
+  parts.unix_offset_ns = offset;
+  parts.window.set_window_start_ns(data_until);
+  parts.window.set_window_end_ns(data_until);
+  parts.analysed.Append(std::move(carry_));
+  Submit(AssembleBatch(std::move(parts)));
   early_sent_ns_ = data_until;
 }
 

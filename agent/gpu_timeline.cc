@@ -248,11 +248,27 @@ size_t GpuTimeline::FillEarly(int64_t until_ns, std::vector<v1::Collective>* col
                          collectives);
 }
 
+void GpuWindowParts::MoveInto(v1::Batch* batch) {
+  *batch->mutable_gpu() = std::move(gpu);
+  for (v1::KernelSpan& s : kernel_spans) *batch->add_kernel_spans() = std::move(s);
+  gpu.Clear();
+  kernel_spans.clear();
+}
+
 void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
                             const v1::GpuIngestStats* ingest,
                             const std::vector<int32_t>& connected_pids, v1::Batch* batch,
                             std::vector<v1::Collective>* collectives) {
-  v1::GpuWindow* w = batch->mutable_gpu();
+  GpuWindowParts parts;
+  FillWindow(window_start_ns, window_end_ns, ingest, connected_pids, &parts, collectives);
+  parts.MoveInto(batch);
+}
+
+void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
+                             const v1::GpuIngestStats* ingest,
+                             const std::vector<int32_t>& connected_pids, GpuWindowParts* out,
+                             std::vector<v1::Collective>* collectives) {
+  v1::GpuWindow* w = &out->gpu;
   if (ingest != nullptr) *w->mutable_ingest() = *ingest;
 
   // Collectives, in arrival order; those an early batch could not take count as not sent.
@@ -280,8 +296,8 @@ void GpuTimeline::FillBatch(int64_t window_start_ns, int64_t window_end_ns,
   uint64_t summarized = 0;
   for (const GpuEvent* e : due) {
     CountKernel(*e);
-    if (static_cast<size_t>(batch->kernel_spans_size()) < options_.max_kernel_spans_per_batch) {
-      *batch->add_kernel_spans() = KernelToProto(*e);
+    if (out->kernel_spans.size() < options_.max_kernel_spans_per_batch) {
+      out->kernel_spans.push_back(KernelToProto(*e));
       continue;
     }
     ++summarized;

@@ -39,6 +39,15 @@ std::vector<double> CollectiveDurationBounds();
 // per rank pair, and fills each window's Batch.
 //
 // Memory is bounded by the options. Not thread-safe: owned by the pipeline thread.
+// A window's GPU part, typed: what the agent's batch assembler (agent/batch_assembler.h)
+// writes into Batch.gpu and Batch.kernel_spans, once.
+struct GpuWindowParts {
+  v1::GpuWindow gpu;                         // totals, summaries, communicators, ingest stats
+  std::vector<v1::KernelSpan> kernel_spans;  // at most max_kernel_spans_per_batch
+  // Moves both into *batch and leaves this empty.
+  void MoveInto(v1::Batch* batch);
+};
+
 class GpuTimeline {
  public:
   explicit GpuTimeline(GpuTimelineOptions options = {});
@@ -48,11 +57,15 @@ class GpuTimeline {
 
   // Appends to *collectives the collectives that completed at or before window_end_ns (and
   // anything that has waited since before window_start_ns, whatever its timestamps say), and
-  // fills batch->kernel_spans and batch->gpu, updating the totals. At most
+  // fills out->kernel_spans and out->gpu, updating the totals. At most
   // max_collectives_per_batch collectives per window, counting those FillEarly took since the
   // last FillBatch; the rest are counted in GpuWindow.collectives_not_sent. `ingest` (may be
   // null) supplies the endpoint's stats; `connected_pids` limits the communicator list to live
   // producers. The caller sends the collectives (after CollectiveAnalyzer, in the agent).
+  void FillWindow(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
+                  const std::vector<int32_t>& connected_pids, GpuWindowParts* out,
+                  std::vector<v1::Collective>* collectives);
+  // The same into a batch (parts.MoveInto(batch)), for tests.
   void FillBatch(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
                  const std::vector<int32_t>& connected_pids, v1::Batch* batch,
                  std::vector<v1::Collective>* collectives);

@@ -7,6 +7,7 @@
 
 #include "agent/collective_analysis.h"
 #include "agent/flight_recorder.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::agent::collective_test {
 
@@ -14,7 +15,6 @@ using collectors::CounterDescriptor;
 using collectors::CounterRole;
 using collectors::PortDescriptor;
 
-constexpr int64_t kMs = 1'000'000;
 constexpr uint64_t kRate = 1'000'000'000;  // 1 GB/s: 1,000,000 bytes per 1 ms sample at 1.0
 
 // Port 0: eth0 (netdev, rx_dropped error counter); port 1: node-level "tcp" (RetransSegs);

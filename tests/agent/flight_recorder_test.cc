@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/units.h"
+
 namespace fabricscope::agent {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 FlightSample At(int64_t t, uint64_t tx) {
   FlightSample s;

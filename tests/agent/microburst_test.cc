@@ -4,10 +4,10 @@
 
 #include <vector>
 
+#include "tests/common/units.h"
+
 namespace fabricscope::agent {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 // Feeds utilizations as consecutive 1 ms samples (sample k ends at (k+1) ms, bytes = 1000 x
 // utilization) and returns the bursts that ended.

@@ -8,6 +8,7 @@
 
 #include "collectors/common/utilization_codec.h"
 #include "collectors/sysfs_ports.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::agent {
 namespace {
@@ -19,7 +20,6 @@ using collectors::CounterSpec;
 using collectors::PortDescriptor;
 using collectors::ReadStatus;
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 
 // A netdev-like port: tx_bytes, rx_bytes, tx_packets, rx_packets, rx_errors (64-bit wrapping)

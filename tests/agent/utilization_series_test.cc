@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "collectors/common/utilization_codec.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::agent {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr uint64_t kRate = 1'000'000'000;  // 1 GB/s: 1,000,000 bytes per ms = utilization 1
 
 std::vector<double> Decode(const std::string& s) {

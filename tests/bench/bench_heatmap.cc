@@ -20,14 +20,15 @@
 #include "collectors/common/utilization_codec.h"
 #include "exporters/analysis/link_analysis.h"
 #include "exporters/heatmap/heatmap_svg.h"
+#include "tests/common/units.h"
 
 namespace {
 
 using fabricscope::exporters::HeatmapModel;
 using fabricscope::exporters::LinkAnalysis;
 using Clock = std::chrono::steady_clock;
+using fabricscope::kMs;
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {

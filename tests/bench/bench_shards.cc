@@ -39,13 +39,13 @@
 #include "exporters/shard/peer_ring.h"
 #include "exporters/state/cluster_state.h"
 #include "tests/bench/bench_common.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::bench {
 namespace {
 
 constexpr int kRanks = 8;
 constexpr int kShards = 4;
-constexpr int64_t kMs = 1'000'000;
 
 size_t g_nodes = 12'500;
 int g_collectives = 10;

@@ -20,7 +20,7 @@
 namespace fabricscope::testing {
 namespace {
 
-constexpr char kPlugin[] = FABRICSCOPE_NCCL_PLUGIN;
+constexpr char kPluginPath[] = FABRICSCOPE_NCCL_PLUGIN;
 
 std::vector<FakeNccl::Comm> TwoComms() {
   std::vector<FakeNccl::Comm> comms(2);
@@ -49,7 +49,7 @@ class ScheduleTest : public ::testing::Test {
   // The plugin loaded with a real proxy thread and one initialized communicator in comms_.
   std::unique_ptr<FakeNccl> LoadOneComm() {
     std::string error;
-    auto nccl = FakeNccl::Load(kPlugin, &error);
+    auto nccl = FakeNccl::Load(kPluginPath, &error);
     EXPECT_NE(nccl, nullptr) << error;
     if (nccl == nullptr) return nullptr;
     comms_ = TwoComms();
@@ -91,7 +91,7 @@ TEST_P(SeededScheduleTest, EveryRecordExact) {
   options.inline_proxy = true;
   options.table_version = GetParam();
   std::string error;
-  auto nccl = FakeNccl::Load(kPlugin, &error, options);
+  auto nccl = FakeNccl::Load(kPluginPath, &error, options);
   ASSERT_NE(nccl, nullptr) << error;
   std::vector<FakeNccl::Comm> comms = TwoComms();
   for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);
@@ -158,7 +158,7 @@ TEST_F(ScheduleTest, MissingKernelIsNotWaitedForWhileTheRankGoesOn) {
   FakeNccl::Options options;
   options.inline_proxy = true;
   std::string error;
-  auto nccl = FakeNccl::Load(kPlugin, &error, options);
+  auto nccl = FakeNccl::Load(kPluginPath, &error, options);
   ASSERT_NE(nccl, nullptr) << error;
   std::vector<FakeNccl::Comm> comms = TwoComms();
   comms.resize(1);
@@ -340,7 +340,7 @@ TEST_F(ScheduleTest, ClosedWhileAChildHoldsItIsFreedByTheChild) {
 // CeColl start, CeSync, CeBatch, CeSync, CeColl stop; parent: the already-stopped CollApi.
 TEST_F(ScheduleTest, CopyEngineCollectiveThroughV6AndNotThroughV5) {
   std::string error;
-  auto nccl = FakeNccl::Load(kPlugin, &error);
+  auto nccl = FakeNccl::Load(kPluginPath, &error);
   ASSERT_NE(nccl, nullptr) << error;
   std::vector<FakeNccl::Comm> comms = TwoComms();
   comms.resize(1);

@@ -11,13 +11,13 @@
 #include "exporters/analysis/cross_rank.h"
 #include "exporters/shard/peer_ring.h"
 #include "gtest/gtest.h"
+#include "tests/common/units.h"
 #include "tests/exporters/analysis/cross_rank_test_util.h"
 
 namespace fabricscope::exporters {
 namespace {
 
 constexpr int kRanks = 4;
-constexpr int64_t kMs = 1'000'000;
 
 std::vector<Peer> TwoPeers() {
   return {{"10.0.0.1:50051", "10.0.0.1:9400"}, {"10.0.0.2:50051", "10.0.0.2:9400"}};

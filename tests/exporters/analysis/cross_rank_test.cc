@@ -6,12 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/state/gpu_state.h"
 #include "gtest/gtest.h"
+#include "tests/common/metric_family.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::exporters {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr uint64_t kComm = 0x1234abcd00000001ULL;
+constexpr uint64_t kCrossRankComm = 0x1234abcd00000001ULL;
 
 std::string Node(int rank) { return absl::StrCat("node", rank); }
 
@@ -31,7 +32,7 @@ v1::Collective Analysis(int rank, uint64_t seq, int64_t start_ms, int64_t end_ms
                         v1::CollectiveCause cause, double saturated = 0, uint64_t retransmits = 0,
                         double burst_s = 0) {
   v1::Collective c;
-  c.set_comm_hash(kComm);
+  c.set_comm_hash(kCrossRankComm);
   c.set_rank(rank);
   c.set_nranks(4);
   c.set_func("AllReduce");
@@ -58,16 +59,10 @@ void Send(CrossRankAnalysis& x, int rank, const v1::Collective& c) {
   x.OnBatch(Node(rank), b);
 }
 
-const prometheus::MetricFamily* Find(const std::vector<prometheus::MetricFamily>& f,
-                                     const std::string& name) {
-  for (const auto& m : f) {
-    if (m.name == name) return &m;
-  }
-  return nullptr;
-}
+using testing::FindFamily;
 
 double Score(const std::vector<prometheus::MetricFamily>& f, int rank) {
-  const prometheus::MetricFamily* s = Find(f, "fabricscope_straggler_score");
+  const prometheus::MetricFamily* s = FindFamily(f, "fabricscope_straggler_score");
   if (s == nullptr) return NAN;
   for (const auto& m : s->metric) {
     if (m.label.size() == 2 && m.label[1].value == absl::StrCat(rank)) return m.gauge.value;
@@ -76,7 +71,7 @@ double Score(const std::vector<prometheus::MetricFamily>& f, int rank) {
 }
 
 double Cause(const std::vector<prometheus::MetricFamily>& f, const std::string& cause) {
-  const prometheus::MetricFamily* s = Find(f, "fabricscope_collectives_by_cause_total");
+  const prometheus::MetricFamily* s = FindFamily(f, "fabricscope_collectives_by_cause_total");
   if (s == nullptr) return NAN;
   for (const auto& m : s->metric) {
     if (m.label[0].value == cause) return m.counter.value;
@@ -118,7 +113,8 @@ TEST_F(CrossRankTest, LateRankIsAComputeStraggler) {
   EXPECT_EQ(Cause(f, "normal"), 1);
   EXPECT_NEAR(Score(f, 2), 0.9 * 100.0 / 130.0, 1e-9);  // skew / longest duration, 9 of 10
   EXPECT_EQ(Score(f, 0), 0);
-  const prometheus::MetricFamily* skew = Find(f, "fabricscope_collective_arrival_skew_seconds");
+  const prometheus::MetricFamily* skew =
+      FindFamily(f, "fabricscope_collective_arrival_skew_seconds");
   ASSERT_NE(skew, nullptr);
   EXPECT_EQ(skew->metric[0].histogram.sample_count, 10u);
   EXPECT_NEAR(skew->metric[0].histogram.sample_sum, 1.0, 1e-9);
@@ -164,7 +160,7 @@ TEST_F(CrossRankTest, SaturatedRankIsTheBottleneckAndLossBeatsSaturation) {
       << json;
   EXPECT_NE(json.find("\"bottleneck\":{\"node\":\"node3\",\"rank\":3"), std::string::npos);
   // Microburst overlap of node1's port: 0.15 s of 0.3 s, then 0 of 0.1 s.
-  const prometheus::MetricFamily* ov = Find(f, "fabricscope_port_microburst_overlap_ratio");
+  const prometheus::MetricFamily* ov = FindFamily(f, "fabricscope_port_microburst_overlap_ratio");
   ASSERT_NE(ov, nullptr);
   bool found = false;
   for (const auto& m : ov->metric) {
@@ -200,7 +196,8 @@ TEST_F(CrossRankTest, IncompleteInstancesAreEvictedAndCounted) {
   EXPECT_EQ(x.pending(), 1u);  // seq 0 and 1 evicted
   std::vector<prometheus::MetricFamily> f;
   x.Collect(&f);
-  const prometheus::MetricFamily* ev = Find(f, "fabricscope_collective_instances_evicted_total");
+  const prometheus::MetricFamily* ev =
+      FindFamily(f, "fabricscope_collective_instances_evicted_total");
   ASSERT_NE(ev, nullptr);
   EXPECT_EQ(ev->metric[0].counter.value, 2);
   // A duplicate report of the same rank does not complete an instance.
@@ -220,7 +217,7 @@ TEST_F(CrossRankTest, RankHeatmapFromProxyPairs) {
   for (int r = 0; r < 4; ++r) {
     v1::Batch b;
     v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
-    p->set_comm_hash(kComm);
+    p->set_comm_hash(kCrossRankComm);
     p->set_src_rank(r);
     p->set_dst_rank((r + 1) % 4);
     p->set_bytes_total(1000 * (r + 1));
@@ -287,7 +284,7 @@ TEST(CrossRankDiagnosis, ShowsTheMostRecentCommunicatorsOverAllShards) {
   for (int k = 0; k < kComms; ++k) {
     for (int r = 0; r < 4; ++r) {
       v1::Collective c = Analysis(r, 1, 1000 + k * 10, 1005 + k * 10, v1::COLLECTIVE_CAUSE_NORMAL);
-      c.set_comm_hash(kComm + static_cast<uint64_t>(k) * 0x100000000ULL);
+      c.set_comm_hash(kCrossRankComm + static_cast<uint64_t>(k) * 0x100000000ULL);
       Send(x, r, c);
     }
   }
@@ -295,12 +292,12 @@ TEST(CrossRankDiagnosis, ShowsTheMostRecentCommunicatorsOverAllShards) {
   const std::string json = x.DiagnosisJson();
   std::vector<prometheus::MetricFamily> f;
   x.Collect(&f);
-  const prometheus::MetricFamily* info = Find(f, "fabricscope_diagnosis_info");
+  const prometheus::MetricFamily* info = FindFamily(f, "fabricscope_diagnosis_info");
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->metric.size(), 3u);
   for (int k = 0; k < kComms; ++k) {
     const std::string label =
-        GpuState::CommLabel(kComm + static_cast<uint64_t>(k) * 0x100000000ULL);
+        GpuState::CommLabel(kCrossRankComm + static_cast<uint64_t>(k) * 0x100000000ULL);
     const bool recent = k >= kComms - 3;
     EXPECT_EQ(json.find(absl::StrCat("\"comm\":\"", label, "\"")) != std::string::npos, recent)
         << label << "\n"

@@ -7,13 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
 #include "gtest/gtest.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::exporters {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kEpoch = 1'700'000'000'000'000'000;  // Unix ns
-constexpr uint64_t kComm = 0x00c0ffee00000002ULL;
+constexpr uint64_t kDiagnosisComm = 0x00c0ffee00000002ULL;
 
 // The names the tests' instances carry, interned as CrossRankAnalysis does.
 Name N(const std::string& s) {
@@ -60,7 +60,7 @@ TEST(DiagnosisTest, PersistentStragglerIsNamedAndCleanRunsAreNot) {
     for (int i = 0; i < n; ++i) {
       const auto ranks =
           Instance(rng, nranks, kEpoch + i * 300 * kMs, 2.0, 1, late_ratio * 225, 225);
-      const StragglerVerdict v = d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks);
+      const StragglerVerdict v = d.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26, ranks);
       if (v.index == 1) {
         ++named;
         EXPECT_GE(v.lateness_ratio, 0.05);
@@ -77,13 +77,13 @@ TEST(DiagnosisTest, PersistentStragglerIsNamedAndCleanRunsAreNot) {
     Diagnosis clean;
     for (int i = 0; i < 200; ++i) {
       const auto ranks = Instance(rng, nranks, kEpoch + i * 300 * kMs, 3.0, -1, 0, 225);
-      EXPECT_LT(clean.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index, 0)
+      EXPECT_LT(clean.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26, ranks).index, 0)
           << "seed " << seed << " instance " << i;
     }
     Diagnosis small;
     for (int i = 0; i < 100; ++i) {
       const auto ranks = Instance(rng, nranks, kEpoch + i * 300 * kMs, 0.5, 0, 0.02 * 225, 225);
-      EXPECT_LT(small.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index, 0);
+      EXPECT_LT(small.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26, ranks).index, 0);
     }
   }
 }
@@ -107,7 +107,7 @@ TEST(DiagnosisTest, LateBecauseItsLastCollectiveEndedLateIsNotAStraggler) {
       }
       ranks[3].end_unix_ns += 20 * kMs;
       end_of_rank3 = ranks[3].end_unix_ns;
-      named += d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26, ranks).index == 3;
+      named += d.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26, ranks).index == 3;
     }
     if (extra_compute_ms == 0) {
       EXPECT_EQ(named, 0);
@@ -123,14 +123,15 @@ TEST(DiagnosisTest, HistoryIsPerSizeClass) {
   std::mt19937 rng(3);
   Diagnosis d;
   for (int i = 0; i < 10; ++i) {
-    d.ObserveArrivals(kComm, N("AllReduce"), 1 << 26,
+    d.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26,
                       Instance(rng, 4, kEpoch + i * 300 * kMs, 1, 3, 30, 225));
   }
-  const StragglerVerdict big = d.ObserveArrivals(
-      kComm, N("AllReduce"), 1 << 26, Instance(rng, 4, kEpoch + 3000 * kMs, 1, 3, 30, 225));
+  const StragglerVerdict big =
+      d.ObserveArrivals(kDiagnosisComm, N("AllReduce"), 1 << 26,
+                        Instance(rng, 4, kEpoch + 3000 * kMs, 1, 3, 30, 225));
   EXPECT_EQ(big.index, 3);
   const StragglerVerdict small = d.ObserveArrivals(
-      kComm, N("AllReduce"), 4096, Instance(rng, 4, kEpoch + 3100 * kMs, 1, 3, 30, 225));
+      kDiagnosisComm, N("AllReduce"), 4096, Instance(rng, 4, kEpoch + 3100 * kMs, 1, 3, 30, 225));
   EXPECT_EQ(small.index, -1);
 }
 
@@ -151,13 +152,14 @@ Diagnosis::Outcome Outcome(int i, const std::string& cause, double duration_ms) 
 
 TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
   Diagnosis d;
-  for (int i = 0; i < 40; ++i) d.Record(kComm, Outcome(i, "normal", 200 + i % 3));
+  for (int i = 0; i < 40; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200 + i % 3));
   std::string json = d.Json();
   EXPECT_NE(json.find("\"cause\":\"normal\""), std::string::npos) << json;
   EXPECT_NE(json.find("nothing holds it back"), std::string::npos) << json;
   // From instance 40 on: lossy at 222 ms, with one normal instance in between.
   for (int i = 40; i < 60; ++i) {
-    d.Record(kComm, i == 50 ? Outcome(i, "normal", 201) : Outcome(i, "network_lossy", 222));
+    d.Record(kDiagnosisComm,
+             i == 50 ? Outcome(i, "normal", 201) : Outcome(i, "network_lossy", 222));
   }
   json = d.Json();
   EXPECT_NE(json.find("\"cause\":\"network_lossy\",\"node\":\"n3\",\"rank\":3,\"port\":\"veth3\""),
@@ -183,7 +185,7 @@ TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
   EXPECT_EQ(f[0].metric[0].label[4].value, "veth3");
   EXPECT_NEAR(f[1].metric[0].gauge.value, 222.0 / 202.0 - 1, 1e-9);
   // Recovery: 16 normal instances later nothing holds it back.
-  for (int i = 60; i < 76; ++i) d.Record(kComm, Outcome(i, "normal", 200));
+  for (int i = 60; i < 76; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200));
   EXPECT_NE(d.Json().find("\"cause\":\"normal\""), std::string::npos);
 }
 
@@ -191,8 +193,8 @@ TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
 // percent late hides in the jitter) says so, not "-5% longer".
 TEST(DiagnosisTest, ACostWithinTheJitterReadsNoLonger) {
   Diagnosis d;
-  for (int i = 0; i < 20; ++i) d.Record(kComm, Outcome(i, "normal", 200 + i % 3));
-  for (int i = 20; i < 40; ++i) d.Record(kComm, Outcome(i, "compute_straggler", 190));
+  for (int i = 0; i < 20; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200 + i % 3));
+  for (int i = 20; i < 40; ++i) d.Record(kDiagnosisComm, Outcome(i, "compute_straggler", 190));
   const std::string json = d.Json();
   EXPECT_NE(json.find("rank 3 on n3 arrives late in 16 of the last 16 instances; its collectives "
                       "take no longer at p90 (0.19 s against 0.202 s)"),
@@ -226,7 +228,7 @@ TEST(DiagnosisTest, CrossRankNamesATenPercentStraggler) {
     const int64_t t = 1000 * kMs + static_cast<int64_t>(seq) * 300 * kMs;
     for (int r = 0; r < 4; ++r) {
       v1::Collective c;
-      c.set_comm_hash(kComm);
+      c.set_comm_hash(kDiagnosisComm);
       c.set_rank(r);
       c.set_nranks(4);
       c.set_func("AllReduce");

@@ -10,13 +10,13 @@
 #include "absl/time/time.h"
 #include "collectors/common/utilization_codec.h"
 #include "tests/common/agent_counter.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::exporters {
 
 using common::EncodeUtilization;
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 constexpr int64_t kOffset = 1'700'000'000 * kSec;  // monotonic -> Unix
 

@@ -22,6 +22,7 @@
 #include "exporters/shard/peer_ring.h"
 #include "exporters/state/gpu_state.h"
 #include "gtest/gtest.h"
+#include "tests/common/units.h"
 #include "tests/common/wait.h"
 
 namespace fabricscope::exporters {
@@ -31,7 +32,6 @@ using testing::WaitFor;
 
 constexpr int kNodes = 6;
 constexpr int kComms = 12;
-constexpr int64_t kMs = 1'000'000;
 
 // A port free on 127.0.0.1 now (bound to 0 and closed): the peer list names each aggregator's
 // ports before it starts.

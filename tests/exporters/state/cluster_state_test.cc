@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/ingest/message_checks.h"
+#include "tests/common/metric_family.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -68,17 +69,12 @@ v1::Batch Batch(uint64_t seq, uint64_t tx_total) {
   return b;
 }
 
-const MetricFamily* Find(const std::vector<MetricFamily>& fams, const std::string& name) {
-  for (const auto& f : fams) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
+using testing::FindFamily;
 
 // fabricscope_aggregator_rejected_batches_total for `reason`, or over every reason.
 double Rejected(const std::vector<MetricFamily>& fams, const std::string& reason = "") {
   double sum = 0;
-  for (const auto& m : Find(fams, "fabricscope_aggregator_rejected_batches_total")->metric) {
+  for (const auto& m : FindFamily(fams, "fabricscope_aggregator_rejected_batches_total")->metric) {
     if (reason.empty() || m.label.at(0).value == reason) sum += m.counter.value;
   }
   return sum;
@@ -98,12 +94,13 @@ TEST(ClusterState, DuplicatesAreAckedButNotApplied) {
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(2, 2000)), 2u);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(1, 999999)), 2u);  // resent after a reconnect
   auto fams = s.Collect();
-  const MetricFamily* tx = Find(fams, "fabricscope_port_transmit_bytes_total");
+  const MetricFamily* tx = FindFamily(fams, "fabricscope_port_transmit_bytes_total");
   ASSERT_NE(tx, nullptr);
   EXPECT_EQ(tx->metric[0].counter.value, 2000);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_duplicate_batches_total")->metric[0].counter.value,
-            1);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 2);
+  EXPECT_EQ(
+      FindFamily(fams, "fabricscope_aggregator_duplicate_batches_total")->metric[0].counter.value,
+      1);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 2);
 }
 
 TEST(ClusterState, ReconnectOfTheSameInstanceKeepsProgress) {
@@ -138,8 +135,9 @@ TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
             (std::vector<std::string>{"n1", "n2"}));
   EXPECT_EQ(s.node_count(), 0u);
   auto fams = s.Collect();
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_expired_nodes_total")->metric[0].counter.value, 2);
-  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total"), nullptr);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_expired_nodes_total")->metric[0].counter.value,
+            2);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total"), nullptr);
   EXPECT_EQ(s.RecentMicroburstsJson(""), "{\"microbursts\":[]}");
   // The old stream's next batch finds no Hello; the agent reconnects and totals continue.
   EXPECT_EQ(s.OnBatch("n1", 7, Batch(2, 200)).status().code(),
@@ -149,8 +147,10 @@ TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
   ASSERT_TRUE(s.OnHello(again).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 200)).ok());
   fams = s.Collect();
-  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 200);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
+            200);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
+            0);
   EXPECT_EQ(s.node_count(), 1u);
 }
 
@@ -175,8 +175,9 @@ TEST(ClusterState, GapInsideAStreamIsCountedLost) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 3)), 3u);
-  EXPECT_EQ(Find(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
-            2);
+  EXPECT_EQ(
+      FindFamily(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
+      2);
 }
 
 // A Hello that resumes past batches this aggregator never stored: those an aggregator acked
@@ -184,7 +185,9 @@ TEST(ClusterState, GapInsideAStreamIsCountedLost) {
 // agent dropped them unacked: full queue, refused, a stopped aggregator's outage).
 TEST(ClusterState, HelloResumingPastUnackedBatchesCountsThemLost) {
   auto lost = [](ClusterState& s) {
-    return Find(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value;
+    return FindFamily(s.Collect(), "fabricscope_aggregator_lost_batches_total")
+        ->metric[0]
+        .counter.value;
   };
   ClusterState restarted;  // knows nothing; the agent had 1..499 acked, 500.. unacked
   v1::Hello h = Hello("n1", 7, 500);
@@ -234,10 +237,13 @@ TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
   next.set_window_end_ns(6'000'000'000);
   EXPECT_EQ(*s.OnBatch("n1", 7, next), 3u);
   auto fams = s.Collect();
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_window_gaps_total")->metric[0].counter.value, 0);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 3);
-  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 2000);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_window_gaps_total")->metric[0].counter.value,
+            0);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
+            0);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 3);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
+            2000);
   EXPECT_THAT(s.RecentCollectivesJson("", 10), HasSubstr("\"func\":\"AllReduce\""));
 }
 
@@ -270,7 +276,7 @@ TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(seq, 77)), seq);
   const auto fams = s.Collect();
   EXPECT_EQ(Rejected(fams, "histogram"), cases.size());
-  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 77);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 77);
   EXPECT_TRUE(CheckHistograms(Batch(1, 1)).ok());
 }
 
@@ -290,10 +296,11 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   EXPECT_EQ(Rejected(s.Collect(), "before_hello"), 1);  // "nobody"'s batch
   EXPECT_EQ(Rejected(s.Collect(), "port_index"), 2);
   // Nothing of the rejected batches was applied; the next good one is.
-  EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
+  EXPECT_EQ(FindFamily(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 77)), 3u);
-  EXPECT_EQ(Find(s.Collect(), "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
-            77);
+  EXPECT_EQ(
+      FindFamily(s.Collect(), "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
+      77);
 }
 
 // Hostile inputs of issue 13 that crashed or froze the aggregator: the same instance announcing
@@ -318,7 +325,7 @@ TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
   EXPECT_EQ(*s.OnBatch("n1", 7, b), 2u);
   double port5 = -1;
   const auto fams = s.Collect();
-  for (const auto& m : Find(fams, "fabricscope_port_transmit_bytes_total")->metric) {
+  for (const auto& m : FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric) {
     for (const auto& l : m.label) {
       if (l.name == "device" && l.value == "mlx5_1") port5 = m.counter.value;
     }
@@ -363,8 +370,9 @@ TEST(ClusterState, AnAbsurdSequenceJumpIsRefused) {
   const auto fams = s.Collect();
   EXPECT_EQ(Rejected(fams, "seq_jump"), 1);
   EXPECT_EQ(Rejected(fams), 1);
-  EXPECT_EQ(Find(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value, 0);
-  EXPECT_EQ(Find(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 30);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
+            0);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 30);
 }
 
 TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
@@ -372,21 +380,21 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 4000)).ok());
   auto fams = s.Collect();
-  const MetricFamily* tx = Find(fams, "fabricscope_port_transmit_bytes_total");
+  const MetricFamily* tx = FindFamily(fams, "fabricscope_port_transmit_bytes_total");
   ASSERT_EQ(tx->metric.size(), 2u);
   EXPECT_EQ(Label(tx->metric[1], "node"), "n1");
   EXPECT_EQ(Label(tx->metric[1], "device"), "mlx5_0");
   EXPECT_EQ(Label(tx->metric[1], "port"), "2");
   EXPECT_EQ(tx->metric[1].counter.value, 4001);
   // Port 2 has no line rate: no utilization series for it.
-  const MetricFamily* util = Find(fams, "fabricscope_port_utilization_ratio");
+  const MetricFamily* util = FindFamily(fams, "fabricscope_port_utilization_ratio");
   ASSERT_EQ(util->metric.size(), 2u);  // port 1, transmit + receive
   EXPECT_EQ(Label(util->metric[0], "direction"), "transmit");
   EXPECT_DOUBLE_EQ(util->metric[0].gauge.value, 0.25);
-  EXPECT_EQ(Find(fams, "fabricscope_port_line_rate_bytes_per_second")->metric.size(), 1u);
+  EXPECT_EQ(FindFamily(fams, "fabricscope_port_line_rate_bytes_per_second")->metric.size(), 1u);
   // The basic profile (the default): the node-level histogram, no per-port one.
-  EXPECT_EQ(Find(fams, "fabricscope_microburst_duration_seconds"), nullptr);
-  const MetricFamily* node_dur = Find(fams, "fabricscope_node_microburst_duration_seconds");
+  EXPECT_EQ(FindFamily(fams, "fabricscope_microburst_duration_seconds"), nullptr);
+  const MetricFamily* node_dur = FindFamily(fams, "fabricscope_node_microburst_duration_seconds");
   ASSERT_NE(node_dur, nullptr);
   ASSERT_EQ(node_dur->metric.size(), 1u);
   EXPECT_EQ(Label(node_dur->metric[0], "node"), "n1");
@@ -397,7 +405,7 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ASSERT_TRUE(full.OnHello(Hello("n1", 7)).ok());
   ASSERT_TRUE(full.OnBatch("n1", 7, Batch(1, 4000)).ok());
   const auto full_fams = full.Collect();
-  const MetricFamily* dur = Find(full_fams, "fabricscope_microburst_duration_seconds");
+  const MetricFamily* dur = FindFamily(full_fams, "fabricscope_microburst_duration_seconds");
   ASSERT_NE(dur, nullptr);
   const auto& h = dur->metric[0].histogram;
   ASSERT_EQ(h.bucket.size(), 3u);
@@ -406,9 +414,9 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   EXPECT_EQ(h.bucket[2].cumulative_count, 6u);
   EXPECT_TRUE(std::isinf(h.bucket[2].upper_bound));
   EXPECT_EQ(h.sample_count, 6u);
-  const MetricFamily* sat = Find(fams, "fabricscope_port_errors_saturated");
+  const MetricFamily* sat = FindFamily(fams, "fabricscope_port_errors_saturated");
   EXPECT_EQ(sat->metric[0].gauge.value, 1);
-  const MetricFamily* last = Find(fams, "fabricscope_agent_last_batch_timestamp_seconds");
+  const MetricFamily* last = FindFamily(fams, "fabricscope_agent_last_batch_timestamp_seconds");
   EXPECT_DOUBLE_EQ(last->metric[0].gauge.value, 1'700'000'005.0);
 }
 
@@ -423,7 +431,7 @@ TEST(ClusterState, ALinkRateChangeReplacesTheHellosRate) {
   ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());  // no rate: the last one stands
   auto fams = s.Collect();
-  const MetricFamily* rate = Find(fams, "fabricscope_port_line_rate_bytes_per_second");
+  const MetricFamily* rate = FindFamily(fams, "fabricscope_port_line_rate_bytes_per_second");
   ASSERT_EQ(rate->metric.size(), 2u);
   EXPECT_EQ(rate->metric[0].gauge.value, 25e9);
   EXPECT_EQ(rate->metric[1].gauge.value, 12.5e9);
@@ -443,11 +451,11 @@ TEST(ClusterState, CounterResetsAndUnavailableReadsAreExportedAsTotals) {
     ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   }
   auto fams = s.Collect();
-  const MetricFamily* un = Find(fams, "fabricscope_port_unavailable_reads_total");
+  const MetricFamily* un = FindFamily(fams, "fabricscope_port_unavailable_reads_total");
   ASSERT_EQ(un->metric.size(), 2u);
   EXPECT_EQ(un->metric[0].counter.value, 6);
   EXPECT_EQ(un->metric[1].counter.value, 0);
-  const MetricFamily* resets = Find(fams, "fabricscope_port_counter_resets_total");
+  const MetricFamily* resets = FindFamily(fams, "fabricscope_port_counter_resets_total");
   std::map<std::string, double> got;
   for (const auto& m : resets->metric) {
     EXPECT_EQ(Label(m, "port"), "1");
@@ -465,13 +473,13 @@ TEST(ClusterState, AStuckByteCounterIsExportedSaturated) {
   b.mutable_ports(0)->add_saturated_counters("port_xmit_data");
   ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   auto fams = s.Collect();
-  const MetricFamily* sat = Find(fams, "fabricscope_port_counter_saturated");
+  const MetricFamily* sat = FindFamily(fams, "fabricscope_port_counter_saturated");
   ASSERT_EQ(sat->metric.size(), 1u);
   EXPECT_EQ(Label(sat->metric[0], "counter"), "port_xmit_data");
   EXPECT_EQ(Label(sat->metric[0], "port"), "1");
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());
   fams = s.Collect();
-  sat = Find(fams, "fabricscope_port_counter_saturated");
+  sat = FindFamily(fams, "fabricscope_port_counter_saturated");
   EXPECT_TRUE(sat == nullptr || sat->metric.empty());
 }
 
@@ -503,7 +511,7 @@ TEST(ClusterState, RecentMicroburstsAreBounded) {
 
 double RefusedStreams(const ClusterState& s, const std::string& reason) {
   const std::vector<MetricFamily> fams = s.Collect();  // kept alive for the loop
-  for (const auto& m : Find(fams, "fabricscope_aggregator_refused_streams_total")->metric) {
+  for (const auto& m : FindFamily(fams, "fabricscope_aggregator_refused_streams_total")->metric) {
     if (m.label[0].value == reason) return m.counter.value;
   }
   return -1;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "exporters/state/cluster_state.h"
 #include "gtest/gtest.h"
+#include "tests/common/units.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -29,7 +30,6 @@ constexpr int kWindows = 6;
 constexpr int kPerRail = 5;  // instances per communicator per window
 constexpr int kThreads = 4;
 constexpr int kStraggler = 13;  // its ranks start 5 ms after the others on every instance
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kUnixOffsetNs = 1'700'000'000'000'000'000;
 
 std::string NodeName(int node) { return absl::StrFormat("n%02d", node); }

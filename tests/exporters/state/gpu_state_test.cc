@@ -11,17 +11,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/common/metric_family.h"
 
 namespace fabricscope::exporters {
 namespace {
 
-const prometheus::MetricFamily* Family(const std::vector<prometheus::MetricFamily>& fs,
-                                       const std::string& name) {
-  for (const auto& f : fs) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
+using testing::FindFamily;
 
 std::map<std::string, std::string> Labels(const prometheus::ClientMetric& m) {
   std::map<std::string, std::string> out;
@@ -60,18 +55,18 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   s.OnBatch("n2", b);
   std::vector<prometheus::MetricFamily> fs;
   s.Collect(&fs);
-  const auto* total = Family(fs, "fabricscope_collectives_total");
+  const auto* total = FindFamily(fs, "fabricscope_collectives_total");
   ASSERT_NE(total, nullptr);
   ASSERT_EQ(total->metric.size(), 1u);
   EXPECT_EQ(total->metric[0].counter.value, 40);
-  const auto* dur = Family(fs, "fabricscope_collective_duration_seconds");
+  const auto* dur = FindFamily(fs, "fabricscope_collective_duration_seconds");
   ASSERT_NE(dur, nullptr);
   ASSERT_EQ(dur->metric.size(), 1u);
   EXPECT_EQ(Labels(dur->metric[0]).at("comm"), "aabbccdd");
   EXPECT_EQ(dur->metric[0].histogram.sample_count, 40u);
   EXPECT_EQ(dur->metric[0].histogram.bucket[0].cumulative_count, 40u);
   // (4e9 x 1 s + 8e9 x 3 s) / 4 s = 7e9.
-  const auto* bw = Family(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second");
+  const auto* bw = FindFamily(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second");
   ASSERT_NE(bw, nullptr);
   EXPECT_DOUBLE_EQ(bw->metric[0].gauge.value, 7e9);
 
@@ -81,9 +76,10 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   s.OnBatch("n2", quiet);
   fs.clear();
   s.Collect(&fs);
-  EXPECT_DOUBLE_EQ(
-      Family(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric[0].gauge.value,
-      7e9);
+  EXPECT_DOUBLE_EQ(FindFamily(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")
+                       ->metric[0]
+                       .gauge.value,
+                   7e9);
   // A communicator the agent no longer reports is forgotten, its busBw with it: what a node
   // holds is bounded by one window's communicators (limits: max_communicators_per_node).
   v1::Batch moved_on;
@@ -93,7 +89,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   fs.clear();
   s.Collect(&fs);
   for (const auto& m :
-       Family(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric) {
+       FindFamily(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric) {
     if (Labels(m).at("comm") == "aabbccdd") {
       EXPECT_DOUBLE_EQ(m.gauge.value, 8e9);  // n2's alone
     }
@@ -104,7 +100,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   s.ResetNode("n2");
   fs.clear();
   s.Collect(&fs);
-  EXPECT_EQ(Family(fs, "fabricscope_collectives_total")->metric[0].counter.value, 10);
+  EXPECT_EQ(FindFamily(fs, "fabricscope_collectives_total")->metric[0].counter.value, 10);
 }
 
 // The share of collectives without a completion signal, summed over nodes per (func, source).
@@ -122,7 +118,7 @@ TEST(GpuState, CountsCollectivesByTimingSource) {
   s.OnBatch("n2", b);
   std::vector<prometheus::MetricFamily> fs;
   s.Collect(&fs);
-  const auto* f = Family(fs, "fabricscope_collective_timing_source_total");
+  const auto* f = FindFamily(fs, "fabricscope_collective_timing_source_total");
   ASSERT_NE(f, nullptr);
   std::map<std::string, double> got;
   for (const auto& m : f->metric) {
@@ -154,7 +150,7 @@ TEST(GpuState, BoundsCommLabelsAndRankPairs) {
   std::vector<prometheus::MetricFamily> fs;
   s.Collect(&fs);
   std::map<std::string, uint64_t> by_comm;
-  for (const auto& m : Family(fs, "fabricscope_collective_duration_seconds")->metric) {
+  for (const auto& m : FindFamily(fs, "fabricscope_collective_duration_seconds")->metric) {
     by_comm[Labels(m).at("comm")] = m.histogram.sample_count;
   }
   // The two busiest communicators (40 and 30 collectives) keep their label; 20 + 10 fold.
@@ -162,7 +158,7 @@ TEST(GpuState, BoundsCommLabelsAndRankPairs) {
   EXPECT_EQ(by_comm.at("00000004"), 40u);
   EXPECT_EQ(by_comm.at("00000003"), 30u);
   EXPECT_EQ(by_comm.at("other"), 30u);
-  const auto* pairs = Family(fs, "fabricscope_rank_pair_bytes_total");
+  const auto* pairs = FindFamily(fs, "fabricscope_rank_pair_bytes_total");
   ASSERT_NE(pairs, nullptr);
   ASSERT_EQ(pairs->metric.size(), 3u);
   double sum = 0;
@@ -193,7 +189,7 @@ std::map<std::string, double> RankImbalance(const GpuState& s) {
   std::vector<prometheus::MetricFamily> fs;
   s.Collect(&fs);
   std::map<std::string, double> out;
-  const auto* f = Family(fs, "fabricscope_traffic_imbalance_ratio");
+  const auto* f = FindFamily(fs, "fabricscope_traffic_imbalance_ratio");
   if (f == nullptr) return out;
   for (const auto& m : f->metric) {
     auto l = Labels(m);
@@ -204,13 +200,13 @@ std::map<std::string, double> RankImbalance(const GpuState& s) {
   return out;
 }
 
-constexpr uint64_t kComm = 0xc0ffee0012345678;
+constexpr uint64_t kGpuComm = 0xc0ffee0012345678;
 
 // A 4-rank ring over two nodes (ranks 0, 1 on n1; 2, 3 on n2): rank r sends to r + 1 mod 4,
 // with the cumulative totals `t[r]`.
 void Ring(GpuState& s, const std::vector<uint64_t>& t) {
-  s.OnBatch("n1", RankPairs({{kComm, 0, 1, t[0]}, {kComm, 1, 2, t[1]}}));
-  s.OnBatch("n2", RankPairs({{kComm, 2, 3, t[2]}, {kComm, 3, 0, t[3]}}));
+  s.OnBatch("n1", RankPairs({{kGpuComm, 0, 1, t[0]}, {kGpuComm, 1, 2, t[1]}}));
+  s.OnBatch("n2", RankPairs({{kGpuComm, 2, 3, t[2]}, {kGpuComm, 3, 0, t[3]}}));
 }
 
 TEST(GpuState, RankImbalanceIsTheCoefficientOfVariationOfRecentRankBytes) {

@@ -197,13 +197,13 @@ void AnalyzerOutput::MoveInto(v1::Batch* batch) {
   stats.reset();
 }
 
-void AnalyzerOutput::Append(AnalyzerOutput&& later) {
-  for (v1::Collective& c : later.collectives) collectives.push_back(std::move(c));
-  for (v1::FlightRecording& r : later.recordings) recordings.push_back(std::move(r));
-  if (later.stats) stats = std::move(later.stats);
-  later.collectives.clear();
-  later.recordings.clear();
-  later.stats.reset();
+void AnalyzerOutput::Append(AnalyzerOutput&& other) {
+  for (v1::Collective& c : other.collectives) collectives.push_back(std::move(c));
+  for (v1::FlightRecording& r : other.recordings) recordings.push_back(std::move(r));
+  if (!stats && other.stats) stats = std::move(other.stats);
+  other.collectives.clear();
+  other.recordings.clear();
+  other.stats.reset();
 }
 
 void CollectiveAnalyzer::AddCollective(v1::Collective c, v1::Batch* batch) {

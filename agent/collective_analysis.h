@@ -23,7 +23,8 @@ namespace fabricscope::agent {
 // assembler (agent/batch_assembler.h) writes them into the v1::Batch, once.
 struct AnalyzerOutput {
   // Completed collectives, each with its analysis (Collective.analysis) or, for one that could
-  // not be analysed, none; in the order they were analysed.
+  // not be analysed, none; in the order one Process call analysed them (Append puts another
+  // output's after them, whenever those were analysed).
   std::vector<v1::Collective> collectives;
   std::vector<v1::FlightRecording> recordings;       // the samples around slow ones
   std::optional<v1::CollectiveAnalysisStats> stats;  // set when a window closed
@@ -32,8 +33,10 @@ struct AnalyzerOutput {
   // Appends everything to *batch (collectives, flight_recordings, collective_analysis) and
   // leaves this empty.
   void MoveInto(v1::Batch* batch);
-  // Appends another output's collectives and recordings after this one's (stats: the later).
-  void Append(AnalyzerOutput&& later);
+  // Appends another output's collectives and recordings after this one's and leaves it empty.
+  // Stats: this one's when set (a window's output receiving an early batch's carry, which has
+  // none), else the other's.
+  void Append(AnalyzerOutput&& other);
 };
 
 // Streaming estimate of one quantile with five markers and no stored samples: the P-squared
@@ -126,7 +129,7 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   // flight recordings of slow ones (out->recordings). close_window: this is the window
   // [window_start_ns, window_end_ns) closing: out->stats is set and the recording budget
   // (recordings_per_window, samples_per_window) starts again; false for an early batch, which
-  // spends the same budget.
+  // spends the same budget, sets no stats and ignores the window bounds.
   void Process(int64_t data_until_ns, int64_t window_start_ns, int64_t window_end_ns,
                AnalyzerOutput* out, bool close_window = true);
   // Appends every queued collective to out->collectives without an analysis (at shutdown:

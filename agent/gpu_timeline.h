@@ -33,12 +33,6 @@ struct GpuTimelineOptions {
 // Bucket bounds of fabricscope_collective_duration_seconds: 10 us .. 10 s, 1-2.5-5 steps.
 std::vector<double> CollectiveDurationBounds();
 
-// The pipeline thread's view of GPU records: converts wire records into v1::Collective and
-// v1::KernelSpan (duration, algBw and busBw per agent/bus_bandwidth.h, proxy peers joined by
-// (comm, rank, func, seq)), keeps cumulative totals per (communicator, function), per device and
-// per rank pair, and fills each window's Batch.
-//
-// Memory is bounded by the options. Not thread-safe: owned by the pipeline thread.
 // A window's GPU part, typed: what the agent's batch assembler (agent/batch_assembler.h)
 // writes into Batch.gpu and Batch.kernel_spans, once.
 struct GpuWindowParts {
@@ -48,6 +42,12 @@ struct GpuWindowParts {
   void MoveInto(v1::Batch* batch);
 };
 
+// The pipeline thread's view of GPU records: converts wire records into v1::Collective and
+// v1::KernelSpan (duration, algBw and busBw per agent/bus_bandwidth.h, proxy peers joined by
+// (comm, rank, func, seq)), keeps cumulative totals per (communicator, function), per device and
+// per rank pair, and fills each window's GPU part (GpuWindowParts).
+//
+// Memory is bounded by the options. Not thread-safe: owned by the pipeline thread.
 class GpuTimeline {
  public:
   explicit GpuTimeline(GpuTimelineOptions options = {});
@@ -59,19 +59,20 @@ class GpuTimeline {
   // anything that has waited since before window_start_ns, whatever its timestamps say), and
   // fills out->kernel_spans and out->gpu, updating the totals. At most
   // max_collectives_per_batch collectives per window, counting those FillEarly took since the
-  // last FillBatch; the rest are counted in GpuWindow.collectives_not_sent. `ingest` (may be
+  // last FillWindow; the rest are counted in GpuWindow.collectives_not_sent. `ingest` (may be
   // null) supplies the endpoint's stats; `connected_pids` limits the communicator list to live
   // producers. The caller sends the collectives (after CollectiveAnalyzer, in the agent).
   void FillWindow(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
                   const std::vector<int32_t>& connected_pids, GpuWindowParts* out,
                   std::vector<v1::Collective>* collectives);
-  // The same into a batch (parts.MoveInto(batch)), for tests.
+  // The same into a batch, for tests: Batch.gpu is replaced and the span bound counts from zero
+  // (parts.MoveInto(batch)).
   void FillBatch(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
                  const std::vector<int32_t>& connected_pids, v1::Batch* batch,
                  std::vector<v1::Collective>* collectives);
 
   // Appends to *collectives those that completed at or before until_ns (for an early batch),
-  // within the same per-window bound, updating the totals the next FillBatch reports. Returns
+  // within the same per-window bound, updating the totals the next FillWindow reports. Returns
   // how many it took.
   size_t FillEarly(int64_t until_ns, std::vector<v1::Collective>* collectives);
 
@@ -129,7 +130,7 @@ class GpuTimeline {
   std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> rank_pairs_;
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
-  size_t window_collectives_ = 0;      // taken since the last FillBatch (the per-window bound)
+  size_t window_collectives_ = 0;      // taken since the last FillWindow (the per-window bound)
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported
 };
 

@@ -64,8 +64,9 @@ TEST(BatchAssembler, EveryPartLandsOnceInOrder) {
 }
 
 // An early batch carries analysed collectives only: no agent, capture or GPU part appears
-// (the aggregator reads an absent CaptureWindow as "no capture runs", telemetry.proto), and
-// the stats stay for the window that closes.
+// (the aggregator reads an absent CaptureWindow as "no capture runs", telemetry.proto), and no
+// stats (an early Process writes none, as
+// CollectiveAnalysisTest.EarlyProcessSharesTheWindowsRecordingBudget checks).
 TEST(BatchAssembler, AnEarlyBatchHoldsOnlyWhatItWasGiven) {
   BatchParts parts;
   parts.window.set_window_start_ns(5'000);
@@ -85,24 +86,49 @@ TEST(BatchAssembler, AnEarlyBatchHoldsOnlyWhatItWasGiven) {
   EXPECT_EQ(b.collectives(0).seq(), 9u);
 }
 
-// Carried output (an early batch's leftovers) appended to a window's keeps analysis order.
-TEST(BatchAssembler, AppendedOutputFollowsAndTheLaterStatsWin) {
-  AnalyzerOutput carried;
-  carried.collectives.push_back(CollectiveWithSeq(1));
-  carried.stats.emplace().set_analyzed_total(1);
-  AnalyzerOutput later;
-  later.collectives.push_back(CollectiveWithSeq(2));
-  later.stats.emplace().set_analyzed_total(3);
-  carried.Append(std::move(later));
-  EXPECT_TRUE(later.empty());
+// The agent's order (agent.cc SubmitReady): the window's own analyses, then what early batches
+// analysed but could not send. The window's stats stay, even against a carry that held some.
+TEST(BatchAssembler, TheCarryFollowsTheWindowsAnalysesAndTheWindowsStatsStay) {
+  AnalyzerOutput window;
+  window.collectives.push_back(CollectiveWithSeq(7));
+  window.recordings.push_back(RecordingFor(1, "slow_collective"));
+  window.stats.emplace().set_analyzed_total(9);
+  AnalyzerOutput carry;
+  carry.collectives.push_back(CollectiveWithSeq(4));
+  carry.collectives.push_back(CollectiveWithSeq(5));
+  carry.recordings.push_back(RecordingFor(2, "slow_collective"));
+  carry.stats.emplace().set_analyzed_total(5);
+  window.Append(std::move(carry));
+  EXPECT_TRUE(carry.empty());
 
   BatchParts parts;
-  parts.analysed = std::move(carried);
+  *parts.window.add_flight_recordings() = RecordingFor(0, "burst_with_loss");
+  parts.analysed = std::move(window);
   const v1::Batch b = AssembleBatch(std::move(parts));
-  ASSERT_EQ(b.collectives_size(), 2);
-  EXPECT_EQ(b.collectives(0).seq(), 1u);
-  EXPECT_EQ(b.collectives(1).seq(), 2u);
-  EXPECT_EQ(b.collective_analysis().analyzed_total(), 3u);
+  ASSERT_EQ(b.collectives_size(), 3);
+  EXPECT_EQ(b.collectives(0).seq(), 7u);
+  EXPECT_EQ(b.collectives(1).seq(), 4u);
+  EXPECT_EQ(b.collectives(2).seq(), 5u);
+  ASSERT_EQ(b.flight_recordings_size(), 3);
+  EXPECT_EQ(b.flight_recordings(0).port_index(), 0u);
+  EXPECT_EQ(b.flight_recordings(1).port_index(), 1u);
+  EXPECT_EQ(b.flight_recordings(2).port_index(), 2u);
+  EXPECT_EQ(b.collective_analysis().analyzed_total(), 9u);
+}
+
+// Stats: the receiving output's when it has them, else the other's; two empty outputs stay
+// empty.
+TEST(BatchAssembler, StatsComeFromWhicheverOutputHasThem) {
+  AnalyzerOutput none;
+  AnalyzerOutput with;
+  with.stats.emplace().set_analyzed_total(3);
+  none.Append(std::move(with));
+  ASSERT_TRUE(none.stats.has_value());
+  EXPECT_EQ(none.stats->analyzed_total(), 3u);
+  AnalyzerOutput empty;
+  AnalyzerOutput also_empty;
+  empty.Append(std::move(also_empty));
+  EXPECT_TRUE(empty.empty());
 }
 
 }  // namespace

@@ -45,28 +45,20 @@ v1::Hello HelloOf(int node) {
 // persistent straggler); rank 1 is lossy on every fifth instance, and slow with a recording.
 v1::Batch BatchOf(int node, uint64_t comm, uint64_t seq) {
   v1::Batch b;
-  b.set_unix_offset_ns(1'000'000'000'000 + node * 7 * kMs);  // each node's own clock
-  const int64_t start =
-      static_cast<int64_t>(seq) * 300 * kMs + (node == 3 ? 30 * kMs : 0) - node * 7 * kMs;
-  v1::Collective* c = b.add_collectives();
-  c->set_comm_hash(comm);
-  c->set_rank(node);
-  c->set_nranks(kRanks);
-  c->set_func("AllReduce");
-  c->set_seq(seq);
-  c->set_bytes(64 << 20);
-  c->set_start_ns(start);
-  c->set_end_ns(start + 200 * kMs - (node == 3 ? 30 * kMs : 0));
+  const RankSchedule schedule{.nranks = kRanks,
+                              .period_ns = 300 * kMs,
+                              .skew_ns = 7 * kMs,  // each node's own clock
+                              .unix_base_ns = 1'000'000'000'000,
+                              .late_rank = 3,
+                              .late_ns = 30 * kMs};
+  v1::Collective* c = AddRankCollective(schedule, node, comm, seq, &b);
+  const int64_t start = c->start_ns();
   v1::CollectiveAnalysis* a = c->mutable_analysis();
   const bool lossy = node == 1 && seq % 5 == 0;
-  a->set_cause(lossy ? v1::COLLECTIVE_CAUSE_NETWORK_LOSSY : v1::COLLECTIVE_CAUSE_NORMAL);
+  if (lossy) a->set_cause(v1::COLLECTIVE_CAUSE_NETWORK_LOSSY);
   a->set_detail(absl::StrCat("mlx5_", node, ":1 seq ", seq));
-  a->set_port_index(0);
   a->set_slow(lossy);
-  v1::PortActivity* p = a->add_ports();
-  p->set_port_index(0);
-  p->set_samples(20);
-  p->set_retransmits(lossy ? 12 : 0);
+  a->mutable_ports(0)->set_retransmits(lossy ? 12 : 0);
   if (lossy) {
     v1::FlightRecording* r = b.add_flight_recordings();
     r->set_reason("slow_collective");

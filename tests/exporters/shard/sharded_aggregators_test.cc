@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/units.h"
 #include "tests/common/wait.h"
+#include "tests/exporters/analysis/cross_rank_test_util.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -66,24 +67,13 @@ v1::Hello HelloOf(int node) {
 v1::Batch BatchOf(int node, uint64_t comm, uint64_t seq) {
   v1::Batch b;
   b.set_early(true);
-  b.set_unix_offset_ns(1'700'000'000'000'000'000 + node * 3 * kMs);
-  const int64_t start =
-      static_cast<int64_t>(seq) * 400 * kMs + (node == 4 ? 100 * kMs : 0) - node * 3 * kMs;
-  v1::Collective* c = b.add_collectives();
-  c->set_comm_hash(comm);
-  c->set_rank(node);
-  c->set_nranks(kNodes);
-  c->set_func("AllReduce");
-  c->set_seq(seq);
-  c->set_bytes(64 << 20);
-  c->set_start_ns(start);
-  c->set_end_ns(start + 200 * kMs - (node == 4 ? 100 * kMs : 0));
-  v1::CollectiveAnalysis* a = c->mutable_analysis();
-  a->set_cause(v1::COLLECTIVE_CAUSE_NORMAL);
-  a->set_port_index(0);
-  v1::PortActivity* p = a->add_ports();
-  p->set_port_index(0);
-  p->set_samples(20);
+  const RankSchedule schedule{.nranks = kNodes,
+                              .period_ns = 400 * kMs,
+                              .skew_ns = 3 * kMs,
+                              .unix_base_ns = 1'700'000'000'000'000'000,
+                              .late_rank = 4,
+                              .late_ns = 100 * kMs};
+  AddRankCollective(schedule, node, comm, seq, &b);
   return b;
 }
 

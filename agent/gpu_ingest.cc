@@ -83,6 +83,11 @@ const char* DropReason(const uint8_t* data, size_t n) {
   return "bad_records";
 }
 
+// The largest cumulative dropped-record count a producer's datagram is believed (2^53).
+constexpr uint64_t kMaxReportedDropped = uint64_t{1} << 53;
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 }  // namespace
 
 const char* GpuSourceName(uint16_t source) {
@@ -423,7 +428,15 @@ bool GpuIngest::Serve(Connection& c) {
     records_total_ += visitor.queued();
     unknown_records_total_ += result.unknown_records;
     // Cumulative per producer; a smaller value would be a restarted counter, keep the larger.
-    c.dropped_reported = std::max(c.dropped_reported, result.header.dropped_records_total);
+    // Past 2^53 (9e15 records: years of dropping at 100 M/s) it is no real count: ignored, so
+    // one bogus datagram cannot pin the counter at 1.8e19 or wrap the sum backwards.
+    if (result.header.dropped_records_total <= kMaxReportedDropped) {
+      c.dropped_reported = std::max(c.dropped_reported, result.header.dropped_records_total);
+    } else {
+      LOG_EVERY_N(WARNING, 1000) << "GPU ingest: pid " << c.pid << " reports "
+                                 << result.header.dropped_records_total
+                                 << " dropped records, past any real count; ignored";
+    }
   }
   return true;
 }
@@ -434,7 +447,9 @@ void GpuIngest::Close(int fd) {
   absl::MutexLock lock(&mu_);
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  retired_dropped_[GpuSourceName(it->second.source)] += it->second.dropped_reported;
+  // Saturating: fabricscope_plugin_dropped_events_total never goes backwards.
+  uint64_t& retired = retired_dropped_[GpuSourceName(it->second.source)];
+  retired = SaturatingAdd(retired, it->second.dropped_reported);
   connections_.erase(it);
 }
 
@@ -451,9 +466,12 @@ void GpuIngest::Stats(v1::GpuIngestStats* out) const {
     (*out->mutable_dropped_datagrams_total())[reason] = n;
   }
   auto& dropped = *out->mutable_dropped_records_total();
-  for (const auto& [source, n] : retired_dropped_) dropped[source] += n;
+  for (const auto& [source, n] : retired_dropped_) dropped[source] = n;
   for (const auto& [fd, c] : connections_) {
-    if (c.source != 0) dropped[GpuSourceName(c.source)] += c.dropped_reported;
+    if (c.source != 0) {
+      uint64_t& sum = dropped[GpuSourceName(c.source)];
+      sum = SaturatingAdd(sum, c.dropped_reported);
+    }
     v1::GpuProducer* p = out->add_producers();
     p->set_pid(c.pid);
     p->set_uid(c.uid);

@@ -13,7 +13,49 @@ std::vector<double> CollectiveDurationBounds() {
           25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,    2.5,  5.0,    10.0};
 }
 
-GpuTimeline::GpuTimeline(GpuTimelineOptions options) : options_(options) {}
+GpuTimeline::GpuTimeline(GpuTimelineOptions options)
+    : options_(options), registry_(options.max_communicators) {}
+
+namespace {
+
+// end - start in seconds, 0 unless end > start; exact for any two int64 times (the difference
+// of two int64 values fits in uint64 when end > start).
+double SpanSeconds(int64_t start_ns, int64_t end_ns) {
+  if (end_ns <= start_ns) return 0.0;
+  return static_cast<double>(static_cast<uint64_t>(end_ns) - static_cast<uint64_t>(start_ns)) / 1e9;
+}
+
+// Erases the entries of a map keyed by (comm, ...) whose comm is `comm`.
+template <typename Map, typename Key>
+void EraseComm(Map& map, const Key& first_of_comm, uint64_t comm) {
+  auto it = map.lower_bound(first_of_comm);
+  while (it != map.end() && std::get<0>(it->first) == comm) it = map.erase(it);
+}
+
+}  // namespace
+
+void GpuTimeline::Track(uint64_t comm) {
+  if (const std::optional<uint64_t> evicted = registry_.Touch(comm, window_)) {
+    Forget(*evicted);
+    ++comms_evicted_;
+  }
+}
+
+void GpuTimeline::Forget(uint64_t comm) {
+  EraseComm(totals_, std::make_pair(comm, std::string()), comm);
+  EraseComm(rank_pairs_, std::make_tuple(comm, INT32_MIN, INT32_MIN), comm);
+  EraseComm(comms_, std::make_tuple(comm, INT32_MIN, INT32_MIN), comm);
+}
+
+void GpuTimeline::ForgetEnded() {
+  if (window_ < kIdleWindows) return;
+  for (uint64_t comm : registry_.IdleSince(window_ - kIdleWindows)) {
+    auto named = comms_.lower_bound({comm, INT32_MIN, INT32_MIN});
+    if (named != comms_.end() && std::get<0>(named->first) == comm) continue;  // still running
+    Forget(comm);
+    registry_.Erase(comm);
+  }
+}
 
 v1::Collective GpuTimeline::ToProto(const GpuEvent& e) {
   const gpu::CollectiveRecord& r = e.collective;
@@ -100,6 +142,7 @@ void GpuTimeline::Add(const GpuEvent& e) {
       const gpu::CommRecord& r = e.comm;
       const auto key = std::make_tuple(r.comm_hash, r.rank, e.pid);
       if (comms_.size() >= options_.max_communicators && comms_.count(key) == 0) return;
+      Track(r.comm_hash);
       v1::Communicator& c = comms_[key];
       c.set_comm_hash(r.comm_hash);
       c.set_rank(r.rank);
@@ -121,6 +164,7 @@ void GpuTimeline::Add(const GpuEvent& e) {
     case gpu::RecordType::kProxyOp: {
       const gpu::ProxyOpRecord& r = e.proxy_op;
       if (r.is_send != 0 && r.bytes > 0) {
+        Track(r.comm_hash);
         const auto key = std::make_tuple(r.comm_hash, r.rank, r.peer);
         auto it = rank_pairs_.find(key);
         if (it != rank_pairs_.end()) {
@@ -164,6 +208,7 @@ bool GpuTimeline::Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns
 void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective>* out, bool send) {
   v1::Collective c = ToProto(e);
   const auto key = std::make_pair(c.comm_hash(), c.func());
+  Track(c.comm_hash());
   Totals& t = totals_[key];
   const CollectiveFunc func = ParseCollectiveFunc(c.func());
   const Bandwidth bw = ComputeBandwidth(func, c.bytes(), c.nranks(), 0);
@@ -205,8 +250,7 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective
 void GpuTimeline::CountKernel(const GpuEvent& e) {
   const gpu::KernelRecord& r = e.kernel;
   DeviceTotals& d = devices_[r.device];
-  const double seconds =
-      r.end_ns > r.start_ns ? static_cast<double>(r.end_ns - r.start_ns) / 1e9 : 0.0;
+  const double seconds = SpanSeconds(r.start_ns, r.end_ns);
   if (r.kind == static_cast<uint8_t>(gpu::ActivityKind::kMemcpy)) {
     ++d.memcpys;
     d.memcpy_bytes += r.bytes;
@@ -307,9 +351,7 @@ void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
       name = "(other)";
     }
     v1::KernelSummary& s = summaries[std::make_pair(e->kernel.device, name)];
-    const double secs = e->kernel.end_ns > e->kernel.start_ns
-                            ? static_cast<double>(e->kernel.end_ns - e->kernel.start_ns) / 1e9
-                            : 0.0;
+    const double secs = SpanSeconds(e->kernel.start_ns, e->kernel.end_ns);
     s.set_device(e->kernel.device);
     s.set_name(name);
     s.set_count(s.count() + 1);
@@ -366,6 +408,9 @@ void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
     *w->add_communicators() = it->second;
     ++it;
   }
+  ForgetEnded();
+  w->set_communicators_evicted_total(comms_evicted_);
+  ++window_;
 }
 
 }  // namespace fabricscope::agent

@@ -344,6 +344,7 @@ struct NodeFamilies {
   MetricFamily& datagrams;
   MetricFamily& bad;
   MetricFamily& repaired;
+  MetricFamily& evicted;
   MetricFamily& refused;
   MetricFamily& kernels;
   MetricFamily& kernel_secs;
@@ -360,6 +361,7 @@ void AddNodeStats(const std::string& node, const v1::GpuWindow& last, NodeFamili
     AddValue(f.bad, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
   }
   AddValue(f.repaired, {{"node", node}}, static_cast<double>(in.repaired_string_bytes_total()));
+  AddValue(f.evicted, {{"node", node}}, static_cast<double>(last.communicators_evicted_total()));
   for (const auto& [reason, v] : in.rejected_connections_total()) {
     AddValue(f.refused, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
   }
@@ -388,10 +390,11 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   auto bad = MakeFamily(Metric::kGpuIngestDroppedDatagramsTotal);
   auto repaired = MakeFamily(Metric::kGpuIngestRepairedStringBytesTotal);
   auto refused = MakeFamily(Metric::kGpuIngestRejectedConnectionsTotal);
+  auto evicted = MakeFamily(Metric::kGpuCommunicatorsEvictedTotal);
 
   auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
-  NodeFamilies node_families{dropped,  conns,   datagrams, bad,
-                             repaired, refused, kernels,   kernel_secs};
+  NodeFamilies node_families{dropped, conns,   datagrams, bad,        repaired,
+                             evicted, refused, kernels,   kernel_secs};
 
   // Per direction, comm -> rank -> bytes over each node's recent batches.
   std::map<uint64_t, std::map<int32_t, double>> rank_bytes[2];
@@ -447,7 +450,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   AddTopRankPairs(pair_bytes, options_.rank_pair_top_k, pairs);
   for (MetricFamily* f :
        {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs, &kernels, &kernel_secs,
-        &conns, &datagrams, &bad, &repaired, &refused, &imbalance}) {
+        &conns, &datagrams, &bad, &repaired, &evicted, &refused, &imbalance}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
 }

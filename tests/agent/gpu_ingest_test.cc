@@ -506,6 +506,10 @@ TEST(GpuIngest, ProducerDropsAreSummedPerSourceAndStayAfterExit) {
   EXPECT_EQ(s.producers(0).pid(), getpid());
   EXPECT_EQ(s.producers(0).source(), "nccl");
   EXPECT_EQ(s.producers(0).dropped_records_total(), 9u);
+  // A count past 2^53 is no real one: ignored, the sum neither jumps to 1.8e19 nor wraps.
+  ASSERT_TRUE(send_drops(b, gpu::Source::kNcclProfiler, 3, UINT64_MAX - 1));
+  ASSERT_TRUE(WaitFor([&] { return StatsOf(ingest).datagrams_total() == 6; }));
+  EXPECT_EQ(dropped("nccl"), 21u);
   close(b);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "collectors/common/label_check.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/common/web_config.h"
 #include "collectors/sysfs_ports.h"
@@ -98,6 +99,38 @@ absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// Utilization buckets per port and direction in one batch (window / series_bucket): 100,000 is
+// 100 s windows at 1 ms, or 1 s at 10 us; 1.6 MB per port in a batch.
+constexpr int64_t kMaxSeriesBuckets = 100'000;
+// Flight-recorder samples per port (seconds / sample_period): 600 s at 100 us; 300 MB per port
+// (agent/flight_recorder.h: 40 bytes a sample, 1.25 x the samples).
+constexpr uint64_t kMaxFlightSamples = 6'000'000;
+
+// Options whose product sizes memory: allowed one by one, too big together.
+absl::Status CheckSizes(const AgentOptions& o) {
+  // Every batch carries window / series_bucket values per port and direction, rounded up.
+  const int64_t buckets = (o.window_ns + o.series_bucket_ns - 1) / o.series_bucket_ns;
+  if (buckets > kMaxSeriesBuckets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--window / --series-bucket gives ", buckets,
+        " utilization buckets per port and direction in every batch; at most ", kMaxSeriesBuckets,
+        " (e.g. --series-bucket=", (o.window_ns + kMaxSeriesBuckets - 1) / kMaxSeriesBuckets / 1000,
+        "us or more)"));
+  }
+  const double recorded = o.flight_recorder_seconds * 1e9 / static_cast<double>(o.sample_period_ns);
+  if (recorded > static_cast<double>(kMaxFlightSamples)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--flight-recorder-seconds=", o.flight_recorder_seconds, " at --sample-period=",
+        o.sample_period_ns / 1000, "us keeps ", static_cast<uint64_t>(recorded),
+        " samples per port; at most ", kMaxFlightSamples, " (about 300 MB per port)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateOptions(const AgentOptions& o) {
   auto check = [](const MicroburstThresholds& t, const std::string& where) -> absl::Status {
     if (!(t.enter > 0 && t.enter <= 10 && t.exit > 0 && t.exit <= t.enter)) {
@@ -121,6 +154,13 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   }
   if (o.series_bucket_ns > o.window_ns) {
     return absl::InvalidArgumentError("series bucket must be 10us..window");
+  }
+  if (absl::Status s = CheckSizes(o); !s.ok()) return s;
+  if (!o.node.empty()) {
+    if (absl::Status s = common::CheckLabelValue(o.node, common::kMaxNodeNameBytes, "--node");
+        !s.ok()) {
+      return s;
+    }
   }
   if (!o.auth_token_file.empty()) {
     if (o.aggregator.empty()) {

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "collectors/common/label_check.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -131,30 +132,12 @@ absl::Status Walk(const Message& m, const Place* at) {
 
 absl::Status CheckHistograms(const Message& message) { return Walk(message, nullptr); }
 
-namespace {
-
-absl::Status CheckLabel(const std::string& value, size_t max_bytes, const std::string& field) {
-  if (value.size() > max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", value.size(), " bytes, at most ", max_bytes));
-  }
-  for (size_t i = 0; i < value.size(); ++i) {
-    const auto c = static_cast<unsigned char>(value[i]);
-    if (c < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": control character 0x", absl::Hex(c), " at byte ", i));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status CheckHello(const v1::Hello& h, const HelloLimits& limits) {
   if (h.node().empty()) return absl::InvalidArgumentError("node: empty");
-  absl::Status s = CheckLabel(h.node(), limits.max_node_bytes, "node");
-  if (s.ok()) s = CheckLabel(h.boot_id(), limits.max_label_bytes, "boot_id");
-  if (s.ok()) s = CheckLabel(h.agent_version(), limits.max_label_bytes, "agent_version");
+  absl::Status s = common::CheckLabelValue(h.node(), limits.max_node_bytes, "node");
+  if (s.ok()) s = common::CheckLabelValue(h.boot_id(), limits.max_label_bytes, "boot_id");
+  if (s.ok())
+    s = common::CheckLabelValue(h.agent_version(), limits.max_label_bytes, "agent_version");
   if (!s.ok()) return s;
   if (static_cast<size_t>(h.ports_size()) > limits.max_ports) {
     return absl::InvalidArgumentError(
@@ -166,12 +149,14 @@ absl::Status CheckHello(const v1::Hello& h, const HelloLimits& limits) {
   }
   for (int i = 0; i < h.ports_size(); ++i) {
     const std::string at = absl::StrCat("ports[", i, "].");
-    s = CheckLabel(h.ports(i).device(), limits.max_label_bytes, at + "device");
-    if (s.ok()) s = CheckLabel(h.ports(i).netdev(), limits.max_label_bytes, at + "netdev");
+    s = common::CheckLabelValue(h.ports(i).device(), limits.max_label_bytes, at + "device");
+    if (s.ok())
+      s = common::CheckLabelValue(h.ports(i).netdev(), limits.max_label_bytes, at + "netdev");
     if (!s.ok()) return s;
   }
   for (int i = 0; i < h.addresses_size(); ++i) {
-    s = CheckLabel(h.addresses(i), limits.max_label_bytes, absl::StrCat("addresses[", i, "]"));
+    s = common::CheckLabelValue(h.addresses(i), limits.max_label_bytes,
+                                absl::StrCat("addresses[", i, "]"));
     if (!s.ok()) return s;
   }
   for (auto [v, name] : {std::pair{h.sample_period_seconds(), "sample_period_seconds"},
@@ -224,9 +209,9 @@ absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits) {
     const v1::ForwardedAnalysis& r = batch.forwarded(i);
     const std::string at = absl::StrCat("forwarded[", i, "].");
     if (r.node().empty()) return absl::InvalidArgumentError(at + "node: empty");
-    absl::Status s = CheckLabel(r.node(), limits.max_node_bytes, at + "node");
+    absl::Status s = common::CheckLabelValue(r.node(), limits.max_node_bytes, at + "node");
     // A port label is "device:port": a device label, a colon and up to 10 digits.
-    if (s.ok()) s = CheckLabel(r.port(), limits.max_label_bytes + 11, at + "port");
+    if (s.ok()) s = common::CheckLabelValue(r.port(), limits.max_label_bytes + 11, at + "port");
     if (!s.ok()) return s;
   }
   return CheckHistograms(batch);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "collectors/common/label_check.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
@@ -26,7 +27,7 @@ struct HelloLimits {
   size_t max_addresses = 256;  // interface addresses per node
   // Label values: a node name is a host name (RFC 1035 §2.3.4: 253 characters at most); a
   // device or netdev name is far shorter (IFNAMSIZ is 16, RDMA devices IB_DEVICE_NAME_MAX 64).
-  size_t max_node_bytes = 253;
+  size_t max_node_bytes = common::kMaxNodeNameBytes;
   size_t max_label_bytes = 64;
 };
 

@@ -117,6 +117,35 @@ TEST(ValidateOptions, ThresholdsAndWindow) {
   EXPECT_FALSE(ValidateOptions(o).ok());
 }
 
+// Each value within its own bounds, but together too big for memory or a batch.
+TEST(ValidateOptions, ProductsThatSizeMemoryAreBounded) {
+  AgentOptions o;
+  o.window_ns = 3'600'000'000'000;  // 1 h windows at 10 us buckets: 360 M buckets a batch
+  o.series_bucket_ns = 10'000;
+  EXPECT_THAT(ValidateOptions(o).message(),
+              HasSubstr("360000000 utilization buckets per port and direction"));
+  o.series_bucket_ns = 36'000'000;  // exactly 100,000 buckets
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  o.series_bucket_ns = 35'999'999;
+  EXPECT_FALSE(ValidateOptions(o).ok());
+  o = AgentOptions();
+  o.flight_recorder_seconds = 600;
+  o.sample_period_ns = 100'000;  // 6 M samples per port: the bound
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  o.sample_period_ns = 10'000;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("keeps 60000000 samples per port"));
+}
+
+TEST(ValidateOptions, ANodeNameMustBeALabel) {
+  AgentOptions o;
+  o.node = "gpu-17.cluster.example";
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  o.node = "gpu\n17";
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--node: control character 0xa at byte 3"));
+  o.node = std::string(254, 'a');
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("--node: 254 bytes, at most 253"));
+}
+
 }  // namespace
 }  // namespace fabricscope::agent
 

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "collectors/cli.h"
@@ -199,10 +201,21 @@ int main(int argc, char** argv) {
       "tshark's tcp.analysis flags count frames).\n\nUsage: fabricscope-pcap FILE [--json] "
       "[--top=N]\nExit status: 0 analyzed; 3 a capture cut short (a frame past the end of the "
       "file, as when tcpdump was killed): what was read before it is reported, with a warning "
-      "naming the frame where it stopped; 2 an unusable file, or not exactly one FILE; 1 "
-      "--help, an unknown flag or a bad flag value such as --top=x (Abseil's flag parser).");
+      "naming the frame where it stopped; 2 an unusable file, or not exactly one FILE; 1 an "
+      "unknown flag or a bad flag value such as --top=x (Abseil's flag parser); 0 --help.");
   std::vector<std::string> storage;
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string a = args[i];
+    if (a == "--help" || a == "-h") {  // ours, not Abseil's: exit 0 and no build paths
+      printf("%s\n\nOptions:\n", std::string(absl::ProgramUsageMessage()).c_str());
+      for (const char* name : {"json", "top"}) {
+        const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+        printf("  --%-6s %s (default: %s)\n", name, f->Help().c_str(), f->DefaultValue().c_str());
+      }
+      return 0;
+    }
+  }
   int nargs = static_cast<int>(args.size());
   std::vector<char*> rest = absl::ParseCommandLine(nargs, args.data());
   if (rest.size() != 2) {

@@ -303,9 +303,14 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
     // One column for the whole window, and the reason, rather than an empty plot thousands of
     // pixels wide.
     bucket = std::max(base, CeilDiv(span, base) * base);
-    m.note =
-        "no link utilization in this window: it needs the port's line rate (its sysfs speed, or "
-        "--line-rate=IFACE=RATE on the agent)";
+    if (!q.node.empty() && !nodes_.contains(q.node)) {
+      m.note = absl::StrCat("no node named \"", q.node, "\" has sent link utilization (",
+                            nodes_.size(), nodes_.size() == 1 ? " node has)" : " nodes have)");
+    } else {
+      m.note =
+          "no link utilization in this window: it needs the port's line rate (its sysfs speed, "
+          "or --line-rate=IFACE=RATE on the agent)";
+    }
   }
   // Coarser buckets up front when the requested grid exceeds the cell cap.
   const size_t max_cols =

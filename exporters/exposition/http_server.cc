@@ -92,6 +92,22 @@ std::string HttpServer::RenderMetrics() const {
   return TextExposition(CollectFamilies(collectables_, state_));
 }
 
+namespace {
+
+// ?limit=N as a count: `fallback` when absent; false (and a 400 naming the parameter) when it is
+// not a decimal count, as /api/collectives/slow answers.
+bool ParseLimit(const httplib::Request& req, size_t fallback, size_t* limit,
+                httplib::Response& res) {
+  *limit = fallback;
+  if (!req.has_param("limit")) return true;
+  if (absl::SimpleAtoi(req.get_param_value("limit"), limit)) return true;
+  res.status = 400;
+  res.set_content("limit must be a count\n", "text/plain");
+  return false;
+}
+
+}  // namespace
+
 void HttpServer::RegisterDataRoutes() {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
@@ -100,9 +116,7 @@ void HttpServer::RegisterDataRoutes() {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     // ?limit=N: the N latest over the nodes asked for (0 or absent: all held).
     size_t limit = 0;
-    if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
-      limit = 0;
-    }
+    if (!ParseLimit(req, 0, &limit, res)) return;
     res.set_content(state_ ? state_->RecentMicroburstsJson(node, limit) : "{}", "application/json");
   });
   server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
@@ -113,25 +127,23 @@ void HttpServer::RegisterDataRoutes() {
     res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
   });
   // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node.
-  auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit) {
+  auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit,
+                      httplib::Response& res) {
     *node = req.has_param("node") ? req.get_param_value("node") : "";
-    *limit = 0;
-    if (req.has_param("limit") && !absl::SimpleAtoi(req.get_param_value("limit"), limit)) {
-      *limit = 0;
-    }
+    return ParseLimit(req, 0, limit, res);
   };
   server_->Get("/api/collectives", [this, gpu_query](const httplib::Request& req,
                                                      httplib::Response& res) {
     std::string node;
     size_t limit;
-    gpu_query(req, &node, &limit);
+    if (!gpu_query(req, &node, &limit, res)) return;
     res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}", "application/json");
   });
   server_->Get(
       "/api/kernels", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
         std::string node;
         size_t limit;
-        gpu_query(req, &node, &limit);
+        if (!gpu_query(req, &node, &limit, res)) return;
         res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
       });
   if (state_) {
@@ -172,25 +184,28 @@ void HttpServer::RegisterPageRoutes() {
     });
   }
   // ?limit=N (default 20, at most 10,000) of the JSON lists below.
-  auto limit_of = [](const httplib::Request& req) {
-    size_t limit = 20;
-    if (req.has_param("limit") && absl::SimpleAtoi(req.get_param_value("limit"), &limit)) {
-      return std::min<size_t>(std::max<size_t>(limit, 1), 10'000);
-    }
-    return size_t{20};
+  // 20 when absent; 1..10,000.
+  auto limit_of = [](const httplib::Request& req, httplib::Response& res, size_t* limit) {
+    if (!ParseLimit(req, 20, limit, res)) return false;
+    *limit = std::min<size_t>(std::max<size_t>(*limit, 1), 10'000);
+    return true;
   };
   server_->Get("/api/status",
                [this, limit_of](const httplib::Request& req, httplib::Response& res) {
                  // {"role": ..., then ClusterState::StatusJson's fields}.
+                 size_t limit = 0;
+                 if (!limit_of(req, res, &limit)) return;
                  std::string body = "{";
                  AppendJsonField(&body, "role", role_);
                  body += ",";
-                 body += state_->StatusJson(limit_of(req)).substr(1);
+                 body += state_->StatusJson(limit).substr(1);
                  res.set_content(body, "application/json");
                });
   server_->Get("/api/ports", [this, limit_of](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
-    res.set_content(state_->PortsJson(node, limit_of(req)), "application/json");
+    size_t limit = 0;
+    if (!limit_of(req, res, &limit)) return;
+    res.set_content(state_->PortsJson(node, limit), "application/json");
   });
 }
 

@@ -184,10 +184,10 @@ std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit)
     out += ",";
     AppendJsonField(&out, "kind", pi.node_level() ? "node" : (pi.rdma() ? "rdma" : "netdev"));
     out += ",";
-    AppendJsonField(
-        &out, "line_rate_bytes_per_second",
-        static_cast<double>(w.line_rate_bytes_per_second() > 0 ? w.line_rate_bytes_per_second()
-                                                               : pi.line_rate_bytes_per_second()));
+    // 0 in both is an unknown rate (a virtual NIC without --line-rate, the tcp pseudo-port).
+    const uint64_t rate = w.line_rate_bytes_per_second() > 0 ? w.line_rate_bytes_per_second()
+                                                             : pi.line_rate_bytes_per_second();
+    AppendOptional(&out, "line_rate_bytes_per_second", rate > 0, static_cast<double>(rate));
     out += ",";
     AppendOptional(&out, "transmit_utilization", w.utilization_valid(),
                    w.transmit().mean_utilization());

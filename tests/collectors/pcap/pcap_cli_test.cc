@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <regex>
 
+#include "tests/collectors/pcap/roce_scenarios.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/pcap_writer.h"
 #include "tests/common/subprocess.h"
-#include "tests/collectors/pcap/roce_scenarios.h"
 
 namespace fabricscope::testing {
 namespace {
@@ -92,13 +92,15 @@ TEST(PcapCli, UnusableFilesExitTwoWithOneLine) {
   EXPECT_EQ(RunPcap({}).status, 2);
 }
 
-// What --help says about exit statuses is what happens: usage errors our code detects exit 2,
-// the flag parser's (--help, unknown flag, bad flag value) exit 1.
+// What --help says about exit statuses is what happens: --help exits 0, usage errors our code
+// detects exit 2, the flag parser's (unknown flag, bad flag value) exit 1.
 TEST(PcapCli, ExitStatusesAreTheOnesHelpStates) {
   Result help = RunPcap({"--help"});
-  EXPECT_EQ(help.status, 1);
+  EXPECT_EQ(help.status, 0);
   EXPECT_THAT(help.output, HasSubstr("Exit status: 0 analyzed; 3 a capture cut short"));
   EXPECT_THAT(help.output, HasSubstr("--top"));
+  EXPECT_THAT(help.output, HasSubstr("(default: 30)"));
+  EXPECT_EQ(help.output.rfind("fabricscope-pcap: fabricscope-pcap", 0), std::string::npos);
   // A missing file would exit 2: 1 shows the flag parser stopped first.
   EXPECT_EQ(RunPcap({"--no-such-flag", "missing.pcap"}).status, 1);
   EXPECT_EQ(RunPcap({"--top=x", "missing.pcap"}).status, 1);

@@ -101,6 +101,8 @@ TEST(LinkAnalysis, LinksHeatmapPutsABurstInTheRightLinkAndTimeCells) {
   EXPECT_FLOAT_EQ(range.at(3, 5), 0.0f);  // mlx5_1 rx
   r.node = "other";
   EXPECT_TRUE(a.LinksHeatmap(r).rows.empty());
+  EXPECT_EQ(a.LinksHeatmap(r).note,
+            "no node named \"other\" has sent link utilization (1 node has)");
   // A span of ~285 years (from=1&to=9e9 over HTTP): the work is bounded by the history held,
   // not by the span asked for (it looped span / 1 ms times per row under the lock), and the
   // held burst is still in its (widened) cell.

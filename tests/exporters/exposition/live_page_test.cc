@@ -181,6 +181,13 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
                            "50000000000,\"transmit_utilization\":0.1,\"receive_utilization\":0,"
                            "\"loss_ratio\":null,"));
   EXPECT_THAT(a, Not(HasSubstr("\"node\":\"b\"")));
+  // A port whose line rate nobody knows says null, not 0.
+  v1::Hello unknown = TwoPortHello("c");
+  for (v1::PortInfo& p : *unknown.mutable_ports()) p.set_line_rate_bytes_per_second(0);
+  ASSERT_TRUE(state.OnHello(unknown).ok());
+  ASSERT_TRUE(state.OnBatch("c", 7, Window(1, 10, 1, 0, 0.001)).ok());
+  EXPECT_THAT(state.PortsJson("c", 10),
+              HasSubstr("\"kind\":\"rdma\",\"line_rate_bytes_per_second\":null,"));
 }
 
 // A browser accepts br; httplib's brotli runs at quality 11 (29 s for a 10 MB /metrics here):
@@ -199,6 +206,27 @@ TEST(LivePage, BrowsersGetGzipNotBrotli) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
   EXPECT_EQ(r->body, ReadSource("exporters/exposition/page/page.js"));
+}
+
+// A limit that is not a count is refused with 400 on every endpoint that takes one, as
+// /api/collectives/slow does, rather than read as "no limit".
+TEST(LivePage, ALimitThatIsNotACountIsRefused) {
+  ClusterState state;
+  HttpServer server({&state}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  for (const char* path : {"/api/microbursts", "/api/collectives", "/api/kernels", "/api/status",
+                           "/api/ports", "/api/collectives/slow"}) {
+    for (const char* bad : {"abc", "-1", "1e3"}) {
+      auto r = c.Get(std::string(path) + "?limit=" + bad);
+      ASSERT_TRUE(r) << path;
+      EXPECT_EQ(r->status, 400) << path << "?limit=" << bad;
+    }
+    auto r = c.Get(std::string(path) + "?limit=5");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+  }
 }
 
 // ?limit=N of /api/microbursts: the N latest over all nodes, oldest first; no limit: all held.

@@ -126,7 +126,10 @@ HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
     }
   }
   std::map<uint64_t, uint64_t> per_comm;
-  for (const auto& [k, bytes] : all) per_comm[std::get<0>(k)] += bytes;
+  for (const auto& [k, bytes] : all) {  // saturating: counters near 2^64 must not wrap to small
+    uint64_t& sum = per_comm[std::get<0>(k)];
+    sum = bytes > UINT64_MAX - sum ? UINT64_MAX : sum + bytes;
+  }
   uint64_t pick = 0, best = 0;
   bool found = false;
   for (const auto& [c, bytes] : per_comm) {
@@ -144,13 +147,13 @@ HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
   m.title = found ? absl::StrCat("Rank x rank bytes, comm ", GpuState::CommLabel(pick))
                   : "Rank x rank bytes (no proxy traffic yet)";
   if (!found) return m;
-  int32_t n = 0;
+  int64_t n = 0;  // wide: a rank of INT32_MAX plus one
   for (const auto& [k, bytes] : all) {
     if (std::get<0>(k) != pick) continue;
-    n = std::max({n, std::get<1>(k) + 1, std::get<2>(k) + 1});
+    n = std::max<int64_t>({n, int64_t{std::get<1>(k)} + 1, int64_t{std::get<2>(k)} + 1});
   }
-  n = std::min<int32_t>(n, 1024);
-  for (int32_t r = 0; r < n; ++r) {
+  n = std::min<int64_t>(n, 1024);
+  for (int64_t r = 0; r < n; ++r) {
     m.rows.push_back(absl::StrCat(r));
     m.col_labels.push_back(absl::StrCat(r));
   }

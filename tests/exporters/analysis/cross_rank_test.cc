@@ -235,6 +235,30 @@ TEST_F(CrossRankTest, RankHeatmapFromProxyPairs) {
   EXPECT_EQ(x_.RanksHeatmap("ffffffff").rows.size(), 0u);
 }
 
+// A rank of INT32_MAX (no real communicator has one) and byte counts near 2^64 from a node:
+// the heat map is cut at 1,024 ranks with the real pairs in place, rather than left empty by a
+// rank + 1 that overflowed, and a comm's byte sum does not wrap below another's.
+TEST_F(CrossRankTest, RankHeatmapSurvivesExtremeRanksAndBytes) {
+  v1::Batch b;
+  auto pair = [&](uint64_t comm, int32_t src, int32_t dst, uint64_t bytes) {
+    v1::RankPairBytes* p = b.mutable_gpu()->add_rank_pairs();
+    p->set_comm_hash(comm);
+    p->set_src_rank(src);
+    p->set_dst_rank(dst);
+    p->set_bytes_total(bytes);
+  };
+  pair(kCrossRankComm, 0, 1, UINT64_MAX - 10);
+  pair(kCrossRankComm, 1, 0, 100);  // a plain sum wraps to 89
+  pair(kCrossRankComm, INT32_MAX, 0, 5);
+  pair(kCrossRankComm + 1, 0, 1, 1'000'000);
+  x_.OnBatch(Node(0), b);
+  const HeatmapModel m = x_.RanksHeatmap("");
+  EXPECT_EQ(m.title, "Rank x rank bytes, comm " + GpuState::CommLabel(kCrossRankComm));
+  ASSERT_EQ(m.rows.size(), 1024u);
+  EXPECT_EQ(m.at(1, 0), 100.0f);
+  EXPECT_EQ(m.at(0, 1), static_cast<float>(UINT64_MAX - 10));
+}
+
 // The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): a window
 // replaces the pairs of each communicator it names. One the node no longer reports (its job
 // ended) stays for the heat map while room is left under max_rank_pairs_per_node, the least

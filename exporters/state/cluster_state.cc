@@ -174,7 +174,6 @@ absl::Status ClusterState::CheckBatch(const v1::Batch& batch, size_t ports,
         "batch ", batch.seq(), ": forwarded records come from peer aggregators, not agents"));
   }
   absl::Status invalid = CheckBatchPorts(batch, ports, reason);
-  if (invalid.ok()) invalid = CheckGpuWindow(batch, options_.batch, reason);
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
   if (invalid.ok()) {
     if (absl::Status h = CheckHistograms(batch); !h.ok()) {
@@ -220,6 +219,21 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     }
     ports = n.ports.size();
   }
+  // A GPU window past limits: max_communicators_per_node or max_rank_pairs_per_node loses only
+  // itself: the node's ports, microbursts and collectives in the same batch are stored.
+  const char* gpu_reason = "";
+  const absl::Status gpu_invalid = CheckGpuWindow(batch, options_.batch, &gpu_reason);
+  if (!gpu_invalid.ok()) {
+    v1::Batch without_gpu = batch;
+    without_gpu.clear_gpu();
+    return StoreBatch(node, without_gpu, ports, gpu_reason, gpu_invalid);
+  }
+  return StoreBatch(node, batch, ports, nullptr, absl::OkStatus());
+}
+
+absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const v1::Batch& batch,
+                                                  size_t ports, const char* gpu_reason,
+                                                  const absl::Status& gpu_invalid) {
   // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
   // resending it would not make it valid, and it must not block the batches behind it.
   const char* reason = "";
@@ -238,6 +252,12 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
                                 << "; batch dropped (counted in "
                                    "fabricscope_aggregator_rejected_batches_total)";
       return n.contiguous;
+    }
+    if (gpu_reason != nullptr) {
+      ++rejected_batches_[gpu_reason];
+      LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << gpu_invalid.message()
+                                << "; its GPU window dropped, the rest stored (counted in "
+                                   "fabricscope_aggregator_rejected_batches_total)";
     }
     if (batch.seq() > n.contiguous + 1) CountLost(n, batch.seq() - 1 - n.contiguous);
     n.contiguous = batch.seq();

@@ -151,8 +151,9 @@ class ClusterState : public prometheus::Collectable {
   // (no Hello of that instance on the stream), seq_jump (past kMaxSeqStep), port_index (a port
   // the Hello did not announce), series (a utilization series outside the agent's bounds),
   // histogram (one the text format cannot carry), communicator_limit and rank_pair_limit (a GPU
-  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow),
-  // forwarded (an agent's batch carrying Batch.forwarded, or a peer's carrying anything else).
+  // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow:
+  // only the GPU window is dropped, the rest of the batch stored), forwarded (an agent's batch
+  // carrying Batch.forwarded, or a peer's carrying anything else).
   static constexpr const char* kRejectedBatchReasons[] = {
       "before_hello", "seq_jump",           "port_index",      "series",
       "histogram",    "communicator_limit", "rank_pair_limit", "forwarded"};
@@ -257,9 +258,14 @@ class ClusterState : public prometheus::Collectable {
   // its gap from the previous window counted.
   void StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checks of a batch from a known instance (ports, GPU window, histograms), without a
-  // lock. Errors: InvalidArgument with *reason set (one of kRejectedBatchReasons).
+  // The checks of a batch from a known instance (ports, histograms), without a lock. Errors:
+  // InvalidArgument with *reason set (one of kRejectedBatchReasons).
   absl::Status CheckBatch(const v1::Batch& batch, size_t ports, const char** reason) const;
+  // OnBatch past its sequence checks, under the node's ingest stripe: checks and stores the
+  // batch, `ports` the node's port count; `gpu_reason` (nullptr: none) names a GPU window the
+  // caller removed (counted when the rest is stored, gpu_invalid logged). Returns the ack.
+  absl::StatusOr<uint64_t> StoreBatch(const std::string& node, const v1::Batch& batch, size_t ports,
+                                      const char* gpu_reason, const absl::Status& gpu_invalid);
   // The stripe that orders one node's Hellos, batches and expiry.
   static constexpr size_t kIngestStripes = 64;
   absl::Mutex& IngestLock(const std::string& node) const {

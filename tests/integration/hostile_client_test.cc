@@ -364,7 +364,8 @@ TEST_F(HostileClientTest, AFloodIsSlowedDownNotDropped) {
 }
 
 // A GPU window naming more communicators or rank pairs than limits: allow (8 and 64 here): the
-// batch is dropped and counted, acked so that the agent moves on, and the stream goes on.
+// GPU window is dropped and counted, the rest of the batch (its ports) stored and acked, and
+// the stream goes on.
 TEST_F(HostileClientTest, GpuWindowsPastTheCommunicatorAndRankPairLimits) {
   Stream s(grpc_);
   ASSERT_EQ(s.Hello(MakeHello("n1", 7, 1)), 0);
@@ -394,7 +395,8 @@ TEST_F(HostileClientTest, GpuWindowsPastTheCommunicatorAndRankPairLimits) {
   EXPECT_NE(
       body.find("fabricscope_aggregator_rejected_batches_total{reason=\"rank_pair_limit\"} 1\n"),
       std::string::npos);
-  EXPECT_EQ(Metric("fabricscope_aggregator_batches_total"), 1);
+  EXPECT_EQ(Metric("fabricscope_aggregator_batches_total"), 3);
+  EXPECT_EQ(Metric("fabricscope_aggregator_lost_batches_total"), 0);
 }
 
 // Garbage on both ports: the daemon stays up (TearDown checks it).

@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <set>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -123,11 +125,14 @@ absl::StatusOr<std::string> NodeText(const YAML::Node& node) {
 
 absl::Status WalkYaml(const YAML::Node& map, const std::string& prefix,
                       const std::vector<BoundOption>& options, const std::string& path) {
+  std::set<std::string> seen;
   for (const auto& kv : map) {
     const std::string full = prefix + kv.first.as<std::string>();
     auto fail = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", full, ": ", why));
     };
+    // yaml-cpp keeps both of a key written twice; one of them would win silently.
+    if (!seen.insert(full).second) return fail("given twice");
     const BoundOption* exact = nullptr;
     bool has_children = false;
     for (const BoundOption& o : options) {
@@ -164,8 +169,14 @@ absl::Status LoadYamlBound(const std::string& path, const std::vector<BoundOptio
     return absl::InvalidArgumentError(absl::StrCat("config file ", path, " is not a regular file"));
   }
   try {
-    const YAML::Node root = YAML::LoadFile(path);
-    if (root.IsNull()) return absl::OkStatus();  // an empty file
+    const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(path);
+    if (docs.size() > 1) {  // LoadFile reads the first and ignores the rest
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", docs.size(), " YAML documents (---); one is expected"));
+    }
+    if (docs.empty()) return absl::OkStatus();  // an empty file
+    const YAML::Node& root = docs[0];
+    if (root.IsNull()) return absl::OkStatus();  // a file of comments
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": top level must be a map"));
     }

@@ -105,6 +105,21 @@ TEST(LoadYamlConfig, ErrorsAreClear) {
   EXPECT_EQ(LoadYamlConfig(t.Path("type.yaml"), &o).code(), absl::StatusCode::kInvalidArgument);
   t.Write("empty.yaml", "");
   EXPECT_TRUE(LoadYamlConfig(t.Path("empty.yaml"), &o).ok());
+  t.Write("comments.yaml", "# nothing set yet\n");
+  EXPECT_TRUE(LoadYamlConfig(t.Path("comments.yaml"), &o).ok());
+  // A key written twice, or a second document, would be ignored or win silently.
+  t.Write("dup.yaml", "sample_period: 100us\nsample_period: 1ms\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("dup.yaml"), &o).message(),
+              HasSubstr("sample_period: given twice"));
+  t.Write("dup2.yaml", "collectives:\n  rails: [mlx5_0]\n  rails: [mlx5_1]\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("dup2.yaml"), &o).message(),
+              HasSubstr("collectives.rails: given twice"));
+  t.Write("multi.yaml", "---\nnode: a\n---\nnode: b\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("multi.yaml"), &o).message(),
+              HasSubstr("2 YAML documents (---); one is expected"));
+  t.Write("one.yaml", "---\nnode: a\n");
+  EXPECT_TRUE(LoadYamlConfig(t.Path("one.yaml"), &o).ok());
+  EXPECT_EQ(o.node, "a");
 }
 
 TEST(ValidateOptions, ThresholdsAndWindow) {

@@ -344,7 +344,8 @@ void GpuIngest::Accept() {
         continue;
       }
     }
-    if (connections_.size() >= options_.max_connections) {
+    const int64_t now = collectors::MonotonicNowNs();
+    if (connections_.size() >= options_.max_connections && !EvictSilentLocked(now)) {
       ++rejected_["limit"];
       LOG_EVERY_N(WARNING, 100) << "GPU ingest: refused pid " << cred.pid << " ("
                                 << options_.max_connections << " connections open)";
@@ -356,6 +357,7 @@ void GpuIngest::Accept() {
     c.pid = cred.pid;
     c.uid = cred.uid;
     c.gid = cred.gid;
+    c.connected_ns = now;
     auto comm = collectors::ReadSmallFile(absl::StrCat("/proc/", cred.pid, "/comm"), 64);
     if (comm.ok()) c.process = std::string(absl::StripAsciiWhitespace(*comm));
     epoll_event ev{};
@@ -368,6 +370,25 @@ void GpuIngest::Accept() {
     connections_[fd] = std::move(c);
     ++connections_total_;
   }
+}
+
+bool GpuIngest::EvictSilentLocked(int64_t now_ns) {
+  const int64_t silent_ns = absl::ToInt64Nanoseconds(options_.silent_evict_after);
+  auto oldest = connections_.end();
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+    const Connection& c = it->second;
+    if (c.datagrams > 0 || now_ns - c.connected_ns < silent_ns) continue;
+    if (oldest == connections_.end() || c.connected_ns < oldest->second.connected_ns) oldest = it;
+  }
+  if (oldest == connections_.end()) return false;
+  LOG_EVERY_N(WARNING, 100) << "GPU ingest: closed pid " << oldest->second.pid
+                            << ", connected without sending, to admit a new producer ("
+                            << options_.max_connections << " connections open)";
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, oldest->first, nullptr);
+  close(oldest->first);
+  connections_.erase(oldest);
+  ++rejected_["silent"];
+  return true;
 }
 
 void GpuIngest::Drop(const char* reason) { ++dropped_datagrams_[reason]; }

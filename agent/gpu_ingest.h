@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "collectors/gpu/wire.h"
 #include "collectors/spsc_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -35,6 +36,11 @@ struct GpuIngestOptions {
   // Peer uids (SO_PEERCRED) allowed to connect; empty = any.
   std::vector<uint32_t> allowed_uids;
   size_t max_connections = 256;
+  // At max_connections, a connection that has sent no well-formed datagram this long after it
+  // connected is closed to admit a new one (counted: rejected_connections_total{reason=
+  // "silent"}). Real producers send as soon as they connect (the NCCL plugin its communicators,
+  // CUPTI its first buffer: both connect only to send), so only idle squatters go.
+  absl::Duration silent_evict_after = absl::Seconds(10);
   // Records queued between the ingest thread and the pipeline thread (one 256-byte slot each);
   // a full queue drops the record and counts it (source "agent").
   size_t queue_slots = 16384;
@@ -113,6 +119,7 @@ class GpuIngest {
     uint64_t datagrams = 0;
     uint64_t records = 0;
     uint64_t dropped_reported = 0;  // the producer's cumulative DatagramHeader count
+    int64_t connected_ns = 0;       // CLOCK_MONOTONIC at accept
     // comm_hash -> CUDA device, from its CommRecords (bounded: kMaxCommsPerConnection).
     std::vector<std::pair<uint64_t, int32_t>> comm_gpu;
   };
@@ -123,6 +130,9 @@ class GpuIngest {
   // Reads up to a fair share of datagrams; returns false when the connection is finished.
   bool Serve(Connection& c);
   void Close(int fd);
+  // At the connection limit: closes the oldest connection that has sent no datagram for
+  // silent_evict_after since it connected; false when there is none.
+  bool EvictSilentLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(const char* reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const GpuIngestOptions options_;

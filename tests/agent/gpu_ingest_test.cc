@@ -23,6 +23,7 @@
 #include "collectors/gpu/producer.h"
 #include "collectors/gpu/wire.h"
 #include "gtest/gtest.h"
+#include "tests/agent/gpu_ingest_util.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/unix_socket.h"
 #include "tests/common/wait.h"
@@ -35,15 +36,6 @@ using fabricscope::testing::WaitFor;
 // A temporary directory for the socket, removed with everything in it.
 using TempDir = fabricscope::testing::FakeTree;
 using namespace std::chrono_literals;
-
-// A raw producer connection (the test's own, independent of ProducerChannel).
-int Connect(const std::string& path) {
-  const int fd = fabricscope::testing::ConnectSeqpacket(path);
-  if (fd < 0) return -1;
-  int big = 1 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-  return fd;
-}
 
 gpu::CollectiveRecord MakeCollective(uint64_t comm, int32_t rank, uint64_t seq) {
   gpu::CollectiveRecord r{};
@@ -134,17 +126,6 @@ void DrainInto(GpuIngest& ingest, Drained* d, size_t max = SIZE_MAX) {
     }
     ingest.Release();
   }
-}
-
-v1::GpuIngestStats StatsOf(const GpuIngest& ingest) {
-  v1::GpuIngestStats s;
-  ingest.Stats(&s);
-  return s;
-}
-
-uint64_t MapValue(const google::protobuf::Map<std::string, uint64_t>& m, const std::string& k) {
-  auto it = m.find(k);
-  return it == m.end() ? 0 : it->second;
 }
 
 TEST(GpuIngest, CreatesTheDirectorySetsTheModeAndRemovesTheSocketAtStop) {

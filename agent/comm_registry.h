@@ -24,13 +24,13 @@ class CommRegistry {
  public:
   explicit CommRegistry(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
 
-  // Marks `comm` active in window number `window`. Returns the communicator forgotten to make
-  // room for it (the least recently active one) when `comm` is new and the registry was full;
-  // the caller then drops that communicator's state.
-  std::optional<uint64_t> Touch(uint64_t comm, uint64_t window) {
+  // Marks `comm` active at `now` (any clock that does not go back). Returns the communicator
+  // forgotten to make room for it (the least recently active one) when `comm` is new and the
+  // registry was full; the caller then drops that communicator's state.
+  std::optional<uint64_t> Touch(uint64_t comm, int64_t now) {
     auto it = index_.find(comm);
     if (it != index_.end()) {
-      it->second->second = window;
+      it->second->second = now;
       order_.splice(order_.begin(), order_, it->second);
       return std::nullopt;
     }
@@ -40,12 +40,22 @@ class CommRegistry {
       index_.erase(order_.back().first);
       order_.pop_back();
     }
-    order_.emplace_front(comm, window);
+    order_.emplace_front(comm, now);
     index_[comm] = order_.begin();
     return evicted;
   }
 
   bool Contains(uint64_t comm) const { return index_.contains(comm); }
+  bool full() const { return index_.size() >= capacity_; }
+
+  // The least recently active communicator for which `pred` holds, if any.
+  template <typename Pred>
+  std::optional<uint64_t> LeastRecent(Pred pred) const {
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (pred(it->first)) return it->first;
+    }
+    return std::nullopt;
+  }
 
   void Erase(uint64_t comm) {
     auto it = index_.find(comm);
@@ -54,8 +64,8 @@ class CommRegistry {
     index_.erase(it);
   }
 
-  // The communicators last active before window number `before`, least recently active first.
-  std::vector<uint64_t> IdleSince(uint64_t before) const {
+  // The communicators last active before `before`, least recently active first.
+  std::vector<uint64_t> IdleSince(int64_t before) const {
     std::vector<uint64_t> out;
     for (auto it = order_.rbegin(); it != order_.rend() && it->second < before; ++it) {
       out.push_back(it->first);
@@ -67,8 +77,8 @@ class CommRegistry {
 
  private:
   size_t capacity_;
-  std::list<std::pair<uint64_t, uint64_t>> order_;  // (comm, last window), most recent first
-  absl::flat_hash_map<uint64_t, std::list<std::pair<uint64_t, uint64_t>>::iterator> index_;
+  std::list<std::pair<uint64_t, int64_t>> order_;  // (comm, last active), most recent first
+  absl::flat_hash_map<uint64_t, std::list<std::pair<uint64_t, int64_t>>::iterator> index_;
 };
 
 }  // namespace fabricscope::agent

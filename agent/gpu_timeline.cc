@@ -34,8 +34,23 @@ void EraseComm(Map& map, const Key& first_of_comm, uint64_t comm) {
 
 }  // namespace
 
+bool GpuTimeline::Named(uint64_t comm) const {
+  auto it = comms_.lower_bound({comm, INT32_MIN, INT32_MIN});
+  return it != comms_.end() && std::get<0>(it->first) == comm;
+}
+
 void GpuTimeline::Track(uint64_t comm) {
-  if (const std::optional<uint64_t> evicted = registry_.Touch(comm, window_)) {
+  // Room for a new one: first the least recently active communicator that no connected process
+  // names (its job ended: not counted), and only when every one is live the least recent one.
+  if (registry_.full() && !registry_.Contains(comm)) {
+    const std::optional<uint64_t> ended =
+        registry_.LeastRecent([this](uint64_t c) { return !Named(c); });
+    if (ended) {
+      Forget(*ended);
+      registry_.Erase(*ended);
+    }
+  }
+  if (const std::optional<uint64_t> evicted = registry_.Touch(comm, clock_ns_)) {
     Forget(*evicted);
     ++comms_evicted_;
   }
@@ -48,10 +63,8 @@ void GpuTimeline::Forget(uint64_t comm) {
 }
 
 void GpuTimeline::ForgetEnded() {
-  if (window_ < kIdleWindows) return;
-  for (uint64_t comm : registry_.IdleSince(window_ - kIdleWindows)) {
-    auto named = comms_.lower_bound({comm, INT32_MIN, INT32_MIN});
-    if (named != comms_.end() && std::get<0>(named->first) == comm) continue;  // still running
+  for (uint64_t comm : registry_.IdleSince(clock_ns_ - kIdleNs)) {
+    if (Named(comm)) continue;  // still running
     Forget(comm);
     registry_.Erase(comm);
   }
@@ -408,9 +421,9 @@ void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
     *w->add_communicators() = it->second;
     ++it;
   }
+  clock_ns_ = std::max(clock_ns_, window_end_ns);
   ForgetEnded();
   w->set_communicators_evicted_total(comms_evicted_);
-  ++window_;
 }
 
 }  // namespace fabricscope::agent

@@ -28,9 +28,10 @@ struct GpuTimelineOptions {
   // Cumulative (communicator, src rank, dst rank) byte counters kept; bytes of further pairs
   // go to GpuWindow.rank_pairs_untracked_bytes_total.
   size_t max_rank_pairs = 4096;
-  // Communicators whose totals, rank pairs and records are kept (agent/comm_registry.h): the
-  // least recently active is forgotten to admit a new one (counted in
-  // GpuWindow.communicators_evicted_total), so no window names more than the aggregator's
+  // Communicators whose totals, rank pairs and records are kept (agent/comm_registry.h). To
+  // admit a new one, the least recently active one no connected process names goes first; when
+  // every one is live, the least recently active (counted in
+  // GpuWindow.communicators_evicted_total). No window names more than the aggregator's
   // limits: max_communicators_per_node (default 1024) accepts.
   size_t max_communicators = 1024;
 };
@@ -82,8 +83,9 @@ class GpuTimeline {
   size_t FillEarly(int64_t until_ns, std::vector<v1::Collective>* collectives);
 
   // A communicator no connected process names (its job ended) is forgotten, without counting,
-  // once it has been idle for this many windows: 5 minutes at the default 1 s window.
-  static constexpr uint64_t kIdleWindows = 300;
+  // once it has been idle this long (window ends on the agent's monotonic clock), or sooner
+  // when a new communicator needs its room.
+  static constexpr int64_t kIdleNs = 300'000'000'000;
 
   // Converts one record (no proxy peers). Exposed for tests.
   static v1::Collective ToProto(const GpuEvent& event);
@@ -95,12 +97,14 @@ class GpuTimeline {
   size_t TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
                          std::vector<v1::Collective>* out);
 
-  // Marks `comm` active this window; a communicator forgotten to make room is dropped whole.
+  // Marks `comm` active now; a communicator forgotten to make room is dropped whole.
   void Track(uint64_t comm);
+  // Whether a connected process's communicator record names `comm`.
+  bool Named(uint64_t comm) const;
   // Drops a communicator's totals, rank pairs and records.
   void Forget(uint64_t comm);
-  // Forgets the communicators idle for kIdleWindows that no connected process names (a job
-  // that ended): their series leave /metrics instead of staying for as long as the agent runs.
+  // Forgets the communicators idle for kIdleNs that no connected process names (a job that
+  // ended): their series leave /metrics instead of staying for as long as the agent runs.
   void ForgetEnded();
 
   static constexpr size_t kMaxSummaryNames = 256;
@@ -148,7 +152,7 @@ class GpuTimeline {
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
   CommRegistry registry_;  // the communicators of totals_, rank_pairs_ and comms_
-  uint64_t window_ = 0;    // FillWindow calls so far: the registry's clock
+  int64_t clock_ns_ = 0;   // the latest window end: the registry's clock
   uint64_t comms_evicted_ = 0;
   size_t window_collectives_ = 0;      // taken since the last FillWindow (the per-window bound)
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported

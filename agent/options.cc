@@ -101,9 +101,11 @@ absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text) {
 
 namespace {
 
-// Utilization buckets per port and direction in one batch (window / series_bucket): 100,000 is
-// 100 s windows at 1 ms, or 1 s at 10 us; 1.6 MB per port in a batch.
-constexpr int64_t kMaxSeriesBuckets = 100'000;
+// Utilization buckets per port and direction in one batch (window / series_bucket): 1,000,000
+// is 1,000 s windows at the default 1 ms, or 10 s at 10 us; the series holds 32 MB per port
+// (utilization_series.cc: a double and an int64 per bucket and direction), and a batch carries
+// 2 MB per port (one byte per bucket and direction).
+constexpr int64_t kMaxSeriesBuckets = 1'000'000;
 // Flight-recorder samples per port (seconds / sample_period): 600 s at 100 us; 300 MB per port
 // (agent/flight_recorder.h: 40 bytes a sample, 1.25 x the samples).
 constexpr uint64_t kMaxFlightSamples = 6'000'000;
@@ -116,8 +118,8 @@ absl::Status CheckSizes(const AgentOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--window / --series-bucket gives ", buckets,
         " utilization buckets per port and direction in every batch; at most ", kMaxSeriesBuckets,
-        " (e.g. --series-bucket=", (o.window_ns + kMaxSeriesBuckets - 1) / kMaxSeriesBuckets / 1000,
-        "us or more)"));
+        " (e.g. --series-bucket=",
+        ((o.window_ns + kMaxSeriesBuckets - 1) / kMaxSeriesBuckets + 999) / 1000, "us or more)"));
   }
   const double recorded = o.flight_recorder_seconds * 1e9 / static_cast<double>(o.sample_period_ns);
   if (recorded > static_cast<double>(kMaxFlightSamples)) {

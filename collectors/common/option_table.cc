@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <vector>
@@ -123,9 +124,10 @@ absl::StatusOr<std::string> NodeText(const YAML::Node& node) {
   return absl::InvalidArgumentError("a value or a list is expected, not a map");
 }
 
+// `seen`: the full dotted keys met so far in the file, so that `a.b:` and `a: {b:}` are one key.
 absl::Status WalkYaml(const YAML::Node& map, const std::string& prefix,
-                      const std::vector<BoundOption>& options, const std::string& path) {
-  std::set<std::string> seen;
+                      const std::vector<BoundOption>& options, const std::string& path,
+                      std::set<std::string>& seen) {
   for (const auto& kv : map) {
     const std::string full = prefix + kv.first.as<std::string>();
     auto fail = [&](absl::string_view why) {
@@ -150,7 +152,9 @@ absl::Status WalkYaml(const YAML::Node& map, const std::string& prefix,
       if (!st.ok()) return fail(st.message());
     } else if (has_children) {
       if (!kv.second.IsMap()) return fail("must be a map");
-      if (absl::Status st = WalkYaml(kv.second, full + ".", options, path); !st.ok()) return st;
+      if (absl::Status st = WalkYaml(kv.second, full + ".", options, path, seen); !st.ok()) {
+        return st;
+      }
     } else {
       return fail("unknown key");
     }
@@ -169,18 +173,23 @@ absl::Status LoadYamlBound(const std::string& path, const std::vector<BoundOptio
     return absl::InvalidArgumentError(absl::StrCat("config file ", path, " is not a regular file"));
   }
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(path);
-    if (docs.size() > 1) {  // LoadFile reads the first and ignores the rest
+    // LoadFile reads the first document and ignores the rest; empty ones (a trailing ---) aside,
+    // a second is refused.
+    std::vector<YAML::Node> docs = YAML::LoadAllFromFile(path);
+    docs.erase(
+        std::remove_if(docs.begin(), docs.end(), [](const YAML::Node& d) { return d.IsNull(); }),
+        docs.end());
+    if (docs.size() > 1) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": ", docs.size(), " YAML documents (---); one is expected"));
     }
-    if (docs.empty()) return absl::OkStatus();  // an empty file
+    if (docs.empty()) return absl::OkStatus();  // an empty file, or only comments
     const YAML::Node& root = docs[0];
-    if (root.IsNull()) return absl::OkStatus();  // a file of comments
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": top level must be a map"));
     }
-    return WalkYaml(root, "", options, path);
+    std::set<std::string> seen;
+    return WalkYaml(root, "", options, path, seen);
   } catch (const std::exception& e) {  // YAML::Exception, or an I/O error while reading
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
   }

@@ -94,12 +94,12 @@ std::string HttpServer::RenderMetrics() const {
 
 namespace {
 
-// ?limit=N as a count: `fallback` when absent; false (and a 400 naming the parameter) when it is
-// not a decimal count, as /api/collectives/slow answers.
+// ?limit=N as a count: `fallback` when absent or empty; false (and a 400 naming the parameter)
+// when it is not a decimal count, as /api/collectives/slow answers.
 bool ParseLimit(const httplib::Request& req, size_t fallback, size_t* limit,
                 httplib::Response& res) {
   *limit = fallback;
-  if (!req.has_param("limit")) return true;
+  if (!req.has_param("limit") || req.get_param_value("limit").empty()) return true;
   if (absl::SimpleAtoi(req.get_param_value("limit"), limit)) return true;
   res.status = 400;
   res.set_content("limit must be a count\n", "text/plain");

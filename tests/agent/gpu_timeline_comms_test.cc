@@ -35,19 +35,22 @@ TEST(CommRegistry, ForgetsTheLeastRecentlyActiveWhenFull) {
   CommRegistry r(2);
   EXPECT_FALSE(r.Touch(1, 0).has_value());
   EXPECT_FALSE(r.Touch(2, 0).has_value());
+  EXPECT_TRUE(r.full());
   EXPECT_FALSE(r.Touch(1, 1).has_value());  // 1 is now the more recent
   EXPECT_EQ(r.Touch(3, 2), std::optional<uint64_t>(2));
   EXPECT_TRUE(r.Contains(1));
   EXPECT_FALSE(r.Contains(2));
-  EXPECT_EQ(r.IdleSince(2), std::vector<uint64_t>{1});  // 3 was active in window 2
+  EXPECT_EQ(r.IdleSince(2), std::vector<uint64_t>{1});  // 3 was active at 2
+  EXPECT_EQ(r.LeastRecent([](uint64_t c) { return c != 1; }), std::optional<uint64_t>(3));
   r.Erase(1);
   EXPECT_EQ(r.size(), 1u);
   EXPECT_FALSE(r.Touch(4, 3).has_value());
 }
 
 // A producer naming ever more communicators (a hostile one, or a node that ran job after job)
-// must not push a window past what the aggregator accepts: that would drop the node's whole
-// batch, port counters included, at every window from then on.
+// must not push a window past what the aggregator accepts: that would drop the node's GPU
+// window at every window from then on. Communicators no connected process names (no
+// communicator record: ended jobs) make room first, uncounted.
 TEST(GpuTimelineComms, AWindowNeverNamesMoreCommunicatorsThanTheBound) {
   GpuTimeline t({.max_communicators = 4});
   int64_t at = 0;
@@ -57,10 +60,9 @@ TEST(GpuTimelineComms, AWindowNeverNamesMoreCommunicatorsThanTheBound) {
   }
   v1::Batch b;
   FillWindow(t, 0, kWindow, {4242}, &b);
-  // The last four stay; six were forgotten to admit them.
-  EXPECT_EQ(TotalsComms(b), (std::set<uint64_t>{7, 8, 9, 10}));
-  EXPECT_EQ(b.gpu().communicators_evicted_total(), 6u);
-  EXPECT_EQ(b.collectives_size(), 10);  // each collective is still sent
+  EXPECT_EQ(TotalsComms(b), (std::set<uint64_t>{7, 8, 9, 10}));  // the last four
+  EXPECT_EQ(b.gpu().communicators_evicted_total(), 0u);          // none was named: ended
+  EXPECT_EQ(b.collectives_size(), 10);                           // each is still sent
 
   // A communicator active again counts as recent: 7 stays when 11 arrives, 8 goes.
   t.Add(Collective(7, 2, "AllReduce", 1 << 20, kWindow + 1000, kWindow + 2000));
@@ -68,7 +70,6 @@ TEST(GpuTimelineComms, AWindowNeverNamesMoreCommunicatorsThanTheBound) {
   v1::Batch b2;
   FillWindow(t, kWindow, 2 * kWindow, {4242}, &b2);
   EXPECT_EQ(TotalsComms(b2), (std::set<uint64_t>{7, 9, 10, 11}));
-  EXPECT_EQ(b2.gpu().communicators_evicted_total(), 7u);
   uint64_t count7 = 0;
   for (const v1::CollectiveTotals& c : b2.gpu().collective_totals()) {
     if (c.comm_hash() == 7) count7 = c.count();
@@ -85,29 +86,57 @@ TEST(GpuTimelineComms, AWindowNeverNamesMoreCommunicatorsThanTheBound) {
   std::set<uint64_t> pair_comms;
   for (const v1::RankPairBytes& p : b3.gpu().rank_pairs()) pair_comms.insert(p.comm_hash());
   EXPECT_EQ(pair_comms, (std::set<uint64_t>{9, 12}));
-  EXPECT_EQ(b3.gpu().communicators_evicted_total(), 8u);
+  EXPECT_EQ(b3.gpu().communicators_evicted_total(), 0u);
 }
 
-TEST(GpuTimelineComms, AnEndedJobsCommunicatorsLeaveAfterTheIdleWindows) {
+// A live job's rarely used communicator (a checkpoint barrier) outlasts ended ones however
+// long ago it was active; only when every communicator is live does one go, counted.
+TEST(GpuTimelineComms, ALiveCommunicatorOutlastsEndedOnesAndIsCountedWhenItGoes) {
+  GpuTimeline t({.max_communicators = 2});
+  t.Add(CommOf(1, 4242));
+  t.Add(Collective(1, 1, "AllReduce", 1 << 20, 1000, 2000));  // the oldest activity
+  for (uint64_t comm = 2; comm <= 6; ++comm) {
+    t.Add(Collective(comm, 1, "AllReduce", 1 << 20, comm * 10'000, comm * 10'000 + 1000));
+  }
+  v1::Batch b;
+  FillWindow(t, 0, kWindow, {4242}, &b);
+  EXPECT_EQ(TotalsComms(b), (std::set<uint64_t>{1, 6}));
+  EXPECT_EQ(b.gpu().communicators_evicted_total(), 0u);
+  ASSERT_EQ(b.gpu().communicators_size(), 1);
+
+  // Both live now (2 is named, 6 goes uncounted for it); a third live one costs the least
+  // recent live one, counted.
+  t.Add(CommOf(2, 4242));
+  t.Add(Collective(2, 2, "AllReduce", 1 << 20, kWindow + 1000, kWindow + 2000));
+  v1::Batch b2;
+  FillWindow(t, kWindow, 2 * kWindow, {4242}, &b2);
+  EXPECT_EQ(TotalsComms(b2), (std::set<uint64_t>{1, 2}));
+  EXPECT_EQ(b2.gpu().communicators_evicted_total(), 0u);
+  t.Add(Collective(3, 1, "AllReduce", 1 << 20, 2 * kWindow + 1000, 2 * kWindow + 2000));
+  v1::Batch b3;
+  FillWindow(t, 2 * kWindow, 3 * kWindow, {4242}, &b3);
+  EXPECT_EQ(TotalsComms(b3), (std::set<uint64_t>{2, 3}));
+  EXPECT_EQ(b3.gpu().communicators_evicted_total(), 1u);
+}
+
+TEST(GpuTimelineComms, AnEndedJobsCommunicatorsLeaveAfterFiveIdleMinutes) {
   GpuTimeline t;
   t.Add(CommOf(0xaa, 100));  // a job still running, idle meanwhile
   t.Add(CommOf(0xbb, 200));  // a job that ends
   t.Add(Collective(0xaa, 1, "AllReduce", 1 << 20, 1000, 2000));
   t.Add(Collective(0xbb, 1, "AllReduce", 1 << 20, 1000, 2000));
   const std::vector<int32_t> running = {100};  // pid 200 disconnected
-  // Both were active in window 0. A communicator is forgotten at the end of the first window
-  // that starts more than kIdleWindows after its last activity: window kIdleWindows + 1.
+  // Both were last active before the first window ended (the clock's 0). A communicator is
+  // forgotten at the end of the first window that ends more than kIdleNs later: 301 s.
   v1::Batch b;
-  uint64_t w = 0;
-  for (; w <= GpuTimeline::kIdleWindows + 1; ++w) {
+  int64_t w = 0;
+  for (; (w + 1) * kWindow <= GpuTimeline::kIdleNs + kWindow; ++w) {
     b.Clear();
-    FillWindow(t, static_cast<int64_t>(w) * kWindow, static_cast<int64_t>(w + 1) * kWindow, running,
-               &b);
+    FillWindow(t, w * kWindow, (w + 1) * kWindow, running, &b);
     ASSERT_EQ(TotalsComms(b), (std::set<uint64_t>{0xaa, 0xbb})) << "window " << w;
   }
   b.Clear();
-  FillWindow(t, static_cast<int64_t>(w) * kWindow, static_cast<int64_t>(w + 1) * kWindow, running,
-             &b);
+  FillWindow(t, w * kWindow, (w + 1) * kWindow, running, &b);
   EXPECT_EQ(TotalsComms(b), std::set<uint64_t>{0xaa});
   EXPECT_EQ(b.gpu().communicators_evicted_total(), 0u);  // an ended job is not a lost one
   ASSERT_EQ(b.gpu().communicators_size(), 1);

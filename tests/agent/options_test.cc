@@ -117,6 +117,11 @@ TEST(LoadYamlConfig, ErrorsAreClear) {
   t.Write("multi.yaml", "---\nnode: a\n---\nnode: b\n");
   EXPECT_THAT(LoadYamlConfig(t.Path("multi.yaml"), &o).message(),
               HasSubstr("2 YAML documents (---); one is expected"));
+  t.Write("mixed.yaml", "collectives.rails: [mlx5_0]\ncollectives:\n  rails: [mlx5_1]\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("mixed.yaml"), &o).message(),
+              HasSubstr("collectives.rails: given twice"));
+  t.Write("trailing.yaml", "node: b\n---\n");  // joined by a template tool
+  EXPECT_TRUE(LoadYamlConfig(t.Path("trailing.yaml"), &o).ok());
   t.Write("one.yaml", "---\nnode: a\n");
   EXPECT_TRUE(LoadYamlConfig(t.Path("one.yaml"), &o).ok());
   EXPECT_EQ(o.node, "a");
@@ -139,10 +144,13 @@ TEST(ValidateOptions, ProductsThatSizeMemoryAreBounded) {
   o.series_bucket_ns = 10'000;
   EXPECT_THAT(ValidateOptions(o).message(),
               HasSubstr("360000000 utilization buckets per port and direction"));
-  o.series_bucket_ns = 36'000'000;  // exactly 100,000 buckets
+  o.series_bucket_ns = 3'600'000;  // exactly 1,000,000 buckets
   EXPECT_TRUE(ValidateOptions(o).ok());
-  o.series_bucket_ns = 35'999'999;
-  EXPECT_FALSE(ValidateOptions(o).ok());
+  o.series_bucket_ns = 3'599'999;
+  EXPECT_THAT(ValidateOptions(o).message(), HasSubstr("(e.g. --series-bucket=3600us or more)"));
+  o = AgentOptions();
+  o.window_ns = 120'000'000'000;  // 2 minutes at the default 1 ms: 120,000 buckets
+  EXPECT_TRUE(ValidateOptions(o).ok());
   o = AgentOptions();
   o.flight_recorder_seconds = 600;
   o.sample_period_ns = 100'000;  // 6 M samples per port: the bound

@@ -265,8 +265,14 @@ check_util e2e-a transmit 0.35 0.52
 check_util e2e-b receive 0.35 0.52
 check_util e2e-a receive 0 0.05
 check_util e2e-b transmit 0 0.05
-by_counter=$(value 'rate(fabricscope_port_transmit_bytes_total{node="e2e-a"}[6s]) / on (node, device, port) fabricscope_port_line_rate_bytes_per_second')
-by_gauge=$(value 'avg_over_time(fabricscope_port_utilization_ratio{node="e2e-a",direction="transmit"}[6s])')
+# The counter moves once per 1 s window and is scraped every 1 s, so the samples in a range hold
+# one window more or less than their span (scrape and window phases drift): over [6s] that is
+# 4/5 or 6/5 of the true rate, over [20s] at most 20/19 or 18/19 (0.026 at 0.5). Both figures
+# come from the same 20 s, all of it busy.
+twenty_busy_windows() { ge "$(value 'count_over_time((fabricscope_port_utilization_ratio{node="e2e-a",direction="transmit"} > 0.3)[20s:1s])')" 20; }
+wait_for 30 "twenty busy utilization windows at e2e-a" twenty_busy_windows
+by_counter=$(value 'rate(fabricscope_port_transmit_bytes_total{node="e2e-a"}[20s]) / on (node, device, port) fabricscope_port_line_rate_bytes_per_second')
+by_gauge=$(value 'avg_over_time(fabricscope_port_utilization_ratio{node="e2e-a",direction="transmit"}[20s])')
 awk -v a="$by_counter" -v b="$by_gauge" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 0.05) }' ||
   fail "utilization from the byte counter ($by_counter) and the agent's gauge ($by_gauge) differ by more than 0.05"
 log "  [ok] e2e-a transmit utilization from the byte counter $by_counter, from the gauge $by_gauge"

@@ -39,7 +39,11 @@ bool GpuTimeline::Named(uint64_t comm) const {
   return it != comms_.end() && std::get<0>(it->first) == comm;
 }
 
-void GpuTimeline::Track(uint64_t comm) {
+void GpuTimeline::Track(uint64_t comm, int64_t seen_ns) {
+  // The registry's clock never goes back and runs from the first datagram on: a communicator
+  // met before the first window end is as old as its datagram, not as old as the boot (stamped
+  // 0, it was forgotten at the first window end on any node up for over kIdleNs).
+  clock_ns_ = std::max(clock_ns_, seen_ns);
   // Room for a new one: first the least recently active communicator that no connected process
   // names (its job ended: not counted), and only when every one is live the least recent one.
   if (registry_.full() && !registry_.Contains(comm)) {
@@ -155,7 +159,7 @@ void GpuTimeline::Add(const GpuEvent& e) {
       const gpu::CommRecord& r = e.comm;
       const auto key = std::make_tuple(r.comm_hash, r.rank, e.pid);
       if (comms_.size() >= options_.max_communicators && comms_.count(key) == 0) return;
-      Track(r.comm_hash);
+      Track(r.comm_hash, e.received_ns);
       v1::Communicator& c = comms_[key];
       c.set_comm_hash(r.comm_hash);
       c.set_rank(r.rank);
@@ -177,7 +181,7 @@ void GpuTimeline::Add(const GpuEvent& e) {
     case gpu::RecordType::kProxyOp: {
       const gpu::ProxyOpRecord& r = e.proxy_op;
       if (r.is_send != 0 && r.bytes > 0) {
-        Track(r.comm_hash);
+        Track(r.comm_hash, e.received_ns);
         const auto key = std::make_tuple(r.comm_hash, r.rank, r.peer);
         auto it = rank_pairs_.find(key);
         if (it != rank_pairs_.end()) {
@@ -221,7 +225,7 @@ bool GpuTimeline::Due(const GpuEvent& e, int64_t end_ns, int64_t window_start_ns
 void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective>* out, bool send) {
   v1::Collective c = ToProto(e);
   const auto key = std::make_pair(c.comm_hash(), c.func());
-  Track(c.comm_hash());
+  Track(c.comm_hash(), e.received_ns);
   Totals& t = totals_[key];
   const CollectiveFunc func = ParseCollectiveFunc(c.func());
   const Bandwidth bw = ComputeBandwidth(func, c.bytes(), c.nranks(), 0);

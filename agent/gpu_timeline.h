@@ -97,8 +97,9 @@ class GpuTimeline {
   size_t TakeCollectives(const std::function<bool(const GpuEvent&, int64_t)>& due,
                          std::vector<v1::Collective>* out);
 
-  // Marks `comm` active now; a communicator forgotten to make room is dropped whole.
-  void Track(uint64_t comm);
+  // Marks `comm` active at the later of seen_ns (the event's CLOCK_MONOTONIC receipt) and the
+  // clock; a communicator forgotten to make room is dropped whole.
+  void Track(uint64_t comm, int64_t seen_ns);
   // Whether a connected process's communicator record names `comm`.
   bool Named(uint64_t comm) const;
   // Drops a communicator's totals, rank pairs and records.
@@ -152,7 +153,7 @@ class GpuTimeline {
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
   CommRegistry registry_;  // the communicators of totals_, rank_pairs_ and comms_
-  int64_t clock_ns_ = 0;   // the latest window end: the registry's clock
+  int64_t clock_ns_ = 0;   // the registry's clock: the latest window end or event receipt
   uint64_t comms_evicted_ = 0;
   size_t window_collectives_ = 0;      // taken since the last FillWindow (the per-window bound)
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported

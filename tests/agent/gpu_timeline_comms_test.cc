@@ -126,8 +126,9 @@ TEST(GpuTimelineComms, AnEndedJobsCommunicatorsLeaveAfterFiveIdleMinutes) {
   t.Add(Collective(0xaa, 1, "AllReduce", 1 << 20, 1000, 2000));
   t.Add(Collective(0xbb, 1, "AllReduce", 1 << 20, 1000, 2000));
   const std::vector<int32_t> running = {100};  // pid 200 disconnected
-  // Both were last active before the first window ended (the clock's 0). A communicator is
-  // forgotten at the end of the first window that ends more than kIdleNs later: 301 s.
+  // Both were last active 2 us into the first window (their collectives' receipt). A
+  // communicator is forgotten at the end of the first window that ends more than kIdleNs later:
+  // 301 s.
   v1::Batch b;
   int64_t w = 0;
   for (; (w + 1) * kWindow <= GpuTimeline::kIdleNs + kWindow; ++w) {
@@ -141,6 +142,28 @@ TEST(GpuTimelineComms, AnEndedJobsCommunicatorsLeaveAfterFiveIdleMinutes) {
   EXPECT_EQ(b.gpu().communicators_evicted_total(), 0u);  // an ended job is not a lost one
   ASSERT_EQ(b.gpu().communicators_size(), 1);
   EXPECT_EQ(b.gpu().communicators(0).comm_hash(), 0xaau);
+}
+
+// On a node up for hours the windows end hours into CLOCK_MONOTONIC. A job that ran and ended
+// before the agent's first window end was stamped at the clock's 0 and forgotten at once (its
+// totals went back to nothing: CI's GpuAgent.StandaloneAgentServesCollectivesFromItsSocket
+// showed 1,500 of 2,000 collectives); it is as old as its datagrams.
+TEST(GpuTimelineComms, AJobThatEndsBeforeTheFirstWindowEndKeepsItsTotals) {
+  constexpr int64_t kUp = 16LL * 3600 * kWindow;  // 16 hours since boot
+  GpuTimeline t;
+  GpuEvent comm = CommOf(0xcc, 300);
+  comm.received_ns = kUp + 500;
+  t.Add(comm);
+  t.Add(Collective(0xcc, 1, "AllReduce", 1 << 20, kUp + 1000, kUp + 2000));
+  t.Add(ProxyOp(0xcc, 1, 2, true, 4096));
+  for (int w = 0; w < 3; ++w) {  // pid 300 has gone
+    v1::Batch b;
+    FillWindow(t, kUp + w * kWindow, kUp + (w + 1) * kWindow, {}, &b);
+    ASSERT_EQ(TotalsComms(b), std::set<uint64_t>{0xcc}) << "window " << w;
+    EXPECT_EQ(b.gpu().collective_totals(0).count(), 1u);
+    ASSERT_EQ(b.gpu().rank_pairs_size(), 1) << "window " << w;
+    EXPECT_EQ(b.gpu().rank_pairs(0).bytes_total(), 4096u);
+  }
 }
 
 TEST(GpuTimelineComms, KernelTimesAtTheEndsOfInt64GiveTheirTrueSpan) {

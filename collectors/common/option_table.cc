@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "collectors/common/yaml_file.h"
 
 namespace fabricscope::common {
 
@@ -173,18 +174,13 @@ absl::Status LoadYamlBound(const std::string& path, const std::vector<BoundOptio
     return absl::InvalidArgumentError(absl::StrCat("config file ", path, " is not a regular file"));
   }
   try {
-    // LoadFile reads the first document and ignores the rest; empty ones (a trailing ---) aside,
-    // a second is refused.
-    std::vector<YAML::Node> docs = YAML::LoadAllFromFile(path);
-    docs.erase(
-        std::remove_if(docs.begin(), docs.end(), [](const YAML::Node& d) { return d.IsNull(); }),
-        docs.end());
-    if (docs.size() > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": ", docs.size(), " YAML documents (---); one is expected"));
-    }
-    if (docs.empty()) return absl::OkStatus();  // an empty file, or only comments
-    const YAML::Node& root = docs[0];
+    // One document, no key repeated within a map (yaml_file.h); `seen` below also makes `a.b:`
+    // and `a: {b:}` one key.
+    absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(path);
+    if (!doc.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", doc.status().message()));
+    const YAML::Node& root = *doc;
+    if (root.IsNull()) return absl::OkStatus();  // an empty file, or only comments
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": top level must be a map"));
     }

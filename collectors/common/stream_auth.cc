@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/common/yaml_file.h"
 
 namespace fabricscope::common {
 namespace {
@@ -80,7 +81,11 @@ absl::StatusOr<std::shared_ptr<const TokenAuth>> TokenAuth::Load(
     return absl::InvalidArgumentError(absl::StrCat(where, " is not a readable regular file"));
   }
   try {
-    const YAML::Node root = YAML::LoadFile(node_tokens_file);
+    // One document, no node given twice: the last token would win silently (yaml_file.h).
+    const absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(node_tokens_file);
+    if (!doc.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", doc.status().message()));
+    const YAML::Node& root = *doc;
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": must be a map of node: token"));
     }

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/common/stream_auth.h"
+#include "collectors/common/yaml_file.h"
 
 namespace fabricscope::common {
 namespace {
@@ -105,7 +106,11 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   WebConfig c;
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   try {
-    const YAML::Node root = YAML::LoadFile(path);
+    // One document, no key (a user, a TLS setting) given twice (yaml_file.h).
+    const absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(path);
+    if (!doc.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", doc.status().message()));
+    const YAML::Node& root = *doc;
     if (root.IsNull()) return c;
     if (!root.IsMap()) return absl::InvalidArgumentError(where + ": top level must be a map");
     for (const auto& kv : root) {

@@ -120,6 +120,10 @@ TEST(LoadYamlConfig, ErrorsAreClear) {
   t.Write("mixed.yaml", "collectives.rails: [mlx5_0]\ncollectives:\n  rails: [mlx5_1]\n");
   EXPECT_THAT(LoadYamlConfig(t.Path("mixed.yaml"), &o).message(),
               HasSubstr("collectives.rails: given twice"));
+  // Inside a map value too: one of the two rates would win silently.
+  t.Write("dup3.yaml", "line_rates:\n  eth0: 25gbit\n  eth0: 100gbit\n");
+  EXPECT_THAT(LoadYamlConfig(t.Path("dup3.yaml"), &o).message(),
+              HasSubstr("line_rates.eth0: given twice"));
   t.Write("trailing.yaml", "node: b\n---\n");  // joined by a template tool
   EXPECT_TRUE(LoadYamlConfig(t.Path("trailing.yaml"), &o).ok());
   t.Write("one.yaml", "---\nnode: a\n");

@@ -82,6 +82,12 @@ TEST(WebConfig, WhatItCannotHonourIsRefusedByName) {
   EXPECT_THAT(LoadError(t, "basic_auth_users:\n  alice: plaintext-password\n"),
               Not(HasSubstr("plaintext-password")));
   EXPECT_THAT(LoadError(t, "basic_auth_users: [\n"), HasSubstr("not valid YAML"));
+  // A user given twice: one of the two hashes would win silently.
+  const std::string hash = Bcrypt("x");
+  EXPECT_THAT(LoadError(t, "basic_auth_users:\n  alice: " + hash + "\n  alice: " + hash + "\n"),
+              HasSubstr("basic_auth_users.alice: given twice"));
+  EXPECT_THAT(LoadError(t, "basic_auth_users:\n  alice: " + hash + "\n  alice: " + hash + "\n"),
+              Not(HasSubstr(hash)));
   EXPECT_THAT(std::string(LoadWebConfig(t.root()).status().message()),
               HasSubstr("not a readable regular file"));
 }

@@ -114,6 +114,12 @@ TEST(TokenAuth, BadNodeTokenFilesNameTheNodeNeverTheToken) {
   EXPECT_THAT(err("node-a: [" + kToken + "]\n"), HasSubstr("node \"node-a\" needs one token"));
   EXPECT_THAT(err("node-a: {" + kToken + "\n"), HasSubstr("not valid YAML"));
   EXPECT_THAT(err("node-a: {" + kToken + "\n"), Not(HasSubstr(kToken)));
+  // yaml-cpp keeps both entries of a node given twice; the last token would win silently.
+  EXPECT_THAT(err("node-a: " + kToken + "\nnode-a: " + kOther + "\n"),
+              HasSubstr("node-a: given twice"));
+  EXPECT_THAT(err("node-a: " + kToken + "\nnode-a: " + kOther + "\n"), Not(HasSubstr(kOther)));
+  EXPECT_THAT(err("node-a: " + kToken + "\n---\nnode-b: " + kOther + "\n"),
+              HasSubstr("2 YAML documents"));
   EXPECT_FALSE((*TokenAuth::Load("", ""))->enabled());
 }
 

@@ -1,6 +1,9 @@
 #include "collectors/common/yaml_file.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -45,9 +48,48 @@ absl::Status FindRepeatedKey(const YAML::Node& node, const std::string& at, int 
   return absl::OkStatus();
 }
 
+// Counts the documents of a stream and keeps nothing else (yaml-cpp's YAML::EventHandler).
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Whether the stream at `path` ends within kMaxYamlDocuments documents. yaml-cpp 0.7 (Debian
+// 12) never ends some malformed streams: YAML::Parser::HandleNextDocument returns true forever
+// without reading on, on "[1, 2]\n,} {a: b{}]\n" (found by fuzz.config), so YAML::LoadAll
+// fills memory until it dies. Counted here first, the stream goes to LoadAll only once it is
+// known to end. Throws what the parser throws.
+bool EndsWithinTheDocumentBound(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw YAML::BadFile(path);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  for (size_t docs = 0; docs <= kMaxYamlDocuments; ++docs) {
+    if (!parser.HandleNextDocument(counter)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<YAML::Node> LoadOneYamlDocument(const std::string& path) {
+  if (!EndsWithinTheDocumentBound(path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "more than ", kMaxYamlDocuments,
+        " YAML documents (---), or text after the first one that does not parse; one is "
+        "expected"));
+  }
   std::vector<YAML::Node> docs = YAML::LoadAllFromFile(path);
   docs.erase(
       std::remove_if(docs.begin(), docs.end(), [](const YAML::Node& d) { return d.IsNull(); }),

@@ -70,6 +70,17 @@ TEST(LoadOneYamlDocument, AnAliasInsideItselfIsRefusedNotFollowedForever) {
   EXPECT_EQ(Error(t, "a: " + deep + "\n"), "");
 }
 
+// yaml-cpp 0.7 reads this as documents without end (HandleNextDocument returns true forever):
+// YAML::LoadAll filled memory until it died (fuzz.config found it, under ASan a timeout).
+TEST(LoadOneYamlDocument, AStreamWhoseParseNeverEndsIsRefused) {
+  testing::FakeTree t;
+  EXPECT_THAT(Error(t, "[1, 2]\n,} {a: b{}]\n"), HasSubstr("more than 100 YAML documents"));
+  std::string many;  // 100 documents, empty but one: allowed
+  for (int i = 0; i < 99; ++i) many += "---\n";
+  EXPECT_EQ(Error(t, many + "---\nnode: a\n"), "");
+  EXPECT_THAT(Error(t, many + "---\n---\nnode: a\n"), HasSubstr("more than 100 YAML"));
+}
+
 TEST(LoadOneYamlDocument, MalformedTextThrowsForTheCallerToWord) {
   testing::FakeTree t;
   t.Write("f.yaml", "a: [\n");

@@ -2,7 +2,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <vector>
@@ -177,8 +176,9 @@ absl::Status LoadYamlBound(const std::string& path, const std::vector<BoundOptio
     // One document, no key repeated within a map (yaml_file.h); `seen` below also makes `a.b:`
     // and `a: {b:}` one key.
     absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(path);
-    if (!doc.ok())
+    if (!doc.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", doc.status().message()));
+    }
     const YAML::Node& root = *doc;
     if (root.IsNull()) return absl::OkStatus();  // an empty file, or only comments
     if (!root.IsMap()) {

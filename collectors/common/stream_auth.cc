@@ -83,8 +83,9 @@ absl::StatusOr<std::shared_ptr<const TokenAuth>> TokenAuth::Load(
   try {
     // One document, no node given twice: the last token would win silently (yaml_file.h).
     const absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(node_tokens_file);
-    if (!doc.ok())
+    if (!doc.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", doc.status().message()));
+    }
     const YAML::Node& root = *doc;
     if (!root.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": must be a map of node: token"));

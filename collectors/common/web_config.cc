@@ -108,8 +108,9 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
   try {
     // One document, no key (a user, a TLS setting) given twice (yaml_file.h).
     const absl::StatusOr<YAML::Node> doc = LoadOneYamlDocument(path);
-    if (!doc.ok())
+    if (!doc.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", doc.status().message()));
+    }
     const YAML::Node& root = *doc;
     if (root.IsNull()) return c;
     if (!root.IsMap()) return absl::InvalidArgumentError(where + ": top level must be a map");

@@ -15,67 +15,6 @@ namespace fabricscope::agent {
 using collectors::CounterRole;
 using collectors::PortDescriptor;
 
-void P2Quantile::Add(double x) {
-  if (count_ < 5) {
-    q_[count_++] = x;
-    if (count_ == 5) {
-      std::sort(q_, q_ + 5);
-      for (int i = 0; i < 5; ++i) n_[i] = i + 1;
-      np_[0] = 1;
-      np_[1] = 1 + 2 * p_;
-      np_[2] = 1 + 4 * p_;
-      np_[3] = 3 + 2 * p_;
-      np_[4] = 5;
-    }
-    return;
-  }
-  ++count_;
-  int k;
-  if (x < q_[0]) {
-    q_[0] = x;
-    k = 0;
-  } else if (x >= q_[4]) {
-    q_[4] = std::max(q_[4], x);
-    k = 3;
-  } else {
-    k = 0;
-    while (k < 3 && x >= q_[k + 1]) ++k;
-  }
-  for (int i = k + 1; i < 5; ++i) n_[i] += 1;
-  const double dn[5] = {0, p_ / 2, p_, (1 + p_) / 2, 1};
-  for (int i = 0; i < 5; ++i) np_[i] += dn[i];
-  for (int i = 1; i <= 3; ++i) {
-    const double d = np_[i] - n_[i];
-    if ((d >= 1 && n_[i + 1] - n_[i] > 1) || (d <= -1 && n_[i - 1] - n_[i] < -1)) {
-      const double s = d >= 0 ? 1.0 : -1.0;
-      // Piecewise-parabolic prediction; linear when it leaves the neighbours' bracket.
-      const double qp =
-          q_[i] + s / (n_[i + 1] - n_[i - 1]) *
-                      ((n_[i] - n_[i - 1] + s) * (q_[i + 1] - q_[i]) / (n_[i + 1] - n_[i]) +
-                       (n_[i + 1] - n_[i] - s) * (q_[i] - q_[i - 1]) / (n_[i] - n_[i - 1]));
-      if (q_[i - 1] < qp && qp < q_[i + 1]) {
-        q_[i] = qp;
-      } else {
-        const int j = i + static_cast<int>(s);
-        q_[i] += s * (q_[j] - q_[i]) / (n_[j] - n_[i]);
-      }
-      n_[i] += s;
-    }
-  }
-}
-
-double P2Quantile::Value() const {
-  if (count_ == 0) return 0;
-  if (count_ < 5) {
-    double v[5];
-    std::copy(q_, q_ + count_, v);
-    std::sort(v, v + count_);
-    const size_t rank = static_cast<size_t>(std::ceil(p_ * static_cast<double>(count_)));
-    return v[std::min<size_t>(count_ - 1, rank > 0 ? rank - 1 : 0)];
-  }
-  return q_[2];
-}
-
 bool MatchesRail(const PortDescriptor& p, const std::string& name) {
   return p.device == name || p.Key() == name || (!p.netdev.empty() && p.netdev == name);
 }
@@ -92,6 +31,19 @@ bool IsCapturedLoss(const std::string& kind) {
     if (kind == collectors::pcap::LossKindName(k)) return true;
   }
   return false;
+}
+
+// PortActivity.transmit_busy_utilization: the upper median of the utilizations >= peak / 4
+// (*u is reordered); 0 when there are none.
+double BusyMedian(std::vector<double>* u, double peak) {
+  if (peak <= 0) return 0;
+  const auto busy_end =
+      std::partition(u->begin(), u->end(), [peak](double x) { return x >= peak / 4; });
+  const auto n = busy_end - u->begin();
+  if (n == 0) return 0;
+  const auto mid = u->begin() + n / 2;
+  std::nth_element(u->begin(), mid, busy_end);
+  return *mid;
 }
 
 }  // namespace
@@ -236,7 +188,43 @@ void CollectiveAnalyzer::AddCollective(v1::Collective c, AnalyzerOutput* out) {
     out->collectives.push_back(std::move(c));
     return;
   }
+  RememberOwn(c);
   pending_.push_back(Pending{std::move(c), last_data_ns_});
+}
+
+void CollectiveAnalyzer::RememberOwn(const v1::Collective& c) {
+  if (c.proxy_bytes() == 0) return;
+  auto it = own_.find(c.comm_hash());
+  if (it == own_.end()) {
+    if (own_.size() >= options_.max_kinds) {
+      // The communicator whose newest collective ended first: its job is the likeliest over.
+      auto oldest = own_.begin();
+      for (auto o = own_.begin(); o != own_.end(); ++o) {
+        if (o->second.back().end_ns < oldest->second.back().end_ns) oldest = o;
+      }
+      own_.erase(oldest);
+    }
+    it = own_.emplace(c.comm_hash(), std::deque<OwnTransfer>{}).first;
+  }
+  it->second.push_back(OwnTransfer{c.start_ns(), c.end_ns(), c.proxy_bytes()});
+  while (it->second.size() > kOwnPerComm) it->second.pop_front();
+}
+
+uint64_t CollectiveAnalyzer::OwnBytes(const v1::Collective& c) const {
+  const auto it = own_.find(c.comm_hash());
+  if (it == own_.end() || c.proxy_bytes() == 0) return 0;
+  double bytes = 0;
+  for (const OwnTransfer& o : it->second) {
+    const int64_t from = std::max(o.start_ns, c.start_ns()), to = std::min(o.end_ns, c.end_ns());
+    if (to < from || (to == from && o.end_ns > o.start_ns)) continue;
+    // Pro rata to the overlap; a transfer of no duration counts whole when it falls inside.
+    const double share = o.end_ns > o.start_ns ? static_cast<double>(to - from) /
+                                                     static_cast<double>(o.end_ns - o.start_ns)
+                                               : 1.0;
+    bytes += share * static_cast<double>(o.bytes);
+  }
+  // Its own transfer at least, should it have left the communicator's list.
+  return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
 }
 
 size_t CollectiveAnalyzer::Release(AnalyzerOutput* out) {
@@ -251,6 +239,7 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
   a.set_port_index(-1);
   const int64_t t0 = c.start_ns(), t1 = c.end_ns();
   std::vector<FlightSample> samples;
+  std::vector<double> tx_utils;  // each judged sample's transmit utilization
   for (uint32_t pi : candidates_) {
     v1::PortActivity* pa = a.add_ports();
     pa->set_port_index(pi);
@@ -259,7 +248,8 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
     // Sample i covers (t - interval, t]: the ones overlapping [t0, t1] end in (t0, t1 + one
     // interval]; 1 s is more than any sample interval the pipeline accepts.
     recorder_.Extract(pi, t0 + 1, t1 + 1'000'000'000, SIZE_MAX, &samples);
-    double tx = 0, rx = 0, covered = 0, saturated = 0, peak = 0;
+    double tx = 0, rx = 0, covered = 0, saturated = 0, peak_tx = 0, peak_rx = 0;
+    tx_utils.clear();
     uint32_t n = 0;
     // A short sample (< half the period) is judged together with the next one.
     uint64_t carry_tx = 0, carry_rx = 0;
@@ -282,22 +272,29 @@ v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) cons
         carry_ns += s.interval_ns;
         continue;
       }
-      const double secs = static_cast<double>(s.interval_ns + carry_ns) / 1e9;
-      const double u = static_cast<double>(std::max(s.tx_bytes + carry_tx, s.rx_bytes + carry_rx)) /
-                       (static_cast<double>(rate) * secs);
+      const double capacity =
+          static_cast<double>(rate) * static_cast<double>(s.interval_ns + carry_ns) / 1e9;
+      const double u_tx = static_cast<double>(s.tx_bytes + carry_tx) / capacity;
+      const double u_rx = static_cast<double>(s.rx_bytes + carry_rx) / capacity;
       const double judged_ns = ns + static_cast<double>(carry_ns) * overlap;
       carry_tx = carry_rx = 0;
       carry_ns = 0;
-      peak = std::max(peak, u);
-      if (u >= options_.saturation_utilization) saturated += judged_ns;
+      peak_tx = std::max(peak_tx, u_tx);
+      tx_utils.push_back(u_tx);
+      peak_rx = std::max(peak_rx, u_rx);
+      if (std::max(u_tx, u_rx) >= options_.saturation_utilization) saturated += judged_ns;
     }
     saturated = std::min(saturated, covered);
     pa->set_samples(n);
     pa->set_transmit_bytes(static_cast<uint64_t>(std::llround(tx)));
     pa->set_receive_bytes(static_cast<uint64_t>(std::llround(rx)));
+    pa->set_line_rate_bytes_per_second(rate);
     if (rate > 0 && covered > 0) {
       pa->set_mean_utilization(std::max(tx, rx) / (static_cast<double>(rate) * covered / 1e9));
-      pa->set_peak_utilization(peak);
+      pa->set_peak_utilization(std::max(peak_tx, peak_rx));
+      pa->set_transmit_peak_utilization(peak_tx);
+      pa->set_transmit_busy_utilization(BusyMedian(&tx_utils, peak_tx));
+      pa->set_receive_peak_utilization(peak_rx);
       pa->set_saturated_ratio(saturated / covered);
     }
     uint32_t bursts = 0;
@@ -481,6 +478,7 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, int64_t window_start_ns,
     v1::Collective c = std::move(pending_.front().c);
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
+    a.set_own_bytes(OwnBytes(c));
     const int64_t duration_ns = c.end_ns() - c.start_ns();
     const Kind kind{c.comm_hash(), c.func(), common::CollectiveSizeClass(c.bytes())};
     auto it = kinds_.find(kind);

@@ -11,6 +11,7 @@
 
 #include "agent/collective_options.h"
 #include "agent/flight_recorder.h"
+#include "agent/p2_quantile.h"
 #include "agent/pipeline.h"
 #include "collectors/common/port_activity.h"
 #include "collectors/counter_meaning.h"
@@ -37,25 +38,6 @@ struct AnalyzerOutput {
   // Stats: this one's when set (a window's output receiving an early batch's carry, which has
   // none), else the other's.
   void Append(AnalyzerOutput&& other);
-};
-
-// Streaming estimate of one quantile with five markers and no stored samples: the P-squared
-// algorithm (R. Jain and I. Chlamtac, "The P2 algorithm for dynamic calculation of quantiles
-// and histograms without storing observations", CACM 28(10), 1985). Exact while fewer than five
-// values were seen (the nearest-rank value of those).
-class P2Quantile {
- public:
-  explicit P2Quantile(double p) : p_(p) {}
-  void Add(double x);
-  double Value() const;
-  uint64_t count() const { return count_; }
-
- private:
-  double p_;
-  uint64_t count_ = 0;
-  double q_[5] = {};   // marker heights
-  double n_[5] = {};   // marker positions (1-based)
-  double np_[5] = {};  // desired positions
 };
 
 // The loss events of a port during a collective (collectors/common/port_activity.h, one rule for
@@ -169,6 +151,18 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
     int64_t queued_data_ns;  // data_until_ns when it arrived (0 before the first Process)
   };
   using Kind = std::tuple<uint64_t, std::string, int>;
+  // A collective's network transfer as its record says (its proxy bytes over [start, end]),
+  // kept per communicator for CollectiveAnalysis.own_bytes.
+  struct OwnTransfer {
+    int64_t start_ns, end_ns;
+    uint64_t bytes;
+  };
+  // Transfers kept per communicator: 8 local ranks x 8 sequence numbers.
+  static constexpr size_t kOwnPerComm = 64;
+  void RememberOwn(const v1::Collective& c);
+  // CollectiveAnalysis.own_bytes: this node's proxy bytes of c's communicator during c, pro
+  // rata (c's own whole); 0 when c has none.
+  uint64_t OwnBytes(const v1::Collective& c) const;
 
   void Classify(v1::CollectiveAnalysis* a, int64_t duration_ns) const;
   double NetworkShare(int64_t window_start_ns, int64_t window_end_ns, bool* marker,
@@ -214,6 +208,8 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   };
   Recurrence Recur(uint32_t port) const;
   std::map<Kind, KindStats> kinds_;
+  // At most max_kinds communicators; the one whose newest transfer ended first leaves first.
+  std::map<uint64_t, std::deque<OwnTransfer>> own_;
   std::vector<PortLoss> port_loss_;                    // per port index
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
   std::deque<int64_t> marker_starts_;                  // iteration starts, last ~10 s

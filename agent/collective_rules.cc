@@ -122,7 +122,10 @@ bool CollectiveAnalyzer::RateLossy(v1::CollectiveAnalysis* a) const {
 
 double CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c,
                                      v1::CollectiveAnalysis* a) const {
-  if (c.proxy_bytes() == 0) return 0;
+  // This node's bytes of the communicator (every local rank's), not this rank's alone: the
+  // candidate ports carry all of them.
+  const uint64_t own = a->own_bytes() > 0 ? a->own_bytes() : c.proxy_bytes();
+  if (own == 0) return 0;
   uint64_t moved = 0;
   int busiest = -1;
   for (int i = 0; i < a->ports_size(); ++i) {
@@ -130,7 +133,7 @@ double CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c
     moved += p.transmit_bytes() + p.receive_bytes();
     if (busiest < 0 || p.mean_utilization() > a->ports(busiest).mean_utilization()) busiest = i;
   }
-  const double share = static_cast<double>(moved) / static_cast<double>(c.proxy_bytes());
+  const double share = static_cast<double>(moved) / static_cast<double>(own);
   if (options_.contention_ratio <= 0 || share < options_.contention_ratio || busiest < 0 ||
       k.clean_median.count() < options_.min_history ||
       (a->cause() != v1::COLLECTIVE_CAUSE_NORMAL &&
@@ -145,7 +148,7 @@ double CollectiveAnalyzer::Contended(const KindStats& k, const v1::Collective& c
   a->set_detail(absl::StrFormat(
       "%s: its ports moved %.2fx the collective's own %d proxy bytes while it ran (another flow "
       "shares the link), at %.2f of line rate; it took %.2fx its kind's clean median (%.3g s)",
-      PortLabel(ports_[p.port_index()]), share, c.proxy_bytes(), p.mean_utilization(), slow,
+      PortLabel(ports_[p.port_index()]), share, own, p.mean_utilization(), slow,
       k.clean_median.Value() / 1e9));
   return share;
 }

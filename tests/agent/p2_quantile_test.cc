@@ -1,10 +1,11 @@
-// P2Quantile (agent/collective_analysis.h): the streaming quantile estimate the slow-collective
+// P2Quantile (agent/p2_quantile.h): the streaming quantile estimate the slow-collective
 // rule compares each collective with.
+#include "agent/p2_quantile.h"
+
 #include <algorithm>
 #include <random>
 #include <vector>
 
-#include "agent/collective_analysis.h"
 #include "gtest/gtest.h"
 
 namespace fabricscope::agent {

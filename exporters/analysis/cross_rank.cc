@@ -42,7 +42,10 @@ const char* CrossRankAnalysis::CauseName(Cause c) {
 }
 
 CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options)
-    : options_(options), names_(options.max_names) {
+    : options_(options),
+      names_(options.max_names),
+      path_(options.path),
+      fabric_loss_(options.fabric_loss) {
   DiagnosisOptions d = options.diagnosis;
   d.max_kinds = std::max<size_t>(1, (d.max_kinds + kCommShards - 1) / kCommShards);
   for (size_t i = 0; i < kNodeShards; ++i) node_shards_.push_back(std::make_unique<NodeShard>());
@@ -82,6 +85,7 @@ void CrossRankAnalysis::ForgetNode(const std::string& node) {
   if (!name) return;
   NodeShard& ns = NodeShardOf(*name);
   absl::MutexLock lock(&ns.mu);
+  fabric_loss_.ForgetNode(*name);
   auto it = ns.nodes.find(*name);
   if (it == ns.nodes.end()) return;
   scored_ranks_.fetch_sub(it->second.scores.size(), std::memory_order_relaxed);
@@ -168,6 +172,18 @@ std::shared_ptr<const CrossRankAnalysis::NodePorts> CrossRankAnalysis::TakeNodeP
 void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& batch,
                                 const PeerRing* ring, std::vector<v1::ForwardedAnalysis>* forward) {
   if (batch.collectives_size() == 0 && !batch.has_collective_analysis() && !batch.has_gpu()) {
+    // A node without GPU ingest: its ports are part of the fabric all the same.
+    if (batch.ports_size() == 0) return;
+    const std::optional<Name> known = names_.Find(node_name);
+    if (!known) return;
+    NodeShard& ns = NodeShardOf(*known);
+    std::shared_ptr<const NodePorts> ports;
+    {
+      absl::MutexLock lock(&ns.mu);
+      const auto it = ns.nodes.find(*known);
+      if (it != ns.nodes.end()) ports = it->second.ports;
+    }
+    if (ports != nullptr) fabric_loss_.OnBatch(*known, ports->info, batch);
     return;
   }
   const std::optional<Name> name = names_.Intern(node_name);
@@ -179,6 +195,7 @@ void CrossRankAnalysis::OnBatch(const std::string& node_name, const v1::Batch& b
   }
   const Name node = *name;
   const std::shared_ptr<const NodePorts> ports = TakeNodeParts(node, batch);
+  fabric_loss_.OnBatch(node, ports->info, batch);
   std::vector<Report> reports;
   reports.reserve(static_cast<size_t>(batch.collectives_size()));
   uint64_t dropped = 0;
@@ -329,6 +346,22 @@ int CrossRankAnalysis::Strongest(const std::vector<RankEntry>& ranks, v1::Collec
   return best;
 }
 
+InstancePath CrossRankAnalysis::PathOf(const Key& key, const Done& d, int64_t last_start,
+                                       int64_t last_end,
+                                       absl::InlinedVector<const RankPath*, 16>* paths) {
+  for (const RankEntry& r : d.ranks) paths->push_back(&r);
+  InstancePath ip;
+  ip.comm = key.comm;
+  ip.func = key.func;
+  ip.size_class = CollectiveSizeClass(d.ranks.empty() ? 0 : d.ranks[0].bytes);
+  ip.nranks = d.nranks;
+  ip.bus_bytes = d.ranks.empty() ? 0 : d.ranks[0].bus_bytes;
+  ip.transfer_ns = last_end - last_start;
+  ip.end_unix_ns = last_end;
+  ip.ranks = *paths;
+  return ip;
+}
+
 void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
                                std::vector<BlameUpdate>* blames, Retired* retired) {
   Done d;
@@ -363,22 +396,34 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
   const int64_t instant_min_skew = std::max<int64_t>(
       options_.straggler_min_skew_ns,
       static_cast<int64_t>(options_.straggler_skew_ratio * static_cast<double>(median)));
+  // The absolute evidence of the ranks' ports, from the moment the last rank arrived.
+  absl::InlinedVector<const RankPath*, 16> paths;
+  const InstancePath ip = PathOf(key, d, last, last_end, &paths);
+  const PathVerdict pv = path_.Evaluate(ip);
+  d.busbw = pv.busbw;
+  d.line_share = pv.line_share;
+  d.best_share = pv.best_share;
   double w = 0;
-  if (lossy >= 0) {
-    d.cause = Cause::kNetworkLossy;
-    d.bottleneck = lossy;
-    d.evidence = std::string(d.ranks[static_cast<size_t>(lossy)].detail());
-    w = 1;
-  } else if (saturated >= 0) {
-    d.cause = Cause::kNetworkSaturated;
-    d.bottleneck = saturated;
-    d.evidence = std::string(d.ranks[static_cast<size_t>(saturated)].detail());
-    w = std::min(1.0, d.ranks[static_cast<size_t>(saturated)].saturated_ratio);
+  if (lossy >= 0 || saturated >= 0) {
+    const int b = lossy >= 0 ? lossy : saturated;
+    d.cause = lossy >= 0 ? Cause::kNetworkLossy : Cause::kNetworkSaturated;
+    d.rule = EvidenceRule::kRankAnalysis;
+    d.bottleneck = b;
+    d.evidence = std::string(d.ranks[static_cast<size_t>(b)].detail());
+    w = lossy >= 0 ? 1 : std::min(1.0, d.ranks[static_cast<size_t>(b)].saturated_ratio);
+  } else if (pv.rule != EvidenceRule::kNone && persistent.index < 0) {
+    d.cause =
+        pv.rule == EvidenceRule::kFabricLoss ? Cause::kNetworkLossy : Cause::kNetworkSaturated;
+    d.rule = pv.rule;
+    d.bottleneck = pv.bottleneck;
+    d.evidence = pv.evidence;
+    w = pv.weight;
   } else if (persistent.index >= 0 ||
              // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
              (persistent.latest >= 0 && key.seq > 0 &&
               persistent.latest_lateness_ns >= instant_min_skew)) {
     d.cause = Cause::kComputeStraggler;
+    d.rule = EvidenceRule::kArrivalOrder;
     d.bottleneck = persistent.index >= 0 ? persistent.index : persistent.latest;
     d.evidence = persistent.evidence;
     if (persistent.index < 0) {
@@ -394,6 +439,7 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
             : 1.0;
   } else {
     d.cause = Cause::kNormal;
+    path_.Learn(ip, pv);
   }
   {
     Diagnosis::Outcome o;
@@ -401,6 +447,8 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
     o.end_unix_ns = last_end;
     o.duration_ns = d.max_duration_ns;
     o.cause = CauseName(d.cause);
+    o.rule = EvidenceRuleName(d.rule);
+    o.best_share = d.best_share;
     o.evidence = d.evidence;
     if (d.bottleneck >= 0) {
       const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];

@@ -15,11 +15,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "collectors/common/port_activity.h"
 #include "exporters/analysis/diagnosis.h"
+#include "exporters/analysis/fabric_loss.h"
 #include "exporters/analysis/names.h"
+#include "exporters/analysis/path_evidence.h"
 #include "exporters/heatmap/heatmap_svg.h"
 #include "exporters/shard/peer_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -56,6 +59,10 @@ struct CrossRankOptions {
   // The persistent-straggler test and the per-communicator diagnosis
   // (exporters/analysis/diagnosis.h).
   DiagnosisOptions diagnosis;
+  // Absolute evidence: the path's expected rate, another flow, the fabric's loss
+  // (exporters/analysis/path_evidence.h, fabric_loss.h).
+  PathEvidenceOptions path;
+  FabricLossOptions fabric_loss;
   size_t score_window = 64;  // instances per (node, rank) in the straggler score
   // Complete instances kept for the heat map and JSON, per shard of communicators (a
   // communicator's instances are all in one shard: kCommShards x this in all, 4,096 by
@@ -80,12 +87,16 @@ struct CrossRankOptions {
 //   arrival skew = latest start - earliest start (Unix times, each node's own offset);
 //   cause: network_lossy / network_saturated when some rank's own analysis says so (the
 //     bottleneck is that rank: the lossy one with most events, else the saturated one with the
-//     highest saturated ratio); else compute_straggler when the skew >= max(min skew, ratio x
-//     the ranks' median duration) (the bottleneck is the last rank to arrive: the others
-//     waited for it with idle links); else normal.
+//     highest saturated ratio); else compute_straggler when the persistent-straggler test names
+//     a rank; else network_lossy / network_saturated from the absolute evidence of the ranks'
+//     ports (exporters/analysis/path_evidence.h: the fabric's loss, another flow, a slow link),
+//     which needs no history of the communicator; else compute_straggler when the skew >=
+//     max(min skew, ratio x the ranks' median duration) (the bottleneck is the last rank to
+//     arrive: the others waited for it with idle links); else normal.
 //   blame of the bottleneck rank: lossy 1; saturated its port's saturated (or microburst)
-//     share of the collective; compute min(1, skew / longest duration) (the share of the
-//     collective the others spent waiting for it).
+//     share of the collective; another flow the share of its port that flow took; a slow link
+//     1 - its transmit peak over the others'; compute min(1, skew / longest duration) (the share
+//     of the collective the others spent waiting for it).
 // Straggler score of a (node, rank) = the mean blame over the last score_window instances it
 // took part in (0 when it was not the bottleneck): 1 = it held back every recent collective
 // for all of its time; in [0, 1].
@@ -151,9 +162,9 @@ class CrossRankAnalysis {
   uint64_t memory_bytes() const;
 
  private:
-  struct RankEntry {
-    Name node;
-    int32_t rank = -1;
+  // Its node, rank, port ("device:port" of port_index; none: Name()) and the absolute evidence
+  // of its ports (RankPath): PathEvidence reads the entries in place.
+  struct RankEntry : RankPath {
     int64_t start_unix_ns = 0, end_unix_ns = 0;
     v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_UNSPECIFIED;
     // CollectiveAnalysis.detail: detail_size bytes at detail_begin of detail_text, the details
@@ -165,12 +176,12 @@ class CrossRankAnalysis {
       return detail_text ? absl::string_view(*detail_text).substr(detail_begin, detail_size)
                          : absl::string_view();
     }
-    Name port;  // "device:port" of port_index; none: Name()
     double saturated_ratio = 0;
     uint64_t events = 0;
     bool slow = false;
     bool lossy_by_tail = false;  // CollectiveAnalysis.lossy_by_tail
     uint64_t bytes = 0;
+    double bus_bytes = 0;  // Collective.busbw x its duration: nccl-tests' S x factor
     // Null unless slow and a recording covering it came in the same batch; shared, not copied,
     // when the instance completes.
     std::shared_ptr<const v1::FlightRecording> recording;
@@ -209,7 +220,11 @@ class CrossRankAnalysis {
     Key key;
     int32_t nranks;
     Cause cause = Cause::kNormal;
+    EvidenceRule rule = EvidenceRule::kNone;  // what named the cause
     std::string evidence;  // one line with numbers: the bottleneck's own detail, or the skew
+    // The path's figures (PathVerdict): busBw, its share of the slowest line rate and of its
+    // kind's best; -1 unknown.
+    double busbw = -1, line_share = -1, best_share = -1;
     int64_t skew_ns;
     int64_t max_duration_ns;
     int bottleneck = -1;  // index into ranks
@@ -297,9 +312,11 @@ class CrossRankAnalysis {
   // One analysed collective's report appended to *reports, its detail to *details (the
   // batch's shared buffer); false (to be counted as dropped) when its ranks are impossible or
   // its function name has no room. port: its port_index's label, when known there.
+  // fabric_loss: its port's loss against the fabric (FabricLoss::Of) where known.
   bool AddReport(Name node, const v1::Collective& c, int64_t unix_offset_ns,
-                 std::optional<Name> port, const v1::FlightRecording* recording, FuncNames& funcs,
-                 std::string* details, std::vector<Report>* reports);
+                 std::optional<Name> port, const v1::FlightRecording* recording,
+                 const v1::FabricLossEvidence& fabric_loss, FuncNames& funcs, std::string* details,
+                 std::vector<Report>* reports);
   // Matches the reports shard by shard, then applies their blame and counts `dropped`.
   void MatchReports(std::vector<Report>&& reports, uint64_t dropped);
   // Adds one report to its shard; completes, evicts and finishes instances there.
@@ -312,6 +329,11 @@ class CrossRankAnalysis {
   bool PopOldest(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Evicts the shard's instances that waited past pending_timeout_ns for their other ranks.
   void EvictExpired(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The instance as the path evidence reads it (pointers to its ranks into *paths, which it
+  // points at);
+  // transfer time from the last rank's start to the last end.
+  static InstancePath PathOf(const Key& key, const Done& d, int64_t last_start, int64_t last_end,
+                             absl::InlinedVector<const RankPath*, 16>* paths);
   void Finish(CommShard& s, const Key& key, Instance&& inst, std::vector<BlameUpdate>* blames,
               Retired* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The rank whose own analysis says `cause` most strongly (lossy: most loss events;
@@ -356,6 +378,9 @@ class CrossRankAnalysis {
   }
   void StorePairs(NodePairs& np, const v1::GpuWindow& w) const;
   std::vector<std::unique_ptr<NodeShard>> node_shards_;
+  // Fabric-wide, over all shards (each behind its own lock, taken after a shard's, never before).
+  PathEvidence path_;
+  FabricLoss fabric_loss_;
   std::atomic<uint64_t> scored_ranks_{0};      // (node, rank) scores held, against max_ranks
   std::atomic<uint64_t> dropped_analyses_{0};  // outside kMaxRanksPerInstance
 };

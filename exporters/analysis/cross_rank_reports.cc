@@ -2,6 +2,8 @@
 // own batch, or from the records a peer aggregator forwarded (sharded aggregators, issue 18),
 // in the same way, so that an owner matches a forwarded rank exactly as a local one.
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,8 +35,8 @@ class CrossRankAnalysis::FuncNames {
 
 bool CrossRankAnalysis::AddReport(Name node, const v1::Collective& c, int64_t unix_offset_ns,
                                   std::optional<Name> port, const v1::FlightRecording* recording,
-                                  FuncNames& funcs, std::string* details,
-                                  std::vector<Report>* reports) {
+                                  const v1::FabricLossEvidence& fabric_loss, FuncNames& funcs,
+                                  std::string* details, std::vector<Report>* reports) {
   const v1::CollectiveAnalysis& a = c.analysis();
   // A rank count no communicator has, or a rank outside it: dropped and counted before it can
   // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
@@ -61,13 +63,39 @@ bool CrossRankAnalysis::AddReport(Name node, const v1::Collective& c, int64_t un
   e.slow = a.slow();
   e.lossy_by_tail = a.lossy_by_tail();
   e.bytes = c.bytes();
+  e.bus_bytes = c.busbw_bytes_per_second() * c.duration_seconds();
+  PortFigures& f = e;
+  f.own_bytes = a.own_bytes();
+  // The two peers it sent the most to.
+  uint64_t sent[2] = {0, 0};
+  for (const v1::ProxyPeer& p : c.proxy_peers()) {
+    if (p.bytes_sent() > sent[0]) {
+      sent[1] = sent[0];
+      f.send_peers[1] = f.send_peers[0];
+      sent[0] = p.bytes_sent();
+      f.send_peers[0] = p.peer();
+    } else if (p.bytes_sent() > sent[1]) {
+      sent[1] = p.bytes_sent();
+      f.send_peers[1] = p.peer();
+    }
+  }
+  for (const v1::PortActivity& p : a.ports())
+    f.port_bytes += p.transmit_bytes() + p.receive_bytes();
   if (port) {
     e.port = *port;
     for (const v1::PortActivity& p : a.ports()) {
       if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
       e.saturated_ratio = SaturatedShare(p, dur);
       e.events = LossEvents(p);
+      f.line_rate = p.line_rate_bytes_per_second();
+      f.tx_busy = static_cast<float>(p.transmit_busy_utilization());
+      f.samples = p.samples();
+      f.loss_events = static_cast<uint32_t>(std::min<uint64_t>(e.events, UINT32_MAX));
     }
+    f.window_events = static_cast<uint32_t>(std::min<uint64_t>(fabric_loss.events(), UINT32_MAX));
+    f.window_rate = static_cast<float>(fabric_loss.rate());
+    f.fabric_median = static_cast<float>(fabric_loss.fabric_median());
+    f.fabric_ports = fabric_loss.ports();
   }
   if (e.slow && recording != nullptr) {
     e.recording = std::make_shared<const v1::FlightRecording>(*recording);
@@ -102,11 +130,22 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
   details.reserve(detail_bytes);
   const size_t first = reports->size();
   FuncNames funcs(names_);
+  // Each port's loss against the fabric, taken once per batch (a batch's collectives share a
+  // few ports). A reference it returns is used before the next call.
+  const v1::FabricLossEvidence none;
+  absl::InlinedVector<std::pair<int32_t, v1::FabricLossEvidence>, 8> losses;
+  auto LossOf = [&](int32_t pi) -> const v1::FabricLossEvidence& {
+    for (const auto& [index, e] : losses) {
+      if (index == pi) return e;
+    }
+    return losses.emplace_back(pi, fabric_loss_.Of(node, static_cast<uint32_t>(pi))).second;
+  };
   for (const v1::Collective& c : batch.collectives()) {
     if (!c.has_analysis()) continue;
     const int32_t pi = c.analysis().port_index();
     const bool port_known = pi >= 0 && static_cast<size_t>(pi) < ports.info.size();
     const v1::FlightRecording* recording = RecordingOf(batch, c);
+    const v1::FabricLossEvidence& loss = port_known ? LossOf(pi) : none;
     if (ring != nullptr && forward != nullptr && !ring->Owns(c.comm_hash())) {
       v1::ForwardedAnalysis& f = forward->emplace_back();
       f.set_node(node.str());
@@ -114,11 +153,13 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
       if (port_known) f.set_port(ports.labels[static_cast<size_t>(pi)].str());
       *f.mutable_collective() = c;
       if (recording != nullptr) *f.mutable_recording() = *recording;
+      if (port_known) *f.mutable_fabric_loss() = loss;
       continue;
     }
     const std::optional<Name> port =
         port_known ? std::optional<Name>(ports.labels[static_cast<size_t>(pi)]) : std::nullopt;
-    if (!AddReport(node, c, batch.unix_offset_ns(), port, recording, funcs, &details, reports)) {
+    if (!AddReport(node, c, batch.unix_offset_ns(), port, recording, loss, funcs, &details,
+                   reports)) {
       ++*dropped;
     }
   }
@@ -144,8 +185,8 @@ void CrossRankAnalysis::OnForwarded(const v1::Batch& batch) {
         f.port().empty() ? std::nullopt
                          : std::optional<Name>(names_.Intern(f.port()).value_or(Name()));
     const v1::FlightRecording* recording = f.has_recording() ? &f.recording() : nullptr;
-    if (!AddReport(*node, f.collective(), f.unix_offset_ns(), port, recording, funcs, &details,
-                   &reports)) {
+    if (!AddReport(*node, f.collective(), f.unix_offset_ns(), port, recording, f.fabric_loss(),
+                   funcs, &details, &reports)) {
       ++dropped;
     }
   }

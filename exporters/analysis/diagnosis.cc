@@ -183,15 +183,17 @@ Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
   d.affected = best->second;
   // Walk back over the run: it ends at a gap of `gap` instances without the label.
   size_t first = n, clean_run = 0;
-  std::vector<double> affected;
+  std::vector<double> affected, shares;
   for (size_t i = n; i-- > 0;) {
     if (label(c.recent[i]) == best->first) {
       first = i;
       clean_run = 0;
       affected.push_back(static_cast<double>(c.recent[i].duration_ns) / 1e9);
+      if (c.recent[i].best_share >= 0) shares.push_back(c.recent[i].best_share);
       if (d.evidence.empty()) {
         d.evidence = c.recent[i].evidence;
         d.func = c.recent[i].func;
+        d.rule = c.recent[i].rule;
       }
     } else if (++clean_run >= options_.gap) {
       break;
@@ -199,6 +201,7 @@ Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
   }
   d.since_unix_ns = c.recent[first].end_unix_ns;
   d.p90_s = P90(affected);
+  if (!shares.empty()) d.best_share = Median(shares);
   std::vector<double> baseline;
   for (size_t i = 0; i < first; ++i) {
     if (c.recent[i].cause == "normal") {
@@ -220,13 +223,24 @@ std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
     what = absl::StrFormat("rank %d on %s arrives late", d.rank, d.node);
   } else if (d.cause == "network_lossy") {
     what = absl::StrFormat("%s's port %s loses, retransmits or is paused by PFC", d.node, d.port);
+  } else if (d.cause == "network_saturated" && d.rule == "shared_flow") {
+    what = absl::StrFormat("%s's port %s is shared with another flow", d.node, d.port);
+  } else if (d.cause == "network_saturated" && d.rule == "slow_link") {
+    what = absl::StrFormat("the path from %s's port %s carries less than its line rate", d.node,
+                           d.port);
   } else if (d.cause == "network_saturated") {
     what = absl::StrFormat("%s's port %s is saturated", d.node, d.port);
   } else {
     what = absl::StrFormat("%s (rank %d on %s)", d.cause, d.rank, d.node);
   }
   std::string cost = "no clean baseline before it to measure the cost against";
-  if (d.baseline_p90_s > 0 && d.p90_s >= 1.005 * d.baseline_p90_s) {
+  if (d.baseline_p90_s <= 0 && d.best_share >= 0) {
+    // A fault present from the start: its cost against the best its kind reaches elsewhere.
+    cost = absl::StrFormat(
+        "no clean instance before it; they reach %.2f of the busBw its kind "
+        "reaches at best on the fabric",
+        d.best_share);
+  } else if (d.baseline_p90_s > 0 && d.p90_s >= 1.005 * d.baseline_p90_s) {
     cost = absl::StrFormat("its collectives take %.0f%% longer at p90 (%.3g s against %.3g s)",
                            100 * (d.p90_s / d.baseline_p90_s - 1), d.p90_s, d.baseline_p90_s);
   } else if (d.baseline_p90_s > 0) {
@@ -277,6 +291,10 @@ std::vector<Diagnosis::JsonEntry> Diagnosis::JsonEntries(
     } else {
       out += "null,\"cost_ratio\":null";
     }
+    out += ",\"best_share\":";
+    AppendJsonNumber(&out, d.best_share >= 0 ? d.best_share : NAN);
+    out += ",\"rule\":";
+    AppendJsonString(&out, d.rule);
     out += ",\"evidence\":";
     AppendJsonString(&out, d.evidence);
     out += ",\"sentence\":";

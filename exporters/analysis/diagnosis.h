@@ -102,15 +102,23 @@ class Diagnosis {
     int64_t end_unix_ns = 0;
     int64_t duration_ns = 0;  // the longest rank's
     std::string cause;        // "normal", "compute_straggler", "network_lossy", ...
+    // What named the cause (EvidenceRuleName, exporters/analysis/path_evidence.h): "" for
+    // normal, "rank_analysis", "arrival_order", "fabric_loss", "shared_flow", "slow_link".
+    std::string rule;
     std::string node, port, evidence;
     int32_t rank = -1;
+    // Its busBw's share of the best its kind reaches on the fabric (PathVerdict.best_share);
+    // -1 unknown. The cost of a fault that no clean instance preceded.
+    double best_share = -1;
   };
   void Record(uint64_t comm, Outcome outcome);
 
   // {"communicators":[{comm, cause, node, rank, port, since_unix_seconds, affected,
   //   instances, p90_seconds, baseline_p90_seconds (null without a baseline), cost_ratio
-  //   (null likewise), evidence, sentence}]}, most affected first; cause "normal" (and the
-  //   node etc. empty) when nothing holds the communicator back.
+  //   (null likewise), best_share (the affected instances' median share of the best busBw
+  //   their kind reaches on the fabric; null unknown), rule (what named the cause, of the
+  //   latest affected instance), evidence, sentence}]}, most affected first; cause "normal"
+  //   (and the node etc. empty) when nothing holds the communicator back.
   std::string Json() const { return JoinJson(JsonEntries()); }
   // Json()'s objects one by one, for joining those of several Diagnosis (the communicator
   // shards of CrossRankAnalysis): JoinJson sorts them most affected first, then by comm.
@@ -139,11 +147,12 @@ class Diagnosis {
   };
   using Kind = std::tuple<uint64_t, Name, int>;
   struct Current {
-    std::string cause, node, port, evidence, func;
+    std::string cause, node, port, evidence, func, rule;
     int32_t rank = -1;
     size_t affected = 0, instances = 0;
     int64_t since_unix_ns = 0;
     double p90_s = 0, baseline_p90_s = -1;  // -1: no baseline
+    double best_share = -1;                 // median over the affected; -1 unknown
   };
   struct Comm {
     std::deque<Outcome> recent;

@@ -13,6 +13,12 @@
 #include "exporters/state/gpu_state.h"
 
 namespace fabricscope::exporters {
+namespace {
+
+// A figure that is -1 when unknown: null then.
+void AppendKnown(std::string* out, double v) { AppendJsonNumber(out, v >= 0 ? v : NAN); }
+
+}  // namespace
 
 std::vector<CrossRankAnalysis::Done> CrossRankAnalysis::SlowestRecent(
     size_t limit, const std::string& comm) const {
@@ -46,8 +52,16 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
     absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(d.key.comm), "\",\"func\":");
     AppendJsonString(&out, d.key.func.str());
     absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
-                    CauseName(d.cause), "\",\"evidence\":");
+                    CauseName(d.cause), "\",\"rule\":\"", EvidenceRuleName(d.rule),
+                    "\",\"evidence\":");
     AppendJsonString(&out, d.evidence);
+    out += ",\"path\":{\"busbw_bytes_per_second\":";
+    AppendKnown(&out, d.busbw);
+    out += ",\"line_rate_share\":";
+    AppendKnown(&out, d.line_share);
+    out += ",\"best_share\":";
+    AppendKnown(&out, d.best_share);
+    out += "}";
     out += ",\"skew_seconds\":";
     AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
     out += ",\"duration_seconds\":";
@@ -81,6 +95,15 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
       out += ",\"duration_seconds\":";
       AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
       absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false", ",\"loss_events\":", r.events);
+      const PortFigures& f = r;
+      absl::StrAppend(&out, ",\"port_bytes\":", f.port_bytes, ",\"own_bytes\":", f.own_bytes,
+                      ",\"line_rate_bytes_per_second\":", f.line_rate,
+                      ",\"transmit_busy_utilization\":");
+      AppendJsonNumber(&out, f.tx_busy);
+      absl::StrAppend(&out, ",\"window_loss_events\":", f.window_events, ",\"window_loss_rate\":");
+      AppendJsonNumber(&out, f.window_rate);
+      out += ",\"fabric_loss_median\":";
+      AppendKnown(&out, f.fabric_ports > 0 ? f.fabric_median : -1.0);
       if (r.recording && (r.recording->time_ns_size() > 0 || r.recording->from_ns() != 0)) {
         const v1::FlightRecording& rec = *r.recording;
         const int64_t off = r.recording_offset_ns;

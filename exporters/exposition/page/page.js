@@ -306,6 +306,30 @@ function renderSlow(j) {
   fillTable($('#slow-collectives'), rows);
 }
 
+// What named the instance's cause and the path's figures (exporters/analysis/path_evidence.h):
+// "named by shared_flow: achieved 0.21 of the path's line rate ...; busBw 41.9 Mb/s".
+const RULES = {
+  rank_analysis: "a rank's own analysis of its ports",
+  arrival_order: "the ranks' arrival order",
+  fabric_loss: "its port's loss against the fabric's",
+  shared_flow: 'another flow on its port',
+  slow_link: 'a path that carries less than its line rate',
+};
+
+function evidenceLine(c) {
+  const p = c.path || {};
+  const parts = [];
+  if (c.rule) parts.push(`named by ${RULES[c.rule] || c.rule}`);
+  if (c.evidence) parts.push(c.evidence);
+  const shares = [];
+  if (p.line_rate_share != null) {
+    shares.push(`${fmtRatio(p.line_rate_share)} of the path's line rate`);
+  }
+  if (p.best_share != null) shares.push(`${fmtRatio(p.best_share)} of its kind's best`);
+  if (shares.length) parts.push('busBw ' + shares.join(', '));
+  return parts.join(' · ');
+}
+
 function selectCollective(i) {
   const c = state.slow[i];
   if (!c) return;
@@ -316,6 +340,7 @@ function selectCollective(i) {
   $('#collective-detail').hidden = false;
   $('#cd-title').textContent = `${c.func} #${c.seq} on communicator ${c.comm}: ${c.cause}, ` +
     `${fmtSeconds(c.duration_seconds)}, skew ${fmtSeconds(c.skew_seconds)}`;
+  $('#cd-evidence').textContent = evidenceLine(c);
   $('#cd-heatmap').src = '/heatmap/collectives?comm=' + encodeURIComponent(c.comm) +
     '&func=' + encodeURIComponent(c.func);
   const withRec = c.ranks.filter((r) => r.recording && r.recording.samples.length > 0);

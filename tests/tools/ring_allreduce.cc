@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,12 +44,13 @@ constexpr char kUsage[] =
     "profiler plugin at PATH (FABRICSCOPE_GPU_SOCKET says where it sends). --delay-ms is extra\n"
     "compute before every collective on this rank (a compute straggler); with --delay-file,\n"
     "the integer in PATH replaces it before each iteration once the file exists (a straggler\n"
-    "that begins mid-run).\n";
+    "that begins mid-run). --bytes=A,B,... cycles through the sizes, one per iteration (a job\n"
+    "whose collectives vary in size from step to step).\n";
 
 struct Args {
   int rank = -1, nranks = 0;
   std::string listen, right, plugin;
-  size_t bytes = 262144;
+  std::vector<size_t> bytes = {262144};  // per iteration, cycled
   int iterations = 10;
   int compute_ms = 50, delay_ms = 0;
   std::string delay_file;  // when it exists: its integer replaces delay_ms from then on
@@ -128,7 +130,16 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     } else if (const char* v = val("--plugin=")) {
       a->plugin = v;
     } else if (const char* v = val("--bytes=")) {
-      a->bytes = std::strtoull(v, nullptr, 10);
+      a->bytes.clear();
+      for (const char* p = v; *p != '\0';) {
+        char* end = nullptr;
+        a->bytes.push_back(std::strtoull(p, &end, 10));
+        if (end == p || (*end != ',' && *end != '\0')) {
+          std::fprintf(stderr, "bad --bytes=%s: a comma-separated list of sizes\n%s", v, kUsage);
+          return false;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (const char* v = val("--iterations=")) {
       a->iterations = std::atoi(v);
     } else if (const char* v = val("--compute-ms=")) {
@@ -282,8 +293,8 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &a)) return 2;
   sockaddr_in listen_addr{}, right_addr{};
   if (a.nranks < 2 || a.rank < 0 || a.rank >= a.nranks || !ParseAddr(a.listen, &listen_addr) ||
-      !ParseAddr(a.right, &right_addr) || a.plugin.empty() || a.iterations < 1 ||
-      a.bytes < 4 * static_cast<size_t>(a.nranks)) {
+      !ParseAddr(a.right, &right_addr) || a.plugin.empty() || a.iterations < 1 || a.bytes.empty() ||
+      *std::min_element(a.bytes.begin(), a.bytes.end()) < 4 * static_cast<size_t>(a.nranks)) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
@@ -293,10 +304,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<FakeNccl> nccl = LoadPlugin(a, &comm);
 
   const int n = a.nranks;
-  const size_t count = a.bytes / 4;
-  const size_t chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
-  std::vector<float> data(chunk * static_cast<size_t>(n), 0.0f), incoming(chunk);
+  std::vector<float> data, incoming;
   for (int it = 0; it < a.iterations; ++it) {
+    const size_t count = a.bytes[static_cast<size_t>(it) % a.bytes.size()] / 4;
+    const size_t chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+    data.assign(chunk * static_cast<size_t>(n), 0.0f);
+    incoming.assign(chunk, 0.0f);
     RunIteration(&a, it, ring, nccl.get(), &comm, chunk, &data, &incoming, deadline);
   }
   nccl->Drain();

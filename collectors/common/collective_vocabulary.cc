@@ -31,7 +31,11 @@ double BinomialUpperTail(size_t n, size_t k, double p) {
         std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
         std::lgamma(static_cast<double>(n - i) + 1) + static_cast<double>(i) * std::log(p) +
         static_cast<double>(n - i) * std::log1p(-p);
-    tail += std::exp(log_pmf);
+    const double term = std::exp(log_pmf);
+    tail += term;
+    // Past the mean the terms only fall: stop once they no longer change the sum (a window of
+    // millions of packets would otherwise cost millions of terms).
+    if (static_cast<double>(i) > static_cast<double>(n) * p && term <= tail * 1e-17) break;
   }
   return std::min(1.0, tail);
 }

@@ -24,9 +24,11 @@
 //
 //   network_lossy (fabric_loss)     the port lost or retransmitted >= fabric_loss_ratio x the
 //                                   median rate of the fabric's other ports of its kind in their
-//                                   latest windows, >= fabric_loss_min_rate, with >=
-//                                   fabric_loss_min_events events in its window and one in this
-//                                   collective (exporters/analysis/fabric_loss.h). Not gated
+//                                   latest windows, >= fabric_loss_min_rate, its window's events
+//                                   too many for a port at the larger of that median and half
+//                                   the min rate (one-sided binomial test, p <=
+//                                   fabric_loss_max_p_value), and one in this collective
+//                                   (exporters/analysis/fabric_loss.h). Not gated
 //                                   by "low": a lost packet costs a timeout or a replay in the
 //                                   tail, not always in this instance's mean rate.
 //   network_saturated (shared_flow) its ports moved >= shared_ratio x its node's own bytes of
@@ -81,10 +83,13 @@ struct PathEvidenceOptions {
   // Fabric loss: 10 x the fabric's median (a port that loses an order of magnitude more than its
   // peers; issue 33), at least 2e-4 (the agent's lossy_min_rate: twice the 0.01% loss that costs
   // ~10% of effective bandwidth, above the ~5e-5 of spurious TCP retransmissions of a clean veth
-  // ring) and 2 events in the window (one event is not a rate).
+  // ring), and more events than a port at max(median, min rate / 2) would lose in the window's
+  // packets at p <= 1e-3 (the binomial test of the agent's lossy_max_p_value; W. J. Conover,
+  // "Practical Nonparametric Statistics", 1999, §3.1): 2 events in 2,000 packets of a job's
+  // first window (p 0.02 at 1e-4) are not a rate; 7 in 7,000 (0.1% loss) are (p 1e-5).
   double fabric_loss_ratio = 10;
   double fabric_loss_min_rate = 2e-4;
-  uint64_t fabric_loss_min_events = 2;
+  double fabric_loss_max_p_value = 1e-3;
   // Slow link: 0.7, below the spread of the ranks' busy transmit rates on a healthy ring (each
   // rank sends the same chunks at the same rate: the lowest over the others' median was 0.98 in
   // 40 clean instances of the cluster in a box, README "Fault matrix"), with room for the

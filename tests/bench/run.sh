@@ -116,7 +116,7 @@ ninja -C "$BUILD_DIR" fabricscope_bench_uplink_tls | tail -n 1
 cat "$LOGS/uplink_tls.log"
 
 echo
-echo "== fault matrix: every fault at every magnitude, named share and detection delay (tests/e2e/fault_matrix_test.py --full, ~8 min)"
+echo "== fault matrix: every fault at every magnitude, named share and detection delay (tests/e2e/fault_matrix_test.py --full, ~20 min)"
 if [ "$(id -u)" -eq 0 ] && command -v nft >/dev/null; then
   ninja -C "$BUILD_DIR" fabricscope-agent fabricscope-aggregator fabricscope-ring-allreduce \
     fabricscope_nccl_profiler fabricscope-fake-pfc | tail -n 1

@@ -327,6 +327,19 @@ TEST(PathEvidenceTest, APortLossierThanTheFabricIsNamedWhateverItsPast) {
       p.window_events = 1;  // one event in the window
     }
     EXPECT_EQ(PathEvidence().Evaluate(in).rule, EvidenceRule::kNone);
+    // A job's first window: 2 events (connection set-up) in 2,000 packets against a fabric
+    // at 0 (a false alarm of the cluster in a box before the binomial test): p 0.02 at 1e-4.
+    for (RankPath& p : paths) {
+      p.loss_events = 2;
+      p.window_events = 2;
+      p.window_rate = 1e-3f;
+    }
+    EXPECT_EQ(PathEvidence().Evaluate(in).rule, EvidenceRule::kNone);
+    // 0.1% over a whole window of 7,000 packets: 7 events, p 1e-5.
+    paths[0].window_events = 7;
+    const PathVerdict v = PathEvidence().Evaluate(in);
+    EXPECT_EQ(v.rule, EvidenceRule::kFabricLoss);
+    EXPECT_EQ(v.bottleneck, 0);
   }
 }
 

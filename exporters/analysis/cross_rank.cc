@@ -9,9 +9,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/exposition/metric_util.h"
-#include "exporters/heatmap/heatmap_http.h"
-#include "exporters/state/gpu_state.h"
 
 namespace fabricscope::exporters {
 
@@ -25,20 +22,6 @@ std::vector<double> ArrivalSkewBounds() {
   }
   b.push_back(10);
   return b;
-}
-
-const char* CrossRankAnalysis::CauseName(Cause c) {
-  switch (c) {
-    case Cause::kNetworkSaturated:
-      return "network_saturated";
-    case Cause::kNetworkLossy:
-      return "network_lossy";
-    case Cause::kComputeStraggler:
-      return "compute_straggler";
-    case Cause::kNormal:
-      break;
-  }
-  return "normal";
 }
 
 CrossRankAnalysis::CrossRankAnalysis(CrossRankOptions options)
@@ -406,14 +389,15 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
   double w = 0;
   if (lossy >= 0 || saturated >= 0) {
     const int b = lossy >= 0 ? lossy : saturated;
-    d.cause = lossy >= 0 ? Cause::kNetworkLossy : Cause::kNetworkSaturated;
+    d.cause =
+        lossy >= 0 ? v1::COLLECTIVE_CAUSE_NETWORK_LOSSY : v1::COLLECTIVE_CAUSE_NETWORK_SATURATED;
     d.rule = EvidenceRule::kRankAnalysis;
     d.bottleneck = b;
     d.evidence = std::string(d.ranks[static_cast<size_t>(b)].detail());
     w = lossy >= 0 ? 1 : std::min(1.0, d.ranks[static_cast<size_t>(b)].saturated_ratio);
   } else if (pv.rule != EvidenceRule::kNone && persistent.index < 0) {
-    d.cause =
-        pv.rule == EvidenceRule::kFabricLoss ? Cause::kNetworkLossy : Cause::kNetworkSaturated;
+    d.cause = pv.rule == EvidenceRule::kFabricLoss ? v1::COLLECTIVE_CAUSE_NETWORK_LOSSY
+                                                   : v1::COLLECTIVE_CAUSE_NETWORK_SATURATED;
     d.rule = pv.rule;
     d.bottleneck = pv.bottleneck;
     d.evidence = pv.evidence;
@@ -422,7 +406,7 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
              // seq 0: the ranks' start-up skew (process launch, communicator init), not a step
              (persistent.latest >= 0 && key.seq > 0 &&
               persistent.latest_lateness_ns >= instant_min_skew)) {
-    d.cause = Cause::kComputeStraggler;
+    d.cause = v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER;
     d.rule = EvidenceRule::kArrivalOrder;
     d.bottleneck = persistent.index >= 0 ? persistent.index : persistent.latest;
     d.evidence = persistent.evidence;
@@ -438,7 +422,7 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
             ? std::min(1.0, static_cast<double>(d.skew_ns) / static_cast<double>(d.max_duration_ns))
             : 1.0;
   } else {
-    d.cause = Cause::kNormal;
+    d.cause = v1::COLLECTIVE_CAUSE_NORMAL;
     path_.Learn(ip, pv);
   }
   {
@@ -446,15 +430,15 @@ void CrossRankAnalysis::Finish(CommShard& s, const Key& key, Instance&& inst,
     o.func = key.func.str();
     o.end_unix_ns = last_end;
     o.duration_ns = d.max_duration_ns;
-    o.cause = CauseName(d.cause);
-    o.rule = EvidenceRuleName(d.rule);
+    o.cause = d.cause;
+    o.rule = d.rule;
     o.best_share = d.best_share;
     o.evidence = d.evidence;
     if (d.bottleneck >= 0) {
       const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
       o.node = b.node.str();
       o.rank = b.rank;
-      o.port = d.cause == Cause::kComputeStraggler ? "" : b.port.str();
+      o.port = d.cause == v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER ? "" : b.port.str();
     }
     s.diagnosis.Record(key.comm, std::move(o));
   }

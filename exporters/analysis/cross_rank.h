@@ -26,7 +26,6 @@
 #include "exporters/heatmap/heatmap_svg.h"
 #include "exporters/shard/peer_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
-#include "prometheus/metric_family.h"
 
 namespace httplib {
 class Server;
@@ -78,6 +77,30 @@ struct CrossRankOptions {
   // an analysis naming a new one beyond it is dropped and counted
   // (fabricscope_collective_analyses_dropped_total). About 100 bytes a name.
   size_t max_names = 1 << 18;
+};
+
+// What CrossRankAnalysis::Snapshot reads: plain values, no lock held.
+struct CrossRankSnapshot {
+  // fabricscope_collective_arrival_skew_seconds: per-bucket counts over ArrivalSkewBounds()
+  // (the last one +Inf), their sum in seconds, instances matched.
+  std::vector<uint64_t> skew_buckets;
+  double skew_sum = 0;
+  uint64_t instances = 0, evicted = 0, pending = 0, dropped_analyses = 0;
+  std::array<uint64_t, v1::CollectiveCause_ARRAYSIZE> by_cause = {};  // by v1::CollectiveCause
+  struct Score {
+    std::string node;
+    int32_t rank;
+    double score;  // in [0, 1]
+  };
+  std::vector<Score> scores;
+  std::vector<std::pair<std::string, double>> network_shares;  // (node, share)
+  struct Overlap {
+    std::string node, device;
+    uint32_t port;
+    double ratio;  // in [0, 1]
+  };
+  std::vector<Overlap> overlaps;
+  std::vector<CommDiagnosis> diagnoses;  // CrossRankAnalysis::Diagnoses()
 };
 
 // Cross-rank analysis at the aggregator: matches the agents' analysed collectives (Collective
@@ -134,7 +157,9 @@ class CrossRankAnalysis {
   // a name the table has no room for, is dropped and counted
   // (fabricscope_collective_analyses_dropped_total).
   void OnForwarded(const v1::Batch& batch);
-  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+  // The counters, scores and diagnoses at this moment, read one shard lock at a time; rendered
+  // as metrics by exporters/exposition/cross_rank_render.h.
+  CrossRankSnapshot Snapshot() const;
 
   // {"collectives":[{comm, func, seq, nranks, cause, skew_seconds, duration_seconds (longest),
   //   bottleneck:{node, rank, port, detail}, ranks:[{node, rank, cause, detail, start_unix_seconds,
@@ -144,8 +169,9 @@ class CrossRankAnalysis {
   //   transmit_bytes, receive_bytes, transmit_utilization, receive_utilization}]}}]}]} slowest
   //   first. comm: only that communicator's (its 8-hex-digit label, as in the JSON); empty = all.
   std::string SlowJson(size_t limit, const std::string& comm = "") const;
-  // Diagnosis::Json() (exporters/analysis/diagnosis.h): per communicator, what holds it back now.
-  std::string DiagnosisJson() const;
+  // Per communicator, what holds it back now (Diagnosis::Snapshot), for the max_comms
+  // communicators seen most recently over all shards; in no order.
+  std::vector<CommDiagnosis> Diagnoses() const;
   // Rank x sequence: each rank's duration of the recent instances of one communicator and
   // func (comm = 8-hex-digit label or "" for the busiest; func "" = AllReduce if present).
   HeatmapModel CollectivesHeatmap(const std::string& comm, const std::string& func,
@@ -200,10 +226,9 @@ class CrossRankAnalysis {
       return H::combine(std::move(h), k.comm, k.seq, k.func);
     }
   };
-  // An instance's cause (the label of fabricscope_collectives_by_cause_total).
-  enum class Cause : uint8_t { kNormal, kNetworkSaturated, kNetworkLossy, kComputeStraggler };
-  static constexpr size_t kCauses = 4;
-  static const char* CauseName(Cause c);
+  // Instances counted per cause, indexed by v1::CollectiveCause (the aggregator sets normal,
+  // network_saturated, network_lossy and compute_straggler: common::CollectiveCauses()).
+  static constexpr size_t kCauses = v1::CollectiveCause_ARRAYSIZE;
   // Ranks up to this many are checked for a repeat by a scan of Instance::ranks, above it by
   // Instance::seen (communicators of tens of thousands of ranks made the scan quadratic).
   static constexpr int32_t kScanRanks = 64;
@@ -219,7 +244,7 @@ class CrossRankAnalysis {
   struct Done {
     Key key;
     int32_t nranks;
-    Cause cause = Cause::kNormal;
+    v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_NORMAL;
     EvidenceRule rule = EvidenceRule::kNone;  // what named the cause
     std::string evidence;  // one line with numbers: the bottleneck's own detail, or the skew
     // The path's figures (PathVerdict): busBw, its share of the slowest line rate and of its

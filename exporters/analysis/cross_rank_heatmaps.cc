@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
-#include "exporters/state/gpu_state.h"
 
 namespace fabricscope::exporters {
 
@@ -27,7 +26,7 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   std::pair<uint64_t, std::string> pick{0, ""};
   size_t best = 0;
   for (const auto& [k, c] : counts) {
-    if (!comm.empty() && GpuState::CommLabel(k.first) != comm) continue;
+    if (!comm.empty() && common::CommLabel(k.first) != comm) continue;
     if (!func.empty() && k.second != func) continue;
     const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
     if (score > best) {
@@ -37,7 +36,7 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   }
   m.title = best == 0 ? "Collective duration per rank (no complete instances yet)"
                       : absl::StrCat("Collective duration per rank: ", pick.second, " on comm ",
-                                     GpuState::CommLabel(pick.first));
+                                     common::CommLabel(pick.first));
   if (best == 0) return m;
   // The communicator's instances are all in its shard.
   CommShard& shard = ShardOf(pick.first);
@@ -133,7 +132,7 @@ HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
   uint64_t pick = 0, best = 0;
   bool found = false;
   for (const auto& [c, bytes] : per_comm) {
-    if (!comm.empty() && GpuState::CommLabel(c) != comm) continue;
+    if (!comm.empty() && common::CommLabel(c) != comm) continue;
     if (!found || bytes > best) {
       pick = c;
       best = bytes;
@@ -144,7 +143,7 @@ HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
   m.row_axis = "source rank";
   m.col_axis = "destination rank";
   m.value_label = "bytes sent (proxy, cumulative)";
-  m.title = found ? absl::StrCat("Rank x rank bytes, comm ", GpuState::CommLabel(pick))
+  m.title = found ? absl::StrCat("Rank x rank bytes, comm ", common::CommLabel(pick))
                   : "Rank x rank bytes (no proxy traffic yet)";
   if (!found) return m;
   int64_t n = 0;  // wide: a rank of INT32_MAX plus one

@@ -7,9 +7,6 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/exposition/metric_util.h"
-#include "exporters/heatmap/heatmap_svg.h"
-#include "exporters/state/gpu_state.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -159,17 +156,17 @@ void Diagnosis::Record(uint64_t comm, Outcome outcome) {
   while (c.recent.size() > options_.instances_per_comm) c.recent.pop_front();
 }
 
-Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
-  Current d;
-  d.cause = "normal";
+CommDiagnosis Diagnosis::Diagnose(uint64_t comm, const Comm& c) const {
+  CommDiagnosis d;
+  d.comm = comm;
   const size_t n = c.recent.size();
   const size_t from = n > options_.window ? n - options_.window : 0;
   d.instances = n - from;
-  using Label = std::tuple<std::string, std::string, int32_t, std::string>;
+  using Label = std::tuple<v1::CollectiveCause, std::string, int32_t, std::string>;
   auto label = [](const Outcome& o) { return Label{o.cause, o.node, o.rank, o.port}; };
   std::map<Label, size_t> counts;
   for (size_t i = from; i < n; ++i) {
-    if (c.recent[i].cause != "normal") ++counts[label(c.recent[i])];
+    if (c.recent[i].cause != v1::COLLECTIVE_CAUSE_NORMAL) ++counts[label(c.recent[i])];
   }
   auto best = counts.end();
   for (auto it = counts.begin(); it != counts.end(); ++it) {
@@ -177,6 +174,7 @@ Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
   }
   if (best == counts.end() ||
       static_cast<double>(best->second) < options_.min_share * static_cast<double>(d.instances)) {
+    d.sentence = Sentence(d);
     return d;
   }
   std::tie(d.cause, d.node, d.rank, d.port) = best->first;
@@ -204,34 +202,38 @@ Diagnosis::Current Diagnosis::Diagnose(const Comm& c) const {
   if (!shares.empty()) d.best_share = Median(shares);
   std::vector<double> baseline;
   for (size_t i = 0; i < first; ++i) {
-    if (c.recent[i].cause == "normal") {
+    if (c.recent[i].cause == v1::COLLECTIVE_CAUSE_NORMAL) {
       baseline.push_back(static_cast<double>(c.recent[i].duration_ns) / 1e9);
     }
   }
   if (!baseline.empty()) d.baseline_p90_s = P90(baseline);
+  d.sentence = Sentence(d);
   return d;
 }
 
-std::string Diagnosis::Sentence(uint64_t comm, const Current& d) {
-  const std::string label = GpuState::CommLabel(comm);
-  if (d.cause == "normal") {
+std::string Diagnosis::Sentence(const CommDiagnosis& d) {
+  const std::string label = common::CommLabel(d.comm);
+  if (d.cause == v1::COLLECTIVE_CAUSE_NORMAL) {
     return absl::StrFormat("communicator %s: nothing holds it back (%d recent instances)", label,
                            d.instances);
   }
   std::string what;
-  if (d.cause == "compute_straggler") {
+  if (d.cause == v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER) {
     what = absl::StrFormat("rank %d on %s arrives late", d.rank, d.node);
-  } else if (d.cause == "network_lossy") {
+  } else if (d.cause == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY) {
     what = absl::StrFormat("%s's port %s loses, retransmits or is paused by PFC", d.node, d.port);
-  } else if (d.cause == "network_saturated" && d.rule == "shared_flow") {
+  } else if (d.cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED &&
+             d.rule == EvidenceRule::kSharedFlow) {
     what = absl::StrFormat("%s's port %s is shared with another flow", d.node, d.port);
-  } else if (d.cause == "network_saturated" && d.rule == "slow_link") {
+  } else if (d.cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED &&
+             d.rule == EvidenceRule::kSlowLink) {
     what = absl::StrFormat("the path from %s's port %s carries less than its line rate", d.node,
                            d.port);
-  } else if (d.cause == "network_saturated") {
+  } else if (d.cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED) {
     what = absl::StrFormat("%s's port %s is saturated", d.node, d.port);
   } else {
-    what = absl::StrFormat("%s (rank %d on %s)", d.cause, d.rank, d.node);
+    what =
+        absl::StrFormat("%s (rank %d on %s)", common::CollectiveCauseName(d.cause), d.rank, d.node);
   }
   std::string cost = "no clean baseline before it to measure the cost against";
   if (d.baseline_p90_s <= 0 && d.best_share >= 0) {
@@ -258,89 +260,12 @@ std::vector<std::pair<uint64_t, uint64_t>> Diagnosis::LastSeen() const {
   return v;
 }
 
-std::vector<Diagnosis::JsonEntry> Diagnosis::JsonEntries(
-    const absl::flat_hash_set<uint64_t>* only) const {
-  std::vector<std::pair<uint64_t, Current>> v;
+std::vector<CommDiagnosis> Diagnosis::Snapshot(const absl::flat_hash_set<uint64_t>* only) const {
+  std::vector<CommDiagnosis> v;
   for (const auto& [comm, c] : comms_) {
-    if (only == nullptr || only->contains(comm)) v.emplace_back(comm, Diagnose(c));
+    if (only == nullptr || only->contains(comm)) v.push_back(Diagnose(comm, c));
   }
-  std::vector<JsonEntry> entries;
-  for (const auto& [comm, d] : v) {
-    std::string out;
-    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(comm), "\",\"cause\":\"", d.cause,
-                    "\",\"node\":");
-    AppendJsonString(&out, d.node);
-    absl::StrAppend(&out, ",\"rank\":", d.rank, ",\"port\":");
-    AppendJsonString(&out, d.port);
-    out += ",\"func\":";
-    AppendJsonString(&out, d.func);
-    out += ",\"since_unix_seconds\":";
-    if (d.affected > 0) {
-      AppendJsonNumber(&out, static_cast<double>(d.since_unix_ns) / 1e9);
-    } else {
-      out += "null";
-    }
-    absl::StrAppend(&out, ",\"affected\":", d.affected, ",\"instances\":", d.instances,
-                    ",\"p90_seconds\":");
-    AppendJsonNumber(&out, d.p90_s);
-    out += ",\"baseline_p90_seconds\":";
-    if (d.baseline_p90_s > 0) {
-      AppendJsonNumber(&out, d.baseline_p90_s);
-      out += ",\"cost_ratio\":";
-      AppendJsonNumber(&out, d.p90_s / d.baseline_p90_s - 1);
-    } else {
-      out += "null,\"cost_ratio\":null";
-    }
-    out += ",\"best_share\":";
-    AppendJsonNumber(&out, d.best_share >= 0 ? d.best_share : NAN);
-    out += ",\"rule\":";
-    AppendJsonString(&out, d.rule);
-    out += ",\"evidence\":";
-    AppendJsonString(&out, d.evidence);
-    out += ",\"sentence\":";
-    AppendJsonString(&out, Sentence(comm, d));
-    out += "}";
-    entries.push_back({d.affected, comm, std::move(out)});
-  }
-  return entries;
-}
-
-std::string Diagnosis::JoinJson(std::vector<JsonEntry> entries) {
-  std::stable_sort(entries.begin(), entries.end(), [](const JsonEntry& a, const JsonEntry& b) {
-    return a.affected != b.affected ? a.affected > b.affected : a.comm < b.comm;
-  });
-  std::string out = "{\"communicators\":[";
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (i > 0) out += ",";
-    out += entries[i].json;
-  }
-  out += "]}\n";
-  return out;
-}
-
-void Diagnosis::Collect(std::vector<prometheus::MetricFamily>* out,
-                        const absl::flat_hash_set<uint64_t>* only) const {
-  using prometheus::MetricType;
-  auto info = MakeFamily(Metric::kDiagnosisInfo);
-  auto cost = MakeFamily(Metric::kDiagnosisCostRatio);
-  for (const auto& [comm, c] : comms_) {
-    if (only != nullptr && !only->contains(comm)) continue;
-    const Current d = Diagnose(c);
-    const std::string label = GpuState::CommLabel(comm);
-    AddValue(info,
-             {{"comm", label},
-              {"cause", d.cause},
-              {"node", d.node},
-              {"rank", d.rank >= 0 ? absl::StrCat(d.rank) : ""},
-              {"port", d.port}},
-             1.0);
-    if (d.affected > 0 && d.baseline_p90_s > 0) {
-      AddValue(cost, {{"comm", label}}, d.p90_s / d.baseline_p90_s - 1);
-    }
-  }
-  for (auto* f : {&info, &cost}) {
-    if (!f->metric.empty()) out->push_back(std::move(*f));
-  }
+  return v;
 }
 
 }  // namespace fabricscope::exporters

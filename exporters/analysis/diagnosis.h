@@ -2,8 +2,8 @@
 
 // What holds a communicator back, from the history of its matched collective instances
 // (exporters/analysis/cross_rank.h): a persistent-straggler test per (communicator, function, size
-// class), and a per-communicator diagnosis in one sentence with numbers (/api/diagnosis,
-// fabricscope_diagnosis_info).
+// class), and a per-communicator diagnosis in one sentence with numbers (rendered as
+// /api/diagnosis and fabricscope_diagnosis_info by exporters/exposition/diagnosis_render.h).
 
 #include <atomic>
 #include <cstdint>
@@ -18,7 +18,8 @@
 #include "absl/types/span.h"
 #include "collectors/common/collective_vocabulary.h"
 #include "exporters/analysis/names.h"
-#include "prometheus/metric_family.h"
+#include "exporters/analysis/path_evidence.h"
+#include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
 
@@ -83,6 +84,23 @@ struct StragglerVerdict {
 using common::BinomialUpperTail;
 using common::CollectiveSizeClass;
 
+// What holds one communicator back now: over its last `window` instances, the most common
+// (cause, node, rank, port) other than normal, when it holds at least min_share of them;
+// cause normal (node etc. empty, affected 0) when nothing does.
+struct CommDiagnosis {
+  uint64_t comm = 0;
+  v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_NORMAL;
+  EvidenceRule rule = EvidenceRule::kNone;  // of the latest affected instance
+  std::string node, port, func, evidence;   // func, evidence: of the latest affected instance
+  int32_t rank = -1;
+  size_t affected = 0, instances = 0;  // instances with that label / in the window
+  int64_t since_unix_ns = 0;           // the first instance of its run
+  double p90_s = 0;                    // p90 duration of the affected instances, seconds
+  double baseline_p90_s = -1;          // p90 of the normal instances before `since`; -1: none
+  double best_share = -1;  // the affected instances' median PathVerdict.best_share; -1 unknown
+  std::string sentence;    // the whole diagnosis in one sentence with its numbers
+};
+
 // Not thread-safe: CrossRankAnalysis calls it under its own lock.
 class Diagnosis {
  public:
@@ -101,10 +119,8 @@ class Diagnosis {
     std::string func;
     int64_t end_unix_ns = 0;
     int64_t duration_ns = 0;  // the longest rank's
-    std::string cause;        // "normal", "compute_straggler", "network_lossy", ...
-    // What named the cause (EvidenceRuleName, exporters/analysis/path_evidence.h): "" for
-    // normal, "rank_analysis", "arrival_order", "fabric_loss", "shared_flow", "slow_link".
-    std::string rule;
+    v1::CollectiveCause cause = v1::COLLECTIVE_CAUSE_NORMAL;
+    EvidenceRule rule = EvidenceRule::kNone;  // what named the cause; kNone for normal
     std::string node, port, evidence;
     int32_t rank = -1;
     // Its busBw's share of the best its kind reaches on the fabric (PathVerdict.best_share);
@@ -113,29 +129,11 @@ class Diagnosis {
   };
   void Record(uint64_t comm, Outcome outcome);
 
-  // {"communicators":[{comm, cause, node, rank, port, since_unix_seconds, affected,
-  //   instances, p90_seconds, baseline_p90_seconds (null without a baseline), cost_ratio
-  //   (null likewise), best_share (the affected instances' median share of the best busBw
-  //   their kind reaches on the fabric; null unknown), rule (what named the cause, of the
-  //   latest affected instance), evidence, sentence}]}, most affected first; cause "normal"
-  //   (and the node etc. empty) when nothing holds the communicator back.
-  std::string Json() const { return JoinJson(JsonEntries()); }
-  // Json()'s objects one by one, for joining those of several Diagnosis (the communicator
-  // shards of CrossRankAnalysis): JoinJson sorts them most affected first, then by comm.
-  struct JsonEntry {
-    size_t affected;
-    uint64_t comm;
-    std::string json;  // one {...} object
-  };
-  // only: the communicators to include (null = all).
-  std::vector<JsonEntry> JsonEntries(const absl::flat_hash_set<uint64_t>* only = nullptr) const;
+  // What holds each communicator back now (only: those to include; null = all), in no order;
+  // rendered by exporters/exposition/diagnosis_render.h.
+  std::vector<CommDiagnosis> Snapshot(const absl::flat_hash_set<uint64_t>* only = nullptr) const;
   // Each communicator held and when it was last seen, on the clock given at construction.
   std::vector<std::pair<uint64_t, uint64_t>> LastSeen() const;
-  static std::string JoinJson(std::vector<JsonEntry> entries);
-  // fabricscope_diagnosis_info{comm,cause,node,rank,port} 1 and
-  // fabricscope_diagnosis_cost_ratio{comm} for each communicator: at most max_comms series each.
-  void Collect(std::vector<prometheus::MetricFamily>* out,
-               const absl::flat_hash_set<uint64_t>* only = nullptr) const;
 
   size_t comms() const { return comms_.size(); }
 
@@ -146,20 +144,12 @@ class Diagnosis {
     double lateness_ratio = 0;
   };
   using Kind = std::tuple<uint64_t, Name, int>;
-  struct Current {
-    std::string cause, node, port, evidence, func, rule;
-    int32_t rank = -1;
-    size_t affected = 0, instances = 0;
-    int64_t since_unix_ns = 0;
-    double p90_s = 0, baseline_p90_s = -1;  // -1: no baseline
-    double best_share = -1;                 // median over the affected; -1 unknown
-  };
   struct Comm {
     std::deque<Outcome> recent;
     uint64_t touched = 0;
   };
-  Current Diagnose(const Comm& c) const;
-  static std::string Sentence(uint64_t comm, const Current& d);
+  CommDiagnosis Diagnose(uint64_t comm, const Comm& c) const;
+  static std::string Sentence(const CommDiagnosis& d);
 
   const DiagnosisOptions options_;
   // Hash maps: looked up for every rank of every instance, iterated only to forget a comm.

@@ -8,9 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/heatmap/heatmap_http.h"
 #include "exporters/heatmap/heatmap_svg.h"
-#include "exporters/state/gpu_state.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -29,7 +29,7 @@ std::vector<CrossRankAnalysis::Done> CrossRankAnalysis::SlowestRecent(
     std::vector<const Done*> mine;
     absl::MutexLock lock(&sp->mu);
     for (const Done& d : sp->recent) {
-      if (comm.empty() || GpuState::CommLabel(d.key.comm) == comm) mine.push_back(&d);
+      if (comm.empty() || common::CommLabel(d.key.comm) == comm) mine.push_back(&d);
     }
     std::stable_sort(mine.begin(), mine.end(),
                      [&](const Done* a, const Done* b) { return longer(*a, *b); });
@@ -49,10 +49,10 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
   for (size_t i = 0; i < v.size(); ++i) {
     const Done& d = *v[i];
     if (i > 0) out += ",";
-    absl::StrAppend(&out, "{\"comm\":\"", GpuState::CommLabel(d.key.comm), "\",\"func\":");
+    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"func\":");
     AppendJsonString(&out, d.key.func.str());
     absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
-                    CauseName(d.cause), "\",\"rule\":\"", EvidenceRuleName(d.rule),
+                    CollectiveCauseName(d.cause), "\",\"rule\":\"", EvidenceRuleName(d.rule),
                     "\",\"evidence\":");
     AppendJsonString(&out, d.evidence);
     out += ",\"path\":{\"busbw_bytes_per_second\":";
@@ -215,7 +215,7 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                res.set_content(analysis.SlowJson(limit, Param(req, "comm")), "application/json");
              });
   server.Get("/api/diagnosis", [&analysis](const httplib::Request&, httplib::Response& res) {
-    res.set_content(analysis.DiagnosisJson(), "application/json");
+    res.set_content(DiagnosisJson(analysis.Diagnoses()), "application/json");
   });
   pages->push_back({"/heatmap/collectives",
                     "collective duration per rank x sequence number (a compute straggler is the "

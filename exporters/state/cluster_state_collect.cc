@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/counter_meaning.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
 
@@ -358,7 +359,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
   families.DrainInto(&out);
   links_.Collect(&out);
   const size_t cross_rank_from = out.size();
-  cross_rank_.Collect(&out);
+  AddCrossRankFamilies(cross_rank_.Snapshot(), &out);
   DropUnownedComms(&out, cross_rank_from);
   CollectPeers(&out);
   out.insert(out.end(), std::make_move_iterator(gpu.begin()), std::make_move_iterator(gpu.end()));

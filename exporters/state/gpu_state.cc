@@ -13,6 +13,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collectors/common/collective_vocabulary.h"
 #include "exporters/analysis/imbalance.h"
 #include "exporters/exposition/metric_util.h"
 
@@ -71,10 +72,6 @@ std::string ToJson(const google::protobuf::Struct& root) {
 }
 
 }  // namespace
-
-std::string GpuState::CommLabel(uint64_t comm_hash) {
-  return absl::StrFormat("%08x", static_cast<uint32_t>(comm_hash >> 32));
-}
 
 size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
   // absl::Hash mixes every field into every bit. The former Boost-style hash_combine over
@@ -287,7 +284,7 @@ std::map<uint64_t, std::string> GpuState::CommLabels(
   std::map<uint64_t, std::string> comm_label;
   for (size_t i = 0; i < ranked.size(); ++i) {
     comm_label[ranked[i].first] =
-        i < options_.max_comm_labels ? CommLabel(ranked[i].first) : "other";
+        i < options_.max_comm_labels ? common::CommLabel(ranked[i].first) : "other";
   }
   return comm_label;
 }
@@ -330,7 +327,7 @@ void AddTopRankPairs(const std::map<std::tuple<uint64_t, int32_t, int32_t>, doub
   for (size_t i = 0; i < k; ++i) {
     const auto& [comm, src, dst] = top[i].first;
     AddValue(pairs,
-             {{"comm", GpuState::CommLabel(comm)},
+             {{"comm", common::CommLabel(comm)},
               {"src_rank", absl::StrCat(src)},
               {"dst_rank", absl::StrCat(dst)}},
              top[i].second);

@@ -85,9 +85,6 @@ class GpuState {
   // end_unix_seconds, duration_seconds, pid, graph_id, correlation_id}, ...]}, same rules.
   std::string KernelsJson(absl::string_view node_filter, size_t limit) const;
 
-  // "0123abcd": the comm label of a communicator hash.
-  static std::string CommLabel(uint64_t comm_hash);
-
   // Bounds on what one stored record keeps (see the class comment).
   static constexpr size_t kMaxLabelBytes = 64;
   static constexpr size_t kMaxKernelNameBytes = 256;

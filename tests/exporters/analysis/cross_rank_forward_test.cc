@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/shard/peer_ring.h"
 #include "gtest/gtest.h"
 #include "tests/common/units.h"
@@ -72,7 +73,7 @@ v1::Batch BatchOf(int node, uint64_t comm, uint64_t seq) {
 
 std::map<std::string, double> Scores(const CrossRankAnalysis& x) {
   std::vector<prometheus::MetricFamily> f;
-  x.Collect(&f);
+  AddCrossRankFamilies(x.Snapshot(), &f);
   std::map<std::string, double> out;
   for (const auto& fam : f) {
     if (fam.name != "fabricscope_straggler_score") continue;
@@ -140,10 +141,10 @@ TEST(CrossRankForward, TheOwnerMatchesForwardedRanksAsItsOwn) {
       EXPECT_EQ(peer[owner].instances_total(), 40u);
       EXPECT_EQ(peer[owner].pending(), 0u);
       EXPECT_EQ(peer[owner].SlowJson(0), all.SlowJson(0));
-      EXPECT_EQ(peer[owner].DiagnosisJson(), all.DiagnosisJson());
+      EXPECT_EQ(DiagnosisJson(peer[owner].Diagnoses()), DiagnosisJson(all.Diagnoses()));
       EXPECT_EQ(Scores(peer[owner]), Scores(all));
       // The straggler and the lossy port were found, by name, through the forwarded records.
-      EXPECT_NE(all.DiagnosisJson().find("node3"), std::string::npos);
+      EXPECT_NE(DiagnosisJson(all.Diagnoses()).find("node3"), std::string::npos);
       EXPECT_NE(all.SlowJson(0).find("\"port\":\"mlx5_1:1\""), std::string::npos);
       EXPECT_NE(all.SlowJson(0).find("\"recording\""), std::string::npos);
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectors/counter_meaning.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/shard/peer_ring.h"
 #include "gtest/gtest.h"
 #include "tests/common/metric_family.h"
@@ -125,13 +126,13 @@ TEST_F(CrossRankPathTest, ACompetingFlowFromTheFirstInstanceIsNamed) {
   EXPECT_NE(slow.find("\"line_rate_share\":0.25"), std::string::npos) << slow;
   EXPECT_NE(slow.find("\"best_share\":null"), std::string::npos) << slow;  // none known
   EXPECT_NE(slow.find("\"own_bytes\":201326592"), std::string::npos) << slow;
-  const std::string diag = x_.DiagnosisJson();
+  const std::string diag = DiagnosisJson(x_.Diagnoses());
   EXPECT_NE(diag.find("\"rule\":\"shared_flow\""), std::string::npos) << diag;
   EXPECT_NE(diag.find("n2's port veth2 is shared with another flow in 3 of the last 3"),
             std::string::npos)
       << diag;
   std::vector<prometheus::MetricFamily> f;
-  x_.Collect(&f);
+  AddCrossRankFamilies(x_.Snapshot(), &f);
   const prometheus::MetricFamily* causes =
       testing::FindFamily(f, "fabricscope_collectives_by_cause_total");
   ASSERT_NE(causes, nullptr);

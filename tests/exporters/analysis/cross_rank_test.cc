@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/state/gpu_state.h"
 #include "gtest/gtest.h"
 #include "tests/common/metric_family.h"
@@ -86,7 +87,7 @@ class CrossRankTest : public ::testing::Test {
   }
   std::vector<prometheus::MetricFamily> Metrics() {
     std::vector<prometheus::MetricFamily> f;
-    x_.Collect(&f);
+    AddCrossRankFamilies(x_.Snapshot(), &f);
     return f;
   }
   CrossRankAnalysis x_;
@@ -195,7 +196,7 @@ TEST_F(CrossRankTest, IncompleteInstancesAreEvictedAndCounted) {
   Send(x, 0, Analysis(0, 2, 3000, 3100, v1::COLLECTIVE_CAUSE_NORMAL));
   EXPECT_EQ(x.pending(), 1u);  // seq 0 and 1 evicted
   std::vector<prometheus::MetricFamily> f;
-  x.Collect(&f);
+  AddCrossRankFamilies(x.Snapshot(), &f);
   const prometheus::MetricFamily* ev =
       FindFamily(f, "fabricscope_collective_instances_evicted_total");
   ASSERT_NE(ev, nullptr);
@@ -253,7 +254,7 @@ TEST_F(CrossRankTest, RankHeatmapSurvivesExtremeRanksAndBytes) {
   pair(kCrossRankComm + 1, 0, 1, 1'000'000);
   x_.OnBatch(Node(0), b);
   const HeatmapModel m = x_.RanksHeatmap("");
-  EXPECT_EQ(m.title, "Rank x rank bytes, comm " + GpuState::CommLabel(kCrossRankComm));
+  EXPECT_EQ(m.title, "Rank x rank bytes, comm " + common::CommLabel(kCrossRankComm));
   ASSERT_EQ(m.rows.size(), 1024u);
   EXPECT_EQ(m.at(1, 0), 100.0f);
   EXPECT_EQ(m.at(0, 1), static_cast<float>(UINT64_MAX - 10));
@@ -279,10 +280,10 @@ TEST_F(CrossRankTest, RankPairsOfPastCommunicatorsStayWithinTheNodesBound) {
     return b;
   };
   const uint64_t a = 0x1111000000000001ULL, b = 0x2222000000000001ULL, c = 0x3333000000000001ULL;
-  auto rows = [&](uint64_t comm) { return x.RanksHeatmap(GpuState::CommLabel(comm)).rows.size(); };
+  auto rows = [&](uint64_t comm) { return x.RanksHeatmap(common::CommLabel(comm)).rows.size(); };
   x.OnBatch(Node(0), window(a, 2, 100));
   x.OnBatch(Node(0), window(a, 2, 300));  // replaced, not added: still 2 pairs
-  EXPECT_EQ(x.RanksHeatmap(GpuState::CommLabel(a)).at(0, 1), 300.0f);
+  EXPECT_EQ(x.RanksHeatmap(common::CommLabel(a)).at(0, 1), 300.0f);
   x.OnBatch(Node(0), window(b, 2, 100));  // a's job ended: 4 pairs, both kept
   EXPECT_EQ(rows(a), 3u);
   EXPECT_EQ(rows(b), 3u);
@@ -313,15 +314,15 @@ TEST(CrossRankDiagnosis, ShowsTheMostRecentCommunicatorsOverAllShards) {
     }
   }
   ASSERT_EQ(x.instances_total(), static_cast<uint64_t>(kComms));
-  const std::string json = x.DiagnosisJson();
+  const std::string json = DiagnosisJson(x.Diagnoses());
   std::vector<prometheus::MetricFamily> f;
-  x.Collect(&f);
+  AddCrossRankFamilies(x.Snapshot(), &f);
   const prometheus::MetricFamily* info = FindFamily(f, "fabricscope_diagnosis_info");
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->metric.size(), 3u);
   for (int k = 0; k < kComms; ++k) {
     const std::string label =
-        GpuState::CommLabel(kCrossRankComm + static_cast<uint64_t>(k) * 0x100000000ULL);
+        common::CommLabel(kCrossRankComm + static_cast<uint64_t>(k) * 0x100000000ULL);
     const bool recent = k >= kComms - 3;
     EXPECT_EQ(json.find(absl::StrCat("\"comm\":\"", label, "\"")) != std::string::npos, recent)
         << label << "\n"

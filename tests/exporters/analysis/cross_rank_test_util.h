@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "tests/common/units.h"
 
@@ -14,7 +15,7 @@ namespace fabricscope::exporters {
 // fabricscope_collective_analyses_dropped_total of x, -1 when absent.
 inline double DroppedAnalyses(const CrossRankAnalysis& x) {
   std::vector<prometheus::MetricFamily> f;
-  x.Collect(&f);
+  AddCrossRankFamilies(x.Snapshot(), &f);
   for (const auto& fam : f) {
     if (fam.name == "fabricscope_collective_analyses_dropped_total") {
       return fam.metric.at(0).counter.value;

@@ -2,11 +2,14 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "gtest/gtest.h"
+#include "tests/common/readme.h"
 #include "tests/common/units.h"
 
 namespace fabricscope::exporters {
@@ -19,6 +22,28 @@ constexpr uint64_t kDiagnosisComm = 0x00c0ffee00000002ULL;
 Name N(const std::string& s) {
   static NameTable* const names = new NameTable(1024);
   return *names->Intern(s);
+}
+
+// The causes are declared once: every value of the proto enum but UNSPECIFIED has one row of
+// common::CollectiveCauses(), with a distinct label, and README's table is the one it renders.
+TEST(CollectiveCauseTable, EveryCauseOnceAndReadmeRendersIt) {
+  std::set<std::string> names;
+  for (int c = v1::CollectiveCause_MIN; c <= v1::CollectiveCause_MAX; ++c) {
+    if (!v1::CollectiveCause_IsValid(c) || c == v1::COLLECTIVE_CAUSE_UNSPECIFIED) continue;
+    const auto cause = static_cast<v1::CollectiveCause>(c);
+    size_t rows = 0;
+    for (const common::CollectiveCauseInfo& i : common::CollectiveCauses()) {
+      rows += i.cause == cause;
+    }
+    EXPECT_EQ(rows, 1u) << c;
+    EXPECT_TRUE(names.insert(common::CollectiveCauseName(cause)).second) << c;
+  }
+  EXPECT_EQ(names.size(), common::CollectiveCauses().size());
+  EXPECT_STREQ(common::CollectiveCauseName(v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER),
+               "compute_straggler");
+  EXPECT_EQ(testing::ReadmeBlock("causes"), common::CollectiveCauseMarkdown())
+      << "README's cause table differs from common::CollectiveCauses(); replace it with:\n"
+      << common::CollectiveCauseMarkdown();
 }
 
 TEST(BinomialUpperTailTest, ExactSmallCases) {
@@ -135,13 +160,13 @@ TEST(DiagnosisTest, HistoryIsPerSizeClass) {
   EXPECT_EQ(small.index, -1);
 }
 
-Diagnosis::Outcome Outcome(int i, const std::string& cause, double duration_ms) {
+Diagnosis::Outcome Outcome(int i, v1::CollectiveCause cause, double duration_ms) {
   Diagnosis::Outcome o;
   o.func = "AllReduce";
   o.end_unix_ns = kEpoch + i * 300 * kMs;
   o.duration_ns = static_cast<int64_t>(duration_ms * 1e6);
   o.cause = cause;
-  if (cause != "normal") {
+  if (cause != v1::COLLECTIVE_CAUSE_NORMAL) {
     o.node = "n3";
     o.rank = 3;
     o.port = "veth3";
@@ -152,16 +177,17 @@ Diagnosis::Outcome Outcome(int i, const std::string& cause, double duration_ms) 
 
 TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
   Diagnosis d;
-  for (int i = 0; i < 40; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200 + i % 3));
-  std::string json = d.Json();
+  for (int i = 0; i < 40; ++i)
+    d.Record(kDiagnosisComm, Outcome(i, v1::COLLECTIVE_CAUSE_NORMAL, 200 + i % 3));
+  std::string json = DiagnosisJson(d.Snapshot());
   EXPECT_NE(json.find("\"cause\":\"normal\""), std::string::npos) << json;
   EXPECT_NE(json.find("nothing holds it back"), std::string::npos) << json;
   // From instance 40 on: lossy at 222 ms, with one normal instance in between.
   for (int i = 40; i < 60; ++i) {
-    d.Record(kDiagnosisComm,
-             i == 50 ? Outcome(i, "normal", 201) : Outcome(i, "network_lossy", 222));
+    d.Record(kDiagnosisComm, i == 50 ? Outcome(i, v1::COLLECTIVE_CAUSE_NORMAL, 201)
+                                     : Outcome(i, v1::COLLECTIVE_CAUSE_NETWORK_LOSSY, 222));
   }
-  json = d.Json();
+  json = DiagnosisJson(d.Snapshot());
   EXPECT_NE(json.find("\"cause\":\"network_lossy\",\"node\":\"n3\",\"rank\":3,\"port\":\"veth3\""),
             std::string::npos)
       << json;
@@ -177,7 +203,7 @@ TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
       << json;
   EXPECT_NE(json.find("10% longer at p90"), std::string::npos) << json;
   std::vector<prometheus::MetricFamily> f;
-  d.Collect(&f);
+  AddDiagnosisFamilies(d.Snapshot(), &f);
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].name, "fabricscope_diagnosis_info");
   ASSERT_EQ(f[0].metric.size(), 1u);
@@ -185,17 +211,20 @@ TEST(DiagnosisTest, SaysWhatSinceWhenAndWhatItCosts) {
   EXPECT_EQ(f[0].metric[0].label[4].value, "veth3");
   EXPECT_NEAR(f[1].metric[0].gauge.value, 222.0 / 202.0 - 1, 1e-9);
   // Recovery: 16 normal instances later nothing holds it back.
-  for (int i = 60; i < 76; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200));
-  EXPECT_NE(d.Json().find("\"cause\":\"normal\""), std::string::npos);
+  for (int i = 60; i < 76; ++i)
+    d.Record(kDiagnosisComm, Outcome(i, v1::COLLECTIVE_CAUSE_NORMAL, 200));
+  EXPECT_NE(DiagnosisJson(d.Snapshot()).find("\"cause\":\"normal\""), std::string::npos);
 }
 
 // A fault whose collectives are no longer than the clean ones before it (a straggler a few
 // percent late hides in the jitter) says so, not "-5% longer".
 TEST(DiagnosisTest, ACostWithinTheJitterReadsNoLonger) {
   Diagnosis d;
-  for (int i = 0; i < 20; ++i) d.Record(kDiagnosisComm, Outcome(i, "normal", 200 + i % 3));
-  for (int i = 20; i < 40; ++i) d.Record(kDiagnosisComm, Outcome(i, "compute_straggler", 190));
-  const std::string json = d.Json();
+  for (int i = 0; i < 20; ++i)
+    d.Record(kDiagnosisComm, Outcome(i, v1::COLLECTIVE_CAUSE_NORMAL, 200 + i % 3));
+  for (int i = 20; i < 40; ++i)
+    d.Record(kDiagnosisComm, Outcome(i, v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER, 190));
+  const std::string json = DiagnosisJson(d.Snapshot());
   EXPECT_NE(json.find("rank 3 on n3 arrives late in 16 of the last 16 instances; its collectives "
                       "take no longer at p90 (0.19 s against 0.202 s)"),
             std::string::npos)
@@ -204,10 +233,10 @@ TEST(DiagnosisTest, ACostWithinTheJitterReadsNoLonger) {
 
 TEST(DiagnosisTest, CommunicatorsAreBounded) {
   Diagnosis d;
-  for (uint64_t c = 0; c < 70; ++c) d.Record(c + 1, Outcome(0, "normal", 100));
+  for (uint64_t c = 0; c < 70; ++c) d.Record(c + 1, Outcome(0, v1::COLLECTIVE_CAUSE_NORMAL, 100));
   EXPECT_EQ(d.comms(), 64u);
   std::vector<prometheus::MetricFamily> f;
-  d.Collect(&f);
+  AddDiagnosisFamilies(d.Snapshot(), &f);
   EXPECT_EQ(f[0].metric.size(), 64u);
 }
 
@@ -265,7 +294,7 @@ TEST(DiagnosisTest, CrossRankNamesATenPercentStraggler) {
   EXPECT_NE(slow.find("\"seq\":15,\"nranks\":4,\"cause\":\"compute_straggler\""), std::string::npos)
       << slow;
   EXPECT_NE(slow.find("rank 2 (node2) arrived last in"), std::string::npos) << slow;
-  const std::string diag = x.DiagnosisJson();
+  const std::string diag = DiagnosisJson(x.Diagnoses());
   EXPECT_NE(diag.find("\"cause\":\"compute_straggler\",\"node\":\"node2\",\"rank\":2"),
             std::string::npos)
       << diag;

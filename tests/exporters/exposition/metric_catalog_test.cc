@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
 
@@ -414,7 +415,7 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
   // imbalance) and peer families.
   std::vector<prometheus::MetricFamily> links, cross_rank;
   s.links().Collect(&links);
-  s.cross_rank().Collect(&cross_rank);
+  AddCrossRankFamilies(s.cross_rank().Snapshot(), &cross_rank);
   ASSERT_FALSE(links.empty());
   ASSERT_FALSE(cross_rank.empty());
   std::set<std::string> from_modules;

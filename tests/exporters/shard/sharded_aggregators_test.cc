@@ -336,7 +336,7 @@ TEST_F(ShardedAggregators, RequestsForACommunicatorAnotherOwnsAreRedirected) {
   const uint64_t comm = comms_[0];
   const int owner = OwnerOf(comm, 3);
   const int other = (owner + 1) % 3;
-  const std::string label = GpuState::CommLabel(comm);
+  const std::string label = common::CommLabel(comm);
   for (const std::string path :
        {"/api/collectives/slow", "/heatmap/ranks", "/heatmap/collectives"}) {
     SCOPED_TRACE(path);

@@ -1,0 +1,36 @@
+#pragma once
+
+// The cross-rank analysis and its diagnosis as Prometheus families and JSON: renders the plain
+// snapshots of exporters/analysis/cross_rank.h and diagnosis.h; computes nothing.
+
+#include <string>
+#include <vector>
+
+#include "exporters/analysis/cross_rank.h"
+#include "exporters/analysis/diagnosis.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+// fabricscope_collective_arrival_skew_seconds, fabricscope_collectives_by_cause_total (one series
+// per cause the aggregator sets, common::CollectiveCauses()), fabricscope_straggler_score{node,
+// rank}, fabricscope_collective_network_share_ratio{node},
+// fabricscope_port_microburst_overlap_ratio{node,device,port}, the evicted, dropped and pending
+// counts, and the diagnosis families (AddDiagnosisFamilies) of s.diagnoses; families without a
+// sample are left out.
+void AddCrossRankFamilies(const CrossRankSnapshot& s, std::vector<prometheus::MetricFamily>* out);
+
+// fabricscope_diagnosis_info{comm,cause,node,rank,port} 1 and
+// fabricscope_diagnosis_cost_ratio{comm} (p90 over the baseline's, minus 1; only with a
+// baseline) per communicator: at most DiagnosisOptions.max_comms series each.
+void AddDiagnosisFamilies(const std::vector<CommDiagnosis>& v,
+                          std::vector<prometheus::MetricFamily>* out);
+
+// /api/diagnosis: {"communicators":[{comm, cause, node, rank, port, func, since_unix_seconds
+// (null when nothing is affected), affected, instances, p90_seconds, baseline_p90_seconds (null
+// without a baseline), cost_ratio (null likewise), best_share (null unknown), rule (what named
+// the cause: common EvidenceRuleName, "" for normal), evidence, sentence}]}, most affected first,
+// then by comm hash.
+std::string DiagnosisJson(std::vector<CommDiagnosis> v);
+
+}  // namespace fabricscope::exporters

@@ -21,15 +21,11 @@
 #include "collectors/common/port_activity.h"
 #include "exporters/analysis/diagnosis.h"
 #include "exporters/analysis/fabric_loss.h"
+#include "exporters/analysis/heatmap_model.h"
 #include "exporters/analysis/names.h"
 #include "exporters/analysis/path_evidence.h"
-#include "exporters/heatmap/heatmap_svg.h"
 #include "exporters/shard/peer_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace fabricscope::exporters {
 
@@ -37,8 +33,6 @@ namespace fabricscope::exporters {
 // thousands of ranks; an analysis claiming more, or a rank outside its communicator, is dropped
 // on arrival and counted (fabricscope_collective_analyses_dropped_total).
 inline constexpr int32_t kMaxRanksPerInstance = 1 << 17;
-
-struct HeatmapPage;
 
 struct CrossRankOptions {
   // An instance whose ranks have not all reported within this much (Unix time of the newest
@@ -415,18 +409,5 @@ using common::CollectiveCauseName;
 
 // Upper bounds of fabricscope_collective_arrival_skew_seconds: 10 us .. 10 s, 1-2.5-5 steps.
 std::vector<double> ArrivalSkewBounds();
-
-// Where a request naming a communicator by its label (?comm=, 8 hex digits) must go: the
-// owner's base URL ("http://HOST:PORT") when another aggregator owns it (sharded aggregators,
-// issue 18), "" when this one answers.
-using OwnerOfComm = std::function<std::string(const std::string& comm_label)>;
-
-// /heatmap/collectives (?comm=, ?func=, ?instances=100, ?format=svg|json),
-// /heatmap/ranks (?comm=, ?format=) and /api/collectives/slow (?limit=20, ?comm=). Appends the
-// heat maps to *pages for the index. `analysis` must outlive the server. With `owner`, a request
-// whose ?comm= another aggregator owns is answered 307 with a Location at its owner (the same
-// path and query), so that a client following redirects gets the owner's answer.
-void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
-                             std::vector<HeatmapPage>* pages, OwnerOfComm owner = nullptr);
 
 }  // namespace fabricscope::exporters

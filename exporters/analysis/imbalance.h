@@ -3,9 +3,6 @@
 #include <cmath>
 #include <vector>
 
-#include "exporters/exposition/metric_util.h"
-#include "prometheus/metric_family.h"
-
 namespace fabricscope::exporters {
 
 // Coefficient of variation of non-negative values: population standard deviation / mean
@@ -20,14 +17,6 @@ inline double CoefficientOfVariation(const std::vector<double>& v) {
   double ss = 0;
   for (double x : v) ss += (x - mean) * (x - mean);
   return std::sqrt(ss / static_cast<double>(v.size())) / mean;
-}
-
-// The one fabricscope_traffic_imbalance_ratio family. Two modules feed it, each with its own
-// scope label value, and ClusterState::Collect merges them (MergeFamiliesByName):
-//   {scope="rails", node, direction}: LinkAnalysis, across a node's RDMA ports, last window;
-//   {scope="ranks", comm, direction}: GpuState, across a communicator's ranks, recent span.
-inline prometheus::MetricFamily TrafficImbalanceFamily() {
-  return MakeFamily(Metric::kTrafficImbalanceRatio);
 }
 
 }  // namespace fabricscope::exporters

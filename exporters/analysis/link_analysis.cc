@@ -12,7 +12,6 @@
 #include "collectors/priority_stat.h"
 #include "exporters/analysis/imbalance.h"
 #include "exporters/analysis/loss_patterns.h"
-#include "exporters/exposition/metric_util.h"
 
 namespace fabricscope::exporters {
 
@@ -20,9 +19,6 @@ using common::DecodeUtilization;
 using common::EncodeUtilization;
 using common::kUtilizationMissing;
 
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
 
 namespace {
 
@@ -142,7 +138,7 @@ void LinkAnalysis::CheckAnomaly(const std::string& node, NodeLinks& n, std::dequ
     if (std::fabs(z.z) > options_.anomaly_z) {
       const std::string k = absl::StrCat(kind, z.z > 0 ? "_high" : "_low");
       ++n.anomalies_total[k];
-      anomalies_.push_back(Anomaly{node, k, unix_ns, value, z.median, z.scale, z.z});
+      anomalies_.push_back(LinkAnomaly{node, k, unix_ns, value, z.median, z.scale, z.z});
       while (anomalies_.size() > options_.recent_anomalies) anomalies_.pop_front();
     }
   }
@@ -219,7 +215,8 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   }
   for (const v1::FlightRecording& r : batch.flight_recordings()) {
     if (r.port_index() >= n.ports.size()) continue;
-    n.recordings.push_back(Recording{r, offset});
+    const v1::PortInfo& info = n.ports[r.port_index()].info;
+    n.recordings.push_back(LinkRecording{r, offset, node, info.device(), info.port()});
     while (n.recordings.size() > options_.recent_recordings_per_node) n.recordings.pop_front();
   }
   if (batch.has_flight_recorder()) {
@@ -409,161 +406,78 @@ HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
   return m;
 }
 
-void LinkAnalysis::Collect(std::vector<MetricFamily>* out) const {
-  auto period = MakeFamily(Metric::kStepPeriodSeconds);
-  auto strength = MakeFamily(Metric::kStepPeriodStrengthRatio);
-  auto anomalies = MakeFamily(Metric::kAnomalyEventsTotal);
-  auto imbalance = TrafficImbalanceFamily();  // scope="rails"; GpuState adds "ranks"
-  auto concentration = MakeFamily(Metric::kLossConcentrationRatio);
-  auto recorder = MakeFamily(Metric::kFlightRecorderBytes);
-  auto series = MakeFamily(Metric::kAggregatorLinkSeriesBytes);
-  const uint64_t series_mem = series_bytes();
+LinkSnapshot LinkAnalysis::Snapshot() const {
+  LinkSnapshot out;
+  out.series_bytes = series_bytes();
   absl::MutexLock lock(&mu_);
   uint64_t cluster_loss = 0;
   for (const auto& [name, n] : nodes_) {
     for (const PortLinks& p : n.ports) cluster_loss += p.loss_sum;
   }
   for (const auto& [name, n] : nodes_) {
-    if (n.period) {
-      AddValue(period, {{"node", name}}, n.period->period_seconds);
-      AddValue(strength, {{"node", name}}, n.period->strength);
-    }
-    for (const auto& [kind, v] : n.anomalies_total) {
-      AddValue(anomalies, {{"node", name}, {"kind", kind}}, static_cast<double>(v));
-    }
-    if (std::isfinite(n.imbalance[0])) {
-      AddValue(imbalance, {{"scope", "rails"}, {"node", name}, {"direction", "transmit"}},
-               n.imbalance[0]);
-    }
-    if (std::isfinite(n.imbalance[1])) {
-      AddValue(imbalance, {{"scope", "rails"}, {"node", name}, {"direction", "receive"}},
-               n.imbalance[1]);
-    }
-    if (cluster_loss > 0) {
-      for (const PortLinks& p : n.ports) {
-        if (p.loss.empty()) continue;
-        AddValue(
-            concentration,
-            {{"node", name}, {"device", p.info.device()}, {"port", absl::StrCat(p.info.port())}},
-            static_cast<double>(p.loss_sum) / static_cast<double>(cluster_loss));
-      }
-    }
-    if (n.has_flight_recorder) {
-      AddValue(recorder, {{"node", name}}, static_cast<double>(n.flight_recorder_bytes));
+    LinkSnapshot::Node& s = out.nodes.emplace_back();
+    s.name = name;
+    s.period = n.period;
+    s.anomalies_total = n.anomalies_total;
+    s.imbalance[0] = n.imbalance[0];
+    s.imbalance[1] = n.imbalance[1];
+    if (n.has_flight_recorder) s.flight_recorder_bytes = n.flight_recorder_bytes;
+    if (cluster_loss == 0) continue;
+    for (const PortLinks& p : n.ports) {
+      if (p.loss.empty()) continue;
+      out.loss_concentration.push_back(
+          {name, p.info.device(), p.info.port(),
+           static_cast<double>(p.loss_sum) / static_cast<double>(cluster_loss)});
     }
   }
-  AddValue(series, {}, static_cast<double>(series_mem));
-  for (MetricFamily* f :
-       {&period, &strength, &anomalies, &imbalance, &concentration, &recorder, &series}) {
-    if (!f->metric.empty()) out->push_back(std::move(*f));
-  }
-}
-
-std::string LinkAnalysis::AnomaliesJson(absl::string_view node_filter) const {
-  std::string out = "{\"anomalies\":[";
-  absl::MutexLock lock(&mu_);
-  bool first = true;
-  for (const Anomaly& a : anomalies_) {
-    if (!node_filter.empty() && a.node != node_filter) continue;
-    if (!first) out += ",";
-    first = false;
-    out += "{";
-    AppendJsonField(&out, "node", a.node);
-    out += ",";
-    AppendJsonField(&out, "kind", a.kind);
-    out += ",";
-    AppendJsonField(&out, "time_unix_seconds", static_cast<double>(a.unix_ns) / 1e9);
-    out += ",";
-    AppendJsonField(&out, "value", a.value);
-    out += ",";
-    AppendJsonField(&out, "median", a.median);
-    out += ",";
-    AppendJsonField(&out, "scale", a.scale);
-    out += ",";
-    AppendJsonField(&out, "score", a.z);
-    out += "}";
-  }
-  out += "]}";
   return out;
 }
 
-std::string LinkAnalysis::LossPatternsJson() const {
-  LossPatternInput in;
-  in.loss_windows = options_.loss_windows;
+std::vector<LinkAnomaly> LinkAnalysis::Anomalies(absl::string_view node_filter) const {
+  std::vector<LinkAnomaly> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [name, n] : nodes_) {
-    std::vector<std::array<uint64_t, kPfcPriorities>> by_priority(n.ports.size());
-    for (const std::vector<PriorityLoss>& window : n.priority_loss) {
-      for (const PriorityLoss& e : window) {
-        if (e.port_index < by_priority.size()) by_priority[e.port_index][e.priority] += e.events;
-      }
-    }
-    for (size_t i = 0; i < n.ports.size(); ++i) {
-      const PortLinks& p = n.ports[i];
-      if (p.loss.empty()) continue;
-      in.links.push_back({name, p.info.device(), p.info.port(), p.loss_sum, by_priority[i]});
-    }
-    LossPatternInput::Node& node = in.nodes.emplace_back();
-    node.name = name;
-    if (n.period) node.period_seconds = n.period->period_seconds;
-    for (const auto& [pair, t] : n.loss_events) {
-      node.peers.push_back(pair);
-      node.times_ns.push_back(t);
-    }
+  for (const LinkAnomaly& a : anomalies_) {
+    if (node_filter.empty() || a.node == node_filter) out.push_back(a);
   }
-  return LossPatternsReport(in);
+  return out;
 }
 
-std::string LinkAnalysis::FlightRecordingsJson(absl::string_view node_filter) const {
-  std::string out = "{\"recordings\":[";
-  absl::MutexLock lock(&mu_);
-  bool first = true;
-  for (const auto& [name, n] : nodes_) {
-    if (!node_filter.empty() && name != node_filter) continue;
-    for (const Recording& rec : n.recordings) {
-      const v1::FlightRecording& r = rec.r;
-      const v1::PortInfo& pi = n.ports[r.port_index()].info;
-      if (!first) out += ",";
-      first = false;
-      out += "{";
-      AppendJsonField(&out, "node", name);
-      out += ",";
-      AppendJsonField(&out, "device", pi.device());
-      out += ",";
-      AppendJsonField(&out, "port", pi.port());
-      out += ",";
-      AppendJsonField(&out, "reason", r.reason());
-      out += ",";
-      AppendJsonField(&out, "from_unix_seconds",
-                      static_cast<double>(r.from_ns() + rec.offset_ns) / 1e9);
-      out += ",";
-      AppendJsonField(&out, "to_unix_seconds",
-                      static_cast<double>(r.to_ns() + rec.offset_ns) / 1e9);
-      absl::StrAppend(&out, ",\"truncated\":", r.truncated() ? "true" : "false", ",\"samples\":[");
-      const int count = std::min({r.time_ns_size(), r.interval_ns_size(), r.transmit_bytes_size(),
-                                  r.receive_bytes_size(), r.transmit_utilization_size(),
-                                  r.receive_utilization_size()});
-      for (int i = 0; i < count; ++i) {
-        if (i) out += ",";
-        out += "{";
-        AppendJsonField(&out, "time_unix_seconds",
-                        static_cast<double>(r.time_ns(i) + rec.offset_ns) / 1e9);
-        out += ",";
-        AppendJsonField(&out, "interval_seconds", static_cast<double>(r.interval_ns(i)) / 1e9);
-        out += ",";
-        AppendJsonField(&out, "transmit_bytes", static_cast<double>(r.transmit_bytes(i)));
-        out += ",";
-        AppendJsonField(&out, "receive_bytes", static_cast<double>(r.receive_bytes(i)));
-        out += ",";
-        AppendJsonField(&out, "transmit_utilization", r.transmit_utilization(i));
-        out += ",";
-        AppendJsonField(&out, "receive_utilization", r.receive_utilization(i));
-        out += "}";
+LossPatterns LinkAnalysis::Patterns() const {
+  LossPatternInput in;
+  in.loss_windows = static_cast<int>(options_.loss_windows);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, n] : nodes_) {
+      std::vector<std::array<uint64_t, kPfcPriorities>> by_priority(n.ports.size());
+      for (const std::vector<PriorityLoss>& window : n.priority_loss) {
+        for (const PriorityLoss& e : window) {
+          if (e.port_index < by_priority.size()) by_priority[e.port_index][e.priority] += e.events;
+        }
       }
-      out += "]}";
+      for (size_t i = 0; i < n.ports.size(); ++i) {
+        const PortLinks& p = n.ports[i];
+        if (p.loss.empty()) continue;
+        in.links.push_back({name, p.info.device(), p.info.port(), p.loss_sum, by_priority[i]});
+      }
+      LossPatternInput::Node& node = in.nodes.emplace_back();
+      node.name = name;
+      if (n.period) node.period_seconds = n.period->period_seconds;
+      for (const auto& [pair, t] : n.loss_events) {
+        node.peers.push_back(pair);
+        node.times_ns.push_back(t);
+      }
     }
   }
-  out += "]}";
+  return AnalyzeLossPatterns(in);
+}
+
+std::vector<LinkRecording> LinkAnalysis::FlightRecordings(absl::string_view node_filter) const {
+  std::vector<LinkRecording> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, n] : nodes_) {
+    if (!node_filter.empty() && name != node_filter) continue;
+    for (const LinkRecording& rec : n.recordings) out.push_back(rec);
+  }
   return out;
 }
 

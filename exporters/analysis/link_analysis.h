@@ -11,10 +11,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "exporters/analysis/heatmap_model.h"
+#include "exporters/analysis/loss_patterns.h"
 #include "exporters/analysis/temporal.h"
-#include "exporters/heatmap/heatmap_svg.h"
 #include "fabricscope/v1/telemetry.pb.h"
-#include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
 
@@ -41,6 +41,41 @@ struct LinkAnalysisOptions {
   size_t max_cells = 1'000'000;
 };
 
+// A node's departure from its own baseline (LinkAnalysis::Anomalies): a window's value with
+// robust |z| above LinkAnalysisOptions.anomaly_z.
+struct LinkAnomaly {
+  std::string node, kind;
+  int64_t unix_ns;
+  double value, median, scale, z;  // z = (value - median) / scale
+};
+
+// A flight recording an agent attached to a batch, with its node's Unix offset and its port.
+struct LinkRecording {
+  v1::FlightRecording r;
+  int64_t offset_ns;
+  std::string node, device;
+  uint32_t port = 0;
+};
+
+// What LinkAnalysis::Snapshot reads: plain values, no lock held.
+struct LinkSnapshot {
+  struct Node {
+    std::string name;
+    std::optional<PeriodEstimate> period;
+    std::map<std::string, uint64_t> anomalies_total;  // by kind
+    double imbalance[2] = {NAN, NAN};                 // transmit, receive; NaN unknown
+    std::optional<uint64_t> flight_recorder_bytes;
+  };
+  std::vector<Node> nodes;
+  struct PortLoss {
+    std::string node, device;
+    uint32_t port;
+    double share;  // of the cluster's loss events over the loss windows
+  };
+  std::vector<PortLoss> loss_concentration;
+  uint64_t series_bytes = 0;
+};
+
 // The aggregator's link and traffic analysis: per-port sub-ms utilization history (link x time
 // heat map), node x node bytes from captures, traffic imbalance across a node's ports, each
 // node's training-step period and departures from its own baseline, and loss patterns.
@@ -62,8 +97,9 @@ class LinkAnalysis {
   void ProbeLock() const { absl::MutexLock lock(&mu_); }
   void OnBatch(const std::string& node, const v1::Batch& batch);
 
-  // Appends this module's metric families (only those with samples).
-  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+  // The per-node figures at this moment, rendered as metrics by
+  // exporters/exposition/link_render.h.
+  LinkSnapshot Snapshot() const;
 
   struct LinkQuery {
     int64_t from_unix_ns = 0;  // 0 = to - seconds
@@ -81,21 +117,15 @@ class LinkAnalysis {
   // once: per pair, the largest total any one node reported.
   HeatmapModel NodesHeatmap(double seconds) const;
 
-  // {"anomalies":[{node, kind, time_unix_seconds, value, median, scale, score}...]} newest last.
-  std::string AnomaliesJson(absl::string_view node_filter) const;
-  // {"rule": "...", "classification": ..., "reasons": [...], "total_loss_events", "gini",
-  //  "links": [{node, device, port, loss_events, share}...] (top first, at most 20),
-  //  "total_priority_loss_events", "priorities": [{priority, loss_events, share}...] (PFC
-  //  priorities 0-7 with loss, top first; share of the priority-tagged loss events),
-  //  "peers": [...], "nodes": [{node, step_period_seconds, rayleigh_p, ...}]}.
+  // The recent anomalies, newest last; node_filter empty = all nodes.
+  std::vector<LinkAnomaly> Anomalies(absl::string_view node_filter) const;
+  // The loss patterns over every link and node (AnalyzeLossPatterns, loss_patterns.h).
   // Priority-tagged loss events are the deltas of the {rx,tx}_prio<p>_<kind> counters
   // (collectors::ParsePriorityStat) that IsLossCounter accepts: rx_prio3_discards,
   // rx_prio3_buf_discard, rx_prio3_cong_discard; not pause, bytes, packets or marked.
-  std::string LossPatternsJson() const;
-  // {"recordings":[{node, device, port, reason, from_unix_seconds, to_unix_seconds, truncated,
-  //   samples:[{time_unix_seconds, interval_seconds, transmit_bytes, receive_bytes,
-  //   transmit_utilization, receive_utilization}]}]} newest last.
-  std::string FlightRecordingsJson(absl::string_view node_filter) const;
+  LossPatterns Patterns() const;
+  // The flight recordings the agents attached, newest last; node_filter empty = all nodes.
+  std::vector<LinkRecording> FlightRecordings(absl::string_view node_filter) const;
 
   std::optional<PeriodEstimate> StepPeriod(const std::string& node) const;
   // Bytes held by the per-port utilization rings (what scales with links x history).
@@ -130,18 +160,9 @@ class LinkAnalysis {
     std::deque<uint64_t> loss;  // loss events per window, newest last
     uint64_t loss_sum = 0;
   };
-  struct Anomaly {
-    std::string node, kind;
-    int64_t unix_ns;
-    double value, median, scale, z;
-  };
   struct PeerWindow {
     int64_t end_unix_ns;
     std::vector<std::pair<std::pair<std::string, std::string>, uint64_t>> bytes;
-  };
-  struct Recording {
-    v1::FlightRecording r;
-    int64_t offset_ns;
   };
   // Loss events of one port and PFC priority in one window (only nonzero ones are kept).
   struct PriorityLoss {
@@ -164,7 +185,7 @@ class LinkAnalysis {
     // Priority-tagged loss of the last loss_windows batches that carried port windows, newest
     // last (empty vectors for windows without any).
     std::deque<std::vector<PriorityLoss>> priority_loss;
-    std::deque<Recording> recordings;
+    std::deque<LinkRecording> recordings;
     uint64_t flight_recorder_bytes = 0;
     bool has_flight_recorder = false;
   };
@@ -179,7 +200,7 @@ class LinkAnalysis {
   const size_t ring_buckets_;
   mutable absl::Mutex mu_;
   std::map<std::string, NodeLinks> nodes_ ABSL_GUARDED_BY(mu_);
-  std::deque<Anomaly> anomalies_ ABSL_GUARDED_BY(mu_);
+  std::deque<LinkAnomaly> anomalies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fabricscope::exporters

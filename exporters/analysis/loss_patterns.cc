@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/heatmap/heatmap_svg.h"
 
 namespace fabricscope::exporters {
 
@@ -120,32 +119,25 @@ void PriorityReason(const std::vector<Link>& links, const std::vector<uint64_t>&
   reasons->push_back(std::move(reason));
 }
 
-// Each node's captured loss events against its step period (Rayleigh test), as JSON objects;
-// a reason for each node whose loss recurs at a fixed phase.
-std::string NodesJson(const std::vector<LossPatternInput::Node>& nodes,
-                      const ConcentrationRule& rule, std::vector<std::string>* reasons) {
-  std::string out;
+// Each node's captured loss events against its step period (Rayleigh test); a reason for each
+// node whose loss recurs at a fixed phase.
+std::vector<LossPatterns::NodePhase> NodePhases(const std::vector<LossPatternInput::Node>& nodes,
+                                                const ConcentrationRule& rule,
+                                                std::vector<std::string>* reasons) {
+  std::vector<LossPatterns::NodePhase> out;
   for (const LossPatternInput::Node& n : nodes) {
-    if (!out.empty()) out += ",";
-    out += "{";
-    AppendJsonField(&out, "node", n.name);
-    out += ",";
-    AppendJsonField(&out, "step_period_seconds", n.period_seconds ? *n.period_seconds : NAN);
-    out += ",";
-    AppendJsonField(&out, "captured_loss_events", static_cast<double>(n.times_ns.size()));
+    LossPatterns::NodePhase& p = out.emplace_back();
+    p.node = n.name;
+    p.period_seconds = n.period_seconds;
+    p.captured_loss_events = n.times_ns.size();
     if (n.period_seconds && n.times_ns.size() >= rule.min_events) {
-      const Rayleigh ray = RayleighTest(n.times_ns, *n.period_seconds);
-      out += ",";
-      AppendJsonField(&out, "phase_resultant", ray.resultant);
-      out += ",";
-      AppendJsonField(&out, "rayleigh_p", ray.p_value);
-      if (ray.p_value < 0.01) {
+      p.rayleigh = RayleighTest(n.times_ns, *n.period_seconds);
+      if (p.rayleigh->p_value < 0.01) {
         reasons->push_back(absl::StrFormat(
             "node %s: loss recurs at a fixed phase of its %.3g s step period (Rayleigh p=%.2g)",
-            n.name, *n.period_seconds, ray.p_value));
+            n.name, *n.period_seconds, p.rayleigh->p_value));
       }
     }
-    out += "}";
   }
   return out;
 }
@@ -166,120 +158,63 @@ std::vector<std::pair<PeerPair, uint64_t>> PeerCounts(
   return list;
 }
 
-std::string LinksJson(const std::vector<Link>& links, uint64_t total) {
-  std::string out;
-  for (size_t i = 0; i < links.size() && i < 20; ++i) {
-    if (links[i].events == 0) break;
-    if (i) out += ",";
-    out += "{";
-    AppendJsonField(&out, "node", links[i].node);
-    out += ",";
-    AppendJsonField(&out, "device", links[i].device);
-    out += ",";
-    AppendJsonField(&out, "port", links[i].port);
-    out += ",";
-    AppendJsonField(&out, "loss_events", static_cast<double>(links[i].events));
-    out += ",";
-    AppendJsonField(&out, "share",
-                    static_cast<double>(links[i].events) / static_cast<double>(total));
-    out += "}";
-  }
-  return out;
-}
-
-std::string PrioritiesJson(const std::vector<uint64_t>& counts, uint64_t total) {
-  std::vector<size_t> order(kPfcPriorities);
-  for (size_t q = 0; q < kPfcPriorities; ++q) order[q] = q;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return counts[a] > counts[b]; });
-  std::string out;
-  for (size_t i = 0; i < order.size() && counts[order[i]] > 0; ++i) {
-    if (i) out += ",";
-    out += "{";
-    AppendJsonField(&out, "priority", static_cast<double>(order[i]));
-    out += ",";
-    AppendJsonField(&out, "loss_events", static_cast<double>(counts[order[i]]));
-    out += ",";
-    AppendJsonField(&out, "share",
-                    static_cast<double>(counts[order[i]]) / static_cast<double>(total));
-    out += "}";
-  }
-  return out;
-}
-
-std::string PeersJson(const std::vector<std::pair<PeerPair, uint64_t>>& peers) {
-  std::string out;
-  for (size_t i = 0; i < peers.size() && i < 20; ++i) {
-    if (i) out += ",";
-    out += "{";
-    AppendJsonField(&out, "src", peers[i].first.first);
-    out += ",";
-    AppendJsonField(&out, "dst", peers[i].first.second);
-    out += ",";
-    AppendJsonField(&out, "loss_events", static_cast<double>(peers[i].second));
-    out += "}";
-  }
-  return out;
-}
-
 }  // namespace
 
-std::string LossPatternsReport(const LossPatternInput& in) {
+LossPatterns AnalyzeLossPatterns(const LossPatternInput& in) {
+  LossPatterns out;
   std::vector<Link> links = in.links;
   std::stable_sort(links.begin(), links.end(),
                    [](const Link& a, const Link& b) { return a.events > b.events; });
   const ConcentrationRule rule;
-  uint64_t total = 0, priority_total = 0, peer_total = 0;
+  uint64_t peer_total = 0;
   std::vector<double> link_values;
   std::vector<uint64_t> priority_counts(kPfcPriorities, 0);
   for (const Link& l : links) {
     link_values.push_back(static_cast<double>(l.events));
-    total += l.events;
+    out.total += l.events;
     for (size_t q = 0; q < kPfcPriorities; ++q) {
       priority_counts[q] += l.by_priority[q];
-      priority_total += l.by_priority[q];
+      out.priority_total += l.by_priority[q];
     }
   }
-  std::vector<std::string> reasons;
-  LinkReason(links, total, rule, &reasons);
-  PriorityReason(links, priority_counts, priority_total, rule, &reasons);
-  const std::string nodes_json = NodesJson(in.nodes, rule, &reasons);
+  LinkReason(links, out.total, rule, &out.reasons);
+  PriorityReason(links, priority_counts, out.priority_total, rule, &out.reasons);
+  out.nodes = NodePhases(in.nodes, rule, &out.reasons);
   const auto peers = PeerCounts(in.nodes, &peer_total);
   std::vector<uint64_t> peer_counts;
   for (const auto& p : peers) peer_counts.push_back(p.second);
   if (int top = ConcentratedGroup(peer_counts, rule); top >= 0) {
-    reasons.push_back(absl::StrCat("peer pair ", peers[top].first.first, " -> ",
-                                   peers[top].first.second, " holds ", peers[top].second, " of ",
-                                   peer_total, " captured loss events"));
+    out.reasons.push_back(absl::StrCat("peer pair ", peers[top].first.first, " -> ",
+                                       peers[top].first.second, " holds ", peers[top].second,
+                                       " of ", peer_total, " captured loss events"));
   }
-  const char* classification = total + peer_total < rule.min_events ? "insufficient_data"
-                               : reasons.empty()                    ? "random"
-                                                                    : "systematic";
-  std::string out = "{";
-  AppendJsonField(&out, "classification", classification);
-  out += ",";
-  AppendJsonField(
-      &out, "rule",
-      absl::StrFormat(
-          "systematic when, over the last %d windows with at least %d events, one link, one PFC "
-          "priority (of the loss counters named {rx,tx}_prio<p>_*) or one captured peer pair "
-          "holds >= %.0f%% of the loss events and >= %.0fx an even share, or a node's captured "
-          "loss events cluster at one phase of its step period (Rayleigh p < 0.01); random "
-          "otherwise",
-          in.loss_windows, rule.min_events, rule.min_share * 100, rule.even_share_factor));
-  out += ",\"reasons\":[";
-  for (size_t i = 0; i < reasons.size(); ++i) {
-    if (i) out += ",";
-    AppendJsonString(&out, reasons[i]);
+  out.classification = out.total + peer_total < rule.min_events ? "insufficient_data"
+                       : out.reasons.empty()                    ? "random"
+                                                                : "systematic";
+  out.rule = absl::StrFormat(
+      "systematic when, over the last %d windows with at least %d events, one link, one PFC "
+      "priority (of the loss counters named {rx,tx}_prio<p>_*) or one captured peer pair "
+      "holds >= %.0f%% of the loss events and >= %.0fx an even share, or a node's captured "
+      "loss events cluster at one phase of its step period (Rayleigh p < 0.01); random "
+      "otherwise",
+      in.loss_windows, rule.min_events, rule.min_share * 100, rule.even_share_factor);
+  out.gini = Gini(link_values);
+  for (size_t i = 0; i < links.size() && i < 20 && links[i].events > 0; ++i) {
+    out.links.push_back({links[i].node, links[i].device, links[i].port, links[i].events,
+                         static_cast<double>(links[i].events) / static_cast<double>(out.total)});
   }
-  out += "],";
-  AppendJsonField(&out, "total_loss_events", static_cast<double>(total));
-  out += ",";
-  AppendJsonField(&out, "gini", Gini(link_values));
-  out += ",\"links\":[" + LinksJson(links, total) + "],";
-  AppendJsonField(&out, "total_priority_loss_events", static_cast<double>(priority_total));
-  out += ",\"priorities\":[" + PrioritiesJson(priority_counts, priority_total) + "]";
-  out += ",\"peers\":[" + PeersJson(peers) + "],\"nodes\":[" + nodes_json + "]}";
+  std::vector<size_t> order(kPfcPriorities);
+  for (size_t q = 0; q < kPfcPriorities; ++q) order[q] = q;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return priority_counts[a] > priority_counts[b]; });
+  for (size_t i = 0; i < order.size() && priority_counts[order[i]] > 0; ++i) {
+    out.priorities.push_back(
+        {static_cast<int>(order[i]), priority_counts[order[i]],
+         static_cast<double>(priority_counts[order[i]]) / static_cast<double>(out.priority_total)});
+  }
+  for (size_t i = 0; i < peers.size() && i < 20; ++i) {
+    out.peers.push_back({peers[i].first.first, peers[i].first.second, peers[i].second});
+  }
   return out;
 }
 

@@ -75,10 +75,43 @@ struct LossPatternInput {
   int loss_windows = 0;
 };
 
-// The JSON of /api/loss/patterns (LinkAnalysis::LossPatternsJson documents the fields): the
+// The verdict of /api/loss/patterns (rendered by exporters/exposition/link_render.h): the
 // ConcentrationRule over links, PFC priorities and captured peer pairs, and the Rayleigh test of
 // each node's captured loss times against its step period. Classification: insufficient_data
 // below rule.min_events events, systematic when any reason holds, random otherwise.
-std::string LossPatternsReport(const LossPatternInput& in);
+struct LossPatterns {
+  const char* classification = "insufficient_data";
+  std::string rule;                  // the rule in one sentence, with its numbers
+  std::vector<std::string> reasons;  // one per concentration or phase found
+  uint64_t total = 0;                // loss events over the links
+  double gini = 0;                   // of the links' loss events
+  struct LinkShare {
+    std::string node, device;
+    uint32_t port = 0;
+    uint64_t events = 0;
+    double share = 0;  // of total
+  };
+  std::vector<LinkShare> links;  // top first, at most 20, none without loss
+  uint64_t priority_total = 0;   // priority-tagged loss events
+  struct PriorityShare {
+    int priority;
+    uint64_t events;
+    double share;  // of priority_total
+  };
+  std::vector<PriorityShare> priorities;  // with loss, top first
+  struct PeerShare {
+    std::string src, dst;
+    uint64_t events;
+  };
+  std::vector<PeerShare> peers;  // captured loss events per peer pair, top first, at most 20
+  struct NodePhase {
+    std::string node;
+    std::optional<double> period_seconds;
+    size_t captured_loss_events = 0;
+    std::optional<Rayleigh> rayleigh;  // with a period and >= rule.min_events events
+  };
+  std::vector<NodePhase> nodes;
+};
+LossPatterns AnalyzeLossPatterns(const LossPatternInput& in);
 
 }  // namespace fabricscope::exporters

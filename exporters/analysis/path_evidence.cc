@@ -130,8 +130,7 @@ void PathEvidence::FabricLossRule(const InstancePath& in, PathVerdict* v) const 
   double worst_ratio = 0;
   for (size_t i = 0; i < in.ranks.size(); ++i) {
     const RankPath& r = *in.ranks[i];
-    if (r.fabric_ports == 0 || r.loss_events == 0 || r.window_events == 0 ||
-        r.window_rate <= 0) {
+    if (r.fabric_ports == 0 || r.loss_events == 0 || r.window_events == 0 || r.window_rate <= 0) {
       continue;
     }
     const double median = r.fabric_median;
@@ -143,7 +142,7 @@ void PathEvidence::FabricLossRule(const InstancePath& in, PathVerdict* v) const 
     const double packets = static_cast<double>(r.window_events) / r.window_rate;
     const double healthy = std::max<double>(median, options_.fabric_loss_min_rate / 2);
     if (common::BinomialUpperTail(static_cast<size_t>(std::llround(packets)), r.window_events,
-                          std::min(1.0, healthy)) > options_.fabric_loss_max_p_value) {
+                                  std::min(1.0, healthy)) > options_.fabric_loss_max_p_value) {
       continue;
     }
     // Against a median of 0, the rate over the floor is the ratio's stand-in.

@@ -1,5 +1,6 @@
 // The cross-rank analysis's JSON (CrossRankAnalysis::SlowJson) and HTTP routes
-// (RegisterCrossRankRoutes), exporters/cross_rank.h.
+// (RegisterCrossRankRoutes), exporters/analysis/cross_rank.h.
+#include "exporters/exposition/cross_rank_http.h"
 
 #include <httplib.h>
 
@@ -9,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/analysis/cross_rank.h"
 #include "exporters/exposition/cross_rank_render.h"
-#include "exporters/heatmap/heatmap_http.h"
+#include "exporters/exposition/link_http.h"
 #include "exporters/heatmap/heatmap_svg.h"
 
 namespace fabricscope::exporters {

@@ -5,34 +5,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "exporters/analysis/heatmap_model.h"
 
 namespace fabricscope::exporters {
-
-// What a heat map shows: rows x columns of values, row-major, NaN = no data. Columns are either
-// time buckets (col_labels empty: column j covers [start_unix_ns + j x bucket_ns, + bucket_ns))
-// or named (a matrix such as node x node).
-struct HeatmapModel {
-  std::string title;
-  std::string row_axis;     // "link (node/device:port direction)"
-  std::string col_axis;     // "time (UTC)"
-  std::string value_label;  // "utilization of line rate"
-  std::vector<std::string> rows;
-  std::vector<std::string> col_labels;  // empty for a time axis
-  int64_t start_unix_ns = 0;
-  int64_t bucket_ns = 0;
-  size_t cols = 0;
-  std::vector<float> values;  // rows.size() x cols
-  double scale_min = 0;       // values are clamped to [scale_min, scale_max] for color
-  double scale_max = 1;
-  std::string note;  // e.g. "columns merged 4:1 (max)"
-
-  float at(size_t r, size_t c) const { return values[r * cols + c]; }
-};
-
-// Merges adjacent time columns (the maximum of the non-NaN values, so that a one-bucket
-// microburst stays visible; NaN when all are NaN) until rows x cols <= max_cells, and drops rows
-// beyond max_cells / 1 column when rows alone exceed it. Notes what it did in model->note.
-void DownsampleHeatmap(HeatmapModel* model, size_t max_cells);
 
 struct Rgb {
   uint8_t r, g, b;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectors/counter_meaning.h"
 #include "exporters/exposition/cross_rank_render.h"
+#include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
 
@@ -357,7 +358,7 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     }
   }
   families.DrainInto(&out);
-  links_.Collect(&out);
+  AddLinkFamilies(links_.Snapshot(), &out);
   const size_t cross_rank_from = out.size();
   AddCrossRankFamilies(cross_rank_.Snapshot(), &out);
   DropUnownedComms(&out, cross_rank_from);

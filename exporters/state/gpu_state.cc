@@ -389,7 +389,9 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
   auto refused = MakeFamily(Metric::kGpuIngestRejectedConnectionsTotal);
   auto evicted = MakeFamily(Metric::kGpuCommunicatorsEvictedTotal);
 
-  auto imbalance = TrafficImbalanceFamily();  // scope="ranks"; LinkAnalysis adds "rails"
+  // fabricscope_traffic_imbalance_ratio has two scopes: "ranks" here, "rails" from the links
+  // (exporters/exposition/link_render.h); ClusterState::Collect merges them (MergeFamiliesByName).
+  auto imbalance = MakeFamily(Metric::kTrafficImbalanceRatio);
   NodeFamilies node_families{dropped, conns,   datagrams, bad,        repaired,
                              evicted, refused, kernels,   kernel_secs};
 

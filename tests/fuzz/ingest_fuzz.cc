@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "exporters/exposition/link_render.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "google/protobuf/stubs/logging.h"
@@ -96,9 +97,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   state.RecentLossEventsJson("");
   state.RecentCollectivesJson("", 10);
   state.RecentKernelsJson("", 10);
-  state.links().LossPatternsJson();
-  state.links().AnomaliesJson("");
-  state.links().FlightRecordingsJson("");
+  LossPatternsJson(state.links().Patterns());
+  AnomaliesJson(state.links().Anomalies(""));
+  FlightRecordingsJson(state.links().FlightRecordings(""));
   state.cross_rank().SlowJson(10, "");
   return 0;
 }

@@ -9,6 +9,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectors/common/utilization_codec.h"
+#include "exporters/exposition/link_render.h"
+#include "exporters/heatmap/heatmap_svg.h"
 #include "tests/common/agent_counter.h"
 #include "tests/common/units.h"
 
@@ -145,7 +147,7 @@ TEST(LinkAnalysis, ImbalanceIsTheCoefficientOfVariationOfPortBytes) {
   a.OnHello(Hello("n1", 4));
   a.OnBatch("n1", Window(1, 10 * kSec, 4, [](int, int) { return 0.1; }, {100, 100, 100, 500}));
   std::vector<prometheus::MetricFamily> f;
-  a.Collect(&f);
+  AddLinkFamilies(a.Snapshot(), &f);
   bool found = false;
   for (const auto& fam : f) {
     if (fam.name != "fabricscope_traffic_imbalance_ratio") continue;
@@ -178,13 +180,13 @@ TEST(LinkAnalysis, StepPeriodFromTrafficAndAnomaliesAgainstTheBaseline) {
   const auto p = a.StepPeriod("n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_NEAR(p->period_seconds, 0.25, 0.005);
-  EXPECT_EQ(a.AnomaliesJson(""), "{\"anomalies\":[]}");
+  EXPECT_EQ(AnomaliesJson(a.Anomalies("")), "{\"anomalies\":[]}");
   // A window with 50x the bytes departs from the baseline.
   a.OnBatch("n1", Window(16, 25 * kSec, 1, step, {50'000}));
-  const std::string json = a.AnomaliesJson("n1");
+  const std::string json = AnomaliesJson(a.Anomalies("n1"));
   EXPECT_NE(json.find("\"kind\":\"bytes_high\""), std::string::npos) << json;
   std::vector<prometheus::MetricFamily> f;
-  a.Collect(&f);
+  AddLinkFamilies(a.Snapshot(), &f);
   double period = 0, events = 0;
   for (const auto& fam : f) {
     if (fam.name == "fabricscope_step_period_seconds") period = fam.metric[0].gauge.value;
@@ -206,11 +208,11 @@ TEST(LinkAnalysis, LossConcentratedOnOneLinkIsSystematic) {
     }
     a.OnBatch("n1", b);
   }
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(json.find("\"classification\":\"systematic\""), std::string::npos) << json;
   EXPECT_NE(json.find("link n1/mlx5_2:1 holds 100 of 115"), std::string::npos) << json;
   std::vector<prometheus::MetricFamily> f;
-  a.Collect(&f);
+  AddLinkFamilies(a.Snapshot(), &f);
   for (const auto& fam : f) {
     if (fam.name != "fabricscope_loss_concentration_ratio") continue;
     ASSERT_EQ(fam.metric.size(), 4u);
@@ -227,7 +229,8 @@ TEST(LinkAnalysis, LossConcentratedOnOneLinkIsSystematic) {
     e->set_delta(10);
   }
   even.OnBatch("n1", b);
-  EXPECT_NE(even.LossPatternsJson().find("\"classification\":\"random\""), std::string::npos);
+  EXPECT_NE(LossPatternsJson(even.Patterns()).find("\"classification\":\"random\""),
+            std::string::npos);
 }
 
 // Window i (seq i + 1, starting at 10 + i s) of `ports` ports at a flat 10% utilization.
@@ -272,7 +275,7 @@ TEST(LinkAnalysis, LossOnOnePriorityOverManyLinksIsSystematic) {
   }
   const uint64_t prio3 = kPrio3 * kWindows * kLinks, prio0 = kPrio0 * kWindows * kLinks;
   const uint64_t link_total = (kPrio3 + kPrio0 + 2 * kMalformed) * kWindows * kLinks;
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(json.find("\"classification\":\"systematic\""), std::string::npos) << json;
   EXPECT_EQ(Reasons(json), absl::StrCat("\"reasons\":[\"priority 3 holds ", prio3, " of ",
                                         prio3 + prio0, " priority-tagged loss events\"]"))
@@ -299,7 +302,7 @@ TEST(LinkAnalysis, PriorityLossOnOneLinkNamesTheLink) {
     a.OnBatch("n1", b);
   }
   // Priority 5: 5 x (8 + 3 x 1) = 55 events, 40 of them on mlx5_1.
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(
       Reasons(json).find("\"priority 5 holds 55 of 55 priority-tagged loss events, 40 of them on "
                          "link n1/mlx5_1:1\""),
@@ -320,7 +323,7 @@ TEST(LinkAnalysis, LossSpreadOverPrioritiesAndLinksIsRandom) {
     }
     a.OnBatch("n1", b);
   }
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(json.find("\"classification\":\"random\""), std::string::npos) << json;
   EXPECT_EQ(Reasons(json), "\"reasons\":[]") << json;
   // 8 priorities x 3 windows x 4 ports x 2 = 192; each priority 24, an eighth.
@@ -348,7 +351,7 @@ TEST(LinkAnalysis, PauseAndMalformedPriorityNamesAreNotPriorityLoss) {
     }
     a.OnBatch("n1", b);
   }
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(json.find("\"total_priority_loss_events\":0,\"priorities\":[]"), std::string::npos)
       << json;
   // The malformed "discards" counters are still the links' loss: 3 windows x 2 ports x 21.
@@ -367,7 +370,7 @@ TEST(LinkAnalysis, PriorityLossCountsOnlyTheLastLossWindows) {
     AddCounter(&b, 0, i < 2 ? "rx_prio3_discards" : "rx_prio6_discards", 10);
     a.OnBatch("n1", b);
   }
-  const std::string json = a.LossPatternsJson();
+  const std::string json = LossPatternsJson(a.Patterns());
   EXPECT_NE(json.find("\"total_priority_loss_events\":30,\"priorities\":[{\"priority\":6,"),
             std::string::npos)
       << json;
@@ -452,7 +455,7 @@ TEST(LinkAnalysis, FlightRecordingsAndRecorderBytesAreKept) {
   v1::FlightRecording* bad = b.add_flight_recordings();
   bad->set_port_index(9);  // no such port: skipped
   a.OnBatch("n1", b);
-  const std::string json = a.FlightRecordingsJson("");
+  const std::string json = FlightRecordingsJson(a.FlightRecordings(""));
   EXPECT_NE(json.find("\"device\":\"mlx5_1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"transmit_bytes\":999"), std::string::npos) << json;
   EXPECT_EQ(json.find("\"port\":9"), std::string::npos);
@@ -462,7 +465,7 @@ TEST(LinkAnalysis, FlightRecordingsAndRecorderBytesAreKept) {
                                         absl::StrFormat("%03d", (sample_unix_ns % kSec) / kMs));
   EXPECT_NE(json.find(want), std::string::npos) << want << "\n" << json;
   std::vector<prometheus::MetricFamily> f;
-  a.Collect(&f);
+  AddLinkFamilies(a.Snapshot(), &f);
   bool found = false;
   for (const auto& fam : f) {
     if (fam.name == "fabricscope_flight_recorder_bytes") {

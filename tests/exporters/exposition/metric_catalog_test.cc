@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_split.h"
 #include "exporters/exposition/cross_rank_render.h"
+#include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
 
@@ -414,7 +415,7 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
   // own Collect render only theirs, and ClusterState adds only port, GPU (with the ranks'
   // imbalance) and peer families.
   std::vector<prometheus::MetricFamily> links, cross_rank;
-  s.links().Collect(&links);
+  AddLinkFamilies(s.links().Snapshot(), &links);
   AddCrossRankFamilies(s.cross_rank().Snapshot(), &cross_rank);
   ASSERT_FALSE(links.empty());
   ASSERT_FALSE(cross_rank.empty());

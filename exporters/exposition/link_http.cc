@@ -1,4 +1,4 @@
-#include "exporters/heatmap/heatmap_http.h"
+#include "exporters/exposition/link_http.h"
 
 #include <httplib.h>
 
@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "exporters/analysis/link_analysis.h"
+#include "exporters/exposition/link_render.h"
 #include "exporters/heatmap/heatmap_svg.h"
 
 namespace fabricscope::exporters {
@@ -91,14 +92,15 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
     Serve(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
   });
   server.Get("/api/anomalies", [&links](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(links.AnomaliesJson(Param(req, "node")), "application/json");
+    res.set_content(AnomaliesJson(links.Anomalies(Param(req, "node"))), "application/json");
   });
   server.Get("/api/loss_patterns", [&links](const httplib::Request&, httplib::Response& res) {
-    res.set_content(links.LossPatternsJson(), "application/json");
+    res.set_content(LossPatternsJson(links.Patterns()), "application/json");
   });
   server.Get("/api/flight_recordings",
              [&links](const httplib::Request& req, httplib::Response& res) {
-               res.set_content(links.FlightRecordingsJson(Param(req, "node")), "application/json");
+               res.set_content(FlightRecordingsJson(links.FlightRecordings(Param(req, "node"))),
+                               "application/json");
              });
   pages->push_back({"/heatmap/links",
                     "link x time utilization at sub-ms resolution (?seconds=10&bucket=1ms&node="

@@ -148,27 +148,10 @@ std::string CrossRankAnalysis::SlowJson(size_t limit, const std::string& comm) c
 
 namespace {
 
-std::string Param(const httplib::Request& req, const char* name) {
-  return req.has_param(name) ? req.get_param_value(name) : "";
-}
-
-void ServeModel(const httplib::Request& req, httplib::Response& res, HeatmapModel model) {
-  DownsampleHeatmap(&model, 1'000'000);
-  const std::string format = Param(req, "format");
-  if (format == "json") {
-    res.set_content(RenderHeatmapJson(model), "application/json");
-  } else if (format.empty() || format == "svg") {
-    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
-  } else {
-    res.status = 400;
-    res.set_content("format must be svg or json\n", "text/plain");
-  }
-}
-
 // 307 to the owner of ?comm= when another aggregator owns it; true when answered so.
 bool RedirectToOwner(const OwnerOfComm& owner, const httplib::Request& req,
                      httplib::Response& res) {
-  const std::string comm = Param(req, "comm");
+  const std::string comm = QueryParam(req, "comm");
   if (!owner || comm.empty()) return false;
   const std::string base = owner(comm);
   if (base.empty()) return false;
@@ -191,30 +174,32 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                                                         httplib::Response& res) {
     if (RedirectToOwner(owner, req, res)) return;
     size_t n = 100;
-    if (auto v = Param(req, "instances");
+    if (auto v = QueryParam(req, "instances");
         !v.empty() && (!absl::SimpleAtoi(v, &n) || n == 0 || n > 100000)) {
       res.status = 400;
       res.set_content("instances must be a count in [1, 100000]\n", "text/plain");
       return;
     }
-    ServeModel(req, res, analysis.CollectivesHeatmap(Param(req, "comm"), Param(req, "func"), n));
+    ServeHeatmap(req, res,
+                 analysis.CollectivesHeatmap(QueryParam(req, "comm"), QueryParam(req, "func"), n),
+                 1'000'000);
   });
   server.Get("/heatmap/ranks",
              [&analysis, owner](const httplib::Request& req, httplib::Response& res) {
                if (RedirectToOwner(owner, req, res)) return;
-               ServeModel(req, res, analysis.RanksHeatmap(Param(req, "comm")));
+               ServeHeatmap(req, res, analysis.RanksHeatmap(QueryParam(req, "comm")), 1'000'000);
              });
-  server.Get("/api/collectives/slow",
-             [&analysis, owner](const httplib::Request& req, httplib::Response& res) {
-               if (RedirectToOwner(owner, req, res)) return;
-               size_t limit = 20;
-               if (auto v = Param(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
-                 res.status = 400;
-                 res.set_content("limit must be a count\n", "text/plain");
-                 return;
-               }
-               res.set_content(analysis.SlowJson(limit, Param(req, "comm")), "application/json");
-             });
+  server.Get("/api/collectives/slow", [&analysis, owner](const httplib::Request& req,
+                                                         httplib::Response& res) {
+    if (RedirectToOwner(owner, req, res)) return;
+    size_t limit = 20;
+    if (auto v = QueryParam(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
+      res.status = 400;
+      res.set_content("limit must be a count\n", "text/plain");
+      return;
+    }
+    res.set_content(analysis.SlowJson(limit, QueryParam(req, "comm")), "application/json");
+  });
   server.Get("/api/diagnosis", [&analysis](const httplib::Request&, httplib::Response& res) {
     res.set_content(DiagnosisJson(analysis.Diagnoses()), "application/json");
   });

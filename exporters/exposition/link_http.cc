@@ -14,25 +14,26 @@
 
 namespace fabricscope::exporters {
 
-namespace {
-
-std::string Param(const httplib::Request& req, const char* name) {
+std::string QueryParam(const httplib::Request& req, const char* name) {
   return req.has_param(name) ? req.get_param_value(name) : "";
 }
+
+namespace {
 
 void BadRequest(httplib::Response& res, const std::string& msg) {
   res.status = 400;
   res.set_content(msg + "\n", "text/plain");
 }
 
-// Writes the model as SVG or JSON per ?format=.
 // SVG is capped lower than JSON: one rect per run of equal color is ~70 bytes, and a browser
 // draws 250,000 of them (~17 MB) in about a second; 1,000,000 distinct cells make ~70 MB.
 constexpr size_t kSvgMaxCells = 250'000;
 
-void Serve(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
-           size_t max_cells) {
-  const std::string format = Param(req, "format");
+}  // namespace
+
+void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
+                  size_t max_cells) {
+  const std::string format = QueryParam(req, "format");
   if (format == "json") {
     DownsampleHeatmap(&model, max_cells);
     res.set_content(RenderHeatmapJson(model), "application/json");
@@ -43,6 +44,8 @@ void Serve(const httplib::Request& req, httplib::Response& res, HeatmapModel mod
     BadRequest(res, "format must be svg or json");
   }
 }
+
+namespace {
 
 bool ParseSeconds(const std::string& v, double* out) {
   return absl::SimpleAtod(v, out) && std::isfinite(*out) && *out > 0 && *out <= 86400;
@@ -55,12 +58,12 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
   server.Get("/heatmap/links", [&links](const httplib::Request& req, httplib::Response& res) {
     LinkAnalysis::LinkQuery q;
     q.seconds = links.options().history_seconds;
-    if (auto v = Param(req, "seconds"); !v.empty() && !ParseSeconds(v, &q.seconds)) {
+    if (auto v = QueryParam(req, "seconds"); !v.empty() && !ParseSeconds(v, &q.seconds)) {
       return BadRequest(res, "seconds must be a number in (0, 86400]");
     }
     for (const auto& [key, dst] : {std::pair<const char*, int64_t*>{"from", &q.from_unix_ns},
                                    std::pair<const char*, int64_t*>{"to", &q.to_unix_ns}}) {
-      if (auto v = Param(req, key); !v.empty()) {
+      if (auto v = QueryParam(req, key); !v.empty()) {
         double s = 0;
         // At most 4e9 s (the year 2096): in nanoseconds it still fits an int64 with room for
         // the span arithmetic (converting a larger double is undefined behaviour).
@@ -70,38 +73,38 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
         *dst = static_cast<int64_t>(s * 1e9);
       }
     }
-    if (auto v = Param(req, "bucket"); !v.empty()) {
+    if (auto v = QueryParam(req, "bucket"); !v.empty()) {
       absl::Duration d;
       if (!absl::ParseDuration(v, &d) || d <= absl::ZeroDuration() || d > absl::Hours(1)) {
         return BadRequest(res, "bucket must be a duration such as 1ms, 100us, 1s");
       }
       q.bucket_ns = absl::ToInt64Nanoseconds(d);
     }
-    q.node = Param(req, "node");
-    q.direction = Param(req, "direction");
+    q.node = QueryParam(req, "node");
+    q.direction = QueryParam(req, "direction");
     if (!q.direction.empty() && q.direction != "transmit" && q.direction != "receive") {
       return BadRequest(res, "direction must be transmit or receive");
     }
-    Serve(req, res, links.LinksHeatmap(q), links.options().max_cells);
+    ServeHeatmap(req, res, links.LinksHeatmap(q), links.options().max_cells);
   });
   server.Get("/heatmap/nodes", [&links](const httplib::Request& req, httplib::Response& res) {
     double seconds = links.options().history_seconds;
-    if (auto v = Param(req, "seconds"); !v.empty() && !ParseSeconds(v, &seconds)) {
+    if (auto v = QueryParam(req, "seconds"); !v.empty() && !ParseSeconds(v, &seconds)) {
       return BadRequest(res, "seconds must be a number in (0, 86400]");
     }
-    Serve(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
+    ServeHeatmap(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
   });
   server.Get("/api/anomalies", [&links](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(AnomaliesJson(links.Anomalies(Param(req, "node"))), "application/json");
+    res.set_content(AnomaliesJson(links.Anomalies(QueryParam(req, "node"))), "application/json");
   });
   server.Get("/api/loss_patterns", [&links](const httplib::Request&, httplib::Response& res) {
     res.set_content(LossPatternsJson(links.Patterns()), "application/json");
   });
-  server.Get("/api/flight_recordings",
-             [&links](const httplib::Request& req, httplib::Response& res) {
-               res.set_content(FlightRecordingsJson(links.FlightRecordings(Param(req, "node"))),
-                               "application/json");
-             });
+  server.Get(
+      "/api/flight_recordings", [&links](const httplib::Request& req, httplib::Response& res) {
+        res.set_content(FlightRecordingsJson(links.FlightRecordings(QueryParam(req, "node"))),
+                        "application/json");
+      });
   pages->push_back({"/heatmap/links",
                     "link x time utilization at sub-ms resolution (?seconds=10&bucket=1ms&node="
                     "&direction=&format=json)"});

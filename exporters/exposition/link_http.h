@@ -3,9 +3,13 @@
 #include <string>
 #include <vector>
 
+#include "exporters/analysis/heatmap_model.h"
+
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace fabricscope::exporters {
 
@@ -27,6 +31,14 @@ struct HeatmapPage {
 // Appends its heat maps to *pages for the index. `links` must outlive the server.
 void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                         std::vector<HeatmapPage>* pages);
+
+// The query parameter `name` of req, "" when absent.
+std::string QueryParam(const httplib::Request& req, const char* name);
+
+// Answers with the model as SVG (the default) or JSON per ?format= (400 otherwise), its time
+// columns merged down to max_cells (SVG: at most 250,000, what a browser draws in about a second).
+void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
+                  size_t max_cells);
 
 // /heatmap: an HTML index of `pages` (the collective analysis adds /heatmap/ranks and
 // /heatmap/collectives to the list when it registers them).

@@ -20,19 +20,19 @@
 namespace fabricscope::exporters {
 namespace {
 
-constexpr int kRanks = 4;
-constexpr uint64_t kComm = 0x00c0ffee00000001ULL;
-constexpr uint64_t kLine = 25'000'000;  // 200 Mb/s
-constexpr int64_t kUnix = 1'700'000'000 * kSec;
+constexpr int kPathRanks = 4;
+constexpr uint64_t kPathComm = 0x00c0ffee00000001ULL;
+constexpr uint64_t kPathLineRate = 25'000'000;  // 200 Mb/s
+constexpr int64_t kPathUnix = 1'700'000'000 * kSec;
 
 // A node: port 0 its interface (veth), port 1 the node-level TCP pseudo-port.
-v1::Hello HelloOf(int node) {
+v1::Hello PathHello(int node) {
   v1::Hello h;
   h.set_node(absl::StrCat("n", node));
   v1::PortInfo* p = h.add_ports();
   p->set_device(absl::StrCat("veth", node));
   p->set_link_layer(v1::LINK_LAYER_ETHERNET);
-  p->set_line_rate_bytes_per_second(kLine);
+  p->set_line_rate_bytes_per_second(kPathLineRate);
   v1::PortInfo* tcp = h.add_ports();
   tcp->set_device("tcp");
   tcp->set_node_level(true);
@@ -41,9 +41,9 @@ v1::Hello HelloOf(int node) {
 
 // Node `node`'s 1 s window ending at end_s: 10,000 packets each way on its interface, `retrans`
 // TCP retransmissions.
-v1::Batch WindowOf(int end_s, uint64_t retrans) {
+v1::Batch PathWindow(int end_s, uint64_t retrans) {
   v1::Batch b;
-  b.set_unix_offset_ns(kUnix);
+  b.set_unix_offset_ns(kPathUnix);
   b.set_window_start_ns((end_s - 1) * kSec);
   b.set_window_end_ns(end_s * kSec);
   v1::PortWindow* w = b.add_ports();
@@ -62,17 +62,17 @@ v1::Batch WindowOf(int end_s, uint64_t retrans) {
 // Node `node`'s analysed AllReduce `seq` of a 4-rank ring (rank = node, sending to rank + 1)
 // as the agent sends it: 64 MiB in 200 ms at 0.5 of line rate, its port moving `extra` x the
 // node's own bytes, sending at `busy` of line rate when it had data, `loss` events during it.
-v1::Batch RankOf(int node, uint64_t seq, double extra = 1.04, double busy = 0.5,
-                 uint64_t loss = 0) {
+v1::Batch PathRank(int node, uint64_t seq, double extra = 1.04, double busy = 0.5,
+                   uint64_t loss = 0) {
   v1::Batch b;
-  const RankSchedule s{.nranks = kRanks, .period_ns = 300 * kMs, .unix_base_ns = kUnix};
-  v1::Collective* c = AddRankCollective(s, node, kComm, seq, &b);
+  const RankSchedule s{.nranks = kPathRanks, .period_ns = 300 * kMs, .unix_base_ns = kPathUnix};
+  v1::Collective* c = AddRankCollective(s, node, kPathComm, seq, &b);
   c->set_duration_seconds(0.2);
-  c->set_busbw_bytes_per_second(0.5 * static_cast<double>(kLine));
+  c->set_busbw_bytes_per_second(0.5 * static_cast<double>(kPathLineRate));
   const uint64_t own = 2 * (uint64_t{96} << 20);  // 1.5 x 64 MiB each way
   c->set_proxy_bytes(own);
   v1::ProxyPeer* peer = c->add_proxy_peers();
-  peer->set_peer((node + 1) % kRanks);
+  peer->set_peer((node + 1) % kPathRanks);
   peer->set_bytes_sent(own / 2);
   v1::CollectiveAnalysis* a = c->mutable_analysis();
   a->set_own_bytes(own);
@@ -80,14 +80,14 @@ v1::Batch RankOf(int node, uint64_t seq, double extra = 1.04, double busy = 0.5,
   v1::PortActivity* p = a->mutable_ports(0);
   p->set_transmit_bytes(static_cast<uint64_t>(extra * static_cast<double>(own)) / 2);
   p->set_receive_bytes(static_cast<uint64_t>(extra * static_cast<double>(own)) / 2);
-  p->set_line_rate_bytes_per_second(kLine);
+  p->set_line_rate_bytes_per_second(kPathLineRate);
   p->set_transmit_busy_utilization(busy);
   p->set_retransmits(loss);
   return b;
 }
 
 // Each value of `key` in the JSON, in order.
-std::vector<std::string> Instances(const std::string& json, const std::string& key) {
+std::vector<std::string> SlowField(const std::string& json, const std::string& key) {
   std::vector<std::string> out;
   for (size_t at = json.find("\"" + key + "\":"); at != std::string::npos;
        at = json.find("\"" + key + "\":", at + 1)) {
@@ -100,7 +100,7 @@ std::vector<std::string> Instances(const std::string& json, const std::string& k
 class CrossRankPathTest : public ::testing::Test {
  protected:
   CrossRankPathTest() {
-    for (int n = 0; n < kRanks; ++n) x_.OnHello(HelloOf(n));
+    for (int n = 0; n < kPathRanks; ++n) x_.OnHello(PathHello(n));
   }
   void Send(int node, const v1::Batch& b) { x_.OnBatch(absl::StrCat("n", node), b); }
   CrossRankAnalysis x_;
@@ -111,16 +111,17 @@ class CrossRankPathTest : public ::testing::Test {
 // ratio in its evidence, and the diagnosis says so.
 TEST_F(CrossRankPathTest, ACompetingFlowFromTheFirstInstanceIsNamed) {
   for (uint64_t seq = 0; seq < 3; ++seq) {
-    for (int n = 0; n < kRanks; ++n) {
-      v1::Batch b = RankOf(n, seq, n == 2 ? 2.0 : 1.04);
+    for (int n = 0; n < kPathRanks; ++n) {
+      v1::Batch b = PathRank(n, seq, n == 2 ? 2.0 : 1.04);
       // The ring gets half of n2's link: a quarter of line rate.
-      b.mutable_collectives(0)->set_busbw_bytes_per_second(0.25 * static_cast<double>(kLine));
+      b.mutable_collectives(0)->set_busbw_bytes_per_second(0.25 *
+                                                           static_cast<double>(kPathLineRate));
       Send(n, b);
     }
   }
   const std::string slow = x_.SlowJson(0);
-  EXPECT_EQ(Instances(slow, "rule"), std::vector<std::string>(3, "\"shared_flow\"")) << slow;
-  EXPECT_EQ(Instances(slow, "cause").front(), "\"network_saturated\"");
+  EXPECT_EQ(SlowField(slow, "rule"), std::vector<std::string>(3, "\"shared_flow\"")) << slow;
+  EXPECT_EQ(SlowField(slow, "cause").front(), "\"network_saturated\"");
   EXPECT_NE(slow.find("n2 veth2 carried 2.00x the collective's own bytes"), std::string::npos)
       << slow;
   EXPECT_NE(slow.find("\"line_rate_share\":0.25"), std::string::npos) << slow;
@@ -146,12 +147,12 @@ TEST_F(CrossRankPathTest, ACompetingFlowFromTheFirstInstanceIsNamed) {
 // slow job then reads its share.
 TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
   for (uint64_t seq = 0; seq < 8; ++seq) {
-    for (int n = 0; n < kRanks; ++n) Send(n, RankOf(n, seq));
+    for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, seq));
   }
-  EXPECT_EQ(Instances(x_.SlowJson(0), "rule"), std::vector<std::string>(8, "\"\""));
+  EXPECT_EQ(SlowField(x_.SlowJson(0), "rule"), std::vector<std::string>(8, "\"\""));
   for (uint64_t seq = 8; seq < 10; ++seq) {
-    for (int n = 0; n < kRanks; ++n) {
-      v1::Batch b = RankOf(n, seq, 1.04, n == 1 ? 0.25 : 0.5);
+    for (int n = 0; n < kPathRanks; ++n) {
+      v1::Batch b = PathRank(n, seq, 1.04, n == 1 ? 0.25 : 0.5);
       // The ring at the slow link's pace: twice as long.
       b.mutable_collectives(0)->set_busbw_bytes_per_second(
           b.collectives(0).busbw_bytes_per_second() / 2);
@@ -159,7 +160,7 @@ TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
     }
   }
   const std::string slow = x_.SlowJson(0);
-  const std::vector<std::string> rules = Instances(slow, "rule");
+  const std::vector<std::string> rules = SlowField(slow, "rule");
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"slow_link\""), 2) << slow;
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"\""), 8) << slow;
   EXPECT_NE(slow.find("\"best_share\":0.5"), std::string::npos) << slow;
@@ -171,9 +172,9 @@ TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
 // other ports nothing: the first instance in which it lost a packet is network_lossy
 // (fabric_loss), without any history of n1's port; a clean port's lone retransmission is not.
 TEST_F(CrossRankPathTest, APortLossierThanTheFabricIsNamedFromItsFirstWindow) {
-  for (int n = 0; n < kRanks; ++n) Send(n, WindowOf(1, n == 1 ? 50 : 0));
-  for (int n = 0; n < kRanks; ++n) Send(n, RankOf(n, 0, 1.04, 0.5, n == 1 ? 2 : 0));
-  for (int n = 0; n < kRanks; ++n) Send(n, RankOf(n, 1, 1.04, 0.5, n == 3 ? 1 : 0));
+  for (int n = 0; n < kPathRanks; ++n) Send(n, PathWindow(1, n == 1 ? 50 : 0));
+  for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, 0, 1.04, 0.5, n == 1 ? 2 : 0));
+  for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, 1, 1.04, 0.5, n == 3 ? 1 : 0));
   const std::string slow = x_.SlowJson(0);
   EXPECT_NE(slow.find("\"rule\":\"fabric_loss\""), std::string::npos) << slow;
   EXPECT_NE(slow.find("\"cause\":\"network_lossy\""), std::string::npos) << slow;
@@ -181,7 +182,7 @@ TEST_F(CrossRankPathTest, APortLossierThanTheFabricIsNamedFromItsFirstWindow) {
                       "window (50 events)"),
             std::string::npos)
       << slow;
-  const std::vector<std::string> rules = Instances(slow, "rule");
+  const std::vector<std::string> rules = SlowField(slow, "rule");
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"fabric_loss\""), 1) << slow;
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"\""), 1) << slow;
   EXPECT_NE(slow.find("\"window_loss_events\":50"), std::string::npos);
@@ -193,12 +194,12 @@ TEST_F(CrossRankPathTest, TheFabricsFiguresTravelWithAForwardedRecord) {
   const std::vector<Peer> peers = {{"10.0.0.1:50051", "10.0.0.1:9400"},
                                    {"10.0.0.2:50051", "10.0.0.2:9400"}};
   const PeerRing here(peers, 0);
-  const size_t owner = here.OwnerOfLabel(static_cast<uint32_t>(kComm >> 32));
-  const PeerRing ring(peers, 1 - owner);  // this aggregator does not own kComm
-  for (int n = 0; n < kRanks; ++n) Send(n, WindowOf(1, n == 1 ? 50 : 0));
+  const size_t owner = here.OwnerOfLabel(static_cast<uint32_t>(kPathComm >> 32));
+  const PeerRing ring(peers, 1 - owner);  // this aggregator does not own kPathComm
+  for (int n = 0; n < kPathRanks; ++n) Send(n, PathWindow(1, n == 1 ? 50 : 0));
   std::vector<v1::ForwardedAnalysis> forward;
-  for (int n = 0; n < kRanks; ++n) {
-    x_.OnBatch(absl::StrCat("n", n), RankOf(n, 0, 1.04, 0.5, n == 1 ? 2 : 0), &ring, &forward);
+  for (int n = 0; n < kPathRanks; ++n) {
+    x_.OnBatch(absl::StrCat("n", n), PathRank(n, 0, 1.04, 0.5, n == 1 ? 2 : 0), &ring, &forward);
   }
   ASSERT_EQ(forward.size(), 4u);
   EXPECT_EQ(forward[1].fabric_loss().events(), 50u);

@@ -18,7 +18,7 @@
 namespace fabricscope::exporters {
 namespace {
 
-constexpr uint64_t kLine = 25'000'000;  // 200 Mb/s, the cluster in a box's declared rate
+constexpr uint64_t kPathLine = 25'000'000;  // 200 Mb/s, the cluster in a box's declared rate
 
 // One job's ring all-reduce, instance by instance, the way the agents would report it: rank i
 // sends to rank i + 1 (Collective.proxy_peers); a link carries `carry` of the lower line rate
@@ -29,10 +29,10 @@ constexpr uint64_t kLine = 25'000'000;  // 200 Mb/s, the cluster in a box's decl
 // slow_rank (its path carries `slow` of its rate), another flow on shared_rank's port (the
 // port moves `shared` x its own bytes and the collective gets 1/shared of the link), a lossy
 // port (lossy_rank's packets lost at loss_rate; the fabric's others at up to clean_rate).
-struct Ring {
+struct RingSpec {
   int n = 4;
   uint64_t bytes = 1 << 20;
-  std::vector<uint64_t> line;  // per rank; empty = kLine each
+  std::vector<uint64_t> line;  // per rank; empty = kPathLine each
   double carry = 0.5;
   int slow_rank = -1;
   double slow = 1;
@@ -51,10 +51,10 @@ NameTable& Names() {
   return *table;
 }
 
-class Job {
+class PathJob {
  public:
-  Job(Ring r, uint64_t comm, uint32_t seed) : r_(std::move(r)), comm_(comm), rng_(seed) {
-    if (r_.line.empty()) r_.line.assign(static_cast<size_t>(r_.n), kLine);
+  PathJob(RingSpec r, uint64_t comm, uint32_t seed) : r_(std::move(r)), comm_(comm), rng_(seed) {
+    if (r_.line.empty()) r_.line.assign(static_cast<size_t>(r_.n), kPathLine);
     for (int i = 0; i < r_.n; ++i) {
       names_.push_back(*Names().Intern(absl::StrCat("n", i)));
       ports_.push_back(*Names().Intern(absl::StrCat("eth", i)));
@@ -116,11 +116,11 @@ class Job {
     in.ranks = pointers_;
     return in;
   }
-  Ring& ring() { return r_; }
+  RingSpec& ring() { return r_; }
 
  private:
   std::vector<const RankPath*> pointers_;
-  Ring r_;
+  RingSpec r_;
   uint64_t comm_;
   std::mt19937 rng_;
   std::vector<Name> names_, ports_;
@@ -130,7 +130,7 @@ class Job {
 
 // Runs `instances` of the job through e (a clean one, by the rules, teaches the kind's best as
 // the aggregator does for a normal instance) and returns each instance's verdict.
-std::vector<PathVerdict> RunJob(PathEvidence& e, Job& job, int instances) {
+std::vector<PathVerdict> RunPathJob(PathEvidence& e, PathJob& job, int instances) {
   std::vector<PathVerdict> out;
   std::vector<RankPath> paths;
   for (int k = 0; k < instances; ++k) {
@@ -142,7 +142,7 @@ std::vector<PathVerdict> RunJob(PathEvidence& e, Job& job, int instances) {
   return out;
 }
 
-int Named(const std::vector<PathVerdict>& v) {
+int NamedCount(const std::vector<PathVerdict>& v) {
   return static_cast<int>(std::count_if(
       v.begin(), v.end(), [](const PathVerdict& p) { return p.rule != EvidenceRule::kNone; }));
 }
@@ -154,36 +154,38 @@ TEST(PathEvidenceTest, CleanRunsNameNothing) {
   for (uint32_t seed = 1; seed <= 30; ++seed) {
     PathEvidence e;
     for (int n : {2, 4, 8, 16}) {
-      Ring r;
+      RingSpec r;
       r.n = n;
-      Job uniform(r, 1, seed);
-      EXPECT_EQ(Named(RunJob(e, uniform, 60)), 0) << "uniform n=" << n << " seed " << seed;
+      PathJob uniform(r, 1, seed);
+      EXPECT_EQ(NamedCount(RunPathJob(e, uniform, 60)), 0) << "uniform n=" << n << " seed " << seed;
       // Mixed line rates, also first on the fabric (no best: the line-rate share decides what
       // is low) and without spurious loss: no port stands out at all.
-      r.line.assign(static_cast<size_t>(n), kLine);
-      r.line[static_cast<size_t>(seed % n)] = kLine / 2;
+      r.line.assign(static_cast<size_t>(n), kPathLine);
+      r.line[static_cast<size_t>(seed % n)] = kPathLine / 2;
       r.clean_hits = 0;
-      Job mixed(r, 2, seed);
+      PathJob mixed(r, 2, seed);
       PathEvidence first_on_fabric;
       for (PathEvidence* pe : {&e, &first_on_fabric}) {
-        const std::vector<PathVerdict> v = RunJob(*pe, mixed, 60);
-        EXPECT_EQ(Named(v), 0) << "one at half n=" << n << " seed " << seed;
+        const std::vector<PathVerdict> v = RunPathJob(*pe, mixed, 60);
+        EXPECT_EQ(NamedCount(v), 0) << "one at half n=" << n << " seed " << seed;
         for (const PathVerdict& p : v) EXPECT_TRUE(p.evidence_free) << "n=" << n;
       }
-      for (int i = 0; i < n; ++i) r.line[static_cast<size_t>(i)] = i < n / 2 ? 4 * kLine : kLine;
-      Job halves(r, 3, seed);
-      for (const PathVerdict& p : RunJob(e, halves, 60)) {
+      for (int i = 0; i < n; ++i)
+        r.line[static_cast<size_t>(i)] = i < n / 2 ? 4 * kPathLine : kPathLine;
+      PathJob halves(r, 3, seed);
+      for (const PathVerdict& p : RunPathJob(e, halves, 60)) {
         EXPECT_EQ(p.rule, EvidenceRule::kNone) << "fast and slow halves n=" << n;
         EXPECT_TRUE(p.evidence_free) << "fast and slow halves n=" << n;
       }
       r.line.clear();
       r.clean_hits = 0.05;
       r.carry = 0.1;
-      Job above(r, 4, seed);
-      EXPECT_EQ(Named(RunJob(e, above, 60)), 0) << "declared 10x n=" << n << " seed " << seed;
+      PathJob above(r, 4, seed);
+      EXPECT_EQ(NamedCount(RunPathJob(e, above, 60)), 0)
+          << "declared 10x n=" << n << " seed " << seed;
     }
-    Ring r;
-    Job varied(r, 5, seed);
+    RingSpec r;
+    PathJob varied(r, 5, seed);
     for (int k = 0; k < 100; ++k) {
       varied.ring().bytes = uint64_t{256} << (10 + k % 4);  // 256 KiB .. 2 MiB
       std::vector<RankPath> paths;
@@ -199,22 +201,22 @@ TEST(PathEvidenceTest, CleanRunsNameNothing) {
 // clean communicator of the kind: a job on links twice as fast reaches the same share.
 TEST(PathEvidenceTest, SharesAreOverTheSlowestLineRateAndTheKindsBest) {
   PathEvidence e;
-  Job clean(Ring{}, 1, 7);
-  RunJob(e, clean, 20);
-  Ring fast;
-  fast.line.assign(4, 2 * kLine);
-  fast.line[2] = kLine;  // the slowest sets the expectation
-  Job mixed(fast, 2, 8);
+  PathJob clean(RingSpec{}, 1, 7);
+  RunPathJob(e, clean, 20);
+  RingSpec fast;
+  fast.line.assign(4, 2 * kPathLine);
+  fast.line[2] = kPathLine;  // the slowest sets the expectation
+  PathJob mixed(fast, 2, 8);
   std::vector<RankPath> paths;
   const PathVerdict v = e.Evaluate(mixed.Next(&paths));
   EXPECT_NEAR(v.line_share, 0.5, 0.05);  // the ring at the slow port's carried half
   EXPECT_NEAR(v.best_share, 1.0, 0.08);
-  EXPECT_EQ(v.slowest_line_rate, kLine);
+  EXPECT_EQ(v.slowest_line_rate, kPathLine);
   EXPECT_FALSE(v.low);
   EXPECT_TRUE(v.evidence_free);
 }
 
-struct FaultCase {
+struct PathFaultCase {
   const char* name;
   double magnitude;
 };
@@ -224,25 +226,25 @@ struct FaultCase {
 // named from the first instance, at the faulty rank, in every instance; the rule and evidence
 // say which.
 TEST(PathEvidenceTest, FaultsFromTheStartAreNamedFromTheFirstInstance) {
-  for (const FaultCase f :
-       {FaultCase{"shared", 1.5}, FaultCase{"shared", 2}, FaultCase{"shared", 3},
-        FaultCase{"slow", 0.5}, FaultCase{"slow", 0.25}, FaultCase{"slow", 0.1}}) {
+  for (const PathFaultCase f :
+       {PathFaultCase{"shared", 1.5}, PathFaultCase{"shared", 2}, PathFaultCase{"shared", 3},
+        PathFaultCase{"slow", 0.5}, PathFaultCase{"slow", 0.25}, PathFaultCase{"slow", 0.1}}) {
     for (bool best_known : {false, true}) {
       for (int n : {4, 8}) {
         for (uint32_t seed = 1; seed <= 10; ++seed) {
           PathEvidence e;
-          Ring r;
+          RingSpec r;
           r.n = n;
           if (best_known) {
-            Job elsewhere(r, 1, seed + 100);
-            RunJob(e, elsewhere, 20);
+            PathJob elsewhere(r, 1, seed + 100);
+            RunPathJob(e, elsewhere, 20);
           }
           const int faulty = static_cast<int>(seed) % n;
           const bool shared = std::string(f.name) == "shared";
           (shared ? r.shared_rank : r.slow_rank) = faulty;
           (shared ? r.shared : r.slow) = f.magnitude;
-          Job job(r, 2, seed);
-          const std::vector<PathVerdict> v = RunJob(e, job, 30);
+          PathJob job(r, 2, seed);
+          const std::vector<PathVerdict> v = RunPathJob(e, job, 30);
           const std::string what = absl::StrCat(f.name, " ", f.magnitude, " n=", n, " seed ", seed,
                                                 best_known ? " best known" : "");
           for (size_t k = 0; k < v.size(); ++k) {
@@ -267,16 +269,16 @@ TEST(PathEvidenceTest, FaultsFromTheStartAreNamedFromTheFirstInstance) {
 TEST(PathEvidenceTest, FaultsBelowTheThresholdsNameNothing) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     PathEvidence e;
-    Ring r;
+    RingSpec r;
     r.slow_rank = 1;
     r.slow = 0.85;
-    Job slow(r, 1, seed);
-    EXPECT_EQ(Named(RunJob(e, slow, 40)), 0) << seed;
-    Ring s;
+    PathJob slow(r, 1, seed);
+    EXPECT_EQ(NamedCount(RunPathJob(e, slow, 40)), 0) << seed;
+    RingSpec s;
     s.shared_rank = 2;
     s.shared = 1.1;
-    Job shared(s, 2, seed);
-    EXPECT_EQ(Named(RunJob(e, shared, 40)), 0) << seed;
+    PathJob shared(s, 2, seed);
+    EXPECT_EQ(NamedCount(RunPathJob(e, shared, 40)), 0) << seed;
   }
 }
 
@@ -288,10 +290,10 @@ TEST(PathEvidenceTest, APortLossierThanTheFabricIsNamedWhateverItsPast) {
   int with_loss = 0, named = 0;
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     PathEvidence e;
-    Ring r;
+    RingSpec r;
     r.lossy_rank = 3;
     r.loss_rate = 1e-3;
-    Job job(r, 1, seed);
+    PathJob job(r, 1, seed);
     std::vector<RankPath> paths;
     for (int k = 0; k < 30; ++k) {
       const InstancePath in = job.Next(&paths);
@@ -313,10 +315,10 @@ TEST(PathEvidenceTest, APortLossierThanTheFabricIsNamedWhateverItsPast) {
   EXPECT_EQ(named, with_loss);
   EXPECT_GT(with_loss, 300);  // ~2.1 events per collective at 1e-3: most lose a packet
 
-  Ring uniform;
+  RingSpec uniform;
   uniform.lossy_rank = 0;
   uniform.loss_rate = 1e-3;
-  Job job(uniform, 2, 3);
+  PathJob job(uniform, 2, 3);
   std::vector<RankPath> paths;
   for (int k = 0; k < 30; ++k) {
     InstancePath in = job.Next(&paths);
@@ -352,10 +354,10 @@ TEST(PathEvidenceTest, TheKindsBestLearnsOnlyFromCleanInstances) {
   o.max_kinds = 2;
   o.best_max_age_ns = 3600 * kSec;
   PathEvidence e(o);
-  Ring shared;
+  RingSpec shared;
   shared.shared_rank = 1;
   shared.shared = 2;
-  Job faulty(shared, 1, 1);
+  PathJob faulty(shared, 1, 1);
   std::vector<RankPath> paths;
   for (int k = 0; k < 30; ++k) {
     const InstancePath in = faulty.Next(&paths);
@@ -363,8 +365,8 @@ TEST(PathEvidenceTest, TheKindsBestLearnsOnlyFromCleanInstances) {
     EXPECT_EQ(v.best_share, -1);  // none known: its own faulty instances never become one
     e.Learn(in, v);
   }
-  Job clean(Ring{}, 2, 2);
-  const std::vector<PathVerdict> v = RunJob(e, clean, 20);
+  PathJob clean(RingSpec{}, 2, 2);
+  const std::vector<PathVerdict> v = RunPathJob(e, clean, 20);
   EXPECT_EQ(v[4].best_share, -1);  // 5 clean instances before a best counts
   EXPECT_NEAR(v[19].best_share, 1, 0.08);
   // One instance twice as fast (its efficiency): the median does not follow it.
@@ -373,19 +375,19 @@ TEST(PathEvidenceTest, TheKindsBestLearnsOnlyFromCleanInstances) {
   e.Learn(in, e.Evaluate(in));
   EXPECT_NEAR(e.Evaluate(clean.Next(&paths)).best_share, 1, 0.08);
   // An hour later the best has aged out.
-  Job later(Ring{}, 3, 3);
+  PathJob later(RingSpec{}, 3, 3);
   InstancePath old = later.Next(&paths);
   old.end_unix_ns += 2 * 3600 * kSec;
   EXPECT_EQ(e.Evaluate(old).best_share, -1);
   // Bounds: two kinds (1 MiB and 2 MiB), the third not held.
-  Ring big;
+  RingSpec big;
   big.bytes = 2 << 20;
-  Job b(big, 4, 4);
-  RunJob(e, b, 6);
-  Ring bigger;
+  PathJob b(big, 4, 4);
+  RunPathJob(e, b, 6);
+  RingSpec bigger;
   bigger.bytes = 4 << 20;
-  Job c(bigger, 5, 5);
-  RunJob(e, c, 6);
+  PathJob c(bigger, 5, 5);
+  RunPathJob(e, c, 6);
   EXPECT_EQ(e.kinds(), 2u);
   EXPECT_GT(e.memory_bytes(), 0u);
 }
@@ -396,27 +398,27 @@ TEST(PathEvidenceTest, TheLeastRecentlySeenCommunicatorMakesRoom) {
   PathEvidenceOptions o;
   o.comms_per_kind = 2;
   PathEvidence e(o);
-  Job fast(Ring{}, 1, 1);
-  RunJob(e, fast, 10);
-  Ring slower;
+  PathJob fast(RingSpec{}, 1, 1);
+  RunPathJob(e, fast, 10);
+  RingSpec slower;
   slower.carry = 0.25;  // half the efficiency of the first
-  Job b(slower, 2, 2), c(slower, 3, 3);
-  RunJob(e, b, 10);
+  PathJob b(slower, 2, 2), c(slower, 3, 3);
+  RunPathJob(e, b, 10);
   std::vector<RankPath> paths;
   EXPECT_NEAR(e.Evaluate(b.Next(&paths)).best_share, 0.5, 0.05);  // the first's best holds
-  RunJob(e, c, 10);  // a third communicator: the first, seen least recently, leaves
+  RunPathJob(e, c, 10);  // a third communicator: the first, seen least recently, leaves
   EXPECT_NEAR(e.Evaluate(b.Next(&paths)).best_share, 1, 0.08);
 }
 
 // The evidence line carries the numbers a user checks: the shares, the port, the ratio.
 TEST(PathEvidenceTest, EvidenceSaysWhichFiguresNamedIt) {
   PathEvidence e;
-  Job clean(Ring{}, 1, 1);
-  RunJob(e, clean, 20);
-  Ring r;
+  PathJob clean(RingSpec{}, 1, 1);
+  RunPathJob(e, clean, 20);
+  RingSpec r;
   r.shared_rank = 2;
   r.shared = 2;
-  Job job(r, 2, 2);
+  PathJob job(r, 2, 2);
   std::vector<RankPath> paths;
   const PathVerdict v = e.Evaluate(job.Next(&paths));
   EXPECT_NE(v.evidence.find("achieved 0."), std::string::npos) << v.evidence;

@@ -25,13 +25,13 @@ enum class MetricUnit : uint8_t { kNone, kSeconds, kBytes, kRatio, kBytesPerSeco
 // Where a family's values come from: the module whose Collect builds it, each from its own
 // snapshot taken under its own lock (README "Scaling": a scrape holds each lock only briefly).
 enum class MetricArea : uint8_t {
-  kPorts,        // ClusterState: node views (port windows, agent and capture stats), itself
-  kPeers,        // sharded aggregators: Forwarder::Collect and ClusterState's peer inbox
-  kLinks,        // LinkAnalysis
-  kGpu,          // GpuState
-  kCrossRank,    // CrossRankAnalysis: matching, skew, stragglers
-  kDiagnosis,    // CrossRankAnalysis's per-communicator Diagnosis
-  kImbalance,    // LinkAnalysis (rails) and GpuState (ranks), merged by name
+  kPorts,      // ClusterState: node views (port windows, agent and capture stats), itself
+  kPeers,      // sharded aggregators: ClusterState::CollectPeers: the forwarder and the peer inbox
+  kLinks,      // LinkAnalysis
+  kGpu,        // GpuState
+  kCrossRank,  // CrossRankAnalysis: matching, skew, stragglers
+  kDiagnosis,  // CrossRankAnalysis's per-communicator Diagnosis
+  kImbalance,  // LinkAnalysis (rails) and GpuState (ranks), merged by name
   kRemoteWrite,  // RemoteWriter
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <random>
 
-#include "exporters/exposition/metric_util.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
@@ -203,20 +202,6 @@ std::vector<Forwarder::PeerStats> Forwarder::Stats() const {
 size_t Forwarder::peers() const {
   absl::MutexLock lock(&mu_);
   return ring_ == nullptr ? 0 : ring_->peers().size();
-}
-
-void Forwarder::Collect(std::vector<prometheus::MetricFamily>* out) const {
-  FamilySet f;
-  for (const PeerStats& s : Stats()) {
-    AddValue(f[Metric::kAggregatorForwardedRecordsTotal], {{"peer", s.peer}},
-             static_cast<double>(s.forwarded));
-    AddValue(f[Metric::kAggregatorForwardQueueRecords], {{"peer", s.peer}},
-             static_cast<double>(s.queued));
-    AddValue(f[Metric::kAggregatorForwardDroppedRecordsTotal], {{"peer", s.peer}},
-             static_cast<double>(s.dropped));
-  }
-  AddValue(f[Metric::kAggregatorPeers], {}, static_cast<double>(peers()));
-  f.DrainInto(out);
 }
 
 }  // namespace fabricscope::exporters

@@ -18,7 +18,6 @@
 #include "collectors/uplink/uplink.h"
 #include "exporters/shard/peer_ring.h"
 #include "fabricscope/v1/telemetry.pb.h"
-#include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
 
@@ -87,9 +86,6 @@ class Forwarder {
   // address; peers() is the list's length (0 before a ring).
   std::vector<PeerStats> Stats() const;
   size_t peers() const;
-  // fabricscope_aggregator_forwarded_records_total, _forward_queue_records,
-  // _forward_dropped_records_total and _peers.
-  void Collect(std::vector<prometheus::MetricFamily>* out) const;
 
  private:
   struct Link {

@@ -37,7 +37,7 @@ absl::StatusOr<std::shared_ptr<const PeerRing>> MakePeerRing(absl::string_view p
 // about 1/N of them, and every aggregator given the same list (in any order) picks the same
 // owner, with no coordination.
 //
-// The key is the communicator's label, the top 32 bits of its hash (GpuState::CommLabel), so
+// The key is the communicator's label, the top 32 bits of its hash (common::CommLabel), so
 // that an HTTP request naming a communicator by its label (?comm=) maps to the same owner as
 // the records carrying the full hash. The peer's name is its gRPC address as listed.
 // Hashes are fixed functions (FNV-1a 64 of the name, the splitmix64 finalizer), not the

@@ -142,8 +142,18 @@ void ClusterState::CollectPeers(std::vector<prometheus::MetricFamily>* out) cons
                static_cast<double>(in.received));
     }
   }
+  if (forwarder != nullptr) {
+    for (const Forwarder::PeerStats& s : forwarder->Stats()) {
+      AddValue(f[Metric::kAggregatorForwardedRecordsTotal], {{"peer", s.peer}},
+               static_cast<double>(s.forwarded));
+      AddValue(f[Metric::kAggregatorForwardQueueRecords], {{"peer", s.peer}},
+               static_cast<double>(s.queued));
+      AddValue(f[Metric::kAggregatorForwardDroppedRecordsTotal], {{"peer", s.peer}},
+               static_cast<double>(s.dropped));
+    }
+    AddValue(f[Metric::kAggregatorPeers], {}, static_cast<double>(forwarder->peers()));
+  }
   f.DrainInto(out);
-  if (forwarder != nullptr) forwarder->Collect(out);
 }
 
 }  // namespace fabricscope::exporters

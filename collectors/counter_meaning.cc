@@ -87,6 +87,14 @@ constexpr Entry kTable[] = {
     // pause frames).
     {"ethtool", "tx_pause_storm_warning_events", M::kPauseStorm, 0},
     {"ethtool", "tx_pause_storm_error_events", M::kPauseStorm, 0},
+    // Read and exported by name; no analysis reads them (counters.rst: link-level pause frames,
+    // the receive buffer's threshold, PHY errors, link-down events).
+    {"ethtool", "rx_pause_ctrl_phy", M::kNone, 0},
+    {"ethtool", "tx_pause_ctrl_phy", M::kNone, 0},
+    {"ethtool", "rx_buffer_passed_thres_phy", M::kNone, 0},
+    {"ethtool", "rx_crc_errors_phy", M::kNone, 0},
+    {"ethtool", "rx_symbol_err_phy", M::kNone, 0},
+    {"ethtool", "link_down_events_phy", M::kNone, 0},
 
     // Netdev statistics (include/uapi/linux/if_link.h rtnl_link_stats64: rx_dropped "no space
     // in linux buffers", rx_missed_errors "receiver missed packet").
@@ -110,15 +118,42 @@ const absl::flat_hash_map<std::string, NameMap>& Table() {
   return *table;
 }
 
-// mlx5 per-priority counters (counters.rst): pause time in µs, and the discards per priority.
-std::optional<Meaning> PriorityMeaning(absl::string_view name) {
+// mlx5 per-priority counters {rx,tx}_prio<p>_<kind> (counters.rst): the kinds the agent reads
+// and what each means: pause time in µs, and the discards per priority.
+struct PriorityKind {
+  StatDirection direction;
+  const char* kind;
+  Meaning meaning;
+};
+constexpr PriorityKind kPriorityKinds[] = {
+    {StatDirection::kRx, "bytes", M::kNone},
+    {StatDirection::kRx, "packets", M::kNone},
+    {StatDirection::kRx, "pause", M::kNone},
+    {StatDirection::kRx, "pause_duration", M::kPauseMicroseconds},
+    {StatDirection::kRx, "pause_transition", M::kNone},
+    {StatDirection::kRx, "discards", M::kPriorityDiscard},
+    {StatDirection::kRx, "buf_discard", M::kDiscard},
+    {StatDirection::kRx, "cong_discard", M::kDiscard},
+    {StatDirection::kRx, "marked", M::kNone},
+    {StatDirection::kTx, "bytes", M::kNone},
+    {StatDirection::kTx, "packets", M::kNone},
+    {StatDirection::kTx, "pause", M::kNone},
+    {StatDirection::kTx, "pause_duration", M::kPauseMicroseconds},
+};
+
+const PriorityKind* PriorityKindOf(absl::string_view name) {
   const std::optional<EthtoolStatName> p = ParsePriorityStat(name);
-  if (!p) return std::nullopt;
-  if (p->kind == "pause_duration") return Meaning::kPauseMicroseconds;
-  if (p->direction != StatDirection::kRx) return std::nullopt;
-  if (p->kind == "discards") return Meaning::kPriorityDiscard;
-  if (p->kind == "buf_discard" || p->kind == "cong_discard") return Meaning::kDiscard;
-  return std::nullopt;
+  if (!p) return nullptr;
+  for (const PriorityKind& k : kPriorityKinds) {
+    if (k.direction == p->direction && p->kind == k.kind) return &k;
+  }
+  return nullptr;
+}
+
+std::optional<Meaning> PriorityMeaning(absl::string_view name) {
+  const PriorityKind* k = PriorityKindOf(name);
+  if (k == nullptr || k->meaning == Meaning::kNone) return std::nullopt;
+  return k->meaning;
 }
 
 // The width of an hw_counters file the table does not name, by mlx5's rule (the source of the
@@ -146,6 +181,12 @@ CounterMeaning MeaningOf(absl::string_view group, absl::string_view name) {
     return CounterMeaning{Meaning::kDrop, width};
   }
   return CounterMeaning{Meaning::kNone, width};
+}
+
+bool IsTableEthtoolStat(absl::string_view name) {
+  const auto& t = Table();
+  if (auto g = t.find("ethtool"); g != t.end() && g->second.contains(name)) return true;
+  return PriorityKindOf(name) != nullptr;
 }
 
 bool IsLoss(Meaning m) {

@@ -64,6 +64,11 @@ struct CounterMeaning {
 // "out_of_buffer" is kDrop. Pure; thread-safe; allocation-free after the first call.
 CounterMeaning MeaningOf(absl::string_view group, absl::string_view name);
 
+// True for an ethtool statistic the table names: a port-level "ethtool" row or a per-priority
+// {rx,tx}_prio<p>_<kind> of a kind it lists. The agent reads these by default
+// (collectors/ethtool.h, IsDefaultRoceStat): the table is the one list. Pure; thread-safe.
+bool IsTableEthtoolStat(absl::string_view name);
+
 // Counters the basic metrics profile exports one by one although their group is full-only: what
 // the shipped rules read (deploy/prometheus/fabricscope.rules.yml: the pre-FEC bit error ratio
 // and PFC pause storms).

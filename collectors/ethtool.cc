@@ -20,32 +20,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/clock.h"
+#include "collectors/counter_meaning.h"
 #include "collectors/sysfs_ports.h"
 
 namespace fabricscope::collectors {
 namespace {
-
-// Kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst.
-constexpr const char* kRxPriorityKinds[] = {
-    "bytes",    "packets",     "pause",        "pause_duration", "pause_transition",
-    "discards", "buf_discard", "cong_discard", "marked",
-};
-constexpr const char* kTxPriorityKinds[] = {"bytes", "packets", "pause", "pause_duration"};
-constexpr const char* kPortLevelStats[] = {
-    "rx_pause_ctrl_phy",
-    "tx_pause_ctrl_phy",
-    "rx_discards_phy",
-    "tx_discards_phy",
-    "rx_out_of_buffer",
-    "rx_buffer_passed_thres_phy",
-    "tx_pause_storm_warning_events",
-    "tx_pause_storm_error_events",
-    "rx_crc_errors_phy",
-    "rx_symbol_err_phy",
-    "rx_corrected_bits_phy",
-    "rx_bits_phy",
-    "link_down_events_phy",
-};
 
 // Open() re-reads names when the stat count changes between GSSET_INFO and GSTRINGS.
 constexpr int kOpenAttempts = 3;
@@ -167,24 +146,7 @@ struct EthtoolCollector::Interface {
   std::unique_ptr<Cost> cost = std::make_unique<Cost>();
 };
 
-bool IsDefaultRoceStat(absl::string_view name) {
-  if (std::optional<EthtoolStatName> p = ParsePriorityStat(name)) {
-    if (p->direction == StatDirection::kRx) {
-      for (const char* k : kRxPriorityKinds) {
-        if (p->kind == k) return true;
-      }
-    } else {
-      for (const char* k : kTxPriorityKinds) {
-        if (p->kind == k) return true;
-      }
-    }
-    return false;
-  }
-  for (const char* s : kPortLevelStats) {
-    if (name == s) return true;
-  }
-  return false;
-}
+bool IsDefaultRoceStat(absl::string_view name) { return IsTableEthtoolStat(name); }
 
 std::vector<std::string> StringSetNames(const unsigned char* strings, uint32_t count) {
   std::vector<std::string> names;

@@ -14,13 +14,12 @@
 namespace fabricscope::collectors {
 
 // True for the RoCE-relevant mlx5 stats exported by default (kernel
-// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst): rx_prio<p>_{bytes,
-// packets, pause, pause_duration, pause_transition, discards, buf_discard, cong_discard, marked},
-// tx_prio<p>_{bytes, packets, pause, pause_duration} for p in 0-7, and the port-level
-// rx/tx_pause_ctrl_phy, rx/tx_discards_phy, rx_out_of_buffer, rx_buffer_passed_thres_phy,
-// tx_pause_storm_{warning,error}_events, rx_crc_errors_phy, rx_symbol_err_phy,
-// rx_corrected_bits_phy, rx_bits_phy, link_down_events_phy. Pause durations count microseconds; the
-// rest count events, packets, bytes or bits as their names say.
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst): the ethtool
+// names of the one counter-meaning table (collectors/counter_meaning.cc, IsTableEthtoolStat):
+// its port-level rows (rx/tx_pause_ctrl_phy, rx/tx_discards_phy, rx_out_of_buffer, the PFC
+// storm guard, PHY bits and errors, link_down_events_phy) and its per-priority kinds,
+// rx_prio<p>_{bytes, packets, pause, pause_duration, pause_transition, discards, buf_discard,
+// cong_discard, marked} and tx_prio<p>_{bytes, packets, pause, pause_duration} for p in 0-7.
 bool IsDefaultRoceStat(absl::string_view name);
 
 // The names of an ETH_SS_STATS string set as ETHTOOL_GSTRINGS fills it (include/uapi/linux/

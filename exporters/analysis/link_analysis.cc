@@ -19,7 +19,6 @@ using common::DecodeUtilization;
 using common::EncodeUtilization;
 using common::kUtilizationMissing;
 
-
 namespace {
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }

@@ -20,7 +20,7 @@
 #include "agent/batch_assembler.h"
 #include "agent/local_sink.h"
 #include "collectors/clock.h"
-#include "collectors/common/histogram_quantile.h"
+#include "collectors/common/histogram_math.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/uplink/uplink.h"

@@ -62,7 +62,7 @@ absl::Status Aggregator::StartHttp() {
     if (!w.ok()) return w.status();
     web = *std::move(w);
   }
-  http_ = std::make_unique<HttpServer>(Collectables(), &state_);
+  http_ = std::make_unique<HttpServer>(Extras(), &state_);
   http_->SetHealthCheck([this] { return StallReason(); });
   http_->SetWebConfig(std::move(web));
   http_->SetRole(options_.grpc_listen.empty() ? "agent (standalone)" : "aggregator");
@@ -121,17 +121,23 @@ absl::Status Aggregator::ApplyPeers() {
   return absl::OkStatus();
 }
 
-std::vector<const prometheus::Collectable*> Aggregator::Collectables() const {
-  std::vector<const prometheus::Collectable*> out = {&state_};
-  out.insert(out.end(), extra_.begin(), extra_.end());
+std::vector<const prometheus::Collectable*> Aggregator::Extras() const {
+  std::vector<const prometheus::Collectable*> out = extra_;
   if (remote_writer_) out.push_back(remote_writer_.get());
+  return out;
+}
+
+std::vector<const prometheus::Collectable*> Aggregator::Collectables() const {
+  std::vector<const prometheus::Collectable*> out = {&metrics_};
+  const std::vector<const prometheus::Collectable*> extras = Extras();
+  out.insert(out.end(), extras.begin(), extras.end());
   return out;
 }
 
 absl::Status Aggregator::Start() {
   if (!options_.remote_write.urls.empty() && !remote_writer_) {
     auto w = RemoteWriter::Create(options_.remote_write,
-                                  [this] { return CollectFamilies(Collectables(), &state_); });
+                                  [this] { return CollectFamilies(Collectables()); });
     if (!w.ok()) return w.status();
     remote_writer_ = *std::move(w);
   }

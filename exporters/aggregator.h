@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "collectors/common/remote_write_options.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/http_server.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/remote_write/remote_write.h"
@@ -107,11 +108,14 @@ class Aggregator {
   // started, its streams moved to a changed list, or both dropped when the list is emptied.
   // Errors: those of MakePeerRing and of the shared token's file.
   absl::Status ApplyPeers();
-  // What /metrics and remote-write render: the state, the extras, the remote writer's counters.
+  // What /metrics and remote-write render: the state (metrics_), then Extras(): the extras and
+  // the remote writer's counters (HttpServer renders the state itself).
   std::vector<const prometheus::Collectable*> Collectables() const;
+  std::vector<const prometheus::Collectable*> Extras() const;
 
   AggregatorOptions options_;
   ClusterState state_;
+  ClusterMetrics metrics_{state_};  // /metrics and remote-write of state_
   std::vector<const prometheus::Collectable*> extra_;
   std::unique_ptr<TelemetryServer> grpc_;
   std::unique_ptr<HttpServer> http_;

@@ -12,8 +12,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/common/host_port.h"
+#include "exporters/exposition/cluster_json.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/cross_rank_http.h"
 #include "exporters/exposition/exposition.h"
+#include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/http_pool.h"
 #include "exporters/exposition/link_http.h"
 #include "exporters/exposition/metric_catalog.h"
@@ -62,13 +65,17 @@ void DropBrotli(const httplib::Request& req) {
 
 HttpServer::HttpServer(std::vector<const prometheus::Collectable*> collectables,
                        const ClusterState* state)
-    : collectables_(std::move(collectables)), state_(state) {}
+    : state_(state), collectables_(std::move(collectables)) {
+  if (state_ != nullptr) {
+    state_metrics_ = std::make_unique<ClusterMetrics>(*state_);
+    collectables_.insert(collectables_.begin(), state_metrics_.get());
+  }
+}
 
 HttpServer::~HttpServer() { Stop(); }
 
 std::vector<prometheus::MetricFamily> CollectFamilies(
-    const std::vector<const prometheus::Collectable*>& collectables,
-    [[maybe_unused]] const ClusterState* state) {
+    const std::vector<const prometheus::Collectable*>& collectables) {
   std::vector<prometheus::MetricFamily> families;
   for (const prometheus::Collectable* c : collectables) {
     auto f = c->Collect();
@@ -76,7 +83,7 @@ std::vector<prometheus::MetricFamily> CollectFamilies(
     // Every family of the cluster state comes from the metric catalog: a label name its entry
     // does not declare is a bug, fatal in Debug builds (release builds skip the check). Other
     // collectables (an embedder's prometheus::Registry) declare their own families.
-    if (c == state) {
+    if (dynamic_cast<const ClusterMetrics*>(c) != nullptr) {
       const std::vector<std::string> undeclared = UndeclaredLabels(f);
       LOG_IF(DFATAL, !undeclared.empty())
           << "/metrics: " << absl::StrJoin(undeclared, "; ")
@@ -90,7 +97,7 @@ std::vector<prometheus::MetricFamily> CollectFamilies(
 }
 
 std::string HttpServer::RenderMetrics() const {
-  return TextExposition(CollectFamilies(collectables_, state_));
+  return TextExposition(CollectFamilies(collectables_));
 }
 
 namespace {
@@ -118,14 +125,16 @@ void HttpServer::RegisterDataRoutes() {
     // ?limit=N: the N latest over the nodes asked for (0 or absent: all held).
     size_t limit = 0;
     if (!ParseLimit(req, 0, &limit, res)) return;
-    res.set_content(state_ ? state_->RecentMicroburstsJson(node, limit) : "{}", "application/json");
+    res.set_content(state_ ? MicroburstsJson(state_->RecentMicrobursts(node, limit)) : "{}",
+                    "application/json");
   });
   server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(state_ ? state_->NodesJson() : "{}", "application/json");
+    res.set_content(state_ ? NodesJson(*state_) : "{}", "application/json");
   });
   server_->Get("/api/loss_events", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
-    res.set_content(state_ ? state_->RecentLossEventsJson(node) : "{}", "application/json");
+    res.set_content(state_ ? LossEventsJson(state_->RecentLossEvents(node)) : "{}",
+                    "application/json");
   });
   // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node.
   auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit,
@@ -133,20 +142,22 @@ void HttpServer::RegisterDataRoutes() {
     *node = req.has_param("node") ? req.get_param_value("node") : "";
     return ParseLimit(req, 0, limit, res);
   };
-  server_->Get("/api/collectives", [this, gpu_query](const httplib::Request& req,
-                                                     httplib::Response& res) {
-    std::string node;
-    size_t limit;
-    if (!gpu_query(req, &node, &limit, res)) return;
-    res.set_content(state_ ? state_->RecentCollectivesJson(node, limit) : "{}", "application/json");
-  });
   server_->Get(
-      "/api/kernels", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+      "/api/collectives", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
         std::string node;
         size_t limit;
         if (!gpu_query(req, &node, &limit, res)) return;
-        res.set_content(state_ ? state_->RecentKernelsJson(node, limit) : "{}", "application/json");
+        res.set_content(state_ ? CollectivesJson(state_->RecentCollectives(node, limit)) : "{}",
+                        "application/json");
       });
+  server_->Get("/api/kernels",
+               [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+                 std::string node;
+                 size_t limit;
+                 if (!gpu_query(req, &node, &limit, res)) return;
+                 res.set_content(state_ ? KernelsJson(state_->RecentKernels(node, limit)) : "{}",
+                                 "application/json");
+               });
   if (state_) {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages);
@@ -193,20 +204,20 @@ void HttpServer::RegisterPageRoutes() {
   };
   server_->Get("/api/status",
                [this, limit_of](const httplib::Request& req, httplib::Response& res) {
-                 // {"role": ..., then ClusterState::StatusJson's fields}.
+                 // {"role": ..., then StatusJson's fields}.
                  size_t limit = 0;
                  if (!limit_of(req, res, &limit)) return;
                  std::string body = "{";
                  AppendJsonField(&body, "role", role_);
                  body += ",";
-                 body += state_->StatusJson(limit).substr(1);
+                 body += StatusJson(*state_, limit).substr(1);
                  res.set_content(body, "application/json");
                });
   server_->Get("/api/ports", [this, limit_of](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     size_t limit = 0;
     if (!limit_of(req, res, &limit)) return;
-    res.set_content(state_->PortsJson(node, limit), "application/json");
+    res.set_content(PortsJson(*state_, node, limit), "application/json");
   });
 }
 

@@ -21,16 +21,16 @@ using common::WebConfig;
 
 class ClusterState;
 
-// The families of one /metrics render: each collectable's, in order (the cluster state's checked
+// The families of one /metrics render: each collectable's, in order (a ClusterMetrics's checked
 // against the metric catalog's label names in Debug builds, UndeclaredLabels). Also what
 // remote-write sends (exporters/remote_write).
 std::vector<prometheus::MetricFamily> CollectFamilies(
-    const std::vector<const prometheus::Collectable*>& collectables, const ClusterState* state);
+    const std::vector<const prometheus::Collectable*>& collectables);
 
 // The one HTTP server of a daemon: /metrics in the Prometheus text format (0.0.4), rendered at
-// scrape time from the collectables; /healthz; /api/*; with a ClusterState the heat maps and
-// their JSON; the live page at / (page_assets.h) with /api/status and /api/ports. With neither
-// collectables nor a state (the agent's
+// scrape time from the state (ClusterMetrics) and then the collectables; /healthz; /api/*; with a
+// ClusterState the heat maps and their JSON; the live page at / (page_assets.h) with /api/status
+// and /api/ports. With neither collectables nor a state (the agent's
 // --health-listen) it serves /healthz and a one-line index only, and 404 for the rest.
 //
 // Threading: Start/Stop from the control thread; requests are served on the server's own pool.
@@ -40,7 +40,8 @@ class HttpServer {
   // connection that sends nothing for 5 s (its read timeout) or idles 5 s between keep-alive
   // requests.
   static constexpr size_t kMaxHttpThreads = 1024;
-  // collectables: scraped in order on every GET /metrics; must outlive the server.
+  // On every GET /metrics: the state's families (ClusterMetrics; none without a state), then each
+  // of `collectables` in order. Both must outlive the server.
   HttpServer(std::vector<const prometheus::Collectable*> collectables, const ClusterState* state);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -72,8 +73,9 @@ class HttpServer {
   // With a state: the live page at / (exporters/exposition/page), /api/status, /api/ports.
   void RegisterPageRoutes();
 
-  std::vector<const prometheus::Collectable*> collectables_;
   const ClusterState* state_;
+  std::unique_ptr<prometheus::Collectable> state_metrics_;    // ClusterMetrics of state_, or null
+  std::vector<const prometheus::Collectable*> collectables_;  // state_metrics_ first
   std::unique_ptr<httplib::Server> server_;
   std::function<std::string()> health_check_;
   WebConfig web_;

@@ -61,42 +61,6 @@ inline void AddHistogram(prometheus::MetricFamily& f,
   f.metric.push_back(std::move(m));
 }
 
-// Adds h into acc when both have the same bounds (an empty acc takes h's); returns false when
-// the bounds differ (an agent of another version), leaving acc alone.
-inline bool MergeHistogram(v1::Histogram* acc, const v1::Histogram& h) {
-  if (acc->bucket_counts_size() == 0) {
-    *acc = h;
-    return true;
-  }
-  if (acc->upper_bounds_size() != h.upper_bounds_size() ||
-      acc->bucket_counts_size() != h.bucket_counts_size()) {
-    return false;
-  }
-  for (int i = 0; i < h.upper_bounds_size(); ++i) {
-    if (acc->upper_bounds(i) != h.upper_bounds(i)) return false;
-  }
-  for (int i = 0; i < h.bucket_counts_size(); ++i) {
-    acc->set_bucket_counts(i, acc->bucket_counts(i) + h.bucket_counts(i));
-  }
-  acc->set_count(acc->count() + h.count());
-  acc->set_sum(acc->sum() + h.sum());
-  return true;
-}
-
-// Samples above `bound` in a v1::Histogram (per-bucket counts, not cumulative): its count minus
-// the buckets up to and including the one whose upper bound is `bound`. nullopt when no bucket
-// has that bound.
-inline std::optional<double> CountAbove(const v1::Histogram& h, double bound) {
-  uint64_t upto = 0;
-  for (int i = 0; i < h.bucket_counts_size() && i < h.upper_bounds_size(); ++i) {
-    upto += h.bucket_counts(i);
-    if (h.upper_bounds(i) == bound) {
-      return static_cast<double>(h.count() - std::min(upto, h.count()));
-    }
-  }
-  return std::nullopt;
-}
-
 // The families of one scrape, by catalog id: each made (MakeFamily) on first use. DrainInto
 // appends the ones that got samples, in catalog order (exporters/exposition/metric_catalog.inc), so
 // a collector names a family where it adds to it and never lists its families again.

@@ -1,25 +1,19 @@
 #include "exporters/state/cluster_state.h"
 
 #include <google/protobuf/arena.h>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <tuple>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/exposition/metric_util.h"
 #include "exporters/ingest/message_checks.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
-
-using prometheus::ClientMetric;
-using prometheus::MetricFamily;
-using prometheus::MetricType;
 
 namespace {
 // The agent's bounds for its utilization series (agent/options.cc: series_bucket 10us..window,
@@ -70,7 +64,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   } else if (n.ports.size() != static_cast<size_t>(hello.ports_size())) {
     // The same instance with another port inventory (a reload, or a forged Hello): the port
     // states start over, as LinkAnalysis::OnHello does; writing past the old size crashed.
-    n.ports.assign(static_cast<size_t>(hello.ports_size()), PortSnapshot());
+    n.ports.assign(static_cast<size_t>(hello.ports_size()), PortView());
   }
   n.hello = hello;
   n.last_seen = Now();
@@ -306,9 +300,8 @@ ClusterState::PreparedWindow ClusterState::PrepareWindow(const v1::Batch& batch)
 void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w) {
   for (int i = 0; i < batch.ports_size(); ++i) {
     const v1::PortWindow& pw = batch.ports(i);
-    PortSnapshot& ps = n.ports[pw.port_index()];
+    PortView& ps = n.ports[pw.port_index()];
     ps.last = std::move(w.ports[static_cast<size_t>(i)]);
-    ps.have = true;
     ps.unavailable_total += pw.unavailable_reads();
     // Groups are the agent's counter groups: a handful per port (kMaxResetKinds bounds a
     // hostile agent's).
@@ -365,14 +358,16 @@ size_t ClusterState::node_count() const {
   return nodes_.size();
 }
 
-std::string ClusterState::RecentCollectivesJson(absl::string_view node_filter, size_t limit) const {
+std::vector<CollectiveRecord> ClusterState::RecentCollectives(absl::string_view node_filter,
+                                                              size_t limit) const {
   absl::MutexLock lock(&gpu_mu_);
-  return gpu_.CollectivesJson(node_filter, limit);
+  return gpu_.RecentCollectives(node_filter, limit);
 }
 
-std::string ClusterState::RecentKernelsJson(absl::string_view node_filter, size_t limit) const {
+std::vector<KernelRecord> ClusterState::RecentKernels(absl::string_view node_filter,
+                                                      size_t limit) const {
   absl::MutexLock lock(&gpu_mu_);
-  return gpu_.KernelsJson(node_filter, limit);
+  return gpu_.RecentKernels(node_filter, limit);
 }
 
 void ClusterState::SetRankPairTopK(size_t k) {
@@ -380,99 +375,115 @@ void ClusterState::SetRankPairTopK(size_t k) {
   gpu_.set_rank_pair_top_k(k);
 }
 
-std::string ClusterState::RecentLossEventsJson(absl::string_view node_filter) const {
-  google::protobuf::Struct root;
-  google::protobuf::ListValue* list = (*root.mutable_fields())["loss_events"].mutable_list_value();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [node, n] : nodes_) {
-      if (!node_filter.empty() && node != node_filter) continue;
-      for (const v1::PacketLossEvent& e : n.loss_events) {
-        auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-        f["node"].set_string_value(node);
-        f["src"].set_string_value(e.src());
-        f["dst"].set_string_value(e.dst());
-        f["proto"].set_string_value(e.proto() == 6 ? "tcp" : "rocev2");
-        f["sport"].set_number_value(e.sport());
-        f["dport"].set_number_value(e.dport());
-        f["qp"].set_number_value(e.qp());
-        f["kind"].set_string_value(e.kind());
-        f["time_unix_seconds"].set_number_value(static_cast<double>(e.time_unix_ns()) / 1e9);
-        f["first"].set_number_value(e.first());
-        f["last"].set_number_value(e.last());
-      }
-    }
+std::vector<LossEventRecord> ClusterState::RecentLossEvents(absl::string_view node_filter) const {
+  std::vector<LossEventRecord> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [node, n] : nodes_) {
+    if (!node_filter.empty() && node != node_filter) continue;
+    for (const v1::PacketLossEvent& e : n.loss_events) out.push_back({node, e});
   }
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = false;
-  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
   return out;
 }
 
-std::string ClusterState::RecentMicroburstsJson(absl::string_view node_filter, size_t limit) const {
-  google::protobuf::Struct root;
-  google::protobuf::ListValue* list = (*root.mutable_fields())["microbursts"].mutable_list_value();
-  {
-    absl::MutexLock lock(&mu_);
-    // (node, its state, the burst), by node then age; with a limit the latest `limit` of all.
-    std::vector<std::tuple<const std::string*, const NodeState*, const Burst*>> picked;
-    for (const auto& [node, n] : nodes_) {
-      if (!node_filter.empty() && node != node_filter) continue;
-      for (const Burst& b : n.bursts) picked.emplace_back(&node, &n, &b);
-    }
-    if (limit > 0 && picked.size() > limit) {
-      auto later = [](const auto& a, const auto& b) {
-        return std::get<2>(a)->start_unix_ns > std::get<2>(b)->start_unix_ns;
-      };
-      std::partial_sort(picked.begin(), picked.begin() + static_cast<long>(limit), picked.end(),
-                        later);
-      picked.resize(limit);
-      std::reverse(picked.begin(), picked.end());
-    }
-    for (const auto& [node, n, b] : picked) {
-      const v1::PortInfo& pi = *n->ports[b->port_index].info;
-      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-      f["node"].set_string_value(*node);
-      f["device"].set_string_value(pi.device());
-      f["port"].set_number_value(pi.port());
-      f["direction"].set_string_value(DirectionName(b->direction));
-      f["start_unix_seconds"].set_number_value(static_cast<double>(b->start_unix_ns) / 1e9);
-      f["duration_seconds"].set_number_value(static_cast<double>(b->duration_ns) / 1e9);
-      f["peak_utilization"].set_number_value(b->peak_utilization);
-      f["bytes"].set_number_value(static_cast<double>(b->bytes));
-    }
+std::vector<MicroburstRecord> ClusterState::RecentMicrobursts(absl::string_view node_filter,
+                                                              size_t limit) const {
+  std::vector<MicroburstRecord> out;
+  absl::MutexLock lock(&mu_);
+  // (node, its state, the burst), by node then age; with a limit the latest `limit` of all.
+  std::vector<std::tuple<const std::string*, const NodeState*, const Burst*>> picked;
+  for (const auto& [node, n] : nodes_) {
+    if (!node_filter.empty() && node != node_filter) continue;
+    for (const Burst& b : n.bursts) picked.emplace_back(&node, &n, &b);
   }
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = false;
-  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
+  if (limit > 0 && picked.size() > limit) {
+    auto later = [](const auto& a, const auto& b) {
+      return std::get<2>(a)->start_unix_ns > std::get<2>(b)->start_unix_ns;
+    };
+    std::partial_sort(picked.begin(), picked.begin() + static_cast<long>(limit), picked.end(),
+                      later);
+    picked.resize(limit);
+    std::reverse(picked.begin(), picked.end());
+  }
+  out.reserve(picked.size());
+  for (const auto& [node, n, b] : picked) {
+    const v1::PortInfo& pi = *n->ports[b->port_index].info;
+    out.push_back({*node, pi.device(), pi.port(), b->direction, b->start_unix_ns, b->duration_ns,
+                   b->peak_utilization, b->bytes});
+  }
   return out;
 }
 
-std::string ClusterState::NodesJson() const {
-  google::protobuf::Struct root;
-  google::protobuf::ListValue* list = (*root.mutable_fields())["nodes"].mutable_list_value();
+NodeView ClusterState::ViewLocked(const std::string& node, const NodeState& n) {
+  NodeView v;
+  v.node = node;
+  v.version = n.hello.agent_version();
+  v.boot_id = n.hello.boot_id();
+  v.instance_id = n.hello.instance_id();
+  v.acked_seq = n.contiguous;
+  v.batches = n.batches;
+  v.duplicate_batches = n.duplicates;
+  v.lost_batches = n.lost;
+  v.last_batch_unix_ns = n.last_batch_unix_ns;
+  v.last_seen = n.last_seen;
+  v.samples_per_second = n.samples_per_second;
+  v.agent = n.agent;
+  v.capture = n.capture;
+  v.ports = n.ports;
+  return v;
+}
+
+std::vector<NodeView> ClusterState::Nodes(absl::string_view node_filter) const {
+  std::vector<NodeView> out;
+  absl::MutexLock lock(&mu_);
+  out.reserve(node_filter.empty() ? nodes_.size() : 1);
+  for (const auto& [node, n] : nodes_) {
+    if (node_filter.empty() || node == node_filter) out.push_back(ViewLocked(node, n));
+  }
+  return out;
+}
+
+ClusterSnapshot ClusterState::Snapshot() const {
+  ClusterSnapshot s;
+  s.profile = options_.metrics;
+  // Under the lock only what a scrape must not see change: the nodes' views (pointers to their
+  // immutable windows and stats, the port infos and totals) and the aggregator's own counters;
+  // then the GPU aggregates under the GPU lock. The port and agent series, the bulk of /metrics,
+  // are built after both are released, so ingest waits O(nodes x ports) copies, not the render
+  // (issue 17 item 2; fabricscope_bench_aggregator's scrape_blocks_ingest_ms).
+  int64_t held_ns = 0;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [node, n] : nodes_) {
-      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-      f["node"].set_string_value(node);
-      // As a string: a 64-bit id does not fit a JSON number exactly.
-      f["instance_id"].set_string_value(absl::StrCat(n.hello.instance_id()));
-      f["acked_seq"].set_number_value(static_cast<double>(n.contiguous));
-      f["batches"].set_number_value(static_cast<double>(n.batches));
-      f["duplicate_batches"].set_number_value(static_cast<double>(n.duplicates));
-      f["lost_batches"].set_number_value(static_cast<double>(n.lost));
-      f["last_seen_unix_seconds"].set_number_value(
-          absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch()));
-    }
+    const auto locked = std::chrono::steady_clock::now();
+    s.nodes.reserve(nodes_.size());
+    for (const auto& [node, n] : nodes_) s.nodes.push_back(ViewLocked(node, n));
+    AggregatorCounters& c = s.counters;
+    c.batches = batches_total_;
+    c.duplicate_batches = duplicate_batches_total_;
+    c.lost_batches = lost_batches_total_;
+    c.expired_nodes = expired_nodes_total_;
+    c.window_gaps = window_gaps_total_;
+    c.nodes = nodes_.size();
+    c.rejected_batches = rejected_batches_;
+    c.refused_streams = refused_streams_;
+    held_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - locked)
+                  .count();
   }
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = false;
-  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
-  return out;
+  s.counters.throttled_batches = throttled_batches_total_.load(std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&gpu_mu_);
+    const auto locked = std::chrono::steady_clock::now();
+    s.gpu = gpu_.Snapshot();
+    held_ns = std::max<int64_t>(held_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - locked)
+                                             .count());
+  }
+  last_collect_lock_ns_.store(held_ns, std::memory_order_relaxed);
+  s.links = links_.Snapshot();
+  s.cross_rank = cross_rank_.Snapshot();
+  DropUnownedComms(&s.cross_rank);
+  s.peers = Peers();
+  return s;
 }
 
 }  // namespace fabricscope::exporters

@@ -17,19 +17,18 @@
 #include "absl/time/time.h"
 #include "exporters/analysis/cross_rank.h"
 #include "exporters/analysis/link_analysis.h"
-#include "exporters/exposition/metric_util.h"
 #include "exporters/ingest/message_checks.h"
+#include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
-#include "prometheus/collectable.h"
-#include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
 
 class Forwarder;  // exporters/shard/forwarder.h
 class PeerRing;   // exporters/shard/peer_ring.h
 
-// Latest state of every node that reports to this aggregator, and the Prometheus view of it.
+// Latest state of every node that reports to this aggregator. It renders nothing: Snapshot() and
+// the other views (exporters/state/cluster_views.h) are what exporters/exposition/ renders.
 //
 // Agents send cumulative values (hardware counter totals, cumulative histograms), so the state
 // is "the latest batch per node": an aggregator restart loses nothing that the next batch does
@@ -40,10 +39,9 @@ class PeerRing;   // exporters/shard/peer_ring.h
 // batches are ordered by one of kIngestStripes locks (by node name), and what they store is
 // split over locks held briefly and never nested the other way: mu_ (the nodes' windows and
 // counters), gpu_mu_ (the GPU state), then the link and cross-rank analyses' own (the latter
-// sharded by communicator). Lock order: stripe, mu_, gpu_mu_, an analysis's. Collect() takes
-// views under each lock in turn and renders after releasing it; nothing is rendered between
-// scrapes.
-class ClusterState : public prometheus::Collectable {
+// sharded by communicator). Lock order: stripe, mu_, gpu_mu_, an analysis's. Snapshot() takes
+// views under each lock in turn; rendering happens after, outside every lock.
+class ClusterState {
  public:
   struct Options {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
@@ -53,7 +51,7 @@ class ClusterState : public prometheus::Collectable {
     // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
     // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
     size_t max_nodes = 16384;
-    // The --metrics profile: which catalog families Collect() renders.
+    // The --metrics profile: which catalog families /metrics renders (ClusterSnapshot.profile).
     common::MetricProfile metrics = common::MetricProfile::kBasic;
     // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
     // hour with it.
@@ -82,12 +80,15 @@ class ClusterState : public prometheus::Collectable {
   absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
                                    const v1::Batch& batch);
 
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  // What a scrape of /metrics reads (exporters/state/cluster_views.h ClusterSnapshot): under mu_
+  // the nodes' views and the counters, under gpu_mu_ the GPU aggregates, then the analyses'
+  // snapshots; the longest a lock was held is last_collect_lock_ns().
+  ClusterSnapshot Snapshot() const;
 
   // Sharded aggregators (issue 18; exporters/state/cluster_state_peers.cc). The peer list as
   // this aggregator sees it, and where the analyses of communicators another peer owns go:
   // from then on each batch's are handed to `forwarder` instead of being matched here (null
-  // ring: all matched here). Its metrics render with Collect().
+  // ring: all matched here). Its counts are in Snapshot().peers.
   void SetSharding(std::shared_ptr<const PeerRing> ring, std::shared_ptr<Forwarder> forwarder);
   std::shared_ptr<const PeerRing> ring() const;
   // A peer aggregator's Hello (Hello.peer): its node must be a gRPC address of the peer list
@@ -106,11 +107,11 @@ class ClusterState : public prometheus::Collectable {
   // communicators after a list change).
   void MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records);
 
-  // JSON: {"microbursts":[{node, device, port, direction, start_unix_seconds, duration_seconds,
-  // peak_utilization, bytes}, ...]} newest last; node_filter empty = all nodes. limit > 0: only
-  // the `limit` latest by start time over those nodes (the live page's top-K), still oldest
-  // first.
-  std::string RecentMicroburstsJson(absl::string_view node_filter, size_t limit = 0) const;
+  // The recent microbursts (MicroburstRecord), by node then start time; node_filter empty = all
+  // nodes. limit > 0: only the `limit` latest by start time over those nodes (the live page's
+  // top-K), still oldest first.
+  std::vector<MicroburstRecord> RecentMicrobursts(absl::string_view node_filter,
+                                                  size_t limit = 0) const;
 
   size_t node_count() const;
   // Forgets every node that sent neither a Hello nor a batch for `expiry` before `now`: its
@@ -119,29 +120,10 @@ class ClusterState : public prometheus::Collectable {
   // A node that reconnects starts afresh (its totals are the hardware counters', so they
   // continue). expiry <= 0: nothing expires. Returns the names of the nodes forgotten.
   std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
-  // JSON: {"nodes":[{node, instance_id, acked_seq, batches, duplicate_batches, lost_batches,
-  // last_seen_unix_seconds}...]} sorted by node: each node's live agent instance, the highest
-  // sequence number it has been acked (stored, or declared lost), and this instance's counts.
-  std::string NodesJson() const;
-  // JSON for the live page's status (exporters/state/cluster_state_json.cc): {"nodes_total",
-  // "nodes_reporting" (a Hello or batch within the last 10 s), "ports_total",
-  // "samples_per_second_total" (of the reporting nodes), "samples_total", "microbursts_total",
-  // "overruns_total", "ring_drops_total", "nodes":[{node, ports, samples_per_second (its ports'
-  // most samples in the last window over the window's span; null before one), samples_total
-  // (AgentStats.ticks_total), p99_interval_seconds, p99_interval_above (true: beyond the last
-  // bound), microbursts_total, overruns_total, ring_drops_total, uplink_dropped_batches_total,
-  // lost_batches, last_seen_unix_seconds}]}: the `limit` nodes with the most overruns + ring
-  // drops first (ties by name), totals over all. Units: seconds, per second, counts since
-  // agent start.
-  std::string StatusJson(size_t limit) const;
-  // JSON of the ports' latest windows: {"ports_total", "ports":[{node, device, port, kind
-  // ("rdma"|"netdev"|...), line_rate_bytes_per_second, transmit_utilization,
-  // receive_utilization (mean over the window, 0..1), loss_ratio, retransmits_per_second,
-  // tcp_retransmitted_ratio, cnp_sent_per_second, ecn_marked_ratio, pause_time_ratio (the
-  // most paused priority's share of the window); null when the port has no such counter)}]},
-  // node_filter empty = all nodes; the `limit` ports with the highest loss ratio, then retransmits
-  // per second, then utilization, first.
-  std::string PortsJson(absl::string_view node_filter, size_t limit) const;
+  // Every node's view (NodeView), sorted by node; node_filter empty = all nodes.
+  std::vector<NodeView> Nodes(absl::string_view node_filter = "") const;
+  // The clock of last_seen: Options::now, or absl::Now.
+  absl::Time Now() const { return options_.now ? options_.now() : absl::Now(); }
   // A stream refused before its Hello was applied (fabricscope_aggregator_refused_streams_total),
   // reason one of kRefusedStreamReasons (exporters/ingest/telemetry_service.h says when each
   // applies).
@@ -178,35 +160,28 @@ class ClusterState : public prometheus::Collectable {
   // Cross-rank matching of the collective analyses (exporters/analysis/cross_rank.h).
   const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
 
-  // GPU timelines (exporters/state/gpu_state.h): recent collectives and kernel spans as JSON, the
-  // newest `limit` per node (0 = all kept); node_filter empty = all nodes.
-  std::string RecentCollectivesJson(absl::string_view node_filter, size_t limit) const;
-  std::string RecentKernelsJson(absl::string_view node_filter, size_t limit) const;
+  // GPU timelines (exporters/state/gpu_state.h): recent collectives and kernel spans, the newest
+  // `limit` per node (0 = all kept); node_filter empty = all nodes.
+  std::vector<CollectiveRecord> RecentCollectives(absl::string_view node_filter,
+                                                  size_t limit) const;
+  std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
   // How many rank pairs fabricscope_rank_pair_bytes_total exports (top by bytes).
   void SetRankPairTopK(size_t k);
 
-  // JSON: {"loss_events":[{node, src, dst, proto, sport, dport, qp, kind, time_unix_seconds,
-  // first, last}, ...]} newest last (the last 512 per node); node_filter empty = all nodes.
-  std::string RecentLossEventsJson(absl::string_view node_filter) const;
+  // The captured loss events (LossEventRecord), by node, newest last (the last
+  // recent_bursts_per_node per node); node_filter empty = all nodes.
+  std::vector<LossEventRecord> RecentLossEvents(absl::string_view node_filter) const;
 
-  // How long the last Collect() held the state lock or the GPU lock, whichever longer (from
+  // How long the last Snapshot() held the state lock or the GPU lock, whichever longer (from
   // acquiring it), ns: what a scrape costs ingest (fabricscope_bench_aggregator's
   // scrape_blocks_ingest_ms).
   int64_t last_collect_lock_ns() const {
     return last_collect_lock_ns_.load(std::memory_order_relaxed);
   }
 
-  // The node-level histograms, summed over the node's ports and directions as CollectPort
-  // meets them (MergeHistogram: histograms of other bounds are left out).
-  struct NodeHistograms {
-    v1::Histogram utilization, microburst_durations;
-  };
-
  private:
   // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
   absl::Status CheckHelloFields(const v1::Hello& hello);
-  // The clock of last_seen: options_.now, or absl::Now.
-  absl::Time Now() const { return options_.now ? options_.now() : absl::Now(); }
   // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
   absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Burst {
@@ -217,24 +192,11 @@ class ClusterState : public prometheus::Collectable {
     double peak_utilization;
     uint64_t bytes;
   };
-  // A port as /metrics reads it. `info` and `last` are immutable once stored (a new Hello, rate
-  // or window replaces the pointer), so a scrape copies the pointers under the lock and reads
-  // them outside it.
-  struct PortSnapshot {
-    std::shared_ptr<const v1::PortInfo> info = std::make_shared<const v1::PortInfo>();
-    std::shared_ptr<const v1::PortWindow> last;  // null before the first window
-    bool have = false;
-    // Sums over the stored windows of this agent instance (PortWindow.counter_resets_by_group,
-    // unavailable_reads): fabricscope_port_counter_resets_total{kind},
-    // fabricscope_port_unavailable_reads_total.
-    std::map<std::string, uint64_t> resets_total;
-    uint64_t unavailable_total = 0;
-  };
   struct NodeState {
     v1::Hello hello;
     uint64_t contiguous = 0;
-    std::vector<PortSnapshot> ports;
-    // The latest agent stats and capture window: immutable once stored, as PortSnapshot::last.
+    std::vector<PortView> ports;
+    // The latest agent stats and capture window: immutable once stored, as PortView::last.
     std::shared_ptr<const v1::AgentStats> agent;
     int64_t last_batch_unix_ns = 0;
     absl::Time last_seen;  // this aggregator's clock at the node's last Hello or batch
@@ -258,6 +220,9 @@ class ClusterState : public prometheus::Collectable {
   // its gap from the previous window counted.
   void StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The view of one node (NodeView), under mu_.
+  static NodeView ViewLocked(const std::string& node, const NodeState& n)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a batch from a known instance (ports, histograms), without a lock. Errors:
   // InvalidArgument with *reason set (one of kRejectedBatchReasons).
   absl::Status CheckBatch(const v1::Batch& batch, size_t ports, const char** reason) const;
@@ -271,27 +236,11 @@ class ClusterState : public prometheus::Collectable {
   absl::Mutex& IngestLock(const std::string& node) const {
     return ingest_mu_[std::hash<std::string>{}(node) % kIngestStripes];
   }
-  // Collect(), by area (exporters/state/cluster_state_collect.cc): a node's agent series, one
-  // port's series, the aggregator's own counters.
-  // What a scrape takes of a node under the lock (O(ports) pointer and small copies); the
-  // families are built from it after the lock is released.
-  struct NodeView {
-    std::string node, version, boot_id;
-    int64_t last_batch_unix_ns = 0;
-    std::shared_ptr<const v1::AgentStats> agent;
-    std::shared_ptr<const v1::CaptureWindow> capture;
-    std::vector<PortSnapshot> ports;
-  };
-  static void CollectAgent(const NodeView& n, FamilySet& f);
-  static void CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
-                          NodeHistograms* nh);
-  void CollectSelfLocked(FamilySet& f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The peer inbox's and the forwarder's series (cluster_state_peers.cc).
-  void CollectPeers(std::vector<prometheus::MetricFamily>* out) const;
-  // Sharded: drops the samples of (*families)[from...] whose `comm` label another peer owns
-  // (the diagnosis this aggregator kept from before a list change), so that a communicator's
-  // cross-rank series come from its owner only; families left empty are removed.
-  void DropUnownedComms(std::vector<prometheus::MetricFamily>* families, size_t from) const;
+  // The peer inbox's and the forwarder's counts (cluster_state_peers.cc).
+  PeerCounters Peers() const;
+  // Sharded: removes from s the diagnoses of communicators another peer owns (kept from before
+  // a list change), so that a communicator's series come from its owner only.
+  void DropUnownedComms(CrossRankSnapshot* s) const;
   // A batch's collective analyses: matched here, or those of communicators another peer owns
   // handed to the forwarder (cluster_state_peers.cc).
   void RankAnalyses(const std::string& node, const v1::Batch& batch);

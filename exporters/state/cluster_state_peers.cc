@@ -7,7 +7,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "exporters/exposition/metric_util.h"
 #include "exporters/ingest/message_checks.h"
 #include "exporters/shard/forwarder.h"
 #include "exporters/shard/peer_ring.h"
@@ -108,52 +107,26 @@ void ClusterState::MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records) 
   cross_rank_.OnForwarded(batch);
 }
 
-void ClusterState::DropUnownedComms(std::vector<prometheus::MetricFamily>* families,
-                                    size_t from) const {
+void ClusterState::DropUnownedComms(CrossRankSnapshot* s) const {
   const std::shared_ptr<const PeerRing> ring = this->ring();
   if (ring == nullptr) return;
-  auto unowned = [&ring](const prometheus::ClientMetric& m) {
-    for (const prometheus::ClientMetric::Label& l : m.label) {
-      uint32_t label = 0;
-      if (l.name == "comm" && absl::SimpleHexAtoi(l.value, &label)) {
-        return ring->OwnerOfLabel(label) != ring->self();
-      }
-    }
-    return false;
-  };
-  for (size_t i = from; i < families->size(); ++i) {
-    std::vector<prometheus::ClientMetric>& m = (*families)[i].metric;
-    m.erase(std::remove_if(m.begin(), m.end(), unowned), m.end());
-  }
-  families->erase(
-      std::remove_if(families->begin() + static_cast<std::ptrdiff_t>(from), families->end(),
-                     [](const prometheus::MetricFamily& f) { return f.metric.empty(); }),
-      families->end());
+  std::erase_if(s->diagnoses, [&ring](const CommDiagnosis& d) { return !ring->Owns(d.comm); });
 }
 
-void ClusterState::CollectPeers(std::vector<prometheus::MetricFamily>* out) const {
+PeerCounters ClusterState::Peers() const {
+  PeerCounters out;
   std::shared_ptr<Forwarder> forwarder;
-  FamilySet f(options_.metrics);
   {
     absl::MutexLock lock(&shard_mu_);
     forwarder = forwarder_;
-    for (const auto& [peer, in] : inbox_) {
-      AddValue(f[Metric::kAggregatorReceivedForwardedRecordsTotal], {{"peer", peer}},
-               static_cast<double>(in.received));
-    }
+    for (const auto& [peer, in] : inbox_) out.received.emplace_back(peer, in.received);
   }
   if (forwarder != nullptr) {
-    for (const Forwarder::PeerStats& s : forwarder->Stats()) {
-      AddValue(f[Metric::kAggregatorForwardedRecordsTotal], {{"peer", s.peer}},
-               static_cast<double>(s.forwarded));
-      AddValue(f[Metric::kAggregatorForwardQueueRecords], {{"peer", s.peer}},
-               static_cast<double>(s.queued));
-      AddValue(f[Metric::kAggregatorForwardDroppedRecordsTotal], {{"peer", s.peer}},
-               static_cast<double>(s.dropped));
-    }
-    AddValue(f[Metric::kAggregatorPeers], {}, static_cast<double>(forwarder->peers()));
+    out.forwarding = true;
+    out.forwarded = forwarder->Stats();
+    out.peers = forwarder->peers();
   }
-  f.DrainInto(out);
+  return out;
 }
 
 }  // namespace fabricscope::exporters

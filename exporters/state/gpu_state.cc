@@ -1,8 +1,5 @@
 #include "exporters/state/gpu_state.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,32 +9,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "collectors/common/collective_vocabulary.h"
+#include "collectors/common/histogram_math.h"
 #include "exporters/analysis/imbalance.h"
-#include "exporters/exposition/metric_util.h"
 
 namespace fabricscope::exporters {
 
-using prometheus::MetricFamily;
-using prometheus::MetricType;
-
 namespace {
-
-const char* TimingSourceName(v1::TimingSource s) {
-  switch (s) {
-    case v1::TIMING_SOURCE_ENQUEUE_ONLY:
-      return "enqueue_only";
-    case v1::TIMING_SOURCE_KERNEL_CHANNEL:
-      return "kernel_channel";
-    case v1::TIMING_SOURCE_PROXY_OP:
-      return "proxy_op";
-    case v1::TIMING_SOURCE_COPY_ENGINE:
-      return "copy_engine";
-    default:
-      return "unknown";
-  }
-}
 
 // mono_ns + offset_ns, saturated at the int64 range (a broken agent's clock); 0 for an unknown
 // time (mono_ns 0).
@@ -50,10 +28,6 @@ int64_t UnixNs(int64_t mono_ns, int64_t offset_ns) {
   return unix_ns;
 }
 
-double UnixSeconds(int64_t mono_ns, int64_t offset_ns) {
-  return static_cast<double>(UnixNs(mono_ns, offset_ns)) / 1e9;
-}
-
 // s cut to at most max_bytes at the start of the character that would be cut (UTF-8
 // continuation bytes are 10xxxxxx, RFC 3629 section 3), so that the JSON stays valid UTF-8.
 std::string_view Bounded(std::string_view s, size_t max_bytes) {
@@ -61,14 +35,6 @@ std::string_view Bounded(std::string_view s, size_t max_bytes) {
   size_t n = max_bytes;
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
   return s.substr(0, n);
-}
-
-std::string ToJson(const google::protobuf::Struct& root) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = false;
-  (void)google::protobuf::util::MessageToJsonString(root, &out, opts);
-  return out;
 }
 
 }  // namespace
@@ -291,10 +257,11 @@ std::map<uint64_t, std::string> GpuState::CommLabels(
 
 namespace {
 
-// fabricscope_traffic_imbalance_ratio{scope="ranks"}: per communicator label and direction, the
-// coefficient of variation of its ranks' bytes (labels shared by several hashes merge).
-void AddRankImbalance(const std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2],
-                      const std::map<uint64_t, std::string>& comm_label, MetricFamily& imbalance) {
+// The rank imbalance of each communicator label and direction: the coefficient of variation of
+// its ranks' bytes (labels shared by several hashes merge; "other" is left out).
+void RankImbalance(const std::map<uint64_t, std::map<int32_t, double>> (&rank_bytes)[2],
+                   const std::map<uint64_t, std::string>& comm_label,
+                   std::vector<GpuSnapshot::RankImbalance>* out) {
   for (int d = 0; d < 2; ++d) {
     std::map<std::string, std::map<int32_t, double>> by_label;
     for (const auto& [comm, ranks] : rank_bytes[d]) {
@@ -308,111 +275,44 @@ void AddRankImbalance(const std::map<uint64_t, std::map<int32_t, double>> (&rank
       for (const auto& [rank, b] : ranks) bytes.push_back(b);
       const double cov = CoefficientOfVariation(bytes);
       if (!std::isfinite(cov)) continue;
-      AddValue(
-          imbalance,
-          {{"scope", "ranks"}, {"comm", label}, {"direction", d == 0 ? "transmit" : "receive"}},
-          cov);
+      out->push_back({label, d == 0 ? "transmit" : "receive", cov});
     }
   }
 }
 
-// fabricscope_rank_pair_bytes_total: the top `k` (comm, src, dst) pairs by bytes.
-void AddTopRankPairs(const std::map<std::tuple<uint64_t, int32_t, int32_t>, double>& pair_bytes,
-                     size_t top_k, MetricFamily& pairs) {
+// The top `k` (comm, src, dst) pairs by bytes, most first.
+std::vector<GpuSnapshot::RankPair> TopRankPairs(
+    const std::map<std::tuple<uint64_t, int32_t, int32_t>, double>& pair_bytes, size_t top_k) {
   std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, double>> top(pair_bytes.begin(),
                                                                              pair_bytes.end());
   const size_t k = std::min(top_k, top.size());
   std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(k), top.end(),
                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<GpuSnapshot::RankPair> out;
+  out.reserve(k);
   for (size_t i = 0; i < k; ++i) {
     const auto& [comm, src, dst] = top[i].first;
-    AddValue(pairs,
-             {{"comm", common::CommLabel(comm)},
-              {"src_rank", absl::StrCat(src)},
-              {"dst_rank", absl::StrCat(dst)}},
-             top[i].second);
+    out.push_back({comm, src, dst, top[i].second});
   }
-}
-
-// The per-node GPU families: the ingest's counters and CUPTI's kernel totals.
-struct NodeFamilies {
-  MetricFamily& dropped;
-  MetricFamily& conns;
-  MetricFamily& datagrams;
-  MetricFamily& bad;
-  MetricFamily& repaired;
-  MetricFamily& evicted;
-  MetricFamily& refused;
-  MetricFamily& kernels;
-  MetricFamily& kernel_secs;
-};
-
-void AddNodeStats(const std::string& node, const v1::GpuWindow& last, NodeFamilies& f) {
-  const v1::GpuIngestStats& in = last.ingest();
-  for (const auto& [source, v] : in.dropped_records_total()) {
-    AddValue(f.dropped, {{"node", node}, {"source", source}}, static_cast<double>(v));
-  }
-  AddValue(f.conns, {{"node", node}}, in.connections());
-  AddValue(f.datagrams, {{"node", node}}, static_cast<double>(in.datagrams_total()));
-  for (const auto& [reason, v] : in.dropped_datagrams_total()) {
-    AddValue(f.bad, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
-  }
-  AddValue(f.repaired, {{"node", node}}, static_cast<double>(in.repaired_string_bytes_total()));
-  AddValue(f.evicted, {{"node", node}}, static_cast<double>(last.communicators_evicted_total()));
-  for (const auto& [reason, v] : in.rejected_connections_total()) {
-    AddValue(f.refused, {{"node", node}, {"reason", reason}}, static_cast<double>(v));
-  }
-  for (const v1::KernelTotals& k : last.kernel_totals()) {
-    const std::string device = absl::StrCat(k.device());
-    AddValue(f.kernels, {{"node", node}, {"device", device}},
-             static_cast<double>(k.kernels_total()));
-    AddValue(f.kernel_secs, {{"node", node}, {"device", device}}, k.kernel_seconds_total());
-  }
+  return out;
 }
 
 }  // namespace
 
-void GpuState::Collect(std::vector<MetricFamily>* out) const {
-  auto duration = MakeFamily(Metric::kCollectiveDurationSeconds);
-  auto busbw = MakeFamily(Metric::kCollectiveBusBandwidthBytesPerSecond);
-  auto bus_bytes = MakeFamily(Metric::kCollectiveBusBytesTotal);
-  auto total = MakeFamily(Metric::kCollectivesTotal);
-  auto by_source = MakeFamily(Metric::kCollectiveTimingSourceTotal);
-  auto dropped = MakeFamily(Metric::kPluginDroppedEventsTotal);
-  auto pairs = MakeFamily(Metric::kRankPairBytesTotal);
-  auto kernels = MakeFamily(Metric::kGpuKernelsTotal);
-  auto kernel_secs = MakeFamily(Metric::kGpuKernelSecondsTotal);
-  auto conns = MakeFamily(Metric::kGpuIngestConnections);
-  auto datagrams = MakeFamily(Metric::kGpuIngestDatagramsTotal);
-  auto bad = MakeFamily(Metric::kGpuIngestDroppedDatagramsTotal);
-  auto repaired = MakeFamily(Metric::kGpuIngestRepairedStringBytesTotal);
-  auto refused = MakeFamily(Metric::kGpuIngestRejectedConnectionsTotal);
-  auto evicted = MakeFamily(Metric::kGpuCommunicatorsEvictedTotal);
-
-  // fabricscope_traffic_imbalance_ratio has two scopes: "ranks" here, "rails" from the links
-  // (exporters/exposition/link_render.h); ClusterState::Collect merges them (MergeFamiliesByName).
-  auto imbalance = MakeFamily(Metric::kTrafficImbalanceRatio);
-  NodeFamilies node_families{dropped, conns,   datagrams, bad,        repaired,
-                             evicted, refused, kernels,   kernel_secs};
-
+GpuSnapshot GpuState::Snapshot() const {
+  GpuSnapshot out;
   // Per direction, comm -> rank -> bytes over each node's recent batches.
   std::map<uint64_t, std::map<int32_t, double>> rank_bytes[2];
   const std::map<uint64_t, std::string> comm_label = CommLabels(rank_bytes);
 
-  struct Series {
-    v1::Histogram durations;
-    double bus_bytes = 0;
-    double weighted_busbw = 0;
-    double seconds = 0;
-  };
-  std::map<std::pair<std::string, std::string>, Series> series;  // (func, comm label)
+  std::map<std::pair<std::string, std::string>, GpuSnapshot::Series> series;  // (func, comm)
   std::map<std::string, double> per_func;
   std::map<std::pair<std::string, int>, double> per_source;  // (func, v1::TimingSource)
   std::map<std::tuple<uint64_t, int32_t, int32_t>, double> pair_bytes;
   for (const auto& [node, n] : nodes_) {
     for (const v1::CollectiveTotals& t : n.last.collective_totals()) {
-      Series& s = series[{t.func(), comm_label.at(t.comm_hash())}];
-      MergeHistogram(&s.durations, t.duration_seconds());
+      GpuSnapshot::Series& s = series[{t.func(), comm_label.at(t.comm_hash())}];
+      common::MergeHistogram(&s.durations, t.duration_seconds());
       s.bus_bytes += static_cast<double>(t.bus_bytes_total());
       per_func[t.func()] += static_cast<double>(t.count());
       for (int i = 1; i < t.count_by_timing_source_size() && i <= 4; ++i) {
@@ -421,7 +321,7 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
     }
     for (const auto& [key, last] : n.last_busbw) {
       auto label = comm_label.find(key.first);
-      Series& s = series[{key.second, label != comm_label.end() ? label->second : ""}];
+      GpuSnapshot::Series& s = series[{key.second, label != comm_label.end() ? label->second : ""}];
       s.weighted_busbw += last.busbw * last.seconds;
       s.seconds += last.seconds;
     }
@@ -429,34 +329,31 @@ void GpuState::Collect(std::vector<MetricFamily>* out) const {
       pair_bytes[{rp.comm_hash(), rp.src_rank(), rp.dst_rank()}] +=
           static_cast<double>(rp.bytes_total());
     }
-    if (n.have) AddNodeStats(node, n.last, node_families);
+    if (!n.have) continue;
+    GpuSnapshot::Node& g = out.nodes.emplace_back();
+    g.node = node;
+    g.ingest = n.last.ingest();
+    g.communicators_evicted_total = n.last.communicators_evicted_total();
+    g.kernels.assign(n.last.kernel_totals().begin(), n.last.kernel_totals().end());
   }
-  for (const auto& [key, s] : series) {
-    const std::vector<prometheus::ClientMetric::Label> labels = {{"func", key.first},
-                                                                 {"comm", key.second}};
-    if (s.durations.bucket_counts_size() > 0) AddHistogram(duration, labels, s.durations);
-    AddValue(bus_bytes, labels, s.bus_bytes);
-    if (s.seconds > 0) AddValue(busbw, labels, s.weighted_busbw / s.seconds);
+  out.series.reserve(series.size());
+  for (auto& [key, s] : series) {
+    s.func = key.first;
+    s.comm = key.second;
+    out.series.push_back(std::move(s));
   }
-  for (const auto& [func, v] : per_func) AddValue(total, {{"func", func}}, v);
+  out.collectives_by_func.assign(per_func.begin(), per_func.end());
   for (const auto& [key, v] : per_source) {
-    AddValue(by_source,
-             {{"func", key.first},
-              {"timing_source", TimingSourceName(static_cast<v1::TimingSource>(key.second))}},
-             v);
+    out.by_timing_source.push_back({key.first, static_cast<v1::TimingSource>(key.second), v});
   }
-  AddRankImbalance(rank_bytes, comm_label, imbalance);
-  AddTopRankPairs(pair_bytes, options_.rank_pair_top_k, pairs);
-  for (MetricFamily* f :
-       {&duration, &busbw, &bus_bytes, &total, &by_source, &dropped, &pairs, &kernels, &kernel_secs,
-        &conns, &datagrams, &bad, &repaired, &evicted, &refused, &imbalance}) {
-    if (!f->metric.empty()) out->push_back(std::move(*f));
-  }
+  RankImbalance(rank_bytes, comm_label, &out.rank_imbalance);
+  out.top_rank_pairs = TopRankPairs(pair_bytes, options_.rank_pair_top_k);
+  return out;
 }
 
-std::string GpuState::CollectivesJson(absl::string_view node_filter, size_t limit) const {
-  google::protobuf::Struct root;
-  google::protobuf::ListValue* list = (*root.mutable_fields())["collectives"].mutable_list_value();
+std::vector<CollectiveRecord> GpuState::RecentCollectives(absl::string_view node_filter,
+                                                          size_t limit) const {
+  std::vector<CollectiveRecord> out;
   for (const auto& [node, n] : nodes_) {
     if (!node_filter.empty() && node != node_filter) continue;
     const size_t skip =
@@ -466,78 +363,72 @@ std::string GpuState::CollectivesJson(absl::string_view node_filter, size_t limi
     for (size_t i = skip; i < n.collectives.size(); ++i) {
       const Collective& c = n.collectives[i];
       const CollectiveProfile& p = profiles_.Get(c.profile);
-      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-      f["node"].set_string_value(node);
-      f["comm"].set_string_value(absl::StrFormat("%016x", p.comm_hash));
-      f["rank"].set_number_value(p.rank);
-      f["nranks"].set_number_value(p.nranks);
-      f["func"].set_string_value(strings_.Get(p.func));
-      f["seq"].set_number_value(static_cast<double>(c.seq));
-      f["bytes"].set_number_value(static_cast<double>(c.bytes));
-      f["count"].set_number_value(static_cast<double>(c.count));
-      f["datatype"].set_string_value(strings_.Get(p.datatype));
-      f["algo"].set_string_value(strings_.Get(p.algo));
-      f["proto"].set_string_value(strings_.Get(p.proto));
-      f["channels"].set_number_value(p.channels);
-      f["root"].set_number_value(p.root);
-      f["peer"].set_number_value(p.peer);
-      f["timing_source"].set_string_value(
-          TimingSourceName(static_cast<v1::TimingSource>(p.timing_source)));
-      f["enqueue_unix_seconds"].set_number_value(static_cast<double>(c.enqueue_start_unix_ns) /
-                                                 1e9);
-      f["start_unix_seconds"].set_number_value(static_cast<double>(c.start_unix_ns) / 1e9);
-      f["end_unix_seconds"].set_number_value(static_cast<double>(c.end_unix_ns) / 1e9);
-      f["duration_seconds"].set_number_value(c.duration_seconds);
-      f["algbw_bytes_per_second"].set_number_value(c.algbw_bytes_per_second);
-      f["busbw_bytes_per_second"].set_number_value(c.busbw_bytes_per_second);
-      f["pid"].set_number_value(p.pid);
-      f["gpu"].set_number_value(p.gpu);
-      f["p2p"].set_bool_value(p.p2p);
-      f["graph_captured"].set_bool_value(p.graph_captured);
-      f["proxy_bytes"].set_number_value(static_cast<double>(c.proxy_bytes));
-      google::protobuf::ListValue* peers = f["proxy_peers"].mutable_list_value();
+      CollectiveRecord& r = out.emplace_back();
+      r.node = node;
+      r.comm_hash = p.comm_hash;
+      r.rank = p.rank;
+      r.nranks = p.nranks;
+      r.root = p.root;
+      r.peer = p.peer;
+      r.pid = p.pid;
+      r.gpu = p.gpu;
+      r.channels = p.channels;
+      r.func = strings_.Get(p.func);
+      r.datatype = strings_.Get(p.datatype);
+      r.algo = strings_.Get(p.algo);
+      r.proto = strings_.Get(p.proto);
+      r.timing_source = static_cast<v1::TimingSource>(p.timing_source);
+      r.p2p = p.p2p;
+      r.graph_captured = p.graph_captured;
+      r.seq = c.seq;
+      r.bytes = c.bytes;
+      r.count = c.count;
+      r.proxy_bytes = c.proxy_bytes;
+      r.enqueue_start_unix_ns = c.enqueue_start_unix_ns;
+      r.start_unix_ns = c.start_unix_ns;
+      r.end_unix_ns = c.end_unix_ns;
+      r.duration_seconds = c.duration_seconds;
+      r.algbw_bytes_per_second = c.algbw_bytes_per_second;
+      r.busbw_bytes_per_second = c.busbw_bytes_per_second;
+      r.proxy_peers.reserve(c.proxy_peers);
       for (size_t j = 0; j < c.proxy_peers; ++j) {
         const ProxyPeer& pp = n.proxy_peers[peer_index++];
-        auto& pf = *peers->add_values()->mutable_struct_value()->mutable_fields();
-        pf["peer"].set_number_value(pp.peer);
-        pf["bytes_sent"].set_number_value(static_cast<double>(pp.bytes_sent));
-        pf["bytes_received"].set_number_value(static_cast<double>(pp.bytes_received));
+        r.proxy_peers.push_back({pp.peer, pp.bytes_sent, pp.bytes_received});
       }
     }
   }
-  return ToJson(root);
+  return out;
 }
 
-std::string GpuState::KernelsJson(absl::string_view node_filter, size_t limit) const {
-  google::protobuf::Struct root;
-  google::protobuf::ListValue* list = (*root.mutable_fields())["kernels"].mutable_list_value();
+std::vector<KernelRecord> GpuState::RecentKernels(absl::string_view node_filter,
+                                                  size_t limit) const {
+  std::vector<KernelRecord> out;
   for (const auto& [node, n] : nodes_) {
     if (!node_filter.empty() && node != node_filter) continue;
     const size_t skip = limit > 0 && n.kernels.size() > limit ? n.kernels.size() - limit : 0;
     for (size_t i = skip; i < n.kernels.size(); ++i) {
       const Kernel& k = n.kernels[i];
-      const int64_t off = k.unix_offset_ns;
-      auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
-      f["node"].set_string_value(node);
-      f["device"].set_number_value(k.device);
-      f["stream"].set_number_value(k.stream);
-      f["name"].set_string_value(strings_.Get(k.name));
-      f["is_nccl"].set_bool_value(k.is_nccl);
-      f["memcpy"].set_bool_value(k.memcpy);
-      f["bytes"].set_number_value(static_cast<double>(k.bytes));
-      f["start_unix_seconds"].set_number_value(UnixSeconds(k.start_ns, off));
-      f["end_unix_seconds"].set_number_value(UnixSeconds(k.end_ns, off));
-      f["duration_seconds"].set_number_value(
-          k.end_ns > k.start_ns ? static_cast<double>(static_cast<uint64_t>(k.end_ns) -
-                                                      static_cast<uint64_t>(k.start_ns)) /
-                                      1e9
-                                : 0.0);
-      f["pid"].set_number_value(k.pid);
-      f["graph_id"].set_number_value(static_cast<double>(k.graph_id));
-      f["correlation_id"].set_number_value(static_cast<double>(k.correlation_id));
+      KernelRecord& r = out.emplace_back();
+      r.node = node;
+      r.device = k.device;
+      r.stream = k.stream;
+      r.name = strings_.Get(k.name);
+      r.is_nccl = k.is_nccl;
+      r.memcpy = k.memcpy;
+      r.bytes = k.bytes;
+      r.graph_id = k.graph_id;
+      r.correlation_id = k.correlation_id;
+      r.start_unix_ns = UnixNs(k.start_ns, k.unix_offset_ns);
+      r.end_unix_ns = UnixNs(k.end_ns, k.unix_offset_ns);
+      r.duration_seconds = k.end_ns > k.start_ns
+                               ? static_cast<double>(static_cast<uint64_t>(k.end_ns) -
+                                                     static_cast<uint64_t>(k.start_ns)) /
+                                     1e9
+                               : 0.0;
+      r.pid = k.pid;
     }
   }
-  return ToJson(root);
+  return out;
 }
 
 }  // namespace fabricscope::exporters

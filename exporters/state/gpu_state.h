@@ -12,14 +12,15 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "exporters/state/gpu_views.h"
 #include "fabricscope/v1/telemetry.pb.h"
-#include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
 
 // The aggregator's view of the nodes' GPU timelines (Batch fields 10-12): the latest cumulative
 // GpuWindow per node, recent collectives and kernel spans per node for /api/collectives and
-// /api/kernels, and the Prometheus families built from them.
+// /api/kernels, and the aggregates /metrics shows (GpuSnapshot; exporters/exposition/gpu_render.h
+// renders both).
 //
 // Labels stay bounded: func comes from the agent's fixed set (agent/bus_bandwidth.h; anything
 // else is "other"); comm is the first 8 hex digits of the communicator hash, for the
@@ -72,18 +73,16 @@ class GpuState {
   void ResetNode(const std::string& node);
   void set_rank_pair_top_k(size_t k) { options_.rank_pair_top_k = k; }
 
-  // Appends the GPU metric families (those with at least one sample).
-  void Collect(std::vector<prometheus::MetricFamily>* out) const;
+  // The aggregates of /metrics (exporters/state/gpu_views.h): the collective series by func and
+  // communicator label, the rank imbalance, the top rank pairs and each node's ingest counters.
+  GpuSnapshot Snapshot() const;
 
-  // {"collectives":[{node, comm, rank, nranks, func, seq, bytes, count, datatype, algo, proto,
-  // channels, root, peer, timing_source, enqueue_unix_seconds, start_unix_seconds,
-  // end_unix_seconds, duration_seconds, algbw_bytes_per_second, busbw_bytes_per_second, pid,
-  // gpu, p2p, graph_captured, proxy_bytes, proxy_peers:[{peer, bytes_sent, bytes_received}]},
-  // ...]} oldest first; at most `limit` (0 = all kept) newest; node_filter empty = all nodes.
-  std::string CollectivesJson(absl::string_view node_filter, size_t limit) const;
-  // {"kernels":[{node, device, stream, name, is_nccl, memcpy, bytes, start_unix_seconds,
-  // end_unix_seconds, duration_seconds, pid, graph_id, correlation_id}, ...]}, same rules.
-  std::string KernelsJson(absl::string_view node_filter, size_t limit) const;
+  // The stored collectives (CollectiveRecord), oldest first per node, nodes by name: at most
+  // `limit` (0 = all kept) newest of each node; node_filter empty = all nodes.
+  std::vector<CollectiveRecord> RecentCollectives(absl::string_view node_filter,
+                                                  size_t limit) const;
+  // The stored kernel spans (KernelRecord), same rules.
+  std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
 
   // Bounds on what one stored record keeps (see the class comment).
   static constexpr size_t kMaxLabelBytes = 64;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
@@ -65,7 +66,7 @@ inline grpc::Status TryHello(std::shared_ptr<grpc::ChannelCredentials> creds, in
 
 // fabricscope_aggregator_refused_streams_total{reason}; -1 when the series is missing.
 inline double Refused(const exporters::ClusterState& s, const std::string& reason) {
-  for (const auto& f : s.Collect()) {
+  for (const auto& f : ClusterFamilies(s)) {
     if (f.name != "fabricscope_aggregator_refused_streams_total") continue;
     for (const auto& m : f.metric) {
       if (m.label.size() == 1 && m.label[0].value == reason) return m.counter.value;

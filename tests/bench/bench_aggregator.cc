@@ -3,7 +3,7 @@
 //   ingest:  ClusterState::OnBatch of one realistic batch (8 PortWindows with 12 error counters
 //            and both histograms per direction, 2 microbursts, agent stats with 128 read costs)
 //            baselines: protobuf SerializeToString and ParseFromString of the same batch
-//   render:  HttpServer::RenderMetrics() over all 1,000 nodes, split into ClusterState::Collect()
+//   render:  HttpServer::RenderMetrics() over all 1,000 nodes, split into ClusterFamilies()
 //            and prometheus::TextSerializer; baseline: copying the rendered string
 //   memory:  bytes per node from the heap in use (HeapInUse: tcmalloc) before/after populating,
 //   after 1 batch and with a
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/exposition.h"
 #include "exporters/exposition/http_server.h"
 #include "exporters/state/cluster_state.h"
@@ -188,7 +189,7 @@ void PopulateAndMeasure(World& w) {
   w.batch = MakeBatch(0, 1, 2);
   w.batch.SerializeToString(&w.batch_bytes);
 
-  exporters::HttpServer http({w.state.get()}, w.state.get());
+  exporters::HttpServer http({}, w.state.get());
   const long rss0 = MaxRssKb();
   const size_t heap_before_render = HeapInUse();
   w.rendered = http.RenderMetrics();
@@ -311,7 +312,7 @@ IngestUnderScrape MeasureIngestUnderScrape(World& w, int scrapes) {
   double lock_max_ns = 0;
   std::thread scraper([&] {
     for (int i = 0; i < scrapes; ++i) {
-      benchmark::DoNotOptimize(w.state->Collect());
+      benchmark::DoNotOptimize(ClusterFamilies(*w.state));
       lock_max_ns = std::max(lock_max_ns, static_cast<double>(w.state->last_collect_lock_ns()));
     }
     done = true;
@@ -325,7 +326,7 @@ IngestUnderScrape MeasureIngestUnderScrape(World& w, int scrapes) {
 void BM_Collect(benchmark::State& state) {
   size_t series = 0;
   for (auto _ : state) {
-    auto families = g_world->state->Collect();
+    auto families = ClusterFamilies(*g_world->state);
     series = 0;
     for (const auto& f : families) series += f.metric.size();
     benchmark::DoNotOptimize(families);
@@ -334,7 +335,7 @@ void BM_Collect(benchmark::State& state) {
 }
 
 void BM_TextSerialize(benchmark::State& state) {
-  const auto families = g_world->state->Collect();
+  const auto families = ClusterFamilies(*g_world->state);
   size_t bytes = 0;
   for (auto _ : state) {
     std::ostringstream out;
@@ -348,7 +349,7 @@ void BM_TextSerialize(benchmark::State& state) {
 // The exposition /metrics serves (exporters/exposition/exposition.h), against prometheus-cpp's
 // TextSerializer above as the baseline.
 void BM_TextExposition(benchmark::State& state) {
-  const auto families = g_world->state->Collect();
+  const auto families = ClusterFamilies(*g_world->state);
   size_t bytes = 0;
   for (auto _ : state) {
     std::string out = exporters::TextExposition(families);
@@ -359,7 +360,7 @@ void BM_TextExposition(benchmark::State& state) {
 }
 
 void BM_RenderMetrics(benchmark::State& state) {
-  exporters::HttpServer http({g_world->state.get()}, g_world->state.get());
+  exporters::HttpServer http({}, g_world->state.get());
   size_t bytes = 0;
   for (auto _ : state) {
     std::string body = http.RenderMetrics();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/http_server.h"
 #include "exporters/remote_write/remote_write.h"
 #include "tests/bench/bench_common.h"
@@ -22,7 +23,7 @@ double Since(Clock::time_point t0) {
 
 OutputFigures MeasureOutput(exporters::ClusterState& state, int repeat) {
   OutputFigures f;
-  exporters::HttpServer http({&state}, &state);
+  exporters::HttpServer http({}, &state);
   for (int r = 0; r < repeat; ++r) {
     const auto t0 = Clock::now();
     f.body = http.RenderMetrics();
@@ -36,8 +37,7 @@ OutputFigures MeasureOutput(exporters::ClusterState& state, int repeat) {
 
   const auto t0 = Clock::now();
   promrw::WriteRequest request;
-  f.samples =
-      exporters::BuildWriteRequest(exporters::CollectFamilies({&state}, &state), 0, &request);
+  f.samples = exporters::BuildWriteRequest(exporters::ClusterFamilies(state), 0, &request);
   std::string raw = request.SerializeAsString(), compressed;
   snappy::Compress(raw.data(), raw.size(), &compressed);
   f.remote_write_seconds = Since(t0);

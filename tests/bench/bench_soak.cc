@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/state/cluster_state.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/bench_hello.h"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
       }
     }
     expired += state.ExpireNodes(now, absl::Minutes(expiry_minutes)).size();
-    const std::string text = prometheus::TextSerializer().Serialize(state.Collect());
+    const std::string text = prometheus::TextSerializer().Serialize(ClusterFamilies(state));
     rss.push_back(RssMib());
     std::printf(
         "minute %3d: nodes %zu, rss %.1f MiB, scrape %.1f MB (restarted %llu, renamed %llu, "

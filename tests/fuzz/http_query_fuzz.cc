@@ -47,7 +47,7 @@ Served& Server() {
     b.add_ports()->set_port_index(0);
     out->state.OnBatch("fuzz-node", 7, b).IgnoreError();
     out->http = std::make_unique<exporters::HttpServer>(
-        std::vector<const prometheus::Collectable*>{&out->state}, &out->state);
+        std::vector<const prometheus::Collectable*>{}, &out->state);
     auto port = out->http->Start("127.0.0.1:0");
     if (!port.ok()) std::abort();
     out->port = *port;

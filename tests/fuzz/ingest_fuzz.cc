@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "exporters/exposition/cluster_json.h"
+#include "exporters/exposition/cluster_render.h"
+#include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -88,15 +91,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     state.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
     state.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
   }
-  for (const auto& family : state.Collect()) {
+  for (const auto& family : ClusterFamilies(state)) {
     for (const auto& m : family.metric) {
       testing::FuzzCheck(!std::isnan(m.counter.value), "no NaN counter");
     }
   }
-  state.RecentMicroburstsJson("");
-  state.RecentLossEventsJson("");
-  state.RecentCollectivesJson("", 10);
-  state.RecentKernelsJson("", 10);
+  MicroburstsJson(state.RecentMicrobursts(""));
+  LossEventsJson(state.RecentLossEvents(""));
+  CollectivesJson(state.RecentCollectives("", 10));
+  KernelsJson(state.RecentKernels("", 10));
   LossPatternsJson(state.links().Patterns());
   AnomaliesJson(state.links().Anomalies(""));
   FlightRecordingsJson(state.links().FlightRecordings(""));

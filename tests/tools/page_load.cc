@@ -147,7 +147,7 @@ int Run(size_t nodes, int seconds, const std::string& listen) {
     return true;
   };
   if (!window(0)) return 1;
-  exporters::HttpServer server({&state}, &state);
+  exporters::HttpServer server({}, &state);
   auto port = server.Start(listen);
   if (!port.ok()) {
     std::fprintf(stderr, "fabricscope-page-load: %s\n", port.status().ToString().c_str());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
@@ -33,7 +34,7 @@ inline v1::Batch TestBatch(uint64_t tx_total) {
 
 // The transmit bytes total the aggregator exports for node-a, or -1 when absent.
 inline double ExportedTx(const exporters::ClusterState& s) {
-  for (const auto& f : s.Collect()) {
+  for (const auto& f : ClusterFamilies(s)) {
     if (f.name == "fabricscope_port_transmit_bytes_total" && !f.metric.empty()) {
       return f.metric[0].counter.value;
     }
@@ -43,7 +44,7 @@ inline double ExportedTx(const exporters::ClusterState& s) {
 
 // The family's value (counter or gauge), summed over its series; -1 when absent.
 inline double SelfMetric(const exporters::ClusterState& s, const std::string& name) {
-  for (const auto& f : s.Collect()) {
+  for (const auto& f : ClusterFamilies(s)) {
     if (f.name != name) continue;
     double sum = 0;
     for (const auto& m : f.metric) {

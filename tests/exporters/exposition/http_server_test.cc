@@ -43,7 +43,7 @@ TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
       .Register(registry)
       .Add({})
       .Increment(3);
-  HttpServer server({&state, &registry}, &state);
+  HttpServer server({&registry}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -64,7 +64,7 @@ TEST(HttpServer, ServesMetricsHealthAndIndexOnLoopback) {
 // The index lists the aggregator's JSON endpoints along with the pages.
 TEST(HttpServer, IndexListsEveryEndpointItServes) {
   ClusterState state;
-  HttpServer server({&state}, &state);
+  HttpServer server({}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -216,7 +216,7 @@ TEST(HttpServer, TrafficImbalanceIsOneFamilyWithBothScopes) {
     }
     ASSERT_TRUE(state.OnBatch("n1", 1, b).ok());
   }
-  HttpServer server({&state}, &state);
+  HttpServer server({}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -242,10 +242,10 @@ TEST(HttpServer, TrafficImbalanceIsOneFamilyWithBothScopes) {
 
 TEST(HttpServer, PortInUseIsAClearError) {
   ClusterState state;
-  HttpServer first({&state}, &state);
+  HttpServer first({}, &state);
   auto port = first.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok());
-  HttpServer second({&state}, &state);
+  HttpServer second({}, &state);
   auto again = second.Start("127.0.0.1:" + std::to_string(*port));
   EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(again.status().message(), HasSubstr("cannot listen"));
@@ -254,7 +254,7 @@ TEST(HttpServer, PortInUseIsAClearError) {
 TEST(HttpServer, StopRightAfterStartDoesNotHang) {
   ClusterState state;
   for (int i = 0; i < 20; ++i) {
-    HttpServer s({&state}, &state);
+    HttpServer s({}, &state);
     ASSERT_TRUE(s.Start("127.0.0.1:0").ok());
     s.Stop();
   }

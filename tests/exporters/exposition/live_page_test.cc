@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "exporters/exposition/cluster_json.h"
 #include "exporters/exposition/http_server.h"
 #include "exporters/exposition/page_assets.h"
 #include "exporters/state/cluster_state.h"
@@ -84,7 +85,7 @@ v1::Batch Window(uint64_t seq, int64_t end_s, uint64_t ticks, uint64_t overruns,
 // this server, so nothing reaches a CDN (the page works air-gapped).
 TEST(LivePage, ServesItsCompiledInFilesWithAStrictPolicy) {
   ClusterState state;
-  HttpServer server({&state}, &state);
+  HttpServer server({}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -125,12 +126,12 @@ TEST(LivePage, StatusJsonFromTheAgentsStats) {
   ClusterState state;
   ASSERT_TRUE(state.OnHello(TwoPortHello("calm")).ok());
   ASSERT_TRUE(state.OnHello(TwoPortHello("late")).ok());
-  EXPECT_THAT(state.StatusJson(10), HasSubstr("\"samples_per_second\":null"));
+  EXPECT_THAT(StatusJson(state, 10), HasSubstr("\"samples_per_second\":null"));
   ASSERT_TRUE(state.OnBatch("calm", 7, Window(1, 10, 10'000, 0, 0, 997)).ok());
   // The second window after a lost one: its own samples count, whatever ticks_total says.
   ASSERT_TRUE(state.OnBatch("late", 7, Window(1, 10, 5'000, 4, 0, 990)).ok());
   ASSERT_TRUE(state.OnBatch("late", 7, Window(3, 12, 5'000, 9, 0, 1000)).ok());
-  const std::string all = state.StatusJson(10);
+  const std::string all = StatusJson(state, 10);
   EXPECT_THAT(all, HasSubstr("\"nodes_total\":2,\"nodes_reporting\":2,\"ports_total\":4,"
                              "\"samples_per_second_total\":1997,\"samples_total\":15000,"
                              "\"microbursts_total\":18,\"overruns_total\":9,"));
@@ -142,7 +143,7 @@ TEST(LivePage, StatusJsonFromTheAgentsStats) {
   EXPECT_THAT(all, HasSubstr("\"lost_batches\":1"));
   EXPECT_THAT(all, HasSubstr("{\"node\":\"calm\",\"ports\":2,\"samples_per_second\":997,"));
   // limit keeps the worst; the totals stay over all nodes.
-  const std::string top = state.StatusJson(1);
+  const std::string top = StatusJson(state, 1);
   EXPECT_THAT(top, HasSubstr("\"nodes_total\":2,"));
   EXPECT_THAT(top, HasSubstr("\"late\""));
   EXPECT_THAT(top, Not(HasSubstr("\"calm\"")));
@@ -155,7 +156,7 @@ TEST(LivePage, PortsJsonSortsNaNAsZero) {
   ASSERT_TRUE(state.OnBatch("a", 7, Window(1, 10, 1, 0, std::nan(""))).ok());
   ASSERT_TRUE(state.OnHello(TwoPortHello("b")).ok());
   ASSERT_TRUE(state.OnBatch("b", 7, Window(1, 10, 1, 0, 0.5)).ok());
-  const std::string json = state.PortsJson("", 4);
+  const std::string json = PortsJson(state, "", 4);
   EXPECT_THAT(json, HasSubstr("\"ports\":[{\"node\":\"b\",\"device\":\"mlx5_0\",\"port\":2,"));
   EXPECT_THAT(json, HasSubstr("\"loss_ratio\":null"));  // NaN is written as null
 }
@@ -167,7 +168,7 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
   ASSERT_TRUE(state.OnHello(TwoPortHello("b")).ok());
   ASSERT_TRUE(state.OnBatch("a", 7, Window(1, 10, 1, 0, 0.001)).ok());
   ASSERT_TRUE(state.OnBatch("b", 7, Window(1, 10, 1, 0, 0.02)).ok());
-  const std::string top = state.PortsJson("", 2);
+  const std::string top = PortsJson(state, "", 2);
   EXPECT_THAT(top, HasSubstr("{\"ports_total\":4,\"ports\":[{\"node\":\"b\",\"device\":"
                              "\"mlx5_0\",\"port\":2,\"kind\":\"rdma\",\"line_rate_bytes_per_second"
                              "\":50000000000,\"transmit_utilization\":0.2,\"receive_utilization\":"
@@ -175,7 +176,7 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
                              "\"tcp_retransmitted_ratio\":null,"));
   EXPECT_THAT(top, HasSubstr("},{\"node\":\"a\",\"device\":\"mlx5_0\",\"port\":2,"));
   // Port 1 has no loss counter at all.
-  const std::string a = state.PortsJson("a", 10);
+  const std::string a = PortsJson(state, "a", 10);
   EXPECT_THAT(a, HasSubstr("{\"ports_total\":2,"));
   EXPECT_THAT(a, HasSubstr("\"port\":1,\"kind\":\"rdma\",\"line_rate_bytes_per_second\":"
                            "50000000000,\"transmit_utilization\":0.1,\"receive_utilization\":0,"
@@ -186,7 +187,7 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
   for (v1::PortInfo& p : *unknown.mutable_ports()) p.set_line_rate_bytes_per_second(0);
   ASSERT_TRUE(state.OnHello(unknown).ok());
   ASSERT_TRUE(state.OnBatch("c", 7, Window(1, 10, 1, 0, 0.001)).ok());
-  EXPECT_THAT(state.PortsJson("c", 10),
+  EXPECT_THAT(PortsJson(state, "c", 10),
               HasSubstr("\"kind\":\"rdma\",\"line_rate_bytes_per_second\":null,"));
 }
 
@@ -194,7 +195,7 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
 // such clients get gzip, and one that accepts br alone gets the body as is.
 TEST(LivePage, BrowsersGetGzipNotBrotli) {
   ClusterState state;
-  HttpServer server({&state}, &state);
+  HttpServer server({}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -212,7 +213,7 @@ TEST(LivePage, BrowsersGetGzipNotBrotli) {
 // /api/collectives/slow does, rather than read as "no limit".
 TEST(LivePage, ALimitThatIsNotACountIsRefused) {
   ClusterState state;
-  HttpServer server({&state}, &state);
+  HttpServer server({}, &state);
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
@@ -254,10 +255,12 @@ TEST(LivePage, MicroburstsLimitKeepsTheLatestOverAllNodes) {
     }
     return out;
   };
-  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 3)), (std::vector<int>{40, 50, 60}));
-  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("a", 2)), (std::vector<int>{30, 50}));
-  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 0)).size(), 6u);
-  EXPECT_EQ(bytes_in_order(state.RecentMicroburstsJson("", 100)).size(), 6u);
+  EXPECT_EQ(bytes_in_order(MicroburstsJson(state.RecentMicrobursts("", 3))),
+            (std::vector<int>{40, 50, 60}));
+  EXPECT_EQ(bytes_in_order(MicroburstsJson(state.RecentMicrobursts("a", 2))),
+            (std::vector<int>{30, 50}));
+  EXPECT_EQ(bytes_in_order(MicroburstsJson(state.RecentMicrobursts("", 0))).size(), 6u);
+  EXPECT_EQ(bytes_in_order(MicroburstsJson(state.RecentMicrobursts("", 100))).size(), 6u);
 }
 
 }  // namespace

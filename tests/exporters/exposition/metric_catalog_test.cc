@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/cross_rank_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
@@ -126,7 +127,7 @@ TEST(MetricCatalog, EveryRenderedFamilyIsInTheCatalogWithItsType) {
   b.mutable_agent()->set_has_spool(true);
   ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   size_t families = 0;
-  const std::vector<prometheus::MetricFamily> collected = s.Collect();
+  const std::vector<prometheus::MetricFamily> collected = ClusterFamilies(s);
   EXPECT_THAT(UndeclaredLabels(collected), IsEmpty());
   for (const prometheus::MetricFamily& f : collected) {
     bool found = false;
@@ -371,7 +372,7 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
   for (v1::Batch& b : ranks) b.set_unix_offset_ns(1'700'000'000'000'000'000);
   ASSERT_TRUE(s.OnBatch("n1", 7, ranks[0]).ok());
   ASSERT_TRUE(s.OnBatch("n2", 8, ranks[1]).ok());
-  const std::vector<prometheus::MetricFamily> collected = s.Collect();
+  const std::vector<prometheus::MetricFamily> collected = ClusterFamilies(s);
   EXPECT_THAT(UndeclaredLabels(collected), IsEmpty());
   std::set<std::string> rendered;
   for (const prometheus::MetricFamily& f : collected) rendered.insert(f.name);

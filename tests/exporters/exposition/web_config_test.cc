@@ -120,8 +120,7 @@ class WebServerTest : public ::testing::Test {
   }
   // An HttpServer with `config` on 127.0.0.1; returns its port (0 on failure).
   int Serve(WebConfig config) {
-    server_ =
-        std::make_unique<HttpServer>(std::vector<const prometheus::Collectable*>{&state_}, &state_);
+    server_ = std::make_unique<HttpServer>(std::vector<const prometheus::Collectable*>{}, &state_);
     server_->SetWebConfig(std::move(config));
     auto port = server_->Start("127.0.0.1:0");
     EXPECT_TRUE(port.ok()) << port.status();
@@ -185,7 +184,7 @@ TEST_F(WebServerTest, MutualTlsWantsAClientCertificateTheCaSigned) {
 }
 
 TEST_F(WebServerTest, ACertificateThatDoesNotLoadIsAClearError) {
-  HttpServer s({&state_}, &state_);
+  HttpServer s({}, &state_);
   s.SetWebConfig({.cert_file = pki_.Pem("server"), .key_file = pki_.Key("client")});
   auto port = s.Start("127.0.0.1:0");
   ASSERT_FALSE(port.ok());

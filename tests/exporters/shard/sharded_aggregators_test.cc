@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "exporters/aggregator.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/shard/peer_ring.h"
 #include "exporters/state/gpu_state.h"
 #include "gtest/gtest.h"
@@ -146,7 +147,7 @@ class ShardedAggregators : public ::testing::Test {
   }
   // One sample of a family of shard i's /metrics (labels as name="value" pairs); -1 if absent.
   double Metric(int i, const std::string& name, const std::string& labels = "") {
-    for (const auto& f : State(i).Collect()) {
+    for (const auto& f : ClusterFamilies(State(i))) {
       if (f.name != name) continue;
       for (const auto& m : f.metric) {
         std::vector<std::string> l;
@@ -312,7 +313,7 @@ TEST_F(ShardedAggregators, APeerAddedAtRunTimeMovesOwnershipWithoutDoubleCountin
   // an aggregator that owned one before the change keeps its history but no longer exports it.
   std::map<std::string, int> exported;  // comm label -> aggregators exporting its diagnosis
   for (int i = 0; i < 4; ++i) {
-    for (const auto& f : State(i).Collect()) {
+    for (const auto& f : ClusterFamilies(State(i))) {
       if (f.name != "fabricscope_diagnosis_info") continue;
       for (const auto& m : f.metric) {
         for (const auto& l : m.label) {

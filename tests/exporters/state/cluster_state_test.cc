@@ -8,6 +8,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/exposition/cluster_json.h"
+#include "exporters/exposition/cluster_render.h"
+#include "exporters/exposition/gpu_render.h"
 #include "exporters/ingest/message_checks.h"
 #include "tests/common/metric_family.h"
 
@@ -93,7 +96,7 @@ TEST(ClusterState, DuplicatesAreAckedButNotApplied) {
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(1, 1000)), 1u);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(2, 2000)), 2u);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(1, 999999)), 2u);  // resent after a reconnect
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   const MetricFamily* tx = FindFamily(fams, "fabricscope_port_transmit_bytes_total");
   ASSERT_NE(tx, nullptr);
   EXPECT_EQ(tx->metric[0].counter.value, 2000);
@@ -134,11 +137,11 @@ TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
   EXPECT_EQ(s.ExpireNodes(now + absl::Minutes(11), absl::Minutes(10)),
             (std::vector<std::string>{"n1", "n2"}));
   EXPECT_EQ(s.node_count(), 0u);
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_expired_nodes_total")->metric[0].counter.value,
             2);
   EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total"), nullptr);
-  EXPECT_EQ(s.RecentMicroburstsJson(""), "{\"microbursts\":[]}");
+  EXPECT_EQ(MicroburstsJson(s.RecentMicrobursts("")), "{\"microbursts\":[]}");
   // The old stream's next batch finds no Hello; the agent reconnects and totals continue.
   EXPECT_EQ(s.OnBatch("n1", 7, Batch(2, 200)).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -146,7 +149,7 @@ TEST(ClusterState, SilentNodesExpireAndComeBackOnReconnect) {
   again.set_acked_seq(1);
   ASSERT_TRUE(s.OnHello(again).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 200)).ok());
-  fams = s.Collect();
+  fams = ClusterFamilies(s);
   EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
             200);
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
@@ -160,7 +163,7 @@ TEST(ClusterState, NodesJsonSaysWhatEachInstanceGotHere) {
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());  // a duplicate
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(4, 4)).ok());  // 2 and 3 lost
-  const std::string json = s.NodesJson();
+  const std::string json = NodesJson(s);
   EXPECT_THAT(json, HasSubstr("\"node\":\"n1\""));
   EXPECT_THAT(json, HasSubstr("\"instance_id\":\"7\""));
   EXPECT_THAT(json, HasSubstr("\"acked_seq\":4"));
@@ -168,16 +171,17 @@ TEST(ClusterState, NodesJsonSaysWhatEachInstanceGotHere) {
   EXPECT_THAT(json, HasSubstr("\"duplicate_batches\":1"));
   EXPECT_THAT(json, HasSubstr("\"lost_batches\":2"));
   ASSERT_TRUE(s.OnHello(Hello("n1", 8)).ok());  // a new instance starts its counts afresh
-  EXPECT_THAT(s.NodesJson(), HasSubstr("\"batches\":0"));
+  EXPECT_THAT(NodesJson(s), HasSubstr("\"batches\":0"));
 }
 
 TEST(ClusterState, GapInsideAStreamIsCountedLost) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 3)), 3u);
-  EXPECT_EQ(
-      FindFamily(s.Collect(), "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
-      2);
+  EXPECT_EQ(FindFamily(ClusterFamilies(s), "fabricscope_aggregator_lost_batches_total")
+                ->metric[0]
+                .counter.value,
+            2);
 }
 
 // A Hello that resumes past batches this aggregator never stored: those an aggregator acked
@@ -185,7 +189,7 @@ TEST(ClusterState, GapInsideAStreamIsCountedLost) {
 // agent dropped them unacked: full queue, refused, a stopped aggregator's outage).
 TEST(ClusterState, HelloResumingPastUnackedBatchesCountsThemLost) {
   auto lost = [](ClusterState& s) {
-    return FindFamily(s.Collect(), "fabricscope_aggregator_lost_batches_total")
+    return FindFamily(ClusterFamilies(s), "fabricscope_aggregator_lost_batches_total")
         ->metric[0]
         .counter.value;
   };
@@ -236,7 +240,7 @@ TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
   next.set_window_start_ns(5'000'000'000);
   next.set_window_end_ns(6'000'000'000);
   EXPECT_EQ(*s.OnBatch("n1", 7, next), 3u);
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_window_gaps_total")->metric[0].counter.value,
             0);
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
@@ -244,7 +248,7 @@ TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_batches_total")->metric[0].counter.value, 3);
   EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
             2000);
-  EXPECT_THAT(s.RecentCollectivesJson("", 10), HasSubstr("\"func\":\"AllReduce\""));
+  EXPECT_THAT(CollectivesJson(s.RecentCollectives("", 10)), HasSubstr("\"func\":\"AllReduce\""));
 }
 
 // Histograms the text format cannot carry (a NaN bound, bounds out of order, more buckets than
@@ -274,7 +278,7 @@ TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
   }
   ++seq;
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(seq, 77)), seq);
-  const auto fams = s.Collect();
+  const auto fams = ClusterFamilies(s);
   EXPECT_EQ(Rejected(fams, "histogram"), cases.size());
   EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 77);
   EXPECT_TRUE(CheckHistograms(Batch(1, 1)).ok());
@@ -292,15 +296,16 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   v1::Batch bad_burst = Batch(2, 1);
   bad_burst.mutable_microbursts(0)->set_port_index(1000);
   EXPECT_EQ(*s.OnBatch("n1", 7, bad_burst), 2u);
-  EXPECT_EQ(Rejected(s.Collect()), 3);
-  EXPECT_EQ(Rejected(s.Collect(), "before_hello"), 1);  // "nobody"'s batch
-  EXPECT_EQ(Rejected(s.Collect(), "port_index"), 2);
+  EXPECT_EQ(Rejected(ClusterFamilies(s)), 3);
+  EXPECT_EQ(Rejected(ClusterFamilies(s), "before_hello"), 1);  // "nobody"'s batch
+  EXPECT_EQ(Rejected(ClusterFamilies(s), "port_index"), 2);
   // Nothing of the rejected batches was applied; the next good one is.
-  EXPECT_EQ(FindFamily(s.Collect(), "fabricscope_port_transmit_bytes_total"), nullptr);
+  EXPECT_EQ(FindFamily(ClusterFamilies(s), "fabricscope_port_transmit_bytes_total"), nullptr);
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 77)), 3u);
-  EXPECT_EQ(
-      FindFamily(s.Collect(), "fabricscope_port_transmit_bytes_total")->metric[0].counter.value,
-      77);
+  EXPECT_EQ(FindFamily(ClusterFamilies(s), "fabricscope_port_transmit_bytes_total")
+                ->metric[0]
+                .counter.value,
+            77);
 }
 
 // Hostile inputs of issue 13 that crashed or froze the aggregator: the same instance announcing
@@ -324,7 +329,7 @@ TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
   w->mutable_transmit()->set_has_bytes(true);
   EXPECT_EQ(*s.OnBatch("n1", 7, b), 2u);
   double port5 = -1;
-  const auto fams = s.Collect();
+  const auto fams = ClusterFamilies(s);
   for (const auto& m : FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric) {
     for (const auto& l : m.label) {
       if (l.name == "device" && l.value == "mlx5_1") port5 = m.counter.value;
@@ -349,14 +354,14 @@ TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
   u->set_bucket_ns(1'000'000'000);  // 1 s buckets, 4 h of them: past the agent's 1 h window
   u->set_transmit(std::string(4 * 3600, '\x10'));
   EXPECT_EQ(*s.OnBatch("n1", 7, long_span), 7u);
-  EXPECT_EQ(Rejected(s.Collect()), 5);
+  EXPECT_EQ(Rejected(ClusterFamilies(s)), 5);
   // A series within bounds is taken (1 ms buckets over the window).
   v1::Batch good = Batch(8, 30);
   u = good.add_utilization_series();
   u->set_bucket_ns(1'000'000);
   u->set_transmit(std::string(1000, '\x10'));
   EXPECT_EQ(*s.OnBatch("n1", 7, good), 8u);
-  EXPECT_EQ(Rejected(s.Collect()), 5);
+  EXPECT_EQ(Rejected(ClusterFamilies(s)), 5);
 }
 
 // A sequence number jumping from 1 to 2^63 (issue 13): refused and counted, nothing lost, and
@@ -367,7 +372,7 @@ TEST(ClusterState, AnAbsurdSequenceJumpIsRefused) {
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 10)).ok());
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(uint64_t{1} << 63, 20)), 1u);  // dropped, ack unchanged
   EXPECT_EQ(*s.OnBatch("n1", 7, Batch(2, 30)), 2u);
-  const auto fams = s.Collect();
+  const auto fams = ClusterFamilies(s);
   EXPECT_EQ(Rejected(fams, "seq_jump"), 1);
   EXPECT_EQ(Rejected(fams), 1);
   EXPECT_EQ(FindFamily(fams, "fabricscope_aggregator_lost_batches_total")->metric[0].counter.value,
@@ -379,7 +384,7 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 4000)).ok());
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   const MetricFamily* tx = FindFamily(fams, "fabricscope_port_transmit_bytes_total");
   ASSERT_EQ(tx->metric.size(), 2u);
   EXPECT_EQ(Label(tx->metric[1], "node"), "n1");
@@ -404,7 +409,7 @@ TEST(ClusterState, ExportsLabelsValuesAndCumulativeHistograms) {
   ClusterState full(full_options);
   ASSERT_TRUE(full.OnHello(Hello("n1", 7)).ok());
   ASSERT_TRUE(full.OnBatch("n1", 7, Batch(1, 4000)).ok());
-  const auto full_fams = full.Collect();
+  const auto full_fams = ClusterFamilies(full);
   const MetricFamily* dur = FindFamily(full_fams, "fabricscope_microburst_duration_seconds");
   ASSERT_NE(dur, nullptr);
   const auto& h = dur->metric[0].histogram;
@@ -430,7 +435,7 @@ TEST(ClusterState, ALinkRateChangeReplacesTheHellosRate) {
   b.mutable_ports(1)->set_line_rate_bytes_per_second(12'500'000'000);
   ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());  // no rate: the last one stands
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   const MetricFamily* rate = FindFamily(fams, "fabricscope_port_line_rate_bytes_per_second");
   ASSERT_EQ(rate->metric.size(), 2u);
   EXPECT_EQ(rate->metric[0].gauge.value, 25e9);
@@ -450,7 +455,7 @@ TEST(ClusterState, CounterResetsAndUnavailableReadsAreExportedAsTotals) {
     if (seq == 2) (*b.mutable_ports(0)->mutable_counter_resets_by_group())["counters"] = 1;
     ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
   }
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   const MetricFamily* un = FindFamily(fams, "fabricscope_port_unavailable_reads_total");
   ASSERT_EQ(un->metric.size(), 2u);
   EXPECT_EQ(un->metric[0].counter.value, 6);
@@ -472,13 +477,13 @@ TEST(ClusterState, AStuckByteCounterIsExportedSaturated) {
   v1::Batch b = Batch(1, 4000);
   b.mutable_ports(0)->add_saturated_counters("port_xmit_data");
   ASSERT_TRUE(s.OnBatch("n1", 7, b).ok());
-  auto fams = s.Collect();
+  auto fams = ClusterFamilies(s);
   const MetricFamily* sat = FindFamily(fams, "fabricscope_port_counter_saturated");
   ASSERT_EQ(sat->metric.size(), 1u);
   EXPECT_EQ(Label(sat->metric[0], "counter"), "port_xmit_data");
   EXPECT_EQ(Label(sat->metric[0], "port"), "1");
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(2, 5000)).ok());
-  fams = s.Collect();
+  fams = ClusterFamilies(s);
   sat = FindFamily(fams, "fabricscope_port_counter_saturated");
   EXPECT_TRUE(sat == nullptr || sat->metric.empty());
 }
@@ -487,13 +492,13 @@ TEST(ClusterState, RecentMicroburstsJsonInUnixTime) {
   ClusterState s;
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 1)).ok());
-  const std::string json = s.RecentMicroburstsJson("");
+  const std::string json = MicroburstsJson(s.RecentMicrobursts(""));
   EXPECT_THAT(json, HasSubstr("\"node\":\"n1\""));
   EXPECT_THAT(json, HasSubstr("\"direction\":\"transmit\""));
   EXPECT_THAT(json, HasSubstr("\"start_unix_seconds\":1700000004"));
   EXPECT_THAT(json, HasSubstr("\"duration_seconds\":0.00025"));
   EXPECT_THAT(json, HasSubstr("\"bytes\":12750000"));
-  EXPECT_EQ(s.RecentMicroburstsJson("other"), "{\"microbursts\":[]}");
+  EXPECT_EQ(MicroburstsJson(s.RecentMicrobursts("other")), "{\"microbursts\":[]}");
 }
 
 TEST(ClusterState, RecentMicroburstsAreBounded) {
@@ -502,7 +507,7 @@ TEST(ClusterState, RecentMicroburstsAreBounded) {
   ClusterState s(o);
   ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
   for (uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(s.OnBatch("n1", 7, Batch(i, i)).ok());
-  const std::string json = s.RecentMicroburstsJson("n1");
+  const std::string json = MicroburstsJson(s.RecentMicrobursts("n1"));
   size_t count = 0;
   for (size_t p = json.find("\"node\""); p != std::string::npos; p = json.find("\"node\"", p + 1))
     ++count;
@@ -510,7 +515,7 @@ TEST(ClusterState, RecentMicroburstsAreBounded) {
 }
 
 double RefusedStreams(const ClusterState& s, const std::string& reason) {
-  const std::vector<MetricFamily> fams = s.Collect();  // kept alive for the loop
+  const std::vector<MetricFamily> fams = ClusterFamilies(s);  // kept alive for the loop
   for (const auto& m : FindFamily(fams, "fabricscope_aggregator_refused_streams_total")->metric) {
     if (m.label[0].value == reason) return m.counter.value;
   }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/state/cluster_state.h"
 #include "gtest/gtest.h"
 #include "tests/common/units.h"
@@ -157,7 +158,7 @@ TEST(ClusterStateThreads, EveryInstanceMatchedOnceWhateverTheInterleaving) {
     EXPECT_EQ(state.cross_rank().instances_total(), instances);
     EXPECT_EQ(state.cross_rank().pending(), 0u);
     EXPECT_EQ(state.cross_rank().evicted_total(), 0u);
-    const std::vector<prometheus::MetricFamily> f = state.Collect();
+    const std::vector<prometheus::MetricFamily> f = ClusterFamilies(state);
     EXPECT_EQ(Sample(f, "fabricscope_aggregator_batches_total", "", ""), kNodes * kWindows);
     EXPECT_EQ(Sample(f, "fabricscope_aggregator_lost_batches_total", "", ""), 0);
     // The straggler's group: every instance past seq 0 is held back by it (seq 0 is the

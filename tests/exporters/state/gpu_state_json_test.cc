@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "exporters/exposition/gpu_render.h"
 #include "exporters/state/gpu_state.h"
 #include "gtest/gtest.h"
 
@@ -37,16 +38,16 @@ TEST(GpuState, JsonKeepsTheNewestAndConvertsTimes) {
   k->set_start_ns(0);
   k->set_end_ns(2'000);
   s.OnBatch("n", b);
-  const std::string all = s.CollectivesJson("", 0);
+  const std::string all = CollectivesJson(s.RecentCollectives("", 0));
   EXPECT_EQ(all.find("\"seq\":1,"), std::string::npos) << all;  // only the newest 3 kept
   EXPECT_NE(all.find("\"seq\":2"), std::string::npos) << all;
   EXPECT_NE(all.find("\"comm\":\"0000000000000042\""), std::string::npos) << all;
   EXPECT_NE(all.find("\"start_unix_seconds\":1000000000.5"), std::string::npos) << all;
-  const std::string one = s.CollectivesJson("n", 1);
+  const std::string one = CollectivesJson(s.RecentCollectives("n", 1));
   EXPECT_NE(one.find("\"seq\":4"), std::string::npos) << one;
   EXPECT_EQ(one.find("\"seq\":3"), std::string::npos) << one;
-  EXPECT_EQ(s.CollectivesJson("other-node", 0), "{\"collectives\":[]}");
-  const std::string kernels = s.KernelsJson("", 0);
+  EXPECT_EQ(CollectivesJson(s.RecentCollectives("other-node", 0)), "{\"collectives\":[]}");
+  const std::string kernels = KernelsJson(s.RecentKernels("", 0));
   EXPECT_NE(kernels.find("\"name\":\"gemm\""), std::string::npos) << kernels;
   EXPECT_NE(kernels.find("\"duration_seconds\":2e-06"), std::string::npos) << kernels;
 }
@@ -230,7 +231,7 @@ void ExpectFullCollectiveJson(const google::protobuf::Struct& c, int i) {
 
 // Checks the two kernel spans of JsonRoundTripsEveryCollectiveAndKernelField in the JSON of `s`.
 void ExpectKernelsJson(const GpuState& s) {
-  const auto kernels = ParseJson(s.KernelsJson("", 0));
+  const auto kernels = ParseJson(KernelsJson(s.RecentKernels("", 0)));
   const auto& kl = kernels.fields().at("kernels").list_value();
   ASSERT_EQ(kl.values_size(), 2);
   const v1::KernelSpan k = FullKernel();
@@ -267,7 +268,7 @@ TEST(GpuState, JsonRoundTripsEveryCollectiveAndKernelField) {
   GpuState s;
   FeedRoundTripBatches(s);
 
-  const google::protobuf::Struct all = ParseJson(s.CollectivesJson("", 0));
+  const google::protobuf::Struct all = ParseJson(CollectivesJson(s.RecentCollectives("", 0)));
   ASSERT_EQ(Keys(all), std::vector<std::string>{"collectives"});
   const auto& list = all.fields().at("collectives").list_value();
   ASSERT_EQ(list.values_size(), 3);
@@ -287,7 +288,7 @@ TEST(GpuState, JsonRoundTripsEveryCollectiveAndKernelField) {
   EXPECT_EQ(f.at("proxy_peers").list_value().values_size(), 0);
 
   // The newest 1 of node n: the second full collective, with its own peers.
-  const auto newest = ParseJson(s.CollectivesJson("n", 1));
+  const auto newest = ParseJson(CollectivesJson(s.RecentCollectives("n", 1)));
   const auto& one = newest.fields().at("collectives").list_value();
   ASSERT_EQ(one.values_size(), 1);
   EXPECT_EQ(one.values(0).struct_value().fields().at("seq").number_value(), 78);
@@ -317,7 +318,7 @@ TEST(GpuState, StoredRecordsAreBoundedAndStayValidJson) {
   k->set_end_ns(std::numeric_limits<int64_t>::max());
   s.OnBatch("n", b);
 
-  const auto root = ParseJson(s.CollectivesJson("", 0));
+  const auto root = ParseJson(CollectivesJson(s.RecentCollectives("", 0)));
   const auto& f = root.fields().at("collectives").list_value().values(0).struct_value().fields();
   EXPECT_EQ(f.at("func").string_value(), std::string(GpuState::kMaxLabelBytes, 'f'));
   EXPECT_EQ(f.at("datatype").string_value(), std::string(GpuState::kMaxLabelBytes - 1, 'd'));
@@ -330,7 +331,7 @@ TEST(GpuState, StoredRecordsAreBoundedAndStayValidJson) {
   ASSERT_EQ(peers.values_size(), static_cast<int>(GpuState::kMaxProxyPeers));
   EXPECT_EQ(peers.values(31).struct_value().fields().at("peer").number_value(), 31);
 
-  const auto kernels = ParseJson(s.KernelsJson("", 0));
+  const auto kernels = ParseJson(KernelsJson(s.RecentKernels("", 0)));
   const auto& kf = kernels.fields().at("kernels").list_value().values(0).struct_value().fields();
   EXPECT_EQ(kf.at("name").string_value(), std::string(GpuState::kMaxKernelNameBytes, 'k'));
   EXPECT_EQ(kf.at("duration_seconds").number_value(), 0x1p64 / 1e9);
@@ -356,7 +357,7 @@ TEST(GpuState, InternedStringsAndProfilesLeaveWithTheirRecords) {
   // small keeps 2 collectives (f8, f9, float32, "") and 2 kernel spans (k8, k9).
   EXPECT_EQ(small.interned_strings(), 6u);
   EXPECT_EQ(small.interned_profiles(), 2u);
-  const auto root = ParseJson(small.CollectivesJson("", 0));
+  const auto root = ParseJson(CollectivesJson(small.RecentCollectives("", 0)));
   const auto& list = root.fields().at("collectives").list_value();
   ASSERT_EQ(list.values_size(), 2);
   for (int i = 0; i < 2; ++i) {
@@ -372,7 +373,7 @@ TEST(GpuState, InternedStringsAndProfilesLeaveWithTheirRecords) {
   s.ResetNode("n");
   EXPECT_EQ(s.interned_strings(), 22u);
   EXPECT_EQ(s.interned_profiles(), 10u);
-  EXPECT_NE(s.CollectivesJson("", 0).find("\"func\":\"f3\""), std::string::npos);
+  EXPECT_NE(CollectivesJson(s.RecentCollectives("", 0)).find("\"func\":\"f3\""), std::string::npos);
   s.ResetNode("m");
   EXPECT_EQ(s.interned_strings(), 0u);
   EXPECT_EQ(s.interned_profiles(), 0u);
@@ -387,7 +388,11 @@ TEST(GpuState, InternedStringsAndProfilesLeaveWithTheirRecords) {
   }
   EXPECT_EQ(small.interned_strings(), 3u);
   EXPECT_EQ(small.interned_profiles(), 1u);
-  EXPECT_EQ(ParseJson(small.KernelsJson("n", 0)).fields().at("kernels").list_value().values_size(),
+  EXPECT_EQ(ParseJson(KernelsJson(small.RecentKernels("n", 0)))
+                .fields()
+                .at("kernels")
+                .list_value()
+                .values_size(),
             2);
 }
 
@@ -408,7 +413,7 @@ TEST(GpuState, ABatchOfManyNamesLeavesOnlyWhatItsRecordsHold) {
   // g38 (float32), g39 (bfloat16), and "" for algo and proto.
   EXPECT_EQ(s.interned_strings(), 5u);
   EXPECT_EQ(s.interned_profiles(), 2u);
-  const auto root = ParseJson(s.CollectivesJson("", 0));
+  const auto root = ParseJson(CollectivesJson(s.RecentCollectives("", 0)));
   const auto& list = root.fields().at("collectives").list_value();
   ASSERT_EQ(list.values_size(), 2);
   EXPECT_EQ(list.values(0).struct_value().fields().at("func").string_value(), "g38");

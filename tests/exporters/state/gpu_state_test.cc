@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "exporters/exposition/gpu_render.h"
 #include "gtest/gtest.h"
 #include "tests/common/metric_family.h"
 
@@ -54,7 +55,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   s.OnBatch("n1", a);
   s.OnBatch("n2", b);
   std::vector<prometheus::MetricFamily> fs;
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   const auto* total = FindFamily(fs, "fabricscope_collectives_total");
   ASSERT_NE(total, nullptr);
   ASSERT_EQ(total->metric.size(), 1u);
@@ -75,7 +76,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   *quiet.mutable_gpu()->add_collective_totals() = Totals(0xaabbccdd11223344, "AllReduce", 30, 0, 0);
   s.OnBatch("n2", quiet);
   fs.clear();
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   EXPECT_DOUBLE_EQ(FindFamily(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")
                        ->metric[0]
                        .gauge.value,
@@ -87,7 +88,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
       Totals(0x5566778811223344, "AllReduce", 1, 0, 0);
   s.OnBatch("n1", moved_on);
   fs.clear();
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   for (const auto& m :
        FindFamily(fs, "fabricscope_collective_bus_bandwidth_bytes_per_second")->metric) {
     if (Labels(m).at("comm") == "aabbccdd") {
@@ -99,7 +100,7 @@ TEST(GpuState, MergesNodesAndWeightsBusBandwidthByTime) {
   // A new agent instance restarts its node's totals.
   s.ResetNode("n2");
   fs.clear();
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   EXPECT_EQ(FindFamily(fs, "fabricscope_collectives_total")->metric[0].counter.value, 10);
 }
 
@@ -117,7 +118,7 @@ TEST(GpuState, CountsCollectivesByTimingSource) {
   s.OnBatch("n1", a);
   s.OnBatch("n2", b);
   std::vector<prometheus::MetricFamily> fs;
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   const auto* f = FindFamily(fs, "fabricscope_collective_timing_source_total");
   ASSERT_NE(f, nullptr);
   std::map<std::string, double> got;
@@ -148,7 +149,7 @@ TEST(GpuState, BoundsCommLabelsAndRankPairs) {
   }
   s.OnBatch("n", b);
   std::vector<prometheus::MetricFamily> fs;
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   std::map<std::string, uint64_t> by_comm;
   for (const auto& m : FindFamily(fs, "fabricscope_collective_duration_seconds")->metric) {
     by_comm[Labels(m).at("comm")] = m.histogram.sample_count;
@@ -187,7 +188,7 @@ v1::Batch RankPairs(const std::vector<std::tuple<uint64_t, int32_t, int32_t, uin
 // fabricscope_traffic_imbalance_ratio{scope="ranks"} by "comm/direction".
 std::map<std::string, double> RankImbalance(const GpuState& s) {
   std::vector<prometheus::MetricFamily> fs;
-  s.Collect(&fs);
+  AddGpuFamilies(s.Snapshot(), &fs);
   std::map<std::string, double> out;
   const auto* f = FindFamily(fs, "fabricscope_traffic_imbalance_ratio");
   if (f == nullptr) return out;

@@ -1,14 +1,19 @@
-// The live page's JSON (exporters/exposition/page): /api/status and /api/ports, written by hand
-// with bounded output (top-K by what a person looks for first).
+// The cluster state's JSON: /api/status and /api/ports (the live page's, written by hand with
+// bounded output: top-K by what a person looks for first), /api/nodes, /api/microbursts,
+// /api/loss.
+#include "exporters/exposition/cluster_json.h"
+
+#include <google/protobuf/struct.pb.h>
 
 #include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "collectors/common/histogram_quantile.h"
+#include "collectors/common/histogram_math.h"
+#include "exporters/exposition/metric_util.h"
+#include "exporters/exposition/struct_json.h"
 #include "exporters/heatmap/heatmap_svg.h"
-#include "exporters/state/cluster_state.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -44,19 +49,19 @@ struct PortRow {
 
 }  // namespace
 
-std::string ClusterState::StatusJson(size_t limit) const {
+std::string StatusJson(const ClusterState& state, size_t limit) {
   std::vector<StatusRow> rows;
   size_t reporting = 0;
   {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = Now();
-    rows.reserve(nodes_.size());
-    for (const auto& [node, n] : nodes_) {
+    const absl::Time now = state.Now();
+    const std::vector<NodeView> nodes = state.Nodes();
+    rows.reserve(nodes.size());
+    for (const NodeView& n : nodes) {
       StatusRow r;
-      r.node = node;
+      r.node = n.node;
       r.ports = n.ports.size();
       r.samples_per_second = n.samples_per_second;
-      r.lost = n.lost;
+      r.lost = n.lost_batches;
       r.reporting = now - n.last_seen <= absl::Seconds(kReportingSeconds);
       if (r.reporting) ++reporting;
       r.last_seen = absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch());
@@ -68,7 +73,7 @@ std::string ClusterState::StatusJson(size_t limit) const {
         r.ring_drops = n.agent->ring_drops_total();
         r.uplink_dropped = n.agent->uplink_dropped_batches_total();
       }
-      for (const PortSnapshot& ps : n.ports) {
+      for (const PortView& ps : n.ports) {
         if (!ps.last) continue;
         r.bursts +=
             ps.last->transmit().microbursts_total() + ps.last->receive().microbursts_total();
@@ -133,16 +138,12 @@ std::string ClusterState::StatusJson(size_t limit) const {
   return out;
 }
 
-std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit) const {
+std::string PortsJson(const ClusterState& state, absl::string_view node_filter, size_t limit) {
   std::vector<PortRow> rows;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [node, n] : nodes_) {
-      if (!node_filter.empty() && node != node_filter) continue;
-      for (const PortSnapshot& ps : n.ports) {
-        if (!ps.last) continue;
-        rows.push_back(PortRow{node, ps.info, ps.last});
-      }
+  for (const NodeView& n : state.Nodes(node_filter)) {
+    for (const PortView& ps : n.ports) {
+      if (!ps.last) continue;
+      rows.push_back(PortRow{n.node, ps.info, ps.last});
     }
   }
   const size_t total = rows.size();
@@ -215,6 +216,62 @@ std::string ClusterState::PortsJson(absl::string_view node_filter, size_t limit)
   }
   out += "]}";
   return out;
+}
+
+std::string NodesJson(const ClusterState& state) {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["nodes"].mutable_list_value();
+  for (const NodeView& n : state.Nodes()) {
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    f["node"].set_string_value(n.node);
+    // As a string: a 64-bit id does not fit a JSON number exactly.
+    f["instance_id"].set_string_value(absl::StrCat(n.instance_id));
+    f["acked_seq"].set_number_value(static_cast<double>(n.acked_seq));
+    f["batches"].set_number_value(static_cast<double>(n.batches));
+    f["duplicate_batches"].set_number_value(static_cast<double>(n.duplicate_batches));
+    f["lost_batches"].set_number_value(static_cast<double>(n.lost_batches));
+    f["last_seen_unix_seconds"].set_number_value(
+        absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch()));
+  }
+  return StructToJson(root);
+}
+
+std::string MicroburstsJson(const std::vector<MicroburstRecord>& records) {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["microbursts"].mutable_list_value();
+  for (const MicroburstRecord& b : records) {
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    f["node"].set_string_value(b.node);
+    f["device"].set_string_value(b.device);
+    f["port"].set_number_value(b.port);
+    f["direction"].set_string_value(DirectionName(b.direction));
+    f["start_unix_seconds"].set_number_value(static_cast<double>(b.start_unix_ns) / 1e9);
+    f["duration_seconds"].set_number_value(static_cast<double>(b.duration_ns) / 1e9);
+    f["peak_utilization"].set_number_value(b.peak_utilization);
+    f["bytes"].set_number_value(static_cast<double>(b.bytes));
+  }
+  return StructToJson(root);
+}
+
+std::string LossEventsJson(const std::vector<LossEventRecord>& records) {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* list = (*root.mutable_fields())["loss_events"].mutable_list_value();
+  for (const LossEventRecord& r : records) {
+    const v1::PacketLossEvent& e = r.event;
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    f["node"].set_string_value(r.node);
+    f["src"].set_string_value(e.src());
+    f["dst"].set_string_value(e.dst());
+    f["proto"].set_string_value(e.proto() == 6 ? "tcp" : "rocev2");
+    f["sport"].set_number_value(e.sport());
+    f["dport"].set_number_value(e.dport());
+    f["qp"].set_number_value(e.qp());
+    f["kind"].set_string_value(e.kind());
+    f["time_unix_seconds"].set_number_value(static_cast<double>(e.time_unix_ns()) / 1e9);
+    f["first"].set_number_value(e.first());
+    f["last"].set_number_value(e.last());
+  }
+  return StructToJson(root);
 }
 
 }  // namespace fabricscope::exporters

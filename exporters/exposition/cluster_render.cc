@@ -1,6 +1,8 @@
-// ClusterState::Collect: the /metrics snapshot of every node's ports, GPU and collective state,
-// and the aggregator's own counters (split from cluster_state.cc, which ingests). Each family is
-// named where a sample is added to it (FamilySet, by catalog id).
+// The cluster state's /metrics: every node's ports, agent and capture series, the aggregator's own
+// counters, then the link, cross-rank, peer and GPU families. Each family is named where a sample
+// is added to it (FamilySet, by catalog id).
+#include "exporters/exposition/cluster_render.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,11 +10,12 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/common/histogram_math.h"
 #include "collectors/counter_meaning.h"
 #include "exporters/exposition/cross_rank_render.h"
+#include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
-#include "exporters/state/cluster_state.h"
 
 namespace fabricscope::exporters {
 
@@ -44,6 +47,12 @@ Labels With(const Labels& base, const char* key, std::string value) {
   l.push_back({key, std::move(value)});
   return l;
 }
+
+// The node-level histograms, summed over the node's ports and directions as CollectPort meets
+// them (MergeHistogram: histograms of other bounds are left out).
+struct NodeHistograms {
+  v1::Histogram utilization, microburst_durations;
+};
 
 // The packet capture's flow counters of one interface (agent/capture_runner.h).
 void CollectCapture(const std::string& node, const v1::CaptureWindow& c, FamilySet& f) {
@@ -153,7 +162,7 @@ void CollectDerived(const Labels& pl, const v1::DerivedSignals& d, FamilySet& f)
 
 // Link state, byte and packet totals, error counters, utilization and microbursts of a port.
 void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, FamilySet& f,
-                       ClusterState::NodeHistograms* nh) {
+                       NodeHistograms* nh) {
   if (w.has_link()) {
     AddValue(f[Metric::kPortLinkState], pl, w.link().state());
     if (rdma) AddValue(f[Metric::kPortPhysicalState], pl, w.link().phys_state());
@@ -197,21 +206,19 @@ void CollectPortWindow(const Labels& pl, bool rdma, const v1::PortWindow& w, Fam
     if (f.on(Metric::kPortSampleUtilizationRatio)) {
       AddHistogram(f[Metric::kPortSampleUtilizationRatio], l, samples);
     }
-    if (const std::optional<double> above = CountAbove(samples, kSaturatedSampleRatio)) {
+    if (const std::optional<double> above = common::CountAbove(samples, kSaturatedSampleRatio)) {
       AddValue(f[Metric::kPortSaturatedSamplesTotal], l, *above);
     }
-    MergeHistogram(&nh->utilization, samples);
+    common::MergeHistogram(&nh->utilization, samples);
     AddValue(f[Metric::kMicroburstsTotal], l, static_cast<double>(d->microbursts_total()));
     if (f.on(Metric::kMicroburstDurationSeconds)) {
       AddHistogram(f[Metric::kMicroburstDurationSeconds], l, d->microburst_duration_seconds());
     }
-    MergeHistogram(&nh->microburst_durations, d->microburst_duration_seconds());
+    common::MergeHistogram(&nh->microburst_durations, d->microburst_duration_seconds());
   }
 }
 
-}  // namespace
-
-void ClusterState::CollectAgent(const NodeView& n, FamilySet& f) {
+void CollectAgent(const NodeView& n, FamilySet& f) {
   static const v1::AgentStats kNoStats;
   const v1::AgentStats& a = n.agent ? *n.agent : kNoStats;
   const std::string& node = n.node;
@@ -260,15 +267,14 @@ void ClusterState::CollectAgent(const NodeView& n, FamilySet& f) {
   }
 }
 
-void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, FamilySet& f,
-                               NodeHistograms* nh) {
+void CollectPort(const std::string& node, const PortView& ps, FamilySet& f, NodeHistograms* nh) {
   const Labels pl = {
       {"node", node}, {"device", ps.info->device()}, {"port", absl::StrCat(ps.info->port())}};
   if (ps.info->line_rate_bytes_per_second() > 0) {
     AddValue(f[Metric::kPortLineRateBytesPerSecond], pl,
              static_cast<double>(ps.info->line_rate_bytes_per_second()));
   }
-  if (!ps.have || !ps.last) return;
+  if (!ps.last) return;
   for (const std::string& c : ps.last->saturated_counters()) {
     AddValue(f[Metric::kPortCounterSaturated], With(pl, "counter", c), 1);
   }
@@ -297,58 +303,51 @@ void ClusterState::CollectPort(const std::string& node, const PortSnapshot& ps, 
   CollectPortWindow(pl, ps.info->rdma(), w, f, nh);
 }
 
-void ClusterState::CollectSelfLocked(FamilySet& f) const {
-  AddValue(f[Metric::kAggregatorBatchesTotal], {}, static_cast<double>(batches_total_));
+void CollectCounters(const AggregatorCounters& c, FamilySet& f) {
+  AddValue(f[Metric::kAggregatorBatchesTotal], {}, static_cast<double>(c.batches));
   AddValue(f[Metric::kAggregatorDuplicateBatchesTotal], {},
-           static_cast<double>(duplicate_batches_total_));
-  AddValue(f[Metric::kAggregatorLostBatchesTotal], {}, static_cast<double>(lost_batches_total_));
-  AddValue(f[Metric::kAggregatorExpiredNodesTotal], {}, static_cast<double>(expired_nodes_total_));
-  AddByReason(f[Metric::kAggregatorRejectedBatchesTotal], kRejectedBatchReasons, rejected_batches_);
-  AddValue(f[Metric::kAggregatorWindowGapsTotal], {}, static_cast<double>(window_gaps_total_));
-  AddByReason(f[Metric::kAggregatorRefusedStreamsTotal], kRefusedStreamReasons, refused_streams_);
+           static_cast<double>(c.duplicate_batches));
+  AddValue(f[Metric::kAggregatorLostBatchesTotal], {}, static_cast<double>(c.lost_batches));
+  AddValue(f[Metric::kAggregatorExpiredNodesTotal], {}, static_cast<double>(c.expired_nodes));
+  AddByReason(f[Metric::kAggregatorRejectedBatchesTotal], ClusterState::kRejectedBatchReasons,
+              c.rejected_batches);
+  AddValue(f[Metric::kAggregatorWindowGapsTotal], {}, static_cast<double>(c.window_gaps));
+  AddByReason(f[Metric::kAggregatorRefusedStreamsTotal], ClusterState::kRefusedStreamReasons,
+              c.refused_streams);
   AddValue(f[Metric::kAggregatorThrottledBatchesTotal], {},
-           static_cast<double>(throttled_batches_total_.load()));
-  AddValue(f[Metric::kAggregatorNodes], {}, static_cast<double>(nodes_.size()));
+           static_cast<double>(c.throttled_batches));
+  AddValue(f[Metric::kAggregatorNodes], {}, static_cast<double>(c.nodes));
 }
 
-std::vector<MetricFamily> ClusterState::Collect() const {
-  FamilySet families(options_.metrics);
+// The peer inbox's and the forwarder's series (sharded aggregators).
+void CollectPeers(const PeerCounters& p, FamilySet& f) {
+  for (const auto& [peer, received] : p.received) {
+    AddValue(f[Metric::kAggregatorReceivedForwardedRecordsTotal], {{"peer", peer}},
+             static_cast<double>(received));
+  }
+  if (!p.forwarding) return;
+  for (const Forwarder::PeerStats& s : p.forwarded) {
+    AddValue(f[Metric::kAggregatorForwardedRecordsTotal], {{"peer", s.peer}},
+             static_cast<double>(s.forwarded));
+    AddValue(f[Metric::kAggregatorForwardQueueRecords], {{"peer", s.peer}},
+             static_cast<double>(s.queued));
+    AddValue(f[Metric::kAggregatorForwardDroppedRecordsTotal], {{"peer", s.peer}},
+             static_cast<double>(s.dropped));
+  }
+  AddValue(f[Metric::kAggregatorPeers], {}, static_cast<double>(p.peers));
+}
+
+}  // namespace
+
+std::vector<MetricFamily> RenderClusterFamilies(const ClusterSnapshot& s) {
+  FamilySet families(s.profile);
   std::vector<MetricFamily> out;
-  // Under the lock only what a scrape must not see change: the nodes' views (pointers to their
-  // immutable windows and stats, the port infos and totals) and the aggregator's own counters;
-  // then the GPU families under the GPU lock. The port and agent series, the bulk of /metrics, are
-  // built after it is released, so ingest waits O(nodes x ports) copies, not the render
-  // (issue 17 item 2; fabricscope_bench_aggregator's scrape_blocks_ingest_ms).
-  std::vector<NodeView> views;
-  std::vector<MetricFamily> gpu;
-  int64_t held_ns = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    const auto locked = std::chrono::steady_clock::now();
-    views.reserve(nodes_.size());
-    for (const auto& [node, n] : nodes_) {
-      views.push_back(NodeView{node, n.hello.agent_version(), n.hello.boot_id(),
-                               n.last_batch_unix_ns, n.agent, n.capture, n.ports});
-    }
-    CollectSelfLocked(families);
-    held_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now() - locked)
-                  .count();
-  }
-  {
-    absl::MutexLock lock(&gpu_mu_);
-    const auto locked = std::chrono::steady_clock::now();
-    gpu_.Collect(&gpu);
-    held_ns = std::max<int64_t>(held_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                             std::chrono::steady_clock::now() - locked)
-                                             .count());
-  }
-  last_collect_lock_ns_.store(held_ns, std::memory_order_relaxed);
-  for (const NodeView& n : views) {
+  CollectCounters(s.counters, families);
+  for (const NodeView& n : s.nodes) {
     const std::string& node = n.node;
     CollectAgent(n, families);
     NodeHistograms nh;
-    for (const PortSnapshot& ps : n.ports) CollectPort(node, ps, families, &nh);
+    for (const PortView& ps : n.ports) CollectPort(node, ps, families, &nh);
     if (nh.utilization.count() > 0) {
       AddHistogram(families[Metric::kNodeSampleUtilizationRatio], {{"node", node}}, nh.utilization);
     }
@@ -358,15 +357,19 @@ std::vector<MetricFamily> ClusterState::Collect() const {
     }
   }
   families.DrainInto(&out);
-  AddLinkFamilies(links_.Snapshot(), &out);
-  const size_t cross_rank_from = out.size();
-  AddCrossRankFamilies(cross_rank_.Snapshot(), &out);
-  DropUnownedComms(&out, cross_rank_from);
-  CollectPeers(&out);
-  out.insert(out.end(), std::make_move_iterator(gpu.begin()), std::make_move_iterator(gpu.end()));
-  // fabricscope_traffic_imbalance_ratio comes in two parts (links_: rails, gpu_: ranks).
+  AddLinkFamilies(s.links, &out);
+  AddCrossRankFamilies(s.cross_rank, &out);
+  FamilySet peers(s.profile);
+  CollectPeers(s.peers, peers);
+  peers.DrainInto(&out);
+  AddGpuFamilies(s.gpu, &out);
+  // fabricscope_traffic_imbalance_ratio comes in two parts (links: rails, GPU: ranks).
   MergeFamiliesByName(&out);
   return out;
+}
+
+std::vector<MetricFamily> ClusterFamilies(const ClusterState& state) {
+  return RenderClusterFamilies(state.Snapshot());
 }
 
 }  // namespace fabricscope::exporters

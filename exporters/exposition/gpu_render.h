@@ -1,0 +1,33 @@
+#pragma once
+
+// The GPU timelines as Prometheus families and JSON: renders what exporters/state/gpu_views.h
+// holds; computes nothing.
+
+#include <string>
+#include <vector>
+
+#include "exporters/state/gpu_views.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope::exporters {
+
+// fabricscope_collective_duration_seconds, _bus_bandwidth_bytes_per_second (the mean of each
+// node's last busBw weighted by its seconds), _bus_bytes_total {func, comm};
+// fabricscope_collectives_total and _timing_source_total {func[, timing_source]};
+// fabricscope_rank_pair_bytes_total {comm, src_rank, dst_rank}; the traffic imbalance's
+// scope="ranks" series; the per-node ingest and kernel families. Families without a sample are
+// left out.
+void AddGpuFamilies(const GpuSnapshot& s, std::vector<prometheus::MetricFamily>* out);
+
+// {"collectives":[{node, comm (16 hex digits), rank, nranks, func, seq, bytes, count, datatype,
+// algo, proto, channels, root, peer, timing_source, enqueue_unix_seconds, start_unix_seconds,
+// end_unix_seconds, duration_seconds, algbw_bytes_per_second, busbw_bytes_per_second, pid, gpu,
+// p2p, graph_captured, proxy_bytes, proxy_peers:[{peer, bytes_sent, bytes_received}]}, ...]} in
+// the records' order.
+std::string CollectivesJson(const std::vector<CollectiveRecord>& records);
+
+// {"kernels":[{node, device, stream, name, is_nccl, memcpy, bytes, start_unix_seconds,
+// end_unix_seconds, duration_seconds, pid, graph_id, correlation_id}, ...]} in the records' order.
+std::string KernelsJson(const std::vector<KernelRecord>& records);
+
+}  // namespace fabricscope::exporters

@@ -375,7 +375,7 @@ void Agent::ComputeResolutions() {
 absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
   if (options_.aggregator.empty() && serving) {
     aggregator_ = std::move(serving);
-    sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
+    sink_ = std::make_unique<LocalSink>(aggregator_->admission(), MakeHello());
   } else if (options_.aggregator.empty()) {
     serving.reset();
     exporters::AggregatorOptions ao;
@@ -389,7 +389,7 @@ absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
       aggregator_.reset();
       return s;
     }
-    sink_ = std::make_unique<LocalSink>(aggregator_->state(), MakeHello());
+    sink_ = std::make_unique<LocalSink>(aggregator_->admission(), MakeHello());
   } else {
     uplink::UplinkOptions uo;
     uo.target = options_.aggregator;

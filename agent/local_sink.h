@@ -3,15 +3,16 @@
 #include <atomic>
 
 #include "collectors/uplink/batch_sink.h"
-#include "exporters/state/cluster_state.h"
+#include "exporters/ingest/admission.h"
 
 namespace fabricscope::agent {
 
 // Standalone mode: hands batches straight to an in-process aggregator's ClusterState, through
-// the same Hello/Batch/ack logic the gRPC path uses. Submit() takes the state's lock briefly.
+// the same admission and Hello/Batch/ack logic the gRPC path uses. Submit() takes the state's
+// lock briefly.
 class LocalSink final : public uplink::BatchSink {
  public:
-  LocalSink(exporters::ClusterState& state, v1::Hello hello);
+  LocalSink(exporters::Admission& admission, v1::Hello hello);
 
   void Submit(v1::Batch batch) override;
   void Shutdown(int /*timeout_ms*/) override {}
@@ -20,7 +21,7 @@ class LocalSink final : public uplink::BatchSink {
   bool connected() const override { return true; }
 
  private:
-  exporters::ClusterState& state_;
+  exporters::Admission& admission_;
   v1::Hello hello_;
   uint64_t next_seq_ = 1;  // pipeline thread only
   std::atomic<uint64_t> acked_{0};

@@ -18,8 +18,6 @@ ClusterState::Options StateOptions(const AggregatorOptions& a) {
   ClusterState::Options o;
   o.cross_rank = a.collectives;
   o.cross_rank.max_rank_pairs_per_node = a.batch_limits.max_rank_pairs;
-  o.hello = a.hello_limits;
-  o.batch = a.batch_limits;
   o.max_nodes = a.max_nodes;
   o.metrics = a.metrics == "full" ? common::MetricProfile::kFull : common::MetricProfile::kBasic;
   return o;
@@ -150,9 +148,9 @@ absl::Status Aggregator::Start() {
       http_->Stop();
       return tokens.status();
     }
-    grpc_ =
-        std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
-                                          options_.tls, *std::move(tokens), options_.stream_rate);
+    grpc_ = std::make_unique<TelemetryServer>(state_, TelemetryServer::kDefaultMaxMessageBytes,
+                                              options_.tls, *std::move(tokens),
+                                              options_.stream_rate, admission_.limits());
     auto grpc_port = grpc_->Start(options_.grpc_listen);
     if (!grpc_port.ok()) {
       http_->Stop();

@@ -49,7 +49,8 @@ struct AggregatorOptions {
   // TLS and basic auth of the HTTP endpoints (collectors/common/web_config.h; --web-config,
   // `web_config:`); empty = plain HTTP, no auth. Re-read on SIGHUP (Reconfigure).
   std::string web_config;
-  // `limits:` in the config: what one agent may make the aggregator hold (ClusterState::Options).
+  // `limits:` in the config: what one agent may make the aggregator hold (exporters/ingest/
+  // admission.h AdmissionLimits; max_nodes: ClusterState::Options).
   HelloLimits hello_limits;
   BatchLimits batch_limits;
   size_t max_nodes = 16384;
@@ -84,6 +85,9 @@ class Aggregator {
   const AggregatorOptions& options() const { return options_; }
 
   ClusterState& state() { return state_; }
+  // The gate of the state's Hellos and batches, with the config's limits (the in-process
+  // agent's LocalSink hands its batches to it).
+  Admission& admission() { return admission_; }
   // Forgets the nodes silent for options().node_expiry (ClusterState::ExpireNodes), with one
   // log line per node. Control thread. Returns how many.
   size_t ExpireNodes();
@@ -116,6 +120,7 @@ class Aggregator {
   AggregatorOptions options_;
   ClusterState state_;
   ClusterMetrics metrics_{state_};  // /metrics and remote-write of state_
+  Admission admission_{state_, {options_.hello_limits, options_.batch_limits}};
   std::vector<const prometheus::Collectable*> extra_;
   std::unique_ptr<TelemetryServer> grpc_;
   std::unique_ptr<HttpServer> http_;

@@ -1,5 +1,6 @@
 #include "exporters/ingest/message_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -128,7 +129,64 @@ absl::Status Walk(const Message& m, const Place* at) {
   return absl::OkStatus();
 }
 
+// The agent's bounds for its utilization series (agent/options.cc: series_bucket 10us..window,
+// window at most 1 h).
+constexpr int64_t kMinSeriesBucketNs = 10'000;
+constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
+
+// The port indexes and utilization series of an agent's batch against the node's ports.
+// Errors: InvalidArgument with *reason set (port_index, series).
+absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** reason) {
+  absl::Status invalid;
+  for (const v1::PortWindow& pw : batch.ports()) {
+    if (pw.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
+                                                        pw.port_index(), " of ", ports));
+    }
+  }
+  for (const v1::Microburst& m : batch.microbursts()) {
+    if (m.port_index() >= ports) {
+      *reason = "port_index";
+      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
+                                                        " has a microburst on port index ",
+                                                        m.port_index(), " of ", ports));
+    }
+  }
+  // Utilization series within the agent's own bounds (one byte per bucket within a window of
+  // at most kMaxSeriesWindowNs): the heat-map ingest loops over the series' span, so a span
+  // someone sent must not set its length.
+  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
+    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
+    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
+        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
+            static_cast<double>(kMaxSeriesWindowNs) ||
+        u.port_index() >= ports) {
+      *reason = "series";
+      invalid = absl::InvalidArgumentError(
+          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
+                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
+    }
+  }
+  return invalid;
+}
+
 }  // namespace
+
+absl::Status CheckAgentBatch(const v1::Batch& batch, size_t ports, const char** reason) {
+  if (batch.forwarded_size() > 0) {
+    *reason = "forwarded";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch ", batch.seq(), ": forwarded records come from peer aggregators, not agents"));
+  }
+  if (absl::Status s = CheckBatchPorts(batch, ports, reason); !s.ok()) return s;
+  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
+  if (absl::Status h = CheckHistograms(batch); !h.ok()) {
+    *reason = "histogram";
+    return absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckHistograms(const Message& message) { return Walk(message, nullptr); }
 

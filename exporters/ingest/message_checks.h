@@ -43,6 +43,14 @@ absl::Status CheckHello(const v1::Hello& hello, const HelloLimits& limits);
 // InvalidArgument naming the field.
 absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits);
 
+// Checks an agent's batch against the node's `ports` (the Hello's port count), in order: no
+// Batch.forwarded (only a peer aggregator's stream carries it; *reason "forwarded"); every port
+// window, microburst and utilization series on a port index below `ports` ("port_index"); each
+// series within the agent's own bounds, --series-bucket 10 us..window and a window of at most
+// 1 h (agent/options.cc; "series"); then CheckHistograms ("histogram"). Errors: InvalidArgument
+// naming the batch's seq and what is wrong, with *reason set.
+absl::Status CheckAgentBatch(const v1::Batch& batch, size_t ports, const char** reason);
+
 // What one batch's GPU window may name (aggregator config `limits:`). The aggregator keeps, per
 // node, what the latest window holds (rank pairs, busBw per communicator), so these bound that
 // state. The defaults are the agent's own bounds (agent/gpu_timeline.h GpuTimelineOptions:

@@ -116,10 +116,10 @@ class AgentStreamReactor final
           return absl::AbortedError(
               "superseded: a newer stream of this agent instance took the node over");
         }
-        if (peer_) return state_.OnPeerBatch(node_, instance_, m.batch());
+        if (peer_) return service_.admission().OnPeerBatch(node_, instance_, m.batch());
         // Before a Hello node_ is empty, which no Hello registers: the state refuses the batch
         // with FAILED_PRECONDITION and counts it.
-        return state_.OnBatch(node_, instance_, m.batch());
+        return service_.admission().OnBatch(node_, instance_, m.batch());
       default:
         return absl::InvalidArgumentError("empty AgentMessage");
     }
@@ -143,12 +143,12 @@ class AgentStreamReactor final
     // claimed before the state sees it, so that a refused second instance cannot reset the live
     // one's node. A Hello the state still refuses (the node limit reached meanwhile) gives the
     // claim back at once.
-    if (absl::Status s = state_.ValidateHello(hello); !s.ok()) return s;
+    if (absl::Status s = service_.admission().ValidateHello(hello); !s.ok()) return s;
     if (absl::Status s = service_.Claim(hello.node(), hello.instance_id(), context_->peer(), this);
         !s.ok()) {
       return s;
     }
-    auto ack = state_.OnHello(hello);
+    auto ack = service_.admission().OnHello(hello);
     if (!ack.ok()) {
       service_.Release(hello.node(), this);
       return ack;
@@ -316,8 +316,9 @@ void TelemetryService::Release(const std::string& node, Claimant* who) {
 }
 
 TelemetryServer::TelemetryServer(ClusterState& state, int max_message_bytes, ServerTls tls,
-                                 std::shared_ptr<const TokenAuth> tokens, StreamRate rate)
-    : service_(state, StreamPolicy{!tls.client_ca.empty(), std::move(tokens), rate}),
+                                 std::shared_ptr<const TokenAuth> tokens, StreamRate rate,
+                                 AdmissionLimits limits)
+    : service_(state, StreamPolicy{!tls.client_ca.empty(), std::move(tokens), rate, limits}),
       max_message_bytes_(max_message_bytes),
       tls_(std::move(tls)) {}
 

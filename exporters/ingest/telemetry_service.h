@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/common/tls.h"
+#include "exporters/ingest/admission.h"
 #include "fabricscope/v1/telemetry.grpc.pb.h"
 
 namespace grpc {
@@ -19,8 +20,6 @@ namespace fabricscope::exporters {
 
 using common::ServerTls;
 using common::TokenAuth;
-
-class ClusterState;
 
 // How fast one stream's batches are read (`limits: max_batches_per_second, batch_burst`): a
 // token bucket per stream. An agent sends one batch per window (1 s by default) plus early
@@ -41,6 +40,7 @@ struct StreamPolicy {
   // Shared-secret tokens (collectors/common/stream_auth.h); null or disabled = no token asked.
   std::shared_ptr<const TokenAuth> tokens;
   StreamRate rate;
+  AdmissionLimits limits;  // what one Hello and batch may hold (exporters/ingest/admission.h)
 };
 
 // gRPC Telemetry service on the callback API: one reactor per agent stream. A reactor reads the
@@ -76,13 +76,15 @@ struct StreamPolicy {
 class TelemetryService final : public v1::Telemetry::CallbackService {
  public:
   explicit TelemetryService(ClusterState& state, StreamPolicy policy = {})
-      : state_(state), policy_(std::move(policy)) {}
+      : state_(state), admission_(state, policy.limits), policy_(std::move(policy)) {}
   // New tokens (a SIGHUP re-read the files): streams opened from now on are checked against
   // them; live streams, already authenticated, go on.
   void SetTokens(std::shared_ptr<const TokenAuth> tokens) {
     absl::MutexLock lock(&policy_mu_);
     policy_.tokens = std::move(tokens);
   }
+  // The gate every stream's Hellos and batches pass before the state stores them.
+  Admission& admission() { return admission_; }
   grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* Stream(
       grpc::CallbackServerContext* context) override;
 
@@ -107,6 +109,7 @@ class TelemetryService final : public v1::Telemetry::CallbackService {
     Claimant* who = nullptr;
   };
   ClusterState& state_;
+  Admission admission_;  // every Hello and batch of every stream passes it
   absl::Mutex policy_mu_;
   StreamPolicy policy_ ABSL_GUARDED_BY(policy_mu_);
   std::atomic<uint64_t> streams_total_{0};
@@ -123,10 +126,10 @@ class TelemetryServer {
   static constexpr int kDefaultMaxMessageBytes = 16 << 20;
   // tls: plain text unless tls.enabled(); with tls.client_ca, mTLS and node identity checks.
   // tokens: null or disabled = no token asked.
-  // rate: the per-stream read rate (StreamRate).
+  // rate: the per-stream read rate (StreamRate). limits: what a Hello and a batch may hold.
   explicit TelemetryServer(ClusterState& state, int max_message_bytes = kDefaultMaxMessageBytes,
                            ServerTls tls = {}, std::shared_ptr<const TokenAuth> tokens = nullptr,
-                           StreamRate rate = {});
+                           StreamRate rate = {}, AdmissionLimits limits = {});
   ~TelemetryServer();
   // Listens on host:port (port 0 picks one). Returns the bound port.
   // Errors: Unavailable when it cannot bind.

@@ -10,28 +10,15 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/ingest/message_checks.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
 
 namespace {
-// The agent's bounds for its utilization series (agent/options.cc: series_bucket 10us..window,
-// window at most 1 h).
-constexpr int64_t kMinSeriesBucketNs = 10'000;
-constexpr int64_t kMaxSeriesWindowNs = 3'600'000'000'000;
 constexpr uint64_t kMaxSeqStep = uint64_t{1} << 32;
 // Counter groups of one port with resets kept apart (the agent has 7: agent/pipeline.cc).
 constexpr size_t kMaxResetKinds = 16;
 }  // namespace
-
-absl::Status ClusterState::CheckHelloFields(const v1::Hello& hello) {
-  if (absl::Status s = CheckHello(hello, options_.hello); !s.ok()) {
-    CountRefusedStream("invalid_hello");
-    return absl::InvalidArgumentError(absl::StrCat("Hello: ", s.message()));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ClusterState::CheckNodeLimitLocked(const std::string& node) {
   if (nodes_.size() < options_.max_nodes || nodes_.contains(node)) return absl::OkStatus();
@@ -40,18 +27,16 @@ absl::Status ClusterState::CheckNodeLimitLocked(const std::string& node) {
                                                    " nodes, its limit (limits: max_nodes)"));
 }
 
-absl::Status ClusterState::ValidateHello(const v1::Hello& hello) {
-  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
+absl::Status ClusterState::CheckCapacity(const v1::Hello& hello) {
   absl::MutexLock lock(&mu_);
   return CheckNodeLimitLocked(hello.node());
 }
 
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
-  if (absl::Status s = CheckHelloFields(hello); !s.ok()) return s;
   absl::MutexLock ingest(&IngestLock(hello.node()));
   absl::MutexLock lock(&mu_);
   // Checked again under the lock that stores the node: another new node may have got in since
-  // a ValidateHello.
+  // a CheckCapacity.
   if (absl::Status s = CheckNodeLimitLocked(hello.node()); !s.ok()) return s;
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =
@@ -119,67 +104,13 @@ std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duratio
   return gone;
 }
 
-namespace {
-
-// The port indexes and utilization series of a batch against the node's ports. Errors:
-// InvalidArgument with *reason set (port_index, series).
-absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** reason) {
-  absl::Status invalid;
-  for (const v1::PortWindow& pw : batch.ports()) {
-    if (pw.port_index() >= ports) {
-      *reason = "port_index";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), " names port index ",
-                                                        pw.port_index(), " of ", ports));
-    }
-  }
-  for (const v1::Microburst& m : batch.microbursts()) {
-    if (m.port_index() >= ports) {
-      *reason = "port_index";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(),
-                                                        " has a microburst on port index ",
-                                                        m.port_index(), " of ", ports));
-    }
-  }
-  // Utilization series within the agent's own bounds (--series-bucket 10us..window, one byte
-  // per bucket within a window of at most kMaxSeriesWindowNs): the heat-map ingest loops over
-  // the series' span, so a span someone sent must not set its length.
-  for (const v1::UtilizationSeries& u : batch.utilization_series()) {
-    const size_t buckets = std::max(u.transmit().size(), u.receive().size());
-    if (u.bucket_ns() < kMinSeriesBucketNs || u.bucket_ns() > kMaxSeriesWindowNs ||
-        static_cast<double>(u.bucket_ns()) * static_cast<double>(buckets) >
-            static_cast<double>(kMaxSeriesWindowNs) ||
-        u.port_index() >= ports) {
-      *reason = "series";
-      invalid = absl::InvalidArgumentError(
-          absl::StrCat("batch ", batch.seq(), " has a utilization series of ", buckets,
-                       " buckets of ", u.bucket_ns(), " ns on port index ", u.port_index()));
-    }
-  }
-  return invalid;
-}
-
-}  // namespace
-
-absl::Status ClusterState::CheckBatch(const v1::Batch& batch, size_t ports,
-                                      const char** reason) const {
-  if (batch.forwarded_size() > 0) {  // only a peer aggregator's stream carries these
-    *reason = "forwarded";
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch ", batch.seq(), ": forwarded records come from peer aggregators, not agents"));
-  }
-  absl::Status invalid = CheckBatchPorts(batch, ports, reason);
-  // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
-  if (invalid.ok()) {
-    if (absl::Status h = CheckHistograms(batch); !h.ok()) {
-      *reason = "histogram";
-      invalid = absl::InvalidArgumentError(absl::StrCat("batch ", batch.seq(), ": ", h.message()));
-    }
-  }
-  return invalid;
+absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
+                                               const v1::Batch& batch) {
+  return OnBatch(node, instance_id, batch, [](const v1::Batch&, size_t) { return BatchVerdict{}; });
 }
 
 absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t instance_id,
-                                               const v1::Batch& batch) {
+                                               const v1::Batch& batch, BatchCheck check) {
   // The node's stripe orders its batches and Hellos; mu_ is held twice, briefly: to find the
   // instance and its mark, then to store. The checks and copies run between, without it.
   absl::MutexLock ingest(&IngestLock(node));
@@ -213,25 +144,22 @@ absl::StatusOr<uint64_t> ClusterState::OnBatch(const std::string& node, uint64_t
     }
     ports = n.ports.size();
   }
-  // A GPU window past limits: max_communicators_per_node or max_rank_pairs_per_node loses only
-  // itself: the node's ports, microbursts and collectives in the same batch are stored.
-  const char* gpu_reason = "";
-  const absl::Status gpu_invalid = CheckGpuWindow(batch, options_.batch, &gpu_reason);
-  if (!gpu_invalid.ok()) {
+  const BatchVerdict verdict = check(batch, ports);
+  // A GPU window past limits loses only itself: the node's ports, microbursts and collectives
+  // in the same batch are stored.
+  if (verdict.invalid.ok() && !verdict.gpu_invalid.ok()) {
     v1::Batch without_gpu = batch;
     without_gpu.clear_gpu();
-    return StoreBatch(node, without_gpu, ports, gpu_reason, gpu_invalid);
+    return StoreBatch(node, without_gpu, verdict);
   }
-  return StoreBatch(node, batch, ports, nullptr, absl::OkStatus());
+  return StoreBatch(node, batch, verdict);
 }
 
 absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const v1::Batch& batch,
-                                                  size_t ports, const char* gpu_reason,
-                                                  const absl::Status& gpu_invalid) {
-  // A batch naming ports the Hello did not announce is dropped whole and counted, but acked:
-  // resending it would not make it valid, and it must not block the batches behind it.
-  const char* reason = "";
-  const absl::Status invalid = CheckBatch(batch, ports, &reason);
+                                                  const BatchVerdict& verdict) {
+  // A batch admission refused is dropped whole and counted, but acked: resending it would not
+  // make it valid, and it must not block the batches behind it.
+  const absl::Status& invalid = verdict.invalid;
   PreparedWindow prepared;
   if (invalid.ok() && !batch.early()) prepared = PrepareWindow(batch);
   uint64_t acked = 0;
@@ -240,16 +168,16 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
     // Still there: expiry and a new Hello of the node wait for its stripe.
     NodeState& n = nodes_.at(node);
     if (!invalid.ok()) {
-      ++rejected_batches_[reason];
+      ++rejected_batches_[verdict.reason];
       if (batch.seq() == n.contiguous + 1) n.contiguous = batch.seq();
       LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << invalid.message()
                                 << "; batch dropped (counted in "
                                    "fabricscope_aggregator_rejected_batches_total)";
       return n.contiguous;
     }
-    if (gpu_reason != nullptr) {
-      ++rejected_batches_[gpu_reason];
-      LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << gpu_invalid.message()
+    if (!verdict.gpu_invalid.ok()) {
+      ++rejected_batches_[verdict.gpu_reason];
+      LOG_EVERY_N(WARNING, 100) << "node " << node << ": " << verdict.gpu_invalid.message()
                                 << "; its GPU window dropped, the rest stored (counted in "
                                    "fabricscope_aggregator_rejected_batches_total)";
     }
@@ -300,6 +228,9 @@ ClusterState::PreparedWindow ClusterState::PrepareWindow(const v1::Batch& batch)
 void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch, PreparedWindow&& w) {
   for (int i = 0; i < batch.ports_size(); ++i) {
     const v1::PortWindow& pw = batch.ports(i);
+    // Admission refused a port the Hello did not announce; a caller that vouched for its
+    // batch (ClusterState::OnBatch without a check) still cannot write past the inventory.
+    if (pw.port_index() >= n.ports.size()) continue;
     PortView& ps = n.ports[pw.port_index()];
     ps.last = std::move(w.ports[static_cast<size_t>(i)]);
     ps.unavailable_total += pw.unavailable_reads();
@@ -320,6 +251,7 @@ void ClusterState::StoreWindowLocked(NodeState& n, const v1::Batch& batch, Prepa
     }
   }
   for (const v1::Microburst& m : batch.microbursts()) {
+    if (m.port_index() >= n.ports.size()) continue;  // as the port windows above
     n.bursts.push_back(Burst{m.port_index(), m.direction(), m.start_ns() + batch.unix_offset_ns(),
                              m.duration_ns(), m.peak_utilization(), m.bytes()});
     while (n.bursts.size() > options_.recent_bursts_per_node) n.bursts.pop_front();

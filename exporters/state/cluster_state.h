@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "exporters/analysis/cross_rank.h"
 #include "exporters/analysis/link_analysis.h"
-#include "exporters/ingest/message_checks.h"
 #include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -26,6 +27,21 @@ namespace fabricscope::exporters {
 
 class Forwarder;  // exporters/shard/forwarder.h
 class PeerRing;   // exporters/shard/peer_ring.h
+
+// What admission (exporters/ingest/admission.h) found in one batch. The state asks for it at the
+// batch's place in the order: past the sequence checks, under the node's ingest stripe, with the
+// node's port count as the Hello announced it.
+struct BatchVerdict {
+  // Not ok: the batch is dropped whole, acked (resending cannot fix it) and counted in
+  // fabricscope_aggregator_rejected_batches_total under `reason`.
+  absl::Status invalid;
+  const char* reason = "";  // one of ClusterState::kRejectedBatchReasons
+  // Not ok (and `invalid` ok): only the batch's GPU window is dropped, counted under gpu_reason.
+  absl::Status gpu_invalid;
+  const char* gpu_reason = "";
+};
+// (batch, the node's port count; 0 for a peer's batch) -> its verdict. Called at most once.
+using BatchCheck = absl::FunctionRef<BatchVerdict(const v1::Batch& batch, size_t ports)>;
 
 // Latest state of every node that reports to this aggregator. It renders nothing: Snapshot() and
 // the other views (exporters/state/cluster_views.h) are what exporters/exposition/ renders.
@@ -46,8 +62,6 @@ class ClusterState {
   struct Options {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
     CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
-    HelloLimits hello;  // what one Hello may hold (exporters/ingest/message_checks.h)
-    BatchLimits batch;  // what one batch's GPU window may name (same file)
     // Nodes held at most (`limits: max_nodes`): a Hello for one more is refused, so invented
     // node names cannot grow memory and /metrics without bound. Sized for 10,000 nodes.
     size_t max_nodes = 16384;
@@ -64,19 +78,23 @@ class ClusterState {
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
-  // hello.resume_seq - 1 (the agent holds nothing older). Returns the seq to ack.
-  // Errors: InvalidArgument (CheckHello: the field named) and ResourceExhausted for a new node
-  // past max_nodes, each counted in fabricscope_aggregator_refused_streams_total.
+  // hello.resume_seq - 1 (the agent holds nothing older). Returns the seq to ack. The Hello's
+  // fields are trusted: what comes from a wire passes exporters/ingest/admission.h first.
+  // Errors: ResourceExhausted for a new node past max_nodes, counted in
+  // fabricscope_aggregator_refused_streams_total{reason="node_limit"}.
   absl::StatusOr<uint64_t> OnHello(const v1::Hello& hello);
-  // OnHello's checks alone (CheckHello, then the node limit), counted the same way; nothing is
-  // stored. Errors: as OnHello's.
-  absl::Status ValidateHello(const v1::Hello& hello);
+  // OnHello's node limit alone, counted the same way; nothing is stored. Errors: as OnHello's.
+  absl::Status CheckCapacity(const v1::Hello& hello);
 
-  // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied).
-  // Returns the seq to ack: the highest contiguous one stored. A batch whose records name a
-  // port index outside the Hello's port list is dropped, counted in
-  // fabricscope_aggregator_rejected_batches_total, and acked (resending cannot fix it).
-  // Errors: FailedPrecondition when (node, instance_id) sent no Hello.
+  // Stores one batch. A seq at or below the stored mark is a duplicate (acked, not applied); a
+  // jump past kMaxSeqStep is dropped and counted (seq_jump). Past those, `check` gives the
+  // batch's verdict (BatchVerdict: dropped whole, or its GPU window only, counted and acked).
+  // Returns the seq to ack: the highest contiguous one stored.
+  // Errors: FailedPrecondition when (node, instance_id) sent no Hello (counted: before_hello).
+  absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
+                                   const v1::Batch& batch, BatchCheck check);
+  // As above for a batch its caller vouches for (made it itself: tests, benchmarks): every
+  // verdict ok. Stored port windows and microbursts past the Hello's ports are still skipped.
   absl::StatusOr<uint64_t> OnBatch(const std::string& node, uint64_t instance_id,
                                    const v1::Batch& batch);
 
@@ -98,11 +116,13 @@ class ClusterState {
   // the address is not a peer.
   absl::StatusOr<uint64_t> OnPeerHello(const v1::Hello& hello);
   // A peer's batch: matched through CrossRankAnalysis::OnForwarded unless a duplicate (seq at
-  // or below the mark). A batch with anything but `forwarded` (and its seq) is dropped, acked
-  // and counted (rejected_batches{reason="forwarded"}). Returns the seq to ack.
+  // or below the mark). A batch `check` refuses is dropped, acked and counted under its
+  // verdict's reason. Returns the seq to ack.
   // Errors: FailedPrecondition when (peer, instance) sent no Hello.
   absl::StatusOr<uint64_t> OnPeerBatch(const std::string& peer, uint64_t instance,
-                                       const v1::Batch& batch);
+                                       const v1::Batch& batch, BatchCheck check);
+  absl::StatusOr<uint64_t> OnPeerBatch(const std::string& peer, uint64_t instance,
+                                       const v1::Batch& batch);  // every verdict ok
   // Matches forwarded records here (Forwarder's match_here: this aggregator owns their
   // communicators after a list change).
   void MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records);
@@ -180,8 +200,6 @@ class ClusterState {
   }
 
  private:
-  // CheckHello against options_.hello, counted as invalid_hello. Errors: InvalidArgument.
-  absl::Status CheckHelloFields(const v1::Hello& hello);
   // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
   absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Burst {
@@ -223,14 +241,10 @@ class ClusterState {
   // The view of one node (NodeView), under mu_.
   static NodeView ViewLocked(const std::string& node, const NodeState& n)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checks of a batch from a known instance (ports, histograms), without a lock. Errors:
-  // InvalidArgument with *reason set (one of kRejectedBatchReasons).
-  absl::Status CheckBatch(const v1::Batch& batch, size_t ports, const char** reason) const;
-  // OnBatch past its sequence checks, under the node's ingest stripe: checks and stores the
-  // batch, `ports` the node's port count; `gpu_reason` (nullptr: none) names a GPU window the
-  // caller removed (counted when the rest is stored, gpu_invalid logged). Returns the ack.
-  absl::StatusOr<uint64_t> StoreBatch(const std::string& node, const v1::Batch& batch, size_t ports,
-                                      const char* gpu_reason, const absl::Status& gpu_invalid);
+  // OnBatch past its sequence checks, under the node's ingest stripe: stores the batch, or
+  // counts and acks it when `verdict` refused it. Returns the ack.
+  absl::StatusOr<uint64_t> StoreBatch(const std::string& node, const v1::Batch& batch,
+                                      const BatchVerdict& verdict);
   // The stripe that orders one node's Hellos, batches and expiry.
   static constexpr size_t kIngestStripes = 64;
   absl::Mutex& IngestLock(const std::string& node) const {

@@ -7,7 +7,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "exporters/ingest/message_checks.h"
 #include "exporters/shard/forwarder.h"
 #include "exporters/shard/peer_ring.h"
 #include "exporters/state/cluster_state.h"
@@ -66,6 +65,12 @@ absl::StatusOr<uint64_t> ClusterState::OnPeerHello(const v1::Hello& hello) {
 
 absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint64_t instance,
                                                    const v1::Batch& batch) {
+  return OnPeerBatch(peer, instance, batch,
+                     [](const v1::Batch&, size_t) { return BatchVerdict{}; });
+}
+
+absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint64_t instance,
+                                                   const v1::Batch& batch, BatchCheck check) {
   {
     absl::MutexLock lock(&shard_mu_);
     auto it = inbox_.find(peer);
@@ -81,13 +86,14 @@ absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint
   }
   // One stream per peer (TelemetryService's claim) applies its batches in order: nothing else
   // moves this peer's mark between the check above and the update below.
-  const absl::Status invalid = CheckForwarded(batch, options_.hello);
+  const BatchVerdict verdict = check(batch, 0);
+  const absl::Status& invalid = verdict.invalid;
   if (invalid.ok()) {
     cross_rank_.OnForwarded(batch);
   } else {
     {
       absl::MutexLock lock(&mu_);
-      ++rejected_batches_["forwarded"];
+      ++rejected_batches_[verdict.reason];
     }
     LOG_EVERY_N(WARNING, 100) << "peer " << peer << ": " << invalid.message()
                               << "; batch dropped (counted in "

@@ -10,6 +10,7 @@
 #include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/link_render.h"
+#include "exporters/ingest/admission.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "google/protobuf/stubs/logging.h"
@@ -79,17 +80,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::AgentMessage msg;
   if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
   exporters::ClusterState state;
+  exporters::Admission in(state);  // what the gRPC stream's messages pass
   if (msg.has_hello()) {
     // A hostile Hello, then a batch for it.
-    if (state.OnHello(msg.hello()).ok()) {
-      state.OnBatch(msg.hello().node(), msg.hello().instance_id(), testing::ValidBatch(1))
+    if (in.OnHello(msg.hello()).ok()) {
+      in.OnBatch(msg.hello().node(), msg.hello().instance_id(), testing::ValidBatch(1))
           .IgnoreError();
     }
   } else if (msg.has_batch()) {
     // A hostile batch after a valid Hello, and once more (a duplicate or the next seq).
-    if (!state.OnHello(testing::ValidHello()).ok()) std::abort();
-    state.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
-    state.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
+    if (!in.OnHello(testing::ValidHello()).ok()) std::abort();
+    in.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
+    in.OnBatch("fuzz-node", 7, msg.batch()).IgnoreError();
   }
   for (const auto& family : ClusterFamilies(state)) {
     for (const auto& m : family.metric) {

@@ -388,7 +388,7 @@ TEST_F(ShardedAggregators, OnlyPeersForwardAndOnlyForwardedRecords) {
   v1::Batch forged = BatchOf(0, comms_[0], 1);
   forged.set_seq(1);
   forged.add_forwarded()->set_node("node9");
-  EXPECT_EQ(*State(0).OnBatch("node0", 100, forged), 1u);  // acked, not applied
+  EXPECT_EQ(*shards_[0].agg->admission().OnBatch("node0", 100, forged), 1u);  // acked, not applied
   EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 1);
 
   v1::Hello peer = stranger;
@@ -398,16 +398,16 @@ TEST_F(ShardedAggregators, OnlyPeersForwardAndOnlyForwardedRecords) {
   mixed.set_seq(1);
   mixed.add_ports()->set_port_index(0);
   *mixed.add_forwarded()->mutable_collective() = BatchOf(1, comms_[0], 1).collectives(0);
-  EXPECT_EQ(*State(0).OnPeerBatch(shards_[2].Name(), 5, mixed), 1u);
+  EXPECT_EQ(*shards_[0].agg->admission().OnPeerBatch(shards_[2].Name(), 5, mixed), 1u);
   EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 2);
   EXPECT_EQ(State(0).cross_rank().pending(), 0u);
   v1::Batch no_node;
   no_node.set_seq(2);
   *no_node.add_forwarded()->mutable_collective() = BatchOf(1, comms_[0], 1).collectives(0);
-  EXPECT_EQ(*State(0).OnPeerBatch(shards_[2].Name(), 5, no_node), 2u);
+  EXPECT_EQ(*shards_[0].agg->admission().OnPeerBatch(shards_[2].Name(), 5, no_node), 2u);
   EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 3);
   // A resent batch (a reconnect) is a duplicate: acked, not matched again.
-  EXPECT_EQ(*State(0).OnPeerBatch(shards_[2].Name(), 5, no_node), 2u);
+  EXPECT_EQ(*shards_[0].agg->admission().OnPeerBatch(shards_[2].Name(), 5, no_node), 2u);
   EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 3);
 }
 

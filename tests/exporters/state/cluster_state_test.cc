@@ -11,6 +11,7 @@
 #include "exporters/exposition/cluster_json.h"
 #include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/gpu_render.h"
+#include "exporters/ingest/admission.h"
 #include "exporters/ingest/message_checks.h"
 #include "tests/common/metric_family.h"
 
@@ -256,7 +257,8 @@ TEST(ClusterState, EarlyBatchTakesASeqButNoWindow) {
 // next good batch is applied, and what is exported stays valid.
 TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
   ClusterState s;
-  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  Admission in(s);  // what a stream's Hellos and batches pass
+  ASSERT_TRUE(in.OnHello(Hello("n1", 7)).ok());
   using Mutate = std::function<void(v1::Histogram*)>;
   const std::vector<std::pair<Mutate, std::string>> cases = {
       {[](v1::Histogram* h) { h->set_upper_bounds(0, std::nan("")); }, "upper bound 0 not finite"},
@@ -271,13 +273,13 @@ TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
     ++seq;
     v1::Batch b = Batch(seq, 1000 * seq);
     mutate(b.mutable_ports(1)->mutable_transmit()->mutable_microburst_duration_seconds());
-    EXPECT_EQ(*s.OnBatch("n1", 7, b), seq) << why;  // acked: resending cannot fix it
+    EXPECT_EQ(*in.OnBatch("n1", 7, b), seq) << why;  // acked: resending cannot fix it
     const absl::Status st = CheckHistograms(b);
     EXPECT_THAT(std::string(st.message()),
                 HasSubstr("ports[1].transmit.microburst_duration_seconds: " + why));
   }
   ++seq;
-  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(seq, 77)), seq);
+  EXPECT_EQ(*in.OnBatch("n1", 7, Batch(seq, 77)), seq);
   const auto fams = ClusterFamilies(s);
   EXPECT_EQ(Rejected(fams, "histogram"), cases.size());
   EXPECT_EQ(FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric[0].counter.value, 77);
@@ -286,22 +288,23 @@ TEST(ClusterState, BatchWithABadHistogramIsDroppedAndCounted) {
 
 TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
   ClusterState s;
-  EXPECT_EQ(s.OnHello(v1::Hello()).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.OnBatch("nobody", 1, Batch(1, 1)).status().code(),
+  Admission in(s);  // what a stream's Hellos and batches pass
+  EXPECT_EQ(in.OnHello(v1::Hello()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(in.OnBatch("nobody", 1, Batch(1, 1)).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(in.OnHello(Hello("n1", 7)).ok());
   v1::Batch bad = Batch(1, 1);
   bad.mutable_ports(1)->set_port_index(2);
-  EXPECT_EQ(*s.OnBatch("n1", 7, bad), 1u);  // dropped and counted, but acked
+  EXPECT_EQ(*in.OnBatch("n1", 7, bad), 1u);  // dropped and counted, but acked
   v1::Batch bad_burst = Batch(2, 1);
   bad_burst.mutable_microbursts(0)->set_port_index(1000);
-  EXPECT_EQ(*s.OnBatch("n1", 7, bad_burst), 2u);
+  EXPECT_EQ(*in.OnBatch("n1", 7, bad_burst), 2u);
   EXPECT_EQ(Rejected(ClusterFamilies(s)), 3);
   EXPECT_EQ(Rejected(ClusterFamilies(s), "before_hello"), 1);  // "nobody"'s batch
   EXPECT_EQ(Rejected(ClusterFamilies(s), "port_index"), 2);
   // Nothing of the rejected batches was applied; the next good one is.
   EXPECT_EQ(FindFamily(ClusterFamilies(s), "fabricscope_port_transmit_bytes_total"), nullptr);
-  EXPECT_EQ(*s.OnBatch("n1", 7, Batch(3, 77)), 3u);
+  EXPECT_EQ(*in.OnBatch("n1", 7, Batch(3, 77)), 3u);
   EXPECT_EQ(FindFamily(ClusterFamilies(s), "fabricscope_port_transmit_bytes_total")
                 ->metric[0]
                 .counter.value,
@@ -313,21 +316,22 @@ TEST(ClusterState, MalformedInputIsRefusedAndCounted) {
 // length or span is outside the agent's bounds (the heat-map ingest looped over its span).
 TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
   ClusterState s;
-  ASSERT_TRUE(s.OnHello(Hello("n1", 7)).ok());
-  ASSERT_TRUE(s.OnBatch("n1", 7, Batch(1, 10)).ok());
+  Admission in(s);  // what a stream's Hellos and batches pass
+  ASSERT_TRUE(in.OnHello(Hello("n1", 7)).ok());
+  ASSERT_TRUE(in.OnBatch("n1", 7, Batch(1, 10)).ok());
   v1::Hello more = Hello("n1", 7, 2);
   for (uint32_t port = 3; port <= 6; ++port) {
     v1::PortInfo* p = more.add_ports();
     p->set_device("mlx5_1");
     p->set_port(port);
   }
-  ASSERT_TRUE(s.OnHello(more).ok());
+  ASSERT_TRUE(in.OnHello(more).ok());
   v1::Batch b = Batch(2, 20);
   v1::PortWindow* w = b.add_ports();
   w->set_port_index(5);
   w->mutable_transmit()->set_bytes_total(555);
   w->mutable_transmit()->set_has_bytes(true);
-  EXPECT_EQ(*s.OnBatch("n1", 7, b), 2u);
+  EXPECT_EQ(*in.OnBatch("n1", 7, b), 2u);
   double port5 = -1;
   const auto fams = ClusterFamilies(s);
   for (const auto& m : FindFamily(fams, "fabricscope_port_transmit_bytes_total")->metric) {
@@ -347,20 +351,20 @@ TEST(ClusterState, SameInstanceWithMorePortsAndAbsurdSeriesAreSafe) {
     u->set_transmit(std::string(100, '\x10'));
     static uint64_t seq = 3;
     bad.set_seq(seq);
-    EXPECT_EQ(*s.OnBatch("n1", 7, bad), seq++) << bucket;  // refused, counted, acked
+    EXPECT_EQ(*in.OnBatch("n1", 7, bad), seq++) << bucket;  // refused, counted, acked
   }
   v1::Batch long_span = Batch(7, 30);
   v1::UtilizationSeries* u = long_span.add_utilization_series();
   u->set_bucket_ns(1'000'000'000);  // 1 s buckets, 4 h of them: past the agent's 1 h window
   u->set_transmit(std::string(4 * 3600, '\x10'));
-  EXPECT_EQ(*s.OnBatch("n1", 7, long_span), 7u);
+  EXPECT_EQ(*in.OnBatch("n1", 7, long_span), 7u);
   EXPECT_EQ(Rejected(ClusterFamilies(s)), 5);
   // A series within bounds is taken (1 ms buckets over the window).
   v1::Batch good = Batch(8, 30);
   u = good.add_utilization_series();
   u->set_bucket_ns(1'000'000);
   u->set_transmit(std::string(1000, '\x10'));
-  EXPECT_EQ(*s.OnBatch("n1", 7, good), 8u);
+  EXPECT_EQ(*in.OnBatch("n1", 7, good), 8u);
   EXPECT_EQ(Rejected(ClusterFamilies(s)), 5);
 }
 
@@ -529,14 +533,15 @@ TEST(ClusterState, HellosPastTheLimitsAreRefusedAndCounted) {
   ClusterState::Options o;
   o.max_nodes = 3;
   ClusterState s(o);
+  Admission in(s);  // what a stream's Hellos and batches pass
   v1::Hello huge = Hello("n1", 7);
   for (int i = 0; i < 100'000; ++i) huge.add_ports()->set_device("mlx5_0");
-  absl::StatusOr<uint64_t> r = s.OnHello(huge);
+  absl::StatusOr<uint64_t> r = in.OnHello(huge);
   EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("ports: 100002 ports, at most 256"));
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.OnHello(Hello(absl::StrCat("n", i), 7)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(in.OnHello(Hello(absl::StrCat("n", i), 7)).ok());
   for (int i = 3; i < 5'000; ++i) {
-    r = s.OnHello(Hello(absl::StrCat("invented-", i), 7));
+    r = in.OnHello(Hello(absl::StrCat("invented-", i), 7));
     ASSERT_TRUE(absl::IsResourceExhausted(r.status())) << i << ": " << r.status();
   }
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("holds 3 nodes, its limit"));
@@ -544,14 +549,15 @@ TEST(ClusterState, HellosPastTheLimitsAreRefusedAndCounted) {
   EXPECT_EQ(RefusedStreams(s, "invalid_hello"), 1);
   EXPECT_EQ(RefusedStreams(s, "node_limit"), 4'997);
   // A node already held reconnects (a new instance too) at the limit.
-  EXPECT_TRUE(s.OnHello(Hello("n1", 8)).ok());
-  EXPECT_EQ(*s.OnBatch("n1", 8, Batch(1, 10)), 1u);
+  EXPECT_TRUE(in.OnHello(Hello("n1", 8)).ok());
+  EXPECT_EQ(*in.OnBatch("n1", 8, Batch(1, 10)), 1u);
 }
 
 TEST(ClusterState, HelloStringsAreBoundedAndFreeOfControlCharacters) {
   ClusterState s;
+  Admission in(s);  // what a stream's Hellos and batches pass
   auto refused = [&](const v1::Hello& h) {
-    absl::StatusOr<uint64_t> r = s.OnHello(h);
+    absl::StatusOr<uint64_t> r = in.OnHello(h);
     return r.ok() ? std::string("accepted") : std::string(r.status().message());
   };
   EXPECT_THAT(refused(Hello("", 1)), HasSubstr("node: empty"));

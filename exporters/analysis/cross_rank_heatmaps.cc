@@ -1,29 +1,16 @@
-// The cross-rank analysis's heat maps: collective duration per rank x sequence number, and
-// rank x rank bytes from the NCCL proxy (exporters/analysis/cross_rank.h).
+#include "exporters/analysis/cross_rank_heatmaps.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "exporters/analysis/cross_rank.h"
 
 namespace fabricscope::exporters {
 
-HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
-                                                   size_t instances) const {
-  HeatmapModel m;
-  m.row_axis = "rank (node)";
-  m.col_axis = "collective sequence number";
-  m.value_label = "duration (s)";
-  // Pick the communicator and function: given, else the (comm, func) with most instances
-  // (AllReduce preferred).
-  std::map<std::pair<uint64_t, std::string>, size_t> counts;
-  for (const auto& sp : shards_) {
-    absl::MutexLock lock(&sp->mu);
-    for (const Done& d : sp->recent) ++counts[{d.key.comm, d.key.func.str()}];
-  }
-  std::pair<uint64_t, std::string> pick{0, ""};
+bool PickCollective(const std::map<std::pair<uint64_t, std::string>, size_t>& counts,
+                    const std::string& comm, const std::string& func,
+                    std::pair<uint64_t, std::string>* pick) {
   size_t best = 0;
   for (const auto& [k, c] : counts) {
     if (!comm.empty() && common::CommLabel(k.first) != comm) continue;
@@ -31,27 +18,26 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
     const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
     if (score > best) {
       best = score;
-      pick = k;
+      *pick = k;
     }
   }
-  m.title = best == 0 ? "Collective duration per rank (no complete instances yet)"
-                      : absl::StrCat("Collective duration per rank: ", pick.second, " on comm ",
-                                     common::CommLabel(pick.first));
-  if (best == 0) return m;
-  // The communicator's instances are all in its shard.
-  CommShard& shard = ShardOf(pick.first);
-  absl::MutexLock lock(&shard.mu);
-  std::vector<const Done*> v;
-  for (const Done& d : shard.recent) {
-    if (d.key.comm == pick.first && d.key.func.str() == pick.second) v.push_back(&d);
-  }
-  std::sort(v.begin(), v.end(),
-            [](const Done* a, const Done* b) { return a->key.seq < b->key.seq; });
-  if (instances > 0 && v.size() > instances)
-    v.erase(v.begin(), v.end() - static_cast<long>(instances));
+  return best > 0;
+}
+
+HeatmapModel CollectivesHeatmapOf(const std::pair<uint64_t, std::string>* pick,
+                                  const std::vector<CollectiveInstance>& instances) {
+  HeatmapModel m;
+  m.row_axis = "rank (node)";
+  m.col_axis = "collective sequence number";
+  m.value_label = "duration (s)";
+  m.title = pick == nullptr ? "Collective duration per rank (no complete instances yet)"
+                            : absl::StrCat("Collective duration per rank: ", pick->second,
+                                           " on comm ", common::CommLabel(pick->first));
+  if (pick == nullptr) return m;
+  const std::vector<CollectiveInstance>& v = instances;
   std::map<int32_t, std::string> rows;
-  for (const Done* d : v) {
-    for (const RankEntry& r : d->ranks)
+  for (const CollectiveInstance& d : v) {
+    for (const RankEntry& r : d.ranks)
       rows.emplace(r.rank, absl::StrCat(r.rank, " (", r.node.str(), ")"));
   }
   std::map<int32_t, size_t> row_index;
@@ -60,13 +46,13 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
     m.rows.push_back(label);
   }
   m.cols = v.size();
-  for (const Done* d : v) m.col_labels.push_back(absl::StrCat(d->key.seq));
+  for (const CollectiveInstance& d : v) m.col_labels.push_back(absl::StrCat(d.key.seq));
   m.values.assign(m.rows.size() * m.cols, NAN);
   // Scale from the fastest to the slowest duration shown: the waiting ranks of a straggler's
   // instances glow, the straggler's own short row stays dark.
   double vmax = 0, vmin = std::numeric_limits<double>::infinity();
   for (size_t c = 0; c < v.size(); ++c) {
-    for (const RankEntry& r : v[c]->ranks) {
+    for (const RankEntry& r : v[c].ranks) {
       const double s = static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9;
       m.values[row_index[r.rank] * m.cols + c] = static_cast<float>(s);
       vmax = std::max(vmax, s);
@@ -78,52 +64,8 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   return m;
 }
 
-// The agent sends all its cumulative pairs in every window (agent/gpu_timeline.cc): each
-// communicator a window names is replaced by the window's pairs. One the node no longer reports
-// (its job ended, the agent restarted) stays for the heat map while the node holds fewer than
-// max_rank_pairs_per_node pairs; past that the least recently reported go first. So a node
-// cycling through communicators never holds more than the limit (plus one window, itself
-// within limits: max_rank_pairs_per_node at ingest).
-void CrossRankAnalysis::StorePairs(NodePairs& np, const v1::GpuWindow& w) const {
-  const uint64_t tick = ++np.tick;
-  std::map<uint64_t, std::map<std::pair<int32_t, int32_t>, uint64_t>> fresh;
-  for (const v1::RankPairBytes& p : w.rank_pairs()) {
-    fresh[p.comm_hash()][{p.src_rank(), p.dst_rank()}] = p.bytes_total();
-  }
-  for (auto& [comm, bytes] : fresh) {
-    CommPairs& c = np.comms[comm];
-    np.total -= c.bytes.size();
-    c.bytes = std::move(bytes);
-    c.seen = tick;
-    np.total += c.bytes.size();
-  }
-  while (np.total > options_.max_rank_pairs_per_node) {
-    auto oldest = np.comms.end();
-    for (auto it = np.comms.begin(); it != np.comms.end(); ++it) {
-      if (it->second.seen != tick &&
-          (oldest == np.comms.end() || it->second.seen < oldest->second.seen)) {
-        oldest = it;
-      }
-    }
-    if (oldest == np.comms.end()) break;  // all from this window
-    np.total -= oldest->second.bytes.size();
-    np.comms.erase(oldest);
-  }
-}
-
-HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
-  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> all;
-  for (const auto& ns : node_shards_) {
-    absl::MutexLock lock(&ns->mu);
-    for (const auto& [node, n] : ns->nodes) {
-      for (const auto& [c, pairs] : n.pairs.comms) {
-        for (const auto& [sd, bytes] : pairs.bytes) {
-          auto& v = all[{c, sd.first, sd.second}];
-          v = std::max(v, bytes);
-        }
-      }
-    }
-  }
+HeatmapModel RanksHeatmapOf(const std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t>& all,
+                            const std::string& comm) {
   std::map<uint64_t, uint64_t> per_comm;
   for (const auto& [k, bytes] : all) {  // saturating: counters near 2^64 must not wrap to small
     uint64_t& sum = per_comm[std::get<0>(k)];

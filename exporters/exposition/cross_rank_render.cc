@@ -8,6 +8,67 @@
 #include "exporters/heatmap/heatmap_svg.h"
 
 namespace fabricscope::exporters {
+namespace {
+
+// A figure that is -1 when unknown: null then.
+void AppendKnown(std::string* out, double v) { AppendJsonNumber(out, v >= 0 ? v : NAN); }
+
+// One rank of a slow instance: its figures and, when it has one, its flight recording.
+void AppendRank(std::string& out, const RankEntry& r) {
+  out += "{\"node\":";
+  AppendJsonString(&out, r.node.str());
+  absl::StrAppend(&out, ",\"rank\":", r.rank, ",\"cause\":\"", CollectiveCauseName(r.cause),
+                  "\",\"port\":");
+  AppendJsonString(&out, r.port.str());
+  out += ",\"detail\":";
+  AppendJsonString(&out, r.detail());
+  out += ",\"start_unix_seconds\":";
+  AppendJsonNumber(&out, static_cast<double>(r.start_unix_ns) / 1e9);
+  out += ",\"duration_seconds\":";
+  AppendJsonNumber(&out, static_cast<double>(r.end_unix_ns - r.start_unix_ns) / 1e9);
+  absl::StrAppend(&out, ",\"slow\":", r.slow ? "true" : "false", ",\"loss_events\":", r.events);
+  const PortFigures& f = r;
+  absl::StrAppend(&out, ",\"port_bytes\":", f.port_bytes, ",\"own_bytes\":", f.own_bytes,
+                  ",\"line_rate_bytes_per_second\":", f.line_rate,
+                  ",\"transmit_busy_utilization\":");
+  AppendJsonNumber(&out, f.tx_busy);
+  absl::StrAppend(&out, ",\"window_loss_events\":", f.window_events, ",\"window_loss_rate\":");
+  AppendJsonNumber(&out, f.window_rate);
+  out += ",\"fabric_loss_median\":";
+  AppendKnown(&out, f.fabric_ports > 0 ? f.fabric_median : -1.0);
+  if (r.recording && (r.recording->time_ns_size() > 0 || r.recording->from_ns() != 0)) {
+    const v1::FlightRecording& rec = *r.recording;
+    const int64_t off = r.recording_offset_ns;
+    absl::StrAppend(&out, ",\"recording\":{\"port_index\":", rec.port_index(), ",\"reason\":");
+    AppendJsonString(&out, rec.reason());
+    out += ",\"from_unix_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(rec.from_ns() + off) / 1e9);
+    out += ",\"to_unix_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(rec.to_ns() + off) / 1e9);
+    absl::StrAppend(&out, ",\"truncated\":", rec.truncated() ? "true" : "false", ",\"samples\":[");
+    for (int s = 0; s < rec.time_ns_size(); ++s) {
+      if (s > 0) out += ",";
+      out += "{\"time_unix_seconds\":";
+      AppendJsonNumber(&out, static_cast<double>(rec.time_ns(s) + off) / 1e9);
+      out += ",\"interval_seconds\":";
+      AppendJsonNumber(
+          &out, s < rec.interval_ns_size() ? static_cast<double>(rec.interval_ns(s)) / 1e9 : NAN);
+      absl::StrAppend(
+          &out, ",\"transmit_bytes\":", s < rec.transmit_bytes_size() ? rec.transmit_bytes(s) : 0,
+          ",\"receive_bytes\":", s < rec.receive_bytes_size() ? rec.receive_bytes(s) : 0,
+          ",\"transmit_utilization\":");
+      AppendJsonNumber(&out,
+                       s < rec.transmit_utilization_size() ? rec.transmit_utilization(s) : NAN);
+      out += ",\"receive_utilization\":";
+      AppendJsonNumber(&out, s < rec.receive_utilization_size() ? rec.receive_utilization(s) : NAN);
+      out += "}";
+    }
+    out += "]}";
+  }
+  out += "}";
+}
+
+}  // namespace
 
 void AddCrossRankFamilies(const CrossRankSnapshot& s, std::vector<prometheus::MetricFamily>* out) {
   auto skew = MakeFamily(Metric::kCollectiveArrivalSkewSeconds);
@@ -104,7 +165,7 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
       out += "null,\"cost_ratio\":null";
     }
     out += ",\"best_share\":";
-    AppendJsonNumber(&out, d.best_share >= 0 ? d.best_share : NAN);
+    AppendKnown(&out, d.best_share);
     out += ",\"rule\":";
     AppendJsonString(&out, EvidenceRuleName(d.rule));
     out += ",\"evidence\":";
@@ -112,6 +173,52 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
     out += ",\"sentence\":";
     AppendJsonString(&out, d.sentence);
     out += "}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+std::string SlowJson(const std::vector<CollectiveInstance>& v) {
+  std::string out = "{\"collectives\":[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const CollectiveInstance& d = v[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"func\":");
+    AppendJsonString(&out, d.key.func.str());
+    absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
+                    CollectiveCauseName(d.cause), "\",\"rule\":\"", EvidenceRuleName(d.rule),
+                    "\",\"evidence\":");
+    AppendJsonString(&out, d.evidence);
+    out += ",\"path\":{\"busbw_bytes_per_second\":";
+    AppendKnown(&out, d.busbw);
+    out += ",\"line_rate_share\":";
+    AppendKnown(&out, d.line_share);
+    out += ",\"best_share\":";
+    AppendKnown(&out, d.best_share);
+    out += "}";
+    out += ",\"skew_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.skew_ns) / 1e9);
+    out += ",\"duration_seconds\":";
+    AppendJsonNumber(&out, static_cast<double>(d.max_duration_ns) / 1e9);
+    out += ",\"bottleneck\":";
+    if (d.bottleneck >= 0) {
+      const RankEntry& b = d.ranks[static_cast<size_t>(d.bottleneck)];
+      out += "{\"node\":";
+      AppendJsonString(&out, b.node.str());
+      absl::StrAppend(&out, ",\"rank\":", b.rank, ",\"port\":");
+      AppendJsonString(&out, b.port.str());
+      out += ",\"detail\":";
+      AppendJsonString(&out, b.detail());
+      out += "}";
+    } else {
+      out += "null";
+    }
+    out += ",\"ranks\":[";
+    for (size_t k = 0; k < d.ranks.size(); ++k) {
+      if (k > 0) out += ",";
+      AppendRank(out, d.ranks[k]);
+    }
+    out += "]}";
   }
   out += "]}\n";
   return out;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "exporters/analysis/cross_rank.h"
+#include "exporters/analysis/cross_rank_types.h"
 #include "exporters/analysis/diagnosis.h"
 #include "prometheus/metric_family.h"
 
@@ -32,5 +32,17 @@ void AddDiagnosisFamilies(const std::vector<CommDiagnosis>& v,
 // the cause: common EvidenceRuleName, "" for normal), evidence, sentence}]}, most affected first,
 // then by comm hash.
 std::string DiagnosisJson(std::vector<CommDiagnosis> v);
+
+// /api/collectives/slow: {"collectives":[{comm, func, seq, nranks, cause, rule, evidence,
+//   path:{busbw_bytes_per_second, line_rate_share, best_share} (null unknown), skew_seconds,
+//   duration_seconds (longest), bottleneck:{node, rank, port, detail} or null, ranks:[{node,
+//   rank, cause, port, detail, start_unix_seconds, duration_seconds, slow, loss_events (on its
+//   deciding port), port_bytes, own_bytes, line_rate_bytes_per_second,
+//   transmit_busy_utilization, window_loss_events, window_loss_rate, fabric_loss_median,
+//   recording:{port_index, reason, from_unix_seconds, to_unix_seconds, truncated,
+//   samples:[{time_unix_seconds, interval_seconds, transmit_bytes, receive_bytes,
+//   transmit_utilization, receive_utilization}]}}]}]}, in the order given
+//   (CrossRankAnalysis::Slowest: slowest first).
+std::string SlowJson(const std::vector<CollectiveInstance>& instances);
 
 }  // namespace fabricscope::exporters

@@ -8,6 +8,7 @@
 
 #include "exporters/exposition/cluster_json.h"
 #include "exporters/exposition/cluster_render.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/ingest/admission.h"
@@ -105,6 +106,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   LossPatternsJson(state.links().Patterns());
   AnomaliesJson(state.links().Anomalies(""));
   FlightRecordingsJson(state.links().FlightRecordings(""));
-  state.cross_rank().SlowJson(10, "");
+  SlowJson(state.cross_rank().Slowest(10, ""));
   return 0;
 }

@@ -119,7 +119,7 @@ TEST_F(CrossRankPathTest, ACompetingFlowFromTheFirstInstanceIsNamed) {
       Send(n, b);
     }
   }
-  const std::string slow = x_.SlowJson(0);
+  const std::string slow = SlowJson(x_.Slowest(0));
   EXPECT_EQ(SlowField(slow, "rule"), std::vector<std::string>(3, "\"shared_flow\"")) << slow;
   EXPECT_EQ(SlowField(slow, "cause").front(), "\"network_saturated\"");
   EXPECT_NE(slow.find("n2 veth2 carried 2.00x the collective's own bytes"), std::string::npos)
@@ -149,7 +149,7 @@ TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
   for (uint64_t seq = 0; seq < 8; ++seq) {
     for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, seq));
   }
-  EXPECT_EQ(SlowField(x_.SlowJson(0), "rule"), std::vector<std::string>(8, "\"\""));
+  EXPECT_EQ(SlowField(SlowJson(x_.Slowest(0)), "rule"), std::vector<std::string>(8, "\"\""));
   for (uint64_t seq = 8; seq < 10; ++seq) {
     for (int n = 0; n < kPathRanks; ++n) {
       v1::Batch b = PathRank(n, seq, 1.04, n == 1 ? 0.25 : 0.5);
@@ -159,7 +159,7 @@ TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
       Send(n, b);
     }
   }
-  const std::string slow = x_.SlowJson(0);
+  const std::string slow = SlowJson(x_.Slowest(0));
   const std::vector<std::string> rules = SlowField(slow, "rule");
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"slow_link\""), 2) << slow;
   EXPECT_EQ(std::count(rules.begin(), rules.end(), "\"\""), 8) << slow;
@@ -175,7 +175,7 @@ TEST_F(CrossRankPathTest, APortLossierThanTheFabricIsNamedFromItsFirstWindow) {
   for (int n = 0; n < kPathRanks; ++n) Send(n, PathWindow(1, n == 1 ? 50 : 0));
   for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, 0, 1.04, 0.5, n == 1 ? 2 : 0));
   for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, 1, 1.04, 0.5, n == 3 ? 1 : 0));
-  const std::string slow = x_.SlowJson(0);
+  const std::string slow = SlowJson(x_.Slowest(0));
   EXPECT_NE(slow.find("\"rule\":\"fabric_loss\""), std::string::npos) << slow;
   EXPECT_NE(slow.find("\"cause\":\"network_lossy\""), std::string::npos) << slow;
   EXPECT_NE(slow.find("n1 veth1 lost or retransmitted 0.005 of its packets in its latest "
@@ -209,8 +209,8 @@ TEST_F(CrossRankPathTest, TheFabricsFiguresTravelWithAForwardedRecord) {
   v1::Batch fwd;
   for (const v1::ForwardedAnalysis& f : forward) *fwd.add_forwarded() = f;
   the_owner.OnForwarded(fwd);
-  EXPECT_NE(the_owner.SlowJson(0).find("\"rule\":\"fabric_loss\""), std::string::npos)
-      << the_owner.SlowJson(0);
+  EXPECT_NE(SlowJson(the_owner.Slowest(0)).find("\"rule\":\"fabric_loss\""), std::string::npos)
+      << SlowJson(the_owner.Slowest(0));
 }
 
 }  // namespace

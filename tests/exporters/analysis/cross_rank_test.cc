@@ -119,7 +119,7 @@ TEST_F(CrossRankTest, LateRankIsAComputeStraggler) {
   ASSERT_NE(skew, nullptr);
   EXPECT_EQ(skew->metric[0].histogram.sample_count, 10u);
   EXPECT_NEAR(skew->metric[0].histogram.sample_sum, 1.0, 1e-9);
-  const std::string json = x_.SlowJson(2);  // equal durations: seq 0 and 1
+  const std::string json = SlowJson(x_.Slowest(2));  // equal durations: seq 0 and 1
   EXPECT_NE(json.find("\"cause\":\"compute_straggler\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"bottleneck\":{\"node\":\"node2\",\"rank\":2"), std::string::npos) << json;
   // The heat map: 4 rank rows x 10 sequence columns; the straggler's row holds the short
@@ -152,10 +152,10 @@ TEST_F(CrossRankTest, SaturatedRankIsTheBottleneckAndLossBeatsSaturation) {
   EXPECT_EQ(Cause(f, "network_lossy"), 1);
   EXPECT_NEAR(Score(f, 1), 0.8 / 2, 1e-9);  // blame 0.8, then 0
   EXPECT_NEAR(Score(f, 3), 1.0 / 2, 1e-9);
-  const std::string json = x_.SlowJson(0);
+  const std::string json = SlowJson(x_.Slowest(0));
   // ?comm= keeps one communicator's instances (its label: the hash's top 32 bits).
-  EXPECT_EQ(x_.SlowJson(0, "1234abcd"), json);
-  EXPECT_EQ(x_.SlowJson(0, "00000001").find("\"comm\":"), std::string::npos);
+  EXPECT_EQ(SlowJson(x_.Slowest(0, "1234abcd")), json);
+  EXPECT_EQ(SlowJson(x_.Slowest(0, "00000001")).find("\"comm\":"), std::string::npos);
   EXPECT_NE(json.find("\"bottleneck\":{\"node\":\"node1\",\"rank\":1,\"port\":\"veth1\""),
             std::string::npos)
       << json;

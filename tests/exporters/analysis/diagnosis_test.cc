@@ -282,7 +282,7 @@ TEST(DiagnosisTest, CrossRankNamesATenPercentStraggler) {
     }
   }
   EXPECT_EQ(x.instances_total(), 20u);
-  const std::string slow = x.SlowJson(100);
+  const std::string slow = SlowJson(x.Slowest(100));
   size_t named = 0;
   for (size_t at = slow.find("\"cause\":\"compute_straggler\""); at != std::string::npos;
        at = slow.find("\"cause\":\"compute_straggler\"", at + 1)) {

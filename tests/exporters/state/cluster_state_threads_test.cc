@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "exporters/exposition/cluster_render.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/state/cluster_state.h"
 #include "gtest/gtest.h"
 #include "tests/common/units.h"
@@ -170,7 +171,7 @@ TEST(ClusterStateThreads, EveryInstanceMatchedOnceWhateverTheInterleaving) {
     EXPECT_GE(straggler, kRails * (kWindows * kPerRail - 1));
     EXPECT_LE(straggler, kRails * kWindows * kPerRail);
     EXPECT_EQ(straggler + normal, static_cast<double>(instances));
-    const std::string slow = state.cross_rank().SlowJson(0);
+    const std::string slow = SlowJson(state.cross_rank().Slowest(0));
     EXPECT_EQ(Count(slow, "\"bottleneck\":{"), static_cast<size_t>(straggler));
     EXPECT_EQ(Count(slow, absl::StrCat("\"bottleneck\":{\"node\":\"", NodeName(kStraggler), "\"")),
               static_cast<size_t>(straggler));

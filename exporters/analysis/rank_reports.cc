@@ -1,6 +1,4 @@
-// The cross-rank analysis's rank reports (exporters/analysis/cross_rank.h): built from a node's
-// own batch, or from the records a peer aggregator forwarded (sharded aggregators, issue 18),
-// in the same way, so that an owner matches a forwarded rank exactly as a local one.
+#include "exporters/analysis/rank_reports.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,14 +7,14 @@
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
-#include "exporters/analysis/cross_rank.h"
+#include "collectors/common/port_activity.h"
 
 namespace fabricscope::exporters {
 
 using common::LossEvents;
 using common::SaturatedShare;
 
-class CrossRankAnalysis::FuncNames {
+class ReportBuilder::FuncNames {
  public:
   explicit FuncNames(NameTable& names) : names_(names) {}
   std::optional<Name> Of(const std::string& f) {
@@ -33,10 +31,10 @@ class CrossRankAnalysis::FuncNames {
   absl::InlinedVector<std::pair<absl::string_view, Name>, 8> seen_;
 };
 
-bool CrossRankAnalysis::AddReport(Name node, const v1::Collective& c, int64_t unix_offset_ns,
-                                  std::optional<Name> port, const v1::FlightRecording* recording,
-                                  const v1::FabricLossEvidence& fabric_loss, FuncNames& funcs,
-                                  std::string* details, std::vector<Report>* reports) {
+bool ReportBuilder::Add(Name node, const v1::Collective& c, int64_t unix_offset_ns,
+                        std::optional<Name> port, const v1::FlightRecording* recording,
+                        const v1::FabricLossEvidence& fabric_loss, FuncNames& funcs,
+                        std::string* details, std::vector<RankReport>* reports) {
   const v1::CollectiveAnalysis& a = c.analysis();
   // A rank count no communicator has, or a rank outside it: dropped and counted before it can
   // cost anything (issue 13: 200,000 ranks claimed for one instance froze ingest for 20 s).
@@ -47,9 +45,8 @@ bool CrossRankAnalysis::AddReport(Name node, const v1::Collective& c, int64_t un
   const std::optional<Name> func = funcs.Of(c.func());
   if (!func) return false;  // a new function name with the name table full
   const double dur = static_cast<double>(c.end_ns() - c.start_ns()) / 1e9;
-  Report& r = reports->emplace_back();
-  r.shard = c.comm_hash() % shards_.size();
-  r.key = Key{c.comm_hash(), *func, c.seq()};
+  RankReport& r = reports->emplace_back();
+  r.key = InstanceKey{c.comm_hash(), *func, c.seq()};
   r.nranks = c.nranks();
   RankEntry& e = r.entry;
   e.node = node;
@@ -120,10 +117,9 @@ const v1::FlightRecording* RecordingOf(const v1::Batch& batch, const v1::Collect
 
 }  // namespace
 
-void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const NodePorts& ports,
-                                    const PeerRing* ring,
-                                    std::vector<v1::ForwardedAnalysis>* forward,
-                                    std::vector<Report>* reports, uint64_t* dropped) {
+void ReportBuilder::FromBatch(Name node, const v1::Batch& batch, const NodePorts& ports,
+                              const PeerRing* ring, std::vector<v1::ForwardedAnalysis>* forward,
+                              std::vector<RankReport>* reports, uint64_t* dropped) {
   std::string details;
   size_t detail_bytes = 0;
   for (const v1::Collective& c : batch.collectives()) detail_bytes += c.analysis().detail().size();
@@ -158,8 +154,7 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
     }
     const std::optional<Name> port =
         port_known ? std::optional<Name>(ports.labels[static_cast<size_t>(pi)]) : std::nullopt;
-    if (!AddReport(node, c, batch.unix_offset_ns(), port, recording, loss, funcs, &details,
-                   reports)) {
+    if (!Add(node, c, batch.unix_offset_ns(), port, recording, loss, funcs, &details, reports)) {
       ++*dropped;
     }
   }
@@ -167,32 +162,29 @@ void CrossRankAnalysis::MakeReports(Name node, const v1::Batch& batch, const Nod
   for (size_t i = first; i < reports->size(); ++i) (*reports)[i].entry.detail_text = text;
 }
 
-void CrossRankAnalysis::OnForwarded(const v1::Batch& batch) {
-  if (batch.forwarded_size() == 0) return;
-  std::vector<Report> reports;
-  reports.reserve(static_cast<size_t>(batch.forwarded_size()));
+void ReportBuilder::FromForwarded(const v1::Batch& batch, std::vector<RankReport>* reports,
+                                  uint64_t* dropped) {
   std::string details;
   FuncNames funcs(names_);
-  uint64_t dropped = 0;
+  const size_t first = reports->size();
   for (const v1::ForwardedAnalysis& f : batch.forwarded()) {
     const std::optional<Name> node = names_.Intern(f.node());
     if (!node || node->empty() || !f.collective().has_analysis()) {
-      ++dropped;
+      ++*dropped;
       continue;
     }
-    // A label the table has no room for is shown as none, as in OnHello.
+    // A label the table has no room for is shown as none, as in CrossRankAnalysis::OnHello.
     const std::optional<Name> port =
         f.port().empty() ? std::nullopt
                          : std::optional<Name>(names_.Intern(f.port()).value_or(Name()));
     const v1::FlightRecording* recording = f.has_recording() ? &f.recording() : nullptr;
-    if (!AddReport(*node, f.collective(), f.unix_offset_ns(), port, recording, f.fabric_loss(),
-                   funcs, &details, &reports)) {
-      ++dropped;
+    if (!Add(*node, f.collective(), f.unix_offset_ns(), port, recording, f.fabric_loss(), funcs,
+             &details, reports)) {
+      ++*dropped;
     }
   }
   auto text = std::make_shared<const std::string>(std::move(details));
-  for (Report& r : reports) r.entry.detail_text = text;
-  MatchReports(std::move(reports), dropped);
+  for (size_t i = first; i < reports->size(); ++i) (*reports)[i].entry.detail_text = text;
 }
 
 }  // namespace fabricscope::exporters

@@ -113,10 +113,9 @@ class Agent {
   // chosen_'s counter files in the fast group (bytes and packets) and the slow one (the rest;
   // hw_counters at their lifespan), opened.
   void OpenSysfsGroups();
-  // The slow group's other sources: link state, ethtool statistics, TCP counters.
-  void OpenOtherSources();
-  // The InfiniBand PerfMgt group (--pma), when asked for.
-  void OpenPma();
+  // The sources of agent/source_registry.h (link state, ethtool statistics, TCP counters,
+  // InfiniBand PerfMgt), each into its sampler group, as the options leave them on.
+  void OpenRegisteredSources();
   // The collective rails checked against ports_, the pipeline, and a ring and a sampler per
   // group with collectors. Errors: FailedPrecondition when no counter could be opened,
   // InvalidArgument for a rail that names no port.

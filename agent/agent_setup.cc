@@ -8,13 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/local_sink.h"
+#include "agent/source_registry.h"
 #include "collectors/common/stream_auth.h"
-#include "collectors/ethtool.h"
-#include "collectors/port_state.h"
-#include "collectors/procfs_tcp.h"
 #include "collectors/sysfs_collector.h"
 #include "collectors/sysfs_ports.h"
-#include "collectors/umad_perfquery.h"
 #include "collectors/uplink/uplink.h"
 #include "exporters/aggregator.h"
 #include "exporters/exposition/http_server.h"
@@ -80,8 +77,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (!chosen.ok()) return chosen.status();
   agent->chosen_ = *std::move(chosen);
   agent->OpenSysfsGroups();
-  agent->OpenOtherSources();
-  agent->OpenPma();
+  agent->OpenRegisteredSources();
   if (absl::Status s = agent->BuildPipeline(); !s.ok()) return s;
   agent->instance_id_ =
       std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
@@ -228,77 +224,14 @@ void Agent::OpenSysfsGroups() {
   }
 }
 
-void Agent::OpenOtherSources() {
-  const AgentOptions& o = options_;
-  const std::vector<PortDescriptor>& chosen = chosen_;
-  std::vector<std::string>& notes = notes_;
-  SamplerGroup& slow = groups_[1];
-  if (auto c = collectors::PortStateCollector::Open(o.sysfs_root, chosen); c.ok()) {
-    Attach(slow, std::move(*c));
-  } else {
-    notes.push_back(std::string(c.status().message()));
-  }
-  if (o.ethtool) {
-    // The watched interfaces and the netdevs of RoCE ports: PFC, pause, PHY and discard stats.
-    std::vector<std::string> ifnames;
-    for (const PortDescriptor& p : chosen) {
-      const std::string& name = p.rdma ? p.netdev : p.device;
-      if (!name.empty() && std::find(ifnames.begin(), ifnames.end(), name) == ifnames.end()) {
-        ifnames.push_back(name);
-      }
-    }
-    if (!ifnames.empty()) {
-      std::vector<std::string> eth_notes;
-      auto c = collectors::EthtoolCollector::Open(ifnames, collectors::EthtoolSelection{}, 1,
-                                                  &eth_notes, o.sysfs_root);
-      if (c.ok()) {
-        Attach(slow, std::move(*c));
-        notes.insert(notes.end(), eth_notes.begin(), eth_notes.end());
-      } else {
-        // Virtual and most non-RDMA NICs have none of the RoCE statistics: one quiet line.
-        LOG(INFO) << "no ethtool RoCE/PHY statistics on " << absl::StrJoin(ifnames, ", ") << ": "
-                  << c.status().message();
-      }
-    }
-  }
-  if (o.tcp) {
-    if (auto c = collectors::ProcNetTcpCollector::Open(o.procfs_root); c.ok()) {
-      Attach(slow, std::move(*c));
-    } else {
-      notes.push_back(absl::StrCat("TCP counters not read: ", c.status().message()));
-    }
-  }
-}
-
-void Agent::OpenPma() {
-  const AgentOptions& o = options_;
-  std::vector<std::string>& notes = notes_;
-  SamplerGroup& pma = groups_[2];
+void Agent::OpenRegisteredSources() {
+  SamplerGroup& pma = groups_[static_cast<size_t>(SamplerGroupId::kPma)];
   pma.name = "pma";
-  pma.period_ns = o.pma_period_ns;
-  if (!o.pma_targets.empty()) {
-    std::vector<collectors::PmaTarget> targets;
-    for (const PmaTargetOption& t : o.pma_targets) {
-      collectors::PmaTarget pt;
-      pt.lid = t.lid;
-      pt.port_select = t.port;
-      // Distinct device names keep the PerfMgt view of a port apart from its sysfs view.
-      pt.device = t.lid == 0 ? absl::StrCat("pma:", o.pma_ca.empty() ? "local" : o.pma_ca)
-                             : absl::StrCat("lid", t.lid);
-      targets.push_back(pt);
-    }
-    auto q = collectors::UmadPerfQuery::Open(o.pma_ca, o.pma_port);
-    if (!q.ok()) {
-      notes.push_back(
-          absl::StrCat("InfiniBand PerfMgt source unavailable: ", q.status().message()));
-    } else {
-      auto c = collectors::UmadPerfQueryCollector::Create(std::move(*q), targets, 1, &notes);
-      if (c.ok()) {
-        Attach(pma, std::move(*c));
-      } else {
-        notes.push_back(absl::StrCat("InfiniBand PerfMgt: ", c.status().message()));
-      }
-    }
+  pma.period_ns = options_.pma_period_ns;
+  const SourceContext ctx{options_, chosen_, notes_};
+  for (const SourceSpec& source : Sources()) {
+    std::unique_ptr<collectors::Collector> c = source.open(ctx);
+    if (c != nullptr) Attach(groups_[static_cast<size_t>(source.group)], std::move(c));
   }
 }
 

@@ -189,6 +189,8 @@ bool IsTableEthtoolStat(absl::string_view name) {
   return PriorityKindOf(name) != nullptr;
 }
 
+bool HasMeaningGroup(absl::string_view group) { return Table().contains(group); }
+
 bool IsLoss(Meaning m) {
   switch (m) {
     case Meaning::kOutOfSequence:

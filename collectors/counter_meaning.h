@@ -69,6 +69,10 @@ CounterMeaning MeaningOf(absl::string_view group, absl::string_view name);
 // (collectors/ethtool.h, IsDefaultRoceStat): the table is the one list. Pure; thread-safe.
 bool IsTableEthtoolStat(absl::string_view name);
 
+// True when the table has a row of `group` (a source's counters: agent/source_registry.h
+// SourceSpec::meaning_group). Pure; thread-safe.
+bool HasMeaningGroup(absl::string_view group);
+
 // Counters the basic metrics profile exports one by one although their group is full-only: what
 // the shipped rules read (deploy/prometheus/fabricscope.rules.yml: the pre-FEC bit error ratio
 // and PFC pause storms).

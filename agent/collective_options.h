@@ -42,7 +42,8 @@ struct CollectiveAnalysisOptions {
   // >= max(1, lossy_min_events) on a port whose events over its recent collectives (all kinds;
   // the suffix of the recurrence test below) are >= lossy_min_rate of the packets it moved
   // (bytes / 1500). 2e-4 is twice the mission's 0.01% alarm level, above the ~5e-5 of spurious
-  // TCP retransmissions measured on a clean veth ring (README "Fault matrix"). 0 = off.
+  // TCP retransmissions measured on a clean veth ring (exporters/README.md "Fault matrix"). 0 =
+  // off.
   double lossy_min_rate = 2e-4;
   size_t lossy_rate_window = 16;
   // Both history rules want the loss to recur on the port: over some suffix of its last
@@ -55,7 +56,8 @@ struct CollectiveAnalysisOptions {
   // to 12, ... (3 of 3 is 1e-3 exactly: lossy_min_hits keeps it out). A host stall's burst of
   // spurious retransmission timeouts (measured on the 2-vCPU CI machine: up to 16 in one collective
   // of a clean run) lands in one or two collectives; 0.1% random loss hits ~60% of them. 0.1 is
-  // twice the share measured on the clean veth ring (1.5-5% per node, README "Fault matrix").
+  // twice the share measured on the clean veth ring (1.5-5% per node, exporters/README.md "Fault
+  // matrix").
   size_t lossy_min_hits = 4;
   double lossy_baseline_hit_ratio = 0.1;
   double lossy_max_p_value = 1e-3;

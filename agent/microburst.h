@@ -5,7 +5,7 @@
 
 namespace fabricscope::agent {
 
-// Hysteresis thresholds as fractions of line rate (README "The agent": Microburst).
+// Hysteresis thresholds as fractions of line rate (agent/README.md "The agent": Microburst).
 struct MicroburstThresholds {
   double enter = 0.9;  // a burst starts at a sample with utilization >= enter
   double exit = 0.7;   // it ends at the first sample with utilization < exit

@@ -63,8 +63,8 @@ struct AgentOptions {
   int capture_snaplen = 160;
   // GPU timelines (agent/gpu_ingest.h): the unix socket where the NCCL profiler plugin and the
   // CUPTI library connect; empty = off. Mode 0660 and group gpu_socket_group by default: the
-  // users whose training jobs report are made members of that group (README "GPU timelines in
-  // the agent"); gpu_allowed_uids (SO_PEERCRED) restricts further.
+  // users whose training jobs report are made members of that group (agent/README.md "GPU timelines
+  // in the agent"); gpu_allowed_uids (SO_PEERCRED) restricts further.
   std::string gpu_socket = "/run/fabricscope/gpu.sock";
   uint32_t gpu_socket_mode = 0660;
   std::string gpu_socket_group = "fabricscope";  // empty = the agent's own group

@@ -64,8 +64,8 @@ class CounterDeltaObserver {
 // per window (seq and agent stats left for the caller to fill), collected by TakeReady().
 //
 // Utilization of a sample = bytes / (line rate x measured interval), using the time between
-// this and the previous good read of that counter, never the nominal period (README "The agent").
-// Windows are aligned to multiples of window_ns on CLOCK_MONOTONIC.
+// this and the previous good read of that counter, never the nominal period (agent/README.md "The
+// agent"). Windows are aligned to multiples of window_ns on CLOCK_MONOTONIC.
 //
 // Every sample of a port's byte counters also goes to the utilization series of the window
 // (Batch.utilization_series) and to the flight recorder (its last flight_recorder_seconds).

@@ -133,9 +133,10 @@ absl::Status CheckAggregatorSecurity(const AggregatorOptions& options) {
         "grpc_listen ", options.grpc_listen,
         " is not a loopback address, and agents would stream in plain text with no token: "
         "anyone who reaches the port could report as any node. Give a token "
-        "(openssl rand -hex 32 >/etc/fabricscope/token; chmod 600 it; --auth-token-file= on "
-        "the aggregator and every agent), or TLS (--tls-cert/--tls-key; README \"Running "
-        "across nodes\" shows how to make a CA and certificates with openssl), or "
+        "(install -d -m 700 /etc/fabricscope; openssl rand -hex 32 >/etc/fabricscope/token; "
+        "chmod 600 /etc/fabricscope/token; --auth-token-file= on the aggregator and every "
+        "agent), or TLS (--tls-cert/--tls-key; exporters/README.md \"Running across nodes\" "
+        "shows how to make a CA and certificates with openssl), or "
         "--allow-insecure on a trusted network"));
   }
   return absl::OkStatus();

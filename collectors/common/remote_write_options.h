@@ -19,7 +19,8 @@ struct RemoteWriteOptions {
   std::string tls_cert;  // PEM client certificate and key (mTLS), both or neither
   std::string tls_key;
   // Compressed requests kept per URL while its receiver is down: past it the oldest are dropped
-  // (counted). 256 MiB holds more than 10 minutes of a 1,000-node aggregator (README "Scaling").
+  // (counted). 256 MiB holds more than 10 minutes of a 1,000-node aggregator (exporters/README.md
+  // "Scaling").
   uint64_t queue_max_bytes = 256ull << 20;
 };
 

@@ -38,7 +38,8 @@ namespace fabricscope::collectors::nccl {
 // Default activation mask: Coll | ProxyOp | ProxyStep | KernelCh = 2|8|16|64 = 90. ProxyStep is
 // on because the bytes per proxy op (and so the rank-pair traffic) come only from its states;
 // its cost is one start, three state records and one stop per network transfer on the proxy
-// thread (README "NCCL profiler plugin" has the measured figure). Mask 74 drops it.
+// thread (collectors/nccl/README.md "NCCL profiler plugin" has the measured figure). Mask 74 drops
+// it.
 inline constexpr int kDefaultEventMask =
     kEventColl | kEventProxyOp | kEventProxyStep | kEventKernelCh;
 
@@ -62,7 +63,7 @@ struct PluginOptions {
   // Pools, allocated once at the first init. A Coll/P2p holds its slot from its start until the
   // flush thread closes it (normally within one flush period of its last KernelCh stop), so
   // pool_ops is the number of collectives in flight: 16,384 covers a burst of 10,000 enqueued
-  // before the GPU runs any. README "NCCL profiler plugin" gives the memory.
+  // before the GPU runs any. collectors/nccl/README.md "NCCL profiler plugin" gives the memory.
   uint32_t pool_ops = 16384;
   uint32_t pool_proxy_ops = 4 * 16384;  // ProxyOps in flight (one per channel, peer, direction)
   uint32_t pool_kernel_ch = 16384;      // KernelCh events in flight

@@ -92,8 +92,8 @@ struct PathEvidenceOptions {
   double fabric_loss_max_p_value = 1e-3;
   // Slow link: 0.7, below the spread of the ranks' busy transmit rates on a healthy ring (each
   // rank sends the same chunks at the same rate: the lowest over the others' median was 0.98 in
-  // 40 clean instances of the cluster in a box, README "Fault matrix"), with room for the
-  // coarser samples of a real NIC, and above the 0.5 of a link that carries half.
+  // 40 clean instances of the cluster in a box, exporters/README.md "Fault matrix"), with room for
+  // the coarser samples of a real NIC, and above the 0.5 of a link that carries half.
   double slow_link_ratio = 0.7;
 };
 

@@ -23,7 +23,8 @@ enum class Metric : uint16_t {
 enum class MetricUnit : uint8_t { kNone, kSeconds, kBytes, kRatio, kBytesPerSecond, kPerSecond };
 
 // Where a family's values come from: the module whose Collect builds it, each from its own
-// snapshot taken under its own lock (README "Scaling": a scrape holds each lock only briefly).
+// snapshot taken under its own lock (exporters/README.md "Scaling": a scrape holds each lock only
+// briefly).
 enum class MetricArea : uint8_t {
   kPorts,      // ClusterState: node views (port windows, agent and capture stats), itself
   kPeers,      // sharded aggregators: ClusterState::CollectPeers: the forwarder and the peer inbox

@@ -34,7 +34,7 @@ enum class WriteOutcome { kSent, kRetry, kDrop };
 WriteOutcome ClassifyStatus(int http_status);
 
 // Prometheus remote-write 1.0 (https://prometheus.io/docs/specs/remote_write_spec/) from the
-// aggregator and the standalone agent (README "Scaling").
+// aggregator and the standalone agent (exporters/README.md "Scaling").
 //
 // The sender: every interval it takes a snapshot (`collect`, the same families /metrics
 // renders), builds and snappy-compresses one WriteRequest, and queues it for each URL; one

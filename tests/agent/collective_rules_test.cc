@@ -63,7 +63,7 @@ Outcome Simulate(uint32_t seed, double clean_hit, double lost_per_collective) {
 }
 
 TEST(CollectiveRules, HealthyPortsWithSpuriousEventsAndBurstsAreNotNamed) {
-  // 5% is the clean veth ring's share (README "Fault matrix"): never. 10%, the rule's
+  // 5% is the clean veth ring's share (exporters/README.md "Fault matrix"): never. 10%, the rule's
   // assumption: each look is a test at p <= 1e-3, and a run of 100 collectives looks ~100
   // times with several suffixes each, so a few runs in 30 may see one.
   for (uint32_t seed = 1; seed <= 30; ++seed) {

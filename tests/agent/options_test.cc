@@ -215,7 +215,7 @@ TEST(AgentOptionTable, NamesAreUniqueAndDefaultsObeyTheirBounds) {
 TEST(AgentOptionTable, ReadmeTableIsTheGeneratedOne) {
   const std::string expected = common::OptionMarkdown(AgentOptionTable(), AgentOptions{});
   EXPECT_EQ(testing::ReadmeGeneratedBlock("agent"), expected)
-      << "README's agent option table differs from the option table; regenerate it with "
+      << "agent/README.md's option table differs from the option table; regenerate it with "
          "fabricscope-agent --help-markdown";
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
-// README.md's generated blocks, for the tests that check them against their source of truth.
+// The generated blocks of the guides (README.md and the folders' README.md files), for the tests
+// that check them against their source of truth.
 
 #include <fstream>
 #include <sstream>
@@ -9,9 +10,10 @@
 namespace fabricscope::testing {
 
 // The text between "<!-- BLOCK: generated ..." and "<!-- end BLOCK -->" (without the marker
-// lines); empty when README has no such block.
-inline std::string ReadmeBlock(const std::string& block) {
-  std::ifstream in(std::string(FABRICSCOPE_SOURCE_DIR) + "/README.md");
+// lines) in `guide` (a path from the repository's root, "exporters/README.md"); empty when it
+// has no such block.
+inline std::string GuideBlock(const std::string& guide, const std::string& block) {
+  std::ifstream in(std::string(FABRICSCOPE_SOURCE_DIR) + "/" + guide);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -22,9 +24,10 @@ inline std::string ReadmeBlock(const std::string& block) {
   return text.substr(first, end - first);
 }
 
-// README's option table of NAME ("agent", "aggregator"): the block "NAME options".
+// The option table of NAME ("agent": agent/README.md, "aggregator": exporters/README.md): the
+// block "NAME options".
 inline std::string ReadmeGeneratedBlock(const std::string& name) {
-  return ReadmeBlock(name + " options");
+  return GuideBlock(name == "agent" ? "agent/README.md" : "exporters/README.md", name + " options");
 }
 
 }  // namespace fabricscope::testing

@@ -210,7 +210,7 @@ def main():
                 fail(where, f"{example}: key {key!r} is not in deploy/config/{example}")
 
     # Token files the configs name lie in a Secret volume their workload mounts (the Secret
-    # itself is made by the user: README "Kubernetes").
+    # itself is made by the user: deploy/README.md "Kubernetes").
     for name, example, key in (("fabricscope-agent", "agent.yaml", "auth_token_file"),
                                ("fabricscope-aggregator", "aggregator.yaml", "auth.token_file")):
         if name not in configmaps or name not in workloads:

@@ -138,7 +138,7 @@ def shape(i, rate, burst="8kb", limit=None):
 
 
 # The agents stream to the hub's bridge address, not loopback: the aggregator wants a token
-# there (secure by default, README "Running across nodes"), made the way README says.
+# there (secure by default, exporters/README.md "Running across nodes"), made the way README says.
 TOKEN_FILE = os.path.join(WORK, "token")
 
 

@@ -422,7 +422,7 @@ def run_with_reruns(case, n, grpc_port, http_port):
 
 
 def report(rows):
-    """The table of README "Fault matrix" and, in the test, the floors' checks."""
+    """The table of exporters/README.md "Fault matrix" and, in the test, the floors' checks."""
     log("| fault | start | magnitude | named right | with a loss event | detection | floor |")
     log("|---|---|---|---|---|---|---|")
     for clean, got, alarms in CLEAN_ROWS:

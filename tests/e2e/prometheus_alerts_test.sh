@@ -19,7 +19,7 @@
 #      the scrape interval, every other variable ".*") returns data, except the ones that
 #      legitimately return nothing here, each with its reason (table below, printed per run).
 #
-# Shortened for a test (documented in README "Monitoring"): scrape and rule evaluation every
+# Shortened for a test (documented in dashboards/README.md "Monitoring"): scrape and rule evaluation every
 # 1 s instead of 15 s, and every alert's "for:" replaced by 3s in the test's copy of the rules
 # (the rules' [5m]/[15m]/[1d] ranges stay: a range longer than the data uses the data there is).
 # Everything runs inside two namespaces this script creates (Prometheus and the aggregator on

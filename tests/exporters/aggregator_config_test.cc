@@ -110,7 +110,7 @@ namespace {
 TEST(AggregatorOptionTable, ReadmeTableIsTheGeneratedOneAndDefaultsObeyTheirBounds) {
   EXPECT_EQ(testing::ReadmeGeneratedBlock("aggregator"),
             common::OptionMarkdown(AggregatorOptionTable(), AggregatorOptions{}))
-      << "README's aggregator option table differs from the option table; regenerate it with "
+      << "exporters/README.md's option table differs from the option table; regenerate it with "
          "fabricscope-aggregator --help-markdown";
   EXPECT_TRUE(ValidateAggregatorOptions(AggregatorOptions{}).ok());
   AggregatorOptions o;

@@ -1,9 +1,9 @@
-// The series budget (issue 17 item 1, README "Series budget"): at the default --metrics=basic a
-// standalone agent on each fixture tree exports at most 40 series per port and 80 per node
-// (the aggregator's own series, which it exports once, and GPU and communicator series, bounded
-// separately, are not counted); --metrics=full adds the per-port histograms and raw breakdowns.
-// Series are counted as a scraper stores them: one per line of the exposition (every histogram
-// bucket, _sum and _count is one).
+// The series budget (issue 17 item 1, exporters/README.md "Series budget"): at the default
+// --metrics=basic a standalone agent on each fixture tree exports at most 40 series per port and 80
+// per node (the aggregator's own series, which it exports once, and GPU and communicator series,
+// bounded separately, are not counted); --metrics=full adds the per-port histograms and raw
+// breakdowns. Series are counted as a scraper stores them: one per line of the exposition (every
+// histogram bucket, _sum and _count is one).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -179,7 +179,7 @@ function renderHeatmap(h) {
   if (rowsIn.length === 0 || !h.values || h.values.length === 0) {
     plot.replaceChildren(el('p', 'no link utilization in the last ' + HEATMAP_SECONDS +
       ' s: a port needs a known line rate (virtio and veth report none: ' +
-      '--line-rate=eth0=10gbit) and the agent\'s utilization series (README "Heat maps").', 'empty'));
+      '--line-rate=eth0=10gbit) and the agent\'s utilization series (exporters/README.md "Heat maps").', 'empty'));
     $('#hm-note').textContent = '';
     return;
   }

@@ -41,8 +41,9 @@ TEST(CollectiveCauseTable, EveryCauseOnceAndReadmeRendersIt) {
   EXPECT_EQ(names.size(), common::CollectiveCauses().size());
   EXPECT_STREQ(common::CollectiveCauseName(v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER),
                "compute_straggler");
-  EXPECT_EQ(testing::ReadmeBlock("causes"), common::CollectiveCauseMarkdown())
-      << "README's cause table differs from common::CollectiveCauses(); replace it with:\n"
+  EXPECT_EQ(testing::GuideBlock("exporters/README.md", "causes"), common::CollectiveCauseMarkdown())
+      << "exporters/README.md's cause table differs from common::CollectiveCauses(); replace it "
+         "with:\n"
       << common::CollectiveCauseMarkdown();
 }
 

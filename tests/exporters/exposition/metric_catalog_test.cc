@@ -30,7 +30,7 @@ using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
 std::string Readme() {
-  std::ifstream in(std::string(FABRICSCOPE_SOURCE_DIR) + "/README.md");
+  std::ifstream in(std::string(FABRICSCOPE_SOURCE_DIR) + "/exporters/README.md");
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
@@ -493,7 +493,7 @@ std::vector<std::string> Expand(std::string token) {
 // the catalog lacks.
 TEST(MetricCatalog, ReadmeDocumentsExactlyTheCatalog) {
   const std::string section = MetricsSection();
-  ASSERT_FALSE(section.empty()) << "README.md has no \"## Metrics\" section";
+  ASSERT_FALSE(section.empty()) << "exporters/README.md has no \"## Metrics\" section";
   std::set<std::string> written;
   const std::regex mentioned("`(fabricscope_[a-z0-9_{},]+)");
   for (auto it = std::sregex_iterator(section.begin(), section.end(), mentioned);
@@ -507,7 +507,7 @@ TEST(MetricCatalog, ReadmeDocumentsExactlyTheCatalog) {
     const std::string rest = name.substr(name.find('_', std::string("fabricscope_").size()));
     EXPECT_TRUE(written.count(name) || section.find("`..." + rest + "`") != std::string::npos ||
                 section.find("`" + rest + "`") != std::string::npos)
-        << name << " is not in README's Metrics section";
+        << name << " is not in exporters/README.md's Metrics section";
   }
   for (std::string name : written) {
     for (const std::string sfx : {"_bucket", "_sum", "_count"}) {

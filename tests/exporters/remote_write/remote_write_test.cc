@@ -225,8 +225,8 @@ TEST(RemoteWrite, AQueueBoundDropsTheOldestAndStopCountsWhatIsLeft) {
 // the default queue bound: every snapshot is held, none dropped, and once a receiver listens
 // again on its address each arrives once, in the order taken. The snapshots are taken while
 // nothing listens (the sender retries with backoff meanwhile), so all 40 wait in the queue at
-// once. Each holds 2,000 series; README "Scaling" gives the bound in minutes at 1,000 and 10,000
-// nodes.
+// once. Each holds 2,000 series; exporters/README.md "Scaling" gives the bound in minutes at 1,000
+// and 10,000 nodes.
 TEST(RemoteWrite, TenMinutesOfAReceiverDownAtTheDefaultIntervalLoseNothing) {
   auto probe = std::make_unique<Receiver>(std::deque<int>{});
   const std::string url = probe->url();

@@ -11,7 +11,7 @@
 //   ingest 1 thread:  every node's serialized batch, window after window, in a seeded random
 //                     order within each window (agents close their windows at their own
 //                     times), parsed into its node's own message (reused from window to window)
-//                     and handed to ClusterState::OnBatch at once, as the gRPC reactor does
+//                     and handed to Admission::OnBatch at once, as the gRPC reactor does
 //                     (exporters/ingest/telemetry_service.cc: StartRead(&in_) into the stream's
 //                     one AgentMessage, then OnBatch on it); batches/s and collective instances
 //                     matched per second (CrossRankAnalysis::instances_total() delta).
@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/ingest/admission.h"
 #include "exporters/state/cluster_state.h"
 #include "fabricscope/v1/telemetry.pb.h"
 #include "tests/bench/bench_cluster_output.h"
@@ -241,6 +242,7 @@ IngestTimes Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, i
   c.wire.resize(n);
   c.streams.resize(n);
   IngestTimes times;
+  exporters::Admission admission(state);  // the checks every gRPC stream's batch passes
   std::vector<IngestTimes> per_thread(static_cast<size_t>(threads));
   std::barrier sync(threads);
   Clock::time_point t0;
@@ -260,7 +262,7 @@ IngestTimes Ingest(Cluster& c, exporters::ClusterState& state, uint64_t first, i
         const auto a = Clock::now();
         if (!c.streams[i].ParseFromString(c.wire[i])) std::abort();
         const auto b = Clock::now();
-        if (!state.OnBatch(c.names[i], i + 1, c.streams[i]).ok()) std::abort();
+        if (!admission.OnBatch(c.names[i], i + 1, c.streams[i]).ok()) std::abort();
         mine.parse += Seconds(a, b);
         mine.on_batch += Seconds(b, Clock::now());
       }

@@ -38,6 +38,7 @@
 #undef FABRICSCOPE_OPTION
 #undef FABRICSCOPE_CONFIG_OPTION
 ABSL_FLAG(bool, help_markdown, false, "Print the option table in Markdown (README's) and exit.");
+ABSL_FLAG(bool, help_man, false, "Print the manual page fabricscope-agent(8) in roff and exit.");
 
 namespace {
 
@@ -261,6 +262,25 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("unexpected argument \"", rest[1], "\"; see --help"));
   if (absl::GetFlag(FLAGS_help_markdown)) {
     printf("%s", fabricscope::common::OptionMarkdown(AgentOptionTable(), AgentOptions{}).c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_help_man)) {
+    fabricscope::common::ManPage page{
+        .name = "fabricscope-agent",
+        .section = "8",
+        .version = "fabricscope 0.1.0",
+        .summary = "per-node network telemetry agent of GPU training clusters",
+        .synopsis = "[OPTION]...",
+        .description = kUsage,
+        .options = fabricscope::common::OptionManEntries(AgentOptionTable(), AgentOptions{}),
+        .files =
+            "/etc/fabricscope/agent.yaml: the config file read when --config is not given\n"
+            "/run/fabricscope/gpu.sock: the socket GPU producers (the NCCL plugin, the CUPTI "
+            "library) send to (--gpu-socket)",
+        .see_also =
+            "fabricscope-aggregator(8), fabricscope-pcap(1); the guides in "
+            "/usr/share/doc/fabricscope"};
+    printf("%s", fabricscope::common::RenderManPage(page).c_str());
     return 0;
   }
   FLAGS_logtostderr = true;

@@ -32,6 +32,8 @@
 #undef FABRICSCOPE_SWITCH
 #undef FABRICSCOPE_CONFIG_OPTION
 ABSL_FLAG(bool, help_markdown, false, "Print the option table in Markdown (README's) and exit.");
+ABSL_FLAG(bool, help_man, false,
+          "Print the manual page fabricscope-aggregator(8) in roff and exit.");
 
 namespace {
 
@@ -150,6 +152,26 @@ int main(int argc, char** argv) {
     printf(
         "%s",
         fabricscope::common::OptionMarkdown(AggregatorOptionTable(), AggregatorOptions{}).c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_help_man)) {
+    fabricscope::common::ManPage page{
+        .name = "fabricscope-aggregator",
+        .section = "8",
+        .version = "fabricscope 0.1.0",
+        .summary = "cluster aggregator of fabricscope agents: diagnosis, metrics, heat maps",
+        .synopsis = "[OPTION]...",
+        .description = kUsage,
+        .options =
+            fabricscope::common::OptionManEntries(AggregatorOptionTable(), AggregatorOptions{}),
+        .files =
+            "/etc/fabricscope/aggregator.yaml: the config file read when --config is not "
+            "given\n"
+            "/etc/fabricscope/token: the shared token, by convention (--auth-token-file)",
+        .see_also =
+            "fabricscope-agent(8), fabricscope-pcap(1); the guides in "
+            "/usr/share/doc/fabricscope"};
+    printf("%s", fabricscope::common::RenderManPage(page).c_str());
     return 0;
   }
   FLAGS_logtostderr = true;

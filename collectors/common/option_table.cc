@@ -256,4 +256,16 @@ std::string RenderOptionMarkdown(const std::vector<OptionRow>& rows) {
   return out;
 }
 
+std::vector<ManOption> RenderManOptions(const std::vector<OptionRow>& rows) {
+  std::vector<ManOption> out;
+  for (const OptionRow& r : rows) {
+    if (r.flag.empty() && r.key.empty()) continue;
+    std::string text = absl::StrCat(r.help, " Default: ", DefaultText(r), ".");
+    if (!r.range.empty()) absl::StrAppend(&text, " Accepts: ", r.range, ".");
+    if (!r.flag.empty() && !r.key.empty()) absl::StrAppend(&text, " Config file: ", r.key, ".");
+    out.push_back({r.flag, r.key, r.is_switch ? "" : r.form, std::move(text)});
+  }
+  return out;
+}
+
 }  // namespace fabricscope::common

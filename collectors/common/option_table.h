@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "collectors/common/man_page.h"
 
 namespace YAML {
 class Node;
@@ -226,6 +227,12 @@ std::string OptionHelp(const std::vector<OptionSpec<Options>>& table, const Opti
 // README's option table (Markdown): | flag | config key | default | range | meaning |.
 template <typename Options>
 std::string OptionMarkdown(const std::vector<OptionSpec<Options>>& table, const Options& defaults);
+
+// The options as manual-page entries (collectors/common/man_page.h): each one's form, help,
+// default, range and config key, in the table's order.
+template <typename Options>
+std::vector<ManOption> OptionManEntries(const std::vector<OptionSpec<Options>>& table,
+                                        const Options& defaults);
 
 }  // namespace fabricscope::common
 

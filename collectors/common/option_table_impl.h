@@ -31,6 +31,7 @@ struct OptionRow {
 absl::Status LoadYamlBound(const std::string& path, const std::vector<BoundOption>& options);
 std::string RenderOptionHelp(const std::vector<OptionRow>& rows);
 std::string RenderOptionMarkdown(const std::vector<OptionRow>& rows);
+std::vector<ManOption> RenderManOptions(const std::vector<OptionRow>& rows);
 
 template <typename Options>
 OptionSpec<Options> HostPortOption(std::string key, FieldOf<Options, std::string> field,
@@ -148,6 +149,12 @@ std::string OptionHelp(const std::vector<OptionSpec<Options>>& table, const Opti
 template <typename Options>
 std::string OptionMarkdown(const std::vector<OptionSpec<Options>>& table, const Options& defaults) {
   return RenderOptionMarkdown(OptionRows(table, defaults));
+}
+
+template <typename Options>
+std::vector<ManOption> OptionManEntries(const std::vector<OptionSpec<Options>>& table,
+                                        const Options& defaults) {
+  return RenderManOptions(OptionRows(table, defaults));
 }
 
 }  // namespace fabricscope::common

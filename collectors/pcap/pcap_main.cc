@@ -13,8 +13,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectors/cli.h"
+#include "collectors/common/man_page.h"
 #include "collectors/pcap/capture.h"
 #include "collectors/pcap/roce_analyzer.h"
 #include "collectors/pcap/tcp_analyzer.h"
@@ -207,6 +209,23 @@ int main(int argc, char** argv) {
   std::vector<char*> args = fabricscope::collectors::NormalizeFlagDashes(argc, argv, storage);
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string a = args[i];
+    if (a == "--help-man" || a == "--help_man") {  // fabricscope-pcap(1), from the same flags
+      fabricscope::common::ManPage page;
+      page.name = "fabricscope-pcap";
+      page.section = "1";
+      page.version = "fabricscope 0.1.0";
+      page.summary = "per-flow RoCEv2 and TCP loss report of a capture";
+      page.synopsis = "FILE [--json] [--top=N]";
+      page.description = std::string(absl::ProgramUsageMessage());
+      page.see_also = "fabricscope-agent(8), tshark(1), tcpdump(8)";
+      for (const char* name : {"json", "top"}) {
+        const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+        page.options.push_back({name, "", f->IsOfType<bool>() ? "" : "N",
+                                absl::StrCat(f->Help(), " Default: ", f->DefaultValue(), ".")});
+      }
+      printf("%s", fabricscope::common::RenderManPage(page).c_str());
+      return 0;
+    }
     if (a == "--help" || a == "-h") {  // ours, not Abseil's: exit 0 and no build paths
       printf("%s\n\nOptions:\n", std::string(absl::ProgramUsageMessage()).c_str());
       for (const char* name : {"json", "top"}) {

@@ -234,7 +234,9 @@ void CheckContents(const std::string& deb) {
         "./usr/share/fabricscope/dashboards/fabricscope-links.json",
         "./usr/share/fabricscope/kubernetes/kustomization.yaml",
         "./usr/share/fabricscope/kubernetes-tls/kustomization.yaml",
-        "./usr/share/doc/fabricscope/README.md"}) {
+        "./usr/share/doc/fabricscope/README.md", "./usr/share/doc/fabricscope/exporters/README.md",
+        "./usr/share/man/man8/fabricscope-agent.8", "./usr/share/man/man8/fabricscope-aggregator.8",
+        "./usr/share/man/man1/fabricscope-pcap.1"}) {
     EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string(" ") + path + "(\\n|$)")))
         << path << "\n"
         << r.output;

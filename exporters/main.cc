@@ -87,6 +87,22 @@ std::string Listening(const fabricscope::exporters::Aggregator& a) {
                       a.http_port());
 }
 
+// How agents are admitted on the gRPC port, said once at start: "TLS" (server certificate
+// only) or "mTLS" (client certificates checked), else "plain text"; then tokens, if any.
+std::string StreamSecurity(const fabricscope::exporters::AggregatorOptions& o) {
+  std::string s = o.tls.enabled() ? (o.tls.client_ca.empty() ? "TLS" : "mTLS (client certificates)")
+                                  : "plain text";
+  if (!o.auth_token_file.empty() || !o.node_tokens_file.empty()) {
+    absl::StrAppend(&s, ", tokens required (", o.auth_token_file.empty() ? "" : "shared token",
+                    !o.auth_token_file.empty() && !o.node_tokens_file.empty() ? " and " : "",
+                    o.node_tokens_file.empty() ? "" : "per-node tokens", ")");
+  } else {
+    s += ", no token";
+  }
+  if (o.allow_insecure) s += " (--allow-insecure)";
+  return absl::StrCat(s, "; HTTP ", o.web_config.empty() ? "plain, no auth" : "per --web-config");
+}
+
 constexpr char kUsage[] =
     "fabricscope aggregator: receives telemetry streams from fabricscope-agent processes over "
     "gRPC and serves the cluster's Prometheus metrics.\n\n"
@@ -193,6 +209,7 @@ int main(int argc, char** argv) {
   printf("fabricscope-aggregator %s\n", Listening(aggregator).c_str());
   fflush(stdout);
   LOG(INFO) << "serving /metrics on port " << aggregator.http_port();
+  LOG(INFO) << "agent streams: " << StreamSecurity(aggregator.options());
   notifier.Ready(Listening(aggregator));
 
   // The aggregator's work happens on gRPC and HTTP threads; the watchdog pings only while the

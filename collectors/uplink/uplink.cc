@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "collectors/common/stream_auth.h"
 #include "glog/logging.h"
@@ -119,13 +120,19 @@ void GrpcUplink::Run(std::stop_token stop) {
   std::mt19937_64 rng(std::random_device{}());
   int backoff_ms = options_.initial_backoff_ms;
   bool warned = false;
+  int waits = 0;
   while (!stop.stop_requested()) {
     // Wait for a connection in short steps so that Shutdown is never held up by a connect.
     if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                    std::chrono::milliseconds(250))) {
-      if (!warned) {
-        LOG(WARNING) << "aggregator " << options_.target
-                     << " unreachable; batches are queued until it answers";
+      // Said once, with the reason when the channel has one: a refused connection, or a TLS
+      // handshake that failed and why (a missing client certificate, an unknown CA).
+      const bool failing = channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE;
+      if (!warned && (failing || ++waits >= 8)) {
+        const std::string why = failing ? WhyUnreachable(*stub) : "";
+        LOG(WARNING) << "aggregator " << options_.target << " unreachable"
+                     << (why.empty() ? "" : " (" + why + ")")
+                     << "; batches are queued until it answers";
         warned = true;
       }
       absl::MutexLock lock(&mu_);
@@ -142,6 +149,18 @@ void GrpcUplink::Run(std::stop_token stop) {
     }
     if (!SleepBackoff(&backoff_ms, rng)) break;
   }
+}
+
+std::string GrpcUplink::WhyUnreachable(v1::Telemetry::Stub& stub) {
+  // A channel in TRANSIENT_FAILURE fails a fail-fast call at once with its connection's last
+  // error (gRPC's "failed to connect to all addresses; last error: ..."): nothing reaches the
+  // aggregator.
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(false);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  auto stream = stub.Stream(&ctx);
+  stream->WritesDone();
+  return stream->Finish().error_message();
 }
 
 bool GrpcUplink::SleepBackoff(int* backoff_ms, std::mt19937_64& rng) {
@@ -213,13 +232,17 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
   }
   connected_.store(true);
   connects_.fetch_add(1);
-  LOG(INFO) << "connected to aggregator " << options_.target << ", resuming at batch " << cursor;
 
+  // "connected" only once the aggregator acknowledged the Hello: a Hello it refuses (a token,
+  // an identity, a limit) was written all the same, and reads as success until its status.
   stream_acked_.store(false);
-  std::thread reader([this, &stream] {
+  std::thread reader([this, &stream, cursor] {
     v1::AggregatorMessage in;
     while (stream->Read(&in)) {
-      stream_acked_.store(true);
+      if (!stream_acked_.exchange(true)) {
+        LOG(INFO) << "connected to aggregator " << options_.target
+                  << " (Hello acknowledged), resuming at batch " << cursor;
+      }
       if (in.has_ack()) OnAck(in.ack().seq());
     }
     absl::MutexLock lock(&mu_);
@@ -262,8 +285,14 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
     active_ctx_ = nullptr;
   }
   if (!stop.stop_requested()) {
-    LOG(WARNING) << "stream to aggregator " << options_.target
-                 << " ended: " << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
+    if (!stream_acked_.load() && !st.ok()) {
+      LOG(WARNING) << "aggregator " << options_.target << " refused the stream ("
+                   << absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()))
+                   << ": " << st.error_message() << "); reconnecting";
+    } else {
+      LOG(WARNING) << "stream to aggregator " << options_.target
+                   << " ended: " << (st.ok() ? "closed" : st.error_message()) << "; reconnecting";
+    }
   }
   return st;
 }

@@ -78,6 +78,9 @@ class GrpcUplink final : public BatchSink {
   void Authorize(grpc::ClientContext& ctx) const;
   // Sleeps a jittered *backoff_ms (full jitter: half to all of it), doubles it up to
   // max_backoff_ms, and returns false when Shutdown began meanwhile.
+  // Why the channel cannot connect, from a fail-fast call on it; call only in
+  // TRANSIENT_FAILURE. "" when gRPC gives no message.
+  static std::string WhyUnreachable(v1::Telemetry::Stub& stub);
   bool SleepBackoff(int* backoff_ms, std::mt19937_64& rng);
   // The batches of leftover segment *next, skipping (and deleting) segments that hold none;
   // *next is left at the segment read, or at the end with an empty result.

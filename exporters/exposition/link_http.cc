@@ -73,6 +73,9 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
         *dst = static_cast<int64_t>(s * 1e9);
       }
     }
+    if (q.from_unix_ns > 0 && q.to_unix_ns > 0 && q.to_unix_ns <= q.from_unix_ns) {
+      return BadRequest(res, "to must be after from (Unix seconds)");
+    }
     if (auto v = QueryParam(req, "bucket"); !v.empty()) {
       absl::Duration d;
       if (!absl::ParseDuration(v, &d) || d <= absl::ZeroDuration() || d > absl::Hours(1)) {

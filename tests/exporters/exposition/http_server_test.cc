@@ -79,6 +79,23 @@ TEST(HttpServer, IndexListsEveryEndpointItServes) {
   }
 }
 
+// A link heat map asked for a window that ends before it starts is a 400 that says so, not some
+// other window (a first user's report, issue 35); from < to is served.
+TEST(HttpServer, LinksHeatmapWithToNotAfterFromIsABadRequest) {
+  ClusterState state;
+  HttpServer server({}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  for (const char* q : {"from=1700000010&to=1700000000", "from=1700000000&to=1700000000"}) {
+    auto r = c.Get(absl::StrCat("/heatmap/links?format=json&", q));
+    ASSERT_TRUE(r) << q;
+    EXPECT_EQ(r->status, 400) << q;
+    EXPECT_THAT(r->body, HasSubstr("to must be after from")) << q;
+  }
+  EXPECT_EQ(c.Get("/heatmap/links?format=json&from=1700000000&to=1700000010")->status, 200);
+}
+
 // Nothing to serve but liveness (the agent's --health-listen): /healthz answers, a scrape of
 // /metrics fails with 404 rather than reading an empty page.
 TEST(HttpServer, HealthOnlyServesHealthzAndNotFoundForTheRest) {

@@ -7,7 +7,8 @@
 
 namespace fabricscope::agent {
 
-// Thresholds of the per-collective cause rule (documented in README "Collective analysis").
+// Thresholds of the per-collective cause rule (documented in exporters/README.md "Why was that
+// all-reduce slow").
 struct CollectiveAnalysisOptions {
   // Ports a collective could have used, by "dev", "dev:port" or interface name. Empty = every
   // RDMA port of the node, or every watched network interface when there is no RDMA port.

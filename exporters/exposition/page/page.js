@@ -350,7 +350,7 @@ function selectCollective(i) {
   if (!pick) {
     $('#cd-rec-title').textContent = 'flight-recorder samples around it';
     box.replaceChildren(el('p', 'no flight recording came with this collective: an agent ' +
-      'records its ports around a collective it flags slow (README "Why was that all-reduce ' +
+      'records its ports around a collective it flags slow (exporters/README.md "Why was that all-reduce ' +
       'slow").', 'empty'));
     return;
   }

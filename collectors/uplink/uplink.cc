@@ -151,11 +151,13 @@ void GrpcUplink::Run(std::stop_token stop) {
   }
 }
 
-std::string GrpcUplink::WhyUnreachable(v1::Telemetry::Stub& stub) {
+std::string GrpcUplink::WhyUnreachable(v1::Telemetry::Stub& stub) const {
   // A channel in TRANSIENT_FAILURE fails a fail-fast call at once with its connection's last
   // error (gRPC's "failed to connect to all addresses; last error: ..."): nothing reaches the
-  // aggregator.
+  // aggregator. Should it have connected meanwhile, the stream carries the token and ends
+  // before a Hello, which the aggregator neither stores nor counts as refused.
   grpc::ClientContext ctx;
+  Authorize(ctx);
   ctx.set_wait_for_ready(false);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   auto stream = stub.Stream(&ctx);

@@ -80,7 +80,7 @@ class GrpcUplink final : public BatchSink {
   // max_backoff_ms, and returns false when Shutdown began meanwhile.
   // Why the channel cannot connect, from a fail-fast call on it; call only in
   // TRANSIENT_FAILURE. "" when gRPC gives no message.
-  static std::string WhyUnreachable(v1::Telemetry::Stub& stub);
+  std::string WhyUnreachable(v1::Telemetry::Stub& stub) const;
   bool SleepBackoff(int* backoff_ms, std::mt19937_64& rng);
   // The batches of leftover segment *next, skipping (and deleting) segments that hold none;
   // *next is left at the segment read, or at the end with an empty result.

@@ -161,6 +161,9 @@ xmllint --noout "$WORK/nodes.svg" || die "nodes SVG is not well-formed"
 http '/heatmap' >"$WORK/index.html" || die "GET /heatmap failed"
 grep -q '/heatmap/links' "$WORK/index.html" && grep -q '/heatmap/nodes' "$WORK/index.html" ||
   die "the index does not list both heat maps"
-http '/metrics' | grep -q '^fabricscope_flight_recorder_bytes{node="'"$NODE"'"}' ||
+# Into a file first: with pipefail, grep -q leaving at its first match would fail curl's write
+# (curl: (23)) whenever the line comes early in the body.
+http '/metrics' >"$WORK/metrics.txt" || die "GET /metrics failed"
+grep -q '^fabricscope_flight_recorder_bytes{node="'"$NODE"'"}' "$WORK/metrics.txt" ||
   die "fabricscope_flight_recorder_bytes missing"
 log "PASS"

@@ -121,8 +121,6 @@ class ClusterState {
   // Errors: FailedPrecondition when (peer, instance) sent no Hello.
   absl::StatusOr<uint64_t> OnPeerBatch(const std::string& peer, uint64_t instance,
                                        const v1::Batch& batch, BatchCheck check);
-  absl::StatusOr<uint64_t> OnPeerBatch(const std::string& peer, uint64_t instance,
-                                       const v1::Batch& batch);  // every verdict ok
   // Matches forwarded records here (Forwarder's match_here: this aggregator owns their
   // communicators after a list change).
   void MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records);

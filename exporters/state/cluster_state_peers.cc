@@ -64,12 +64,6 @@ absl::StatusOr<uint64_t> ClusterState::OnPeerHello(const v1::Hello& hello) {
 }
 
 absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint64_t instance,
-                                                   const v1::Batch& batch) {
-  return OnPeerBatch(peer, instance, batch,
-                     [](const v1::Batch&, size_t) { return BatchVerdict{}; });
-}
-
-absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint64_t instance,
                                                    const v1::Batch& batch, BatchCheck check) {
   {
     absl::MutexLock lock(&shard_mu_);

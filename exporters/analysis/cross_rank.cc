@@ -92,8 +92,18 @@ CrossRankSnapshot CrossRankAnalysis::Snapshot() const {
 HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
                                                    size_t instances) const {
   std::pair<uint64_t, std::string> pick;
-  if (!PickCollective(matcher_.RecentCounts(), comm, func, &pick)) {
-    return CollectivesHeatmapOf(nullptr, {});
+  const auto counts = matcher_.RecentCounts();
+  if (!PickCollective(counts, comm, func, &pick)) {
+    HeatmapModel m = CollectivesHeatmapOf(nullptr, {});
+    m.note = counts.empty() || (comm.empty() && func.empty())
+                 ? "an instance is complete when every rank of its communicator has reported it: "
+                   "load the NCCL profiler plugin into every rank of the job (collectors/nccl/"
+                   "README.md) and point each node's agent at this aggregator"
+                 : absl::StrCat("none of comm=\"", comm, "\" func=\"", func, "\" among the ",
+                                counts.size(),
+                                " communicator and function pairs with complete "
+                                "instances (their comm labels: /api/collectives/slow)");
+    return m;
   }
   return CollectivesHeatmapOf(&pick, matcher_.Recent(pick.first, pick.second, instances));
 }

@@ -87,7 +87,14 @@ HeatmapModel RanksHeatmapOf(const std::map<std::tuple<uint64_t, int32_t, int32_t
   m.value_label = "bytes sent (proxy, cumulative)";
   m.title = found ? absl::StrCat("Rank x rank bytes, comm ", common::CommLabel(pick))
                   : "Rank x rank bytes (no proxy traffic yet)";
-  if (!found) return m;
+  if (!found) {
+    m.note = per_comm.empty()
+                 ? "drawn from the bytes each rank's proxy sent to each peer: the NCCL profiler "
+                   "plugin records them with its proxy events (collectors/nccl/README.md)"
+                 : absl::StrCat("no communicator labelled \"", comm, "\" among the ",
+                                per_comm.size(), " with proxy traffic");
+    return m;
+  }
   int64_t n = 0;  // wide: a rank of INT32_MAX plus one
   for (const auto& [k, bytes] : all) {
     if (std::get<0>(k) != pick) continue;

@@ -402,6 +402,12 @@ HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
   }
   m.scale_max = max > 0 ? max : 1;
   m.title = absl::StrFormat("Node x node bytes (captured flows), last %g s", seconds);
+  if (m.rows.empty()) {
+    m.note = absl::StrFormat(
+        "no captured flows in the last %g s: this map is drawn from packet capture, which is off "
+        "by default (agent --capture=IFACE, needs CAP_NET_RAW; agent/README.md)",
+        seconds);
+  }
   return m;
 }
 
@@ -456,6 +462,10 @@ LossPatterns LinkAnalysis::Patterns() const {
       for (size_t i = 0; i < n.ports.size(); ++i) {
         const PortLinks& p = n.ports[i];
         if (p.loss.empty()) continue;
+        if (p.info.node_level()) {  // the node's TCP retransmissions: not a link's loss
+          in.node_wide.push_back({name, p.info.device(), p.loss_sum});
+          continue;
+        }
         in.links.push_back({name, p.info.device(), p.info.port(), p.loss_sum, by_priority[i]});
       }
       LossPatternInput::Node& node = in.nodes.emplace_back();

@@ -215,6 +215,13 @@ LossPatterns AnalyzeLossPatterns(const LossPatternInput& in) {
   for (size_t i = 0; i < peers.size() && i < 20; ++i) {
     out.peers.push_back({peers[i].first.first, peers[i].first.second, peers[i].second});
   }
+  for (const NodeWideLoss& n : in.node_wide) {
+    if (n.events > 0) out.node_wide.push_back(n);
+  }
+  std::stable_sort(
+      out.node_wide.begin(), out.node_wide.end(),
+      [](const NodeWideLoss& a, const NodeWideLoss& b) { return a.events > b.events; });
+  if (out.node_wide.size() > 20) out.node_wide.resize(20);
   return out;
 }
 

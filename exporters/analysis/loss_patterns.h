@@ -54,6 +54,14 @@ int ConcentratedGroup(const std::vector<uint64_t>& counts, const ConcentrationRu
 // PFC priorities (IEEE 802.1Qbb: eight, 0-7).
 inline constexpr size_t kPfcPriorities = 8;
 
+// Loss events of a node-level pseudo-port (PortInfo.node_level: the node's `tcp` counters from
+// /proc/net/snmp, every interface and loopback together): a node's count, never a link's, so
+// it is reported beside the links' concentration and takes no part in it.
+struct NodeWideLoss {
+  std::string node, device;  // device: the pseudo-port's name, "tcp"
+  uint64_t events = 0;       // ΔRetransSegs over the last loss_windows windows
+};
+
 // What /api/loss/patterns judges, copied out of LinkAnalysis under its lock: each link's loss
 // events over the last loss_windows windows (by PFC priority where the counters say it), and
 // each node's captured loss events (peer pair, time) with its step period when one is known.
@@ -70,8 +78,9 @@ struct LossPatternInput {
     std::vector<std::pair<std::string, std::string>> peers;  // (src, dst) of each event
     std::vector<int64_t> times_ns;                           // of each event, same order
   };
-  std::vector<Link> links;  // links with loss history, in node then port order
-  std::vector<Node> nodes;  // every node
+  std::vector<Link> links;              // links with loss history, in node then port order
+  std::vector<Node> nodes;              // every node
+  std::vector<NodeWideLoss> node_wide;  // node-level pseudo-ports with loss history
   int loss_windows = 0;
 };
 
@@ -111,6 +120,7 @@ struct LossPatterns {
     std::optional<Rayleigh> rayleigh;  // with a period and >= rule.min_events events
   };
   std::vector<NodePhase> nodes;
+  std::vector<NodeWideLoss> node_wide;  // with loss, top first, at most 20; not in `total`
 };
 LossPatterns AnalyzeLossPatterns(const LossPatternInput& in);
 

@@ -28,18 +28,35 @@ void BadRequest(httplib::Response& res, const std::string& msg) {
 // SVG is capped lower than JSON: one rect per run of equal color is ~70 bytes, and a browser
 // draws 250,000 of them (~17 MB) in about a second; 1,000,000 distinct cells make ~70 MB.
 constexpr size_t kSvgMaxCells = 250'000;
+// Time columns of an SVG opened in a browser: at least 1 px each, 1,000 of them with the row
+// labels and legend fit a 1,400 px window (RenderHeatmapSvg; 10 s at 1 ms were 10,000 columns:
+// 10,238 px wide, 1.3 s of it and no legend in view). ?full=1 keeps every column up to
+// kSvgMaxCells.
+constexpr size_t kSvgViewportCols = 1'000;
 
 }  // namespace
 
 void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
                   size_t max_cells) {
   const std::string format = QueryParam(req, "format");
+  const std::string full = QueryParam(req, "full");
+  if (!full.empty() && full != "0" && full != "1") {
+    return BadRequest(res, "full must be 0 or 1");
+  }
   if (format == "json") {
     DownsampleHeatmap(&model, max_cells);
     res.set_content(RenderHeatmapJson(model), "application/json");
   } else if (format.empty() || format == "svg") {
     DownsampleHeatmap(&model, std::min(max_cells, kSvgMaxCells));
-    res.set_content(RenderHeatmapSvg(model), "image/svg+xml");
+    std::string href;
+    if (full != "1" && model.col_labels.empty() && model.cols > kSvgViewportCols) {
+      DownsampleHeatmap(&model, model.rows.size() * kSvgViewportCols);
+      httplib::Params params = req.params;
+      params.erase("full");
+      params.emplace("full", "1");
+      href = httplib::append_query_params(req.path, params);
+    }
+    res.set_content(RenderHeatmapSvg(model, href), "image/svg+xml");
   } else {
     BadRequest(res, "format must be svg or json");
   }

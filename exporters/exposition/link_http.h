@@ -25,7 +25,8 @@ struct HeatmapPage {
 //   /heatmap/links   link x time utilization. Query: seconds=10 (window length, ending at the
 //                    newest data) or from=/to= (Unix seconds, fractions allowed), bucket=1ms
 //                    (any absl duration, rounded up to the stored resolution), node=NAME,
-//                    direction=transmit|receive, format=svg|json (default svg).
+//                    direction=transmit|receive, format=svg|json (default svg), full=0|1 (an
+//                    SVG keeps every column instead of fitting a browser window).
 //   /heatmap/nodes   node x node bytes from captured flows. Query: seconds=10, format=svg|json.
 //   /api/anomalies   (?node=), /api/loss_patterns, /api/flight_recordings (?node=): JSON.
 // Appends its heat maps to *pages for the index. `links` must outlive the server.
@@ -36,7 +37,9 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
 std::string QueryParam(const httplib::Request& req, const char* name);
 
 // Answers with the model as SVG (the default) or JSON per ?format= (400 otherwise), its time
-// columns merged down to max_cells (SVG: at most 250,000, what a browser draws in about a second).
+// columns merged (maximum) down to max_cells (SVG: at most 250,000, what a browser draws in about
+// a second). An SVG's time columns are further merged to 1,000, a plot that fits a browser
+// window, with a link to the same query plus full=1, which keeps them; full must be 0 or 1.
 void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
                   size_t max_cells);
 

@@ -160,6 +160,17 @@ std::string LossPatternsJson(const LossPatterns& p) {
   AppendPrioritiesAndPeers(&out, p);
   out += ",\"nodes\":[";
   AppendNodes(&out, p);
+  out += "],\"node_wide\":[";
+  for (size_t i = 0; i < p.node_wide.size(); ++i) {
+    if (i) out += ",";
+    out += "{";
+    AppendJsonField(&out, "node", p.node_wide[i].node);
+    out += ",";
+    AppendJsonField(&out, "device", p.node_wide[i].device);
+    out += ",";
+    AppendJsonField(&out, "loss_events", static_cast<double>(p.node_wide[i].events));
+    out += "}";
+  }
   out += "]}";
   return out;
 }

@@ -28,7 +28,9 @@ std::string AnomaliesJson(const std::vector<LinkAnomaly>& anomalies);
 // "total_priority_loss_events", "priorities": [{priority, loss_events, share}] (PFC priorities
 // 0-7 with loss, top first; share of the priority-tagged loss events), "peers": [{src, dst,
 // loss_events}], "nodes": [{node, step_period_seconds, captured_loss_events, phase_resultant,
-// rayleigh_p}]} (the last two only where the Rayleigh test ran).
+// rayleigh_p}]} (the last two only where the Rayleigh test ran), "node_wide": [{node, device,
+// loss_events}] (node-level pseudo-ports such as `tcp`: the node's TCP retransmissions, not a
+// link's; top first, at most 20, not in total_loss_events).
 std::string LossPatternsJson(const LossPatterns& p);
 
 // /api/flight_recordings: {"recordings":[{node, device, port, reason, from_unix_seconds,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace fabricscope::exporters {
 
@@ -91,7 +92,8 @@ void AppendSvgStart(std::string* out, const HeatmapModel& m, double left, double
                     double height) {
   absl::StrAppendFormat(out,
                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
+                        "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                        "xmlns:xlink=\"http://www.w3.org/1999/xlink\" version=\"1.1\" "
                         "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                         "font-family=\"sans-serif\" font-size=\"11\">\n",
                         width, height, width, height);
@@ -160,55 +162,62 @@ void AppendLegend(std::string* out, const HeatmapModel& m, double legend_x, doub
   absl::StrAppend(out, "</g>\n");
 }
 
-}  // namespace
-
-std::string RenderHeatmapSvg(const HeatmapModel& m) {
-  const size_t rows = m.rows.size();
-  const size_t cols = m.cols;
-  const double cw = cols ? std::clamp(1400.0 / static_cast<double>(cols), 1.0, 20.0) : 1.0;
-  const double ch = rows ? std::clamp(900.0 / static_cast<double>(rows), 1.0, 20.0) : 1.0;
-  size_t label_chars = 4;
-  for (const std::string& r : m.rows) label_chars = std::max(label_chars, r.size());
-  const double left = 20 + std::min<double>(360, 6.5 * static_cast<double>(label_chars));
-  const double top = 50;
-  const double plot_w = cw * static_cast<double>(cols);
-  const double plot_h = ch * static_cast<double>(std::max<size_t>(rows, 1));
-  const bool named_cols = !m.col_labels.empty();
-  const double bottom = named_cols ? 130 : 60;
-  const double legend_x = left + plot_w + 30;
-  // Wide enough for the title (15 px bold: ~9 px a character in a sans-serif face) and the note
-  // (11 px: ~6.5 px) when they are longer than the plot and its legend.
-  const double width =
-      std::max({legend_x + 110, left + 9.0 * static_cast<double>(m.title.size()) + 20,
-                left + 6.5 * static_cast<double>(m.note.size()) + 20});
-  const double height = top + std::max(plot_h, 220.0) + bottom;
-
-  std::string out;
-  out.reserve(512 + rows * 64 + rows * cols * 8);
-  AppendSvgStart(&out, m, left, width, height);
-  // Cells.
-  AppendCells(&out, m, rows, cols, left, top, cw, ch);
-  // Row labels: every k-th so that labels are >= 11 px apart.
-  const size_t row_step = std::max<size_t>(1, static_cast<size_t>(std::ceil(11.0 / ch)));
-  absl::StrAppend(&out, "<g id=\"row-labels\" text-anchor=\"end\">\n");
-  for (size_t r = 0; r < rows; r += row_step) {
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", left - 4,
-                          top + ch * (static_cast<double>(r) + 0.5) + 4, XmlEscape(m.rows[r]));
+// Splits text at spaces into lines of at most max_chars (a longer word stays whole).
+std::vector<std::string> WrapWords(absl::string_view text, size_t max_chars) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && line.size() + 1 + word.size() > max_chars) {
+      lines.push_back(std::move(line));
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
   }
-  absl::StrAppend(&out, "</g>\n");
-  // Axes.
+  if (!line.empty()) lines.push_back(std::move(line));
+  return lines;
+}
+
+// A heat map without rows or columns: the title, a gray frame saying "no data yet" and the
+// model's note (why, and what would produce the data), with no axes and no legend.
+std::string RenderEmptySvg(const HeatmapModel& m) {
+  constexpr double kLeft = 20, kTop = 50, kW = 640, kH = 200;
+  const std::vector<std::string> why = WrapWords(m.note, 96);
+  const double width = std::max(kLeft + kW + 20, kLeft + 9.0 * static_cast<double>(m.title.size()));
+  const double height = kTop + kH + 20;
+  HeatmapModel head = m;
+  head.note.clear();  // drawn inside the frame instead
+  std::string out;
+  AppendSvgStart(&out, head, kLeft, width, height);
   absl::StrAppendFormat(&out,
-                        "<g id=\"axes\" stroke=\"#000000\"><line x1=\"%.1f\" y1=\"%.1f\" "
-                        "x2=\"%.1f\" y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                        "y2=\"%.1f\"/></g>\n",
-                        left, top, left, top + plot_h, left, top + plot_h, left + plot_w,
-                        top + plot_h);
-  absl::StrAppend(&out, "<g id=\"x-axis\" text-anchor=\"middle\">\n");
-  if (named_cols) {
+                        "<g id=\"empty\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                        "height=\"%.1f\" fill=\"%s\" stroke=\"#999999\"/>\n"
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"15\">"
+                        "no data yet</text>\n",
+                        kLeft, kTop, kW, kH, "#f2f2f2", kLeft + kW / 2, kTop + 60);
+  for (size_t i = 0; i < why.size(); ++i) {
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                          "fill=\"#555555\">%s</text>\n",
+                          kLeft + kW / 2, kTop + 90 + 16.0 * static_cast<double>(i),
+                          XmlEscape(why[i]));
+  }
+  absl::StrAppend(&out, "</g>\n</svg>\n");
+  return out;
+}
+
+// Appends the column axis under a plot of cols x cw px at (left, top + plot_h): a label per
+// named column (rotated, every k-th when narrower than a label) or 7 time ticks, and the axis
+// name centered under the plot (never left of the plot's left edge).
+void AppendXAxis(std::string* out, const HeatmapModel& m, double left, double top, double cw,
+                 double plot_h, double bottom) {
+  const size_t cols = m.cols;
+  const double plot_w = cw * static_cast<double>(cols);
+  absl::StrAppend(out, "<g id=\"x-axis\" text-anchor=\"middle\">\n");
+  if (!m.col_labels.empty()) {
     const size_t step = std::max<size_t>(1, static_cast<size_t>(std::ceil(12.0 / cw)));
     for (size_t c = 0; c < cols; c += step) {
       const double x = left + cw * (static_cast<double>(c) + 0.5);
-      absl::StrAppendFormat(&out,
+      absl::StrAppendFormat(out,
                             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
                             "transform=\"rotate(-60 %.1f %.1f)\">%s</text>\n",
                             x, top + plot_h + 12, x, top + plot_h + 12, XmlEscape(m.col_labels[c]));
@@ -220,20 +229,80 @@ std::string RenderHeatmapSvg(const HeatmapModel& m) {
       const double frac = static_cast<double>(i) / ticks;
       const double x = left + plot_w * frac;
       const int64_t t = m.start_unix_ns + static_cast<int64_t>(static_cast<double>(span) * frac);
-      absl::StrAppendFormat(&out,
+      absl::StrAppendFormat(out,
                             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                             "stroke=\"#000000\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
                             x, top + plot_h, x, top + plot_h + 5, x, top + plot_h + 17,
                             TimeLabel(t, span));
     }
   }
-  absl::StrAppendFormat(&out, "<text id=\"x-label\" x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                        left + plot_w / 2, top + plot_h + bottom - 12, XmlEscape(m.col_axis));
+  const double half_label = 3.25 * static_cast<double>(m.col_axis.size());
+  absl::StrAppendFormat(out, "<text id=\"x-label\" x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                        std::max(left + plot_w / 2, left + half_label), top + plot_h + bottom - 12,
+                        XmlEscape(m.col_axis));
+  absl::StrAppend(out, "</g>\n");
+}
+
+}  // namespace
+
+std::string RenderHeatmapSvg(const HeatmapModel& m, absl::string_view full_resolution_href) {
+  const size_t rows = m.rows.size();
+  const size_t cols = m.cols;
+  if (rows == 0 || cols == 0) return RenderEmptySvg(m);
+  size_t label_chars = 4;
+  for (const std::string& r : m.rows) label_chars = std::max(label_chars, r.size());
+  const double left = 20 + std::min<double>(360, 6.5 * static_cast<double>(label_chars));
+  // The plot, its row labels and the legend (140 px) share a 1,400 px window; the plot gets at
+  // least 1,000 px of it.
+  const double cw =
+      std::clamp(std::max(1000.0, 1400.0 - left - 140.0) / static_cast<double>(cols), 1.0, 20.0);
+  const double ch = std::clamp(900.0 / static_cast<double>(rows), 1.0, 20.0);
+  const double top = full_resolution_href.empty() ? 50 : 64;
+  const double plot_w = cw * static_cast<double>(cols);
+  const double plot_h = ch * static_cast<double>(rows);
+  // The rotated row-axis name is centered on a span at least as long as the name (11 px sans:
+  // ~6.5 px a character), so that a plot of two rows does not cut it.
+  const double y_label_span = std::max(plot_h, 6.5 * static_cast<double>(m.row_axis.size()) + 10);
+  const double bottom = m.col_labels.empty() ? 60 : 130;
+  const double legend_x = left + plot_w + 30;
+  // Wide enough for the title (15 px bold: ~9 px a character in a sans-serif face), the note
+  // (11 px: ~6.5 px) and the x-axis name when they are longer than the plot and its legend.
+  const double width =
+      std::max({legend_x + 110, left + 9.0 * static_cast<double>(m.title.size()) + 20,
+                left + 6.5 * static_cast<double>(m.note.size()) + 20,
+                left + 6.5 * static_cast<double>(m.col_axis.size()) + 20});
+  const double height = top + std::max({plot_h, 220.0, y_label_span}) + bottom;
+
+  std::string out;
+  out.reserve(512 + rows * 64 + rows * cols * 8);
+  AppendSvgStart(&out, m, left, width, height);
+  if (!full_resolution_href.empty()) {
+    absl::StrAppendFormat(&out,
+                          "<a id=\"full-resolution\" xlink:href=\"%s\"><text x=\"%.1f\" "
+                          "y=\"54\" fill=\"#1a5fb4\" text-decoration=\"underline\">"
+                          "full resolution (wide: scroll sideways)</text></a>\n",
+                          XmlEscape(std::string(full_resolution_href)), left);
+  }
+  AppendCells(&out, m, rows, cols, left, top, cw, ch);
+  // Row labels: every k-th so that labels are >= 11 px apart.
+  const size_t row_step = std::max<size_t>(1, static_cast<size_t>(std::ceil(11.0 / ch)));
+  absl::StrAppend(&out, "<g id=\"row-labels\" text-anchor=\"end\">\n");
+  for (size_t r = 0; r < rows; r += row_step) {
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", left - 4,
+                          top + ch * (static_cast<double>(r) + 0.5) + 4, XmlEscape(m.rows[r]));
+  }
   absl::StrAppend(&out, "</g>\n");
+  absl::StrAppendFormat(&out,
+                        "<g id=\"axes\" stroke=\"#000000\"><line x1=\"%.1f\" y1=\"%.1f\" "
+                        "x2=\"%.1f\" y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                        "y2=\"%.1f\"/></g>\n",
+                        left, top, left, top + plot_h, left, top + plot_h, left + plot_w,
+                        top + plot_h);
+  AppendXAxis(&out, m, left, top, cw, plot_h, bottom);
   absl::StrAppendFormat(&out,
                         "<text id=\"y-label\" x=\"12\" y=\"%.1f\" text-anchor=\"middle\" "
                         "transform=\"rotate(-90 12 %.1f)\">%s</text>\n",
-                        top + plot_h / 2, top + plot_h / 2, XmlEscape(m.row_axis));
+                        top + y_label_span / 2, top + y_label_span / 2, XmlEscape(m.row_axis));
   AppendLegend(&out, m, legend_x, top);
   absl::StrAppend(&out, "</svg>\n");
   return out;

@@ -24,9 +24,14 @@ std::string XmlEscape(const std::string& s);
 // A self-contained SVG 1.1 document: title, row labels (every k-th when rows are thinner than a
 // label), a time or named column axis with ticks, cells colored by Viridis((v - min) / (max -
 // min)) with runs of equal color in a row merged into one rect, gray for no data, and a color
-// legend with ticks and the value label. Cells are 1-20 px wide/tall so that the plot stays
-// within ~1400 x 900 px plus labels. Size: O(rows x runs) elements.
-std::string RenderHeatmapSvg(const HeatmapModel& model);
+// legend with ticks and the value label. Cells are 1-20 px wide/tall so that the plot, its row
+// labels and legend stay within ~1400 px across (the plot gets at least 1000 px; more columns
+// make a wider picture: the caller merges them first, see ServeHeatmap) and 900 px down. A model
+// without rows or columns is drawn as a 640 x 200 px "no data yet" frame with model.note, wrapped,
+// as the reason. When `full_resolution_href` is not empty, a link to it is drawn under the title
+// (for a plot whose columns were merged). Size: O(rows x runs) elements.
+std::string RenderHeatmapSvg(const HeatmapModel& model,
+                             absl::string_view full_resolution_href = {});
 
 // Appends s as a JSON string literal (quotes, backslashes and control characters escaped).
 void AppendJsonString(std::string* out, absl::string_view s);

@@ -7,7 +7,8 @@
 #     interval (+- 2 buckets) and add up to at least half of wire/rate (the shaper's pace); the
 #     receive row stays below 0.2 there (ACKs only);
 #   * the SVG (/heatmap/links, /heatmap/nodes) is well-formed XML (xmllint) with a title, axes
-#     and a legend; /heatmap lists both maps.
+#     and a legend; the links SVG fits a 1,400 px window and its full-resolution link answers
+#     one at every column; /heatmap lists both maps.
 # Usage: heatmap_links_test.sh AGENT_BINARY BURST_TOOL_BINARY
 # Needs root; exits 77 (skip) without it or without namespaces/veth/tbf. 0 = pass, 1 = fail
 # (logs and responses are kept in the work directory).
@@ -153,6 +154,16 @@ for xp in '//*[local-name()="title"]' '//*[@id="x-axis"]' '//*[@id="y-label"]' \
   [ "$(xmllint --xpath "count($xp)" "$WORK/links.svg")" -ge 1 ] || die "SVG lacks $xp"
 done
 grep -qF "$V_TX:0 tx" "$WORK/links.svg" || die "SVG does not name the link"
+# 4 s at the agent's 1 ms buckets are 4,000 columns: the SVG fits a browser window (columns
+# merged by their maximum) and links to the full resolution, which keeps every column.
+WIDTH=$(xmllint --xpath 'string(/*/@width)' "$WORK/links.svg")
+[ "$WIDTH" -le 1400 ] || die "links SVG is $WIDTH px wide, more than a 1,400 px window"
+FULL=$(xmllint --xpath 'string(//*[@id="full-resolution"]/@*[local-name()="href"])' \
+  "$WORK/links.svg")
+case "$FULL" in /heatmap/links\?*full=1*) ;; *) die "no full-resolution link (got '$FULL')" ;; esac
+http "$FULL" >"$WORK/full.svg" || die "GET $FULL failed"
+FULL_WIDTH=$(xmllint --xpath 'string(/*/@width)' "$WORK/full.svg")
+[ "$FULL_WIDTH" -ge 4000 ] || die "the full-resolution SVG is only $FULL_WIDTH px wide"
 # The hottest color (viridis 1.0) appears in the SVG.
 grep -qi 'fill="#fde725"\|fill="#f[0-9a-f]e[0-9a-f][0-9a-f][0-9a-f]"' "$WORK/links.svg" ||
   log "note: no cell at the top of the scale (peak below 1.0)"

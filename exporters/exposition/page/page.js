@@ -403,6 +403,10 @@ function renderLoss(patterns, ports) {
     line += ' · most on ' + p.links.slice(0, 3).map((l) =>
       `${l.node}/${l.device}:${l.port} (${fmtRatio(l.share)})`).join(', ');
   }
+  if (p.node_wide && p.node_wide.length) {
+    line += ' · not tied to a link: ' + p.node_wide.slice(0, 3).map((n) =>
+      `${n.node} ${n.device} retransmissions ${fmtNum(n.loss_events)}`).join(', ');
+  }
   $('#loss-pattern').textContent = line;
   const rows = (ports.ports || []).map((q) => row([q.node,
     q.kind === 'node' ? `${q.device} (node)` : `${q.device}:${q.port}`,
@@ -413,9 +417,13 @@ function renderLoss(patterns, ports) {
     [fmtNum(q.cnp_sent_per_second), 'num'], [fmtRatio(q.ecn_marked_ratio), 'num'],
     [fmtRatio(q.pause_time_ratio), 'num']]));
   fillTable($('#loss'), rows);
-  $('#loss-note').textContent = ports.ports_total > rows.length ?
+  const shown = ports.ports_total > rows.length ?
     `${rows.length} of ${ports.ports_total} ports shown: highest loss, then retransmits, then ` +
     'utilization' : (rows.length === 0 ? 'no port has reported a window yet' : '');
+  const tcp = (ports.ports || []).some((q) => q.kind === 'node') ? 'A "(node)" row is not a ' +
+    "link: tcp (node) is the node's TCP counters (/proc/net/snmp), every interface and " +
+    'loopback together.' : '';
+  $('#loss-note').textContent = [shown, tcp].filter((t) => t).join(' · ');
 }
 
 // ---- the loop ---------------------------------------------------------------------------------

@@ -131,6 +131,20 @@ TEST_F(CrossRankTest, LateRankIsAComputeStraggler) {
   EXPECT_NEAR(m.at(2, 0), 0.030, 1e-6);
   EXPECT_NEAR(m.at(0, 9), 0.130, 1e-6);
   EXPECT_EQ(m.col_labels[9], "9");
+  // A filter that matches nothing: an empty map that says which filter and where the labels are.
+  const HeatmapModel none = x_.CollectivesHeatmap("ffffffff", "", 100);
+  EXPECT_TRUE(none.rows.empty());
+  EXPECT_NE(none.note.find("none of comm=\"ffffffff\" func=\"\" among the 1 communicator"),
+            std::string::npos)
+      << none.note;
+}
+
+// Before any complete instance the map is empty and its note says what completes one.
+TEST_F(CrossRankTest, AnEmptyCollectivesMapSaysWhatItNeeds) {
+  const HeatmapModel m = x_.CollectivesHeatmap("", "", 100);
+  EXPECT_TRUE(m.rows.empty());
+  EXPECT_NE(m.note.find("every rank of its communicator"), std::string::npos) << m.note;
+  EXPECT_NE(m.note.find("collectors/nccl/README.md"), std::string::npos) << m.note;
 }
 
 TEST_F(CrossRankTest, SaturatedRankIsTheBottleneckAndLossBeatsSaturation) {
@@ -233,7 +247,9 @@ TEST_F(CrossRankTest, RankHeatmapFromProxyPairs) {
           << s << "->" << d;
     }
   }
-  EXPECT_EQ(x_.RanksHeatmap("ffffffff").rows.size(), 0u);
+  const HeatmapModel none = x_.RanksHeatmap("ffffffff");
+  EXPECT_EQ(none.rows.size(), 0u);
+  EXPECT_EQ(none.note, "no communicator labelled \"ffffffff\" among the 1 with proxy traffic");
 }
 
 // A rank of INT32_MAX (no real communicator has one) and byte counts near 2^64 from a node:

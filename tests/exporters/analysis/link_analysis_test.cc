@@ -384,6 +384,43 @@ TEST(LinkAnalysis, NodesHeatmapWithoutCapturesIsEmpty) {
   const HeatmapModel m = a.NodesHeatmap(10);
   EXPECT_TRUE(m.rows.empty());
   EXPECT_TRUE(m.col_labels.empty());
+  // And it says why, and what turns capture on (drawn in the SVG's "no data yet" frame).
+  EXPECT_NE(m.note.find("no captured flows in the last 10 s"), std::string::npos) << m.note;
+  EXPECT_NE(m.note.find("--capture=IFACE"), std::string::npos) << m.note;
+}
+
+// The node-level `tcp` pseudo-port's retransmissions (RetransSegs of /proc/net/snmp: every
+// interface and loopback together) are the node's, not a link's: they are listed in node_wide
+// and take no part in the links' concentration, which on a machine with loopback traffic
+// only once said "most on vm/tcp:0" (issue 35).
+TEST(LinkAnalysis, TheTcpPseudoPortIsNodeWideLossNotALink) {
+  LinkAnalysis a;
+  v1::Hello h = Hello("vm", 2);
+  v1::PortInfo* tcp = h.add_ports();
+  tcp->set_device("tcp");
+  tcp->set_node_level(true);
+  a.OnHello(h);
+  for (int i = 0; i < 5; ++i) {
+    v1::Batch b = FlatWindow(i, 2);
+    v1::PortWindow* pw = b.add_ports();
+    pw->set_port_index(2);
+    testing::AddAgentCounter(pw, "tcp", "RetransSegs", 30);
+    testing::AddAgentCounter(b.mutable_ports(1), "hw_counters", "out_of_sequence", 1);
+    a.OnBatch("vm", b);
+  }
+  const LossPatterns p = a.Patterns();
+  ASSERT_EQ(p.links.size(), 1u);
+  EXPECT_EQ(p.links[0].device, "mlx5_1");
+  EXPECT_EQ(p.total, 5u);  // the link's five, without the 150 retransmitted segments
+  EXPECT_STREQ(p.classification, "insufficient_data");
+  ASSERT_EQ(p.node_wide.size(), 1u);
+  EXPECT_EQ(p.node_wide[0].node, "vm");
+  EXPECT_EQ(p.node_wide[0].device, "tcp");
+  EXPECT_EQ(p.node_wide[0].events, 150u);
+  EXPECT_NE(LossPatternsJson(p).find(
+                "\"node_wide\":[{\"node\":\"vm\",\"device\":\"tcp\",\"loss_events\":150}]"),
+            std::string::npos)
+      << LossPatternsJson(p);
 }
 
 TEST(LinkAnalysis, NodesHeatmapMapsAddressesToNodesAndCountsAPairOnce) {

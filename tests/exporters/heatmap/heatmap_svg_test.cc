@@ -1,11 +1,16 @@
 #include "exporters/heatmap/heatmap_svg.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "exporters/exposition/link_http.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -216,6 +221,159 @@ TEST(HeatmapJson, ValuesRowsAndNulls) {
 
 TEST(XmlEscape, EscapesMarkupAndReplacesControlCharacters) {
   EXPECT_EQ(XmlEscape("a<b>&\"c'\x01"), "a&lt;b&gt;&amp;&quot;c&apos;?");
+}
+
+// The svg element's width and height, and the elements, of a well-formed document.
+struct Svg {
+  double width = 0, height = 0;
+  std::vector<Element> elements;
+  const Element* ById(const std::string& id) const {
+    for (const Element& e : elements) {
+      if (e.attrs.count("id") && e.attrs.at("id") == id) return &e;
+    }
+    return nullptr;
+  }
+};
+Svg ParseSvg(const std::string& doc) {
+  Svg s;
+  std::string error;
+  EXPECT_TRUE(ParseXml(doc, &s.elements, &error)) << error << "\n" << doc;
+  for (const Element& e : s.elements) {
+    if (e.name == "svg") {
+      s.width = std::stod(e.attrs.at("width"));
+      s.height = std::stod(e.attrs.at("height"));
+      break;
+    }
+  }
+  return s;
+}
+
+// A heat map with nothing to draw (no captured flows, no complete collective) is a small frame
+// that says "no data yet" and why, not an empty plot whose axis name runs into its legend
+// (a first user's report, issue 35).
+TEST(HeatmapSvg, AnEmptyMapIsANoDataFrameThatSaysWhy) {
+  HeatmapModel m;
+  m.title = "Node x node bytes (captured flows), last 10 s";
+  m.row_axis = "source";
+  m.col_axis = "destination";
+  m.note =
+      "no captured flows in the last 10 s: this map is drawn from packet capture, which is "
+      "off by default (agent --capture=IFACE, needs CAP_NET_RAW; agent/README.md)";
+  const std::string doc = RenderHeatmapSvg(m);
+  const Svg svg = ParseSvg(doc);
+  EXPECT_NE(svg.ById("empty"), nullptr);
+  EXPECT_EQ(svg.ById("legend"), nullptr);
+  EXPECT_EQ(svg.ById("x-label"), nullptr);
+  EXPECT_NE(doc.find(">no data yet</text>"), std::string::npos);
+  // The reason, wrapped at spaces into lines of at most 96 characters, all of it.
+  std::string words;
+  size_t lines = 0;
+  for (size_t at = doc.find("fill=\"#555555\">"); at != std::string::npos;
+       at = doc.find("fill=\"#555555\">", at + 1)) {
+    const size_t from = at + 15;
+    const std::string line = doc.substr(from, doc.find("</text>", from) - from);
+    EXPECT_LE(line.size(), 96u) << line;
+    words += (words.empty() ? "" : " ") + line;
+    ++lines;
+  }
+  EXPECT_EQ(words, m.note);
+  EXPECT_EQ(lines, 2u);
+  EXPECT_LE(svg.width, 700);
+  // Rows without columns, or columns without rows, are empty too.
+  m.rows = {"n1"};
+  EXPECT_NE(ParseSvg(RenderHeatmapSvg(m)).ById("empty"), nullptr);
+}
+
+// The rotated row-axis name fits the canvas even when the plot is two rows high (it was cut to
+// "link (node/device:port directi" on a one-link machine, issue 35): its span at ~6.5 px a
+// character, centered on its y, lies within [0, height].
+TEST(HeatmapSvg, TheRowAxisNameFitsAShortPlot) {
+  HeatmapModel m = TwoLinks();
+  m.row_axis = std::string("link (node/device:port direction)") + std::string(40, 'x');
+  const Svg svg = ParseSvg(RenderHeatmapSvg(m));
+  const Element* y = svg.ById("y-label");
+  ASSERT_NE(y, nullptr);
+  const double center = std::stod(y->attrs.at("y"));
+  const double half = 6.5 * static_cast<double>(m.row_axis.size()) / 2;
+  EXPECT_GE(center - half, 0);
+  EXPECT_LE(center + half, svg.height);
+  // The x-axis name starts right of the plot's left edge even under one named column.
+  m.col_labels = {"a"};
+  m.cols = 1;
+  m.values = {0.5f, 0.5f};
+  m.col_axis = std::string(60, 'c');
+  const Svg named = ParseSvg(RenderHeatmapSvg(m));
+  const double x = std::stod(named.ById("x-label")->attrs.at("x"));
+  double left = 0;
+  for (const Element& e : named.elements) {
+    if (e.name == "line" && left == 0) left = std::stod(e.attrs.at("x1"));
+  }
+  EXPECT_GE(x - 3.25 * 60, left - 0.5);
+}
+
+// The link to the full-resolution plot is drawn when given, escaped, and only then.
+TEST(HeatmapSvg, DrawsTheFullResolutionLinkWhenGiven) {
+  const std::string doc = RenderHeatmapSvg(TwoLinks(), "/heatmap/links?full=1&seconds=10");
+  const Svg svg = ParseSvg(doc);
+  const Element* a = svg.ById("full-resolution");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->attrs.at("xlink:href"), "/heatmap/links?full=1&amp;seconds=10");
+  EXPECT_EQ(ParseSvg(RenderHeatmapSvg(TwoLinks())).ById("full-resolution"), nullptr);
+}
+
+// Serves a link heat map of 2 rows x 10,000 time columns (10 s at 1 ms) with the query params.
+std::pair<int, std::string> Serve(const std::multimap<std::string, std::string>& params) {
+  HeatmapModel m = TwoLinks();
+  m.cols = 10'000;
+  m.values.assign(2 * m.cols, 0.2f);
+  m.values[7'777] = 0.9f;  // one 1 ms burst on row 0
+  httplib::Request req;
+  req.path = "/heatmap/links";
+  for (const auto& [k, v] : params) req.params.emplace(k, v);
+  httplib::Response res;
+  ServeHeatmap(req, res, m, 1'000'000);
+  return {res.status, res.body};
+}
+
+// Opened in a browser, 10 s at 1 ms fits the window: columns merged by their maximum (the
+// 1 ms burst still shows) to at most 1,000, the legend in view, and the full resolution one
+// click away (the same query plus full=1), which keeps every column (issue 35: it was 10,238
+// px wide, 1.3 s and no legend visible in a 1,400 px window).
+TEST(ServeHeatmap, AnSvgFitsTheWindowWithTheFullResolutionOneClickAway) {
+  const auto [status, doc] = Serve({{"seconds", "10"}});
+  EXPECT_NE(status, 400);
+  const Svg svg = ParseSvg(doc);
+  EXPECT_LE(svg.width, 1400);
+  const Element* legend = nullptr;
+  for (const Element& e : svg.elements) {
+    if (e.name == "rect" && legend == nullptr && e.attrs.count("width") &&
+        e.attrs.at("width") == "16") {
+      legend = &e;
+    }
+  }
+  ASSERT_NE(legend, nullptr);
+  EXPECT_LE(std::stod(legend->attrs.at("x")) + 16, svg.width);
+  // Merged by maximum: still there (0.9f is 0.89999998, palette index 229).
+  const Rgb burst =
+      Viridis(static_cast<double>(std::lround(static_cast<double>(0.9f) * 255)) / 255);
+  char hex[8];
+  snprintf(hex, sizeof(hex), "#%02x%02x%02x", burst.r, burst.g, burst.b);
+  EXPECT_NE(doc.find(absl::StrCat("fill=\"", hex, "\"")), std::string::npos) << hex;
+  EXPECT_NE(doc.find("columns merged 10:1 (maximum)"), std::string::npos) << doc.substr(0, 1500);
+  const Element* a = svg.ById("full-resolution");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->attrs.at("xlink:href"), "/heatmap/links?full=1&amp;seconds=10");
+
+  const auto [full_status, full_doc] = Serve({{"seconds", "10"}, {"full", "1"}});
+  const Svg full = ParseSvg(full_doc);
+  EXPECT_GE(full.width, 10'000);
+  EXPECT_EQ(full.ById("full-resolution"), nullptr);
+  // JSON keeps every column; a bad full is a 400 that says what it must be.
+  const auto [json_status, json] = Serve({{"format", "json"}});
+  EXPECT_NE(json.find("\"bucket_seconds\":0.001"), std::string::npos);
+  const auto [bad, why] = Serve({{"full", "yes"}});
+  EXPECT_EQ(bad, 400);
+  EXPECT_EQ(why, "full must be 0 or 1\n");
 }
 
 }  // namespace

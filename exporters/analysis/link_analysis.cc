@@ -324,9 +324,14 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   m.start_unix_ns = from;
   m.bucket_ns = bucket;
   m.cols = static_cast<size_t>(cols);
+  // Without rows the one column is the whole window: no resolution to state.
   m.title =
-      absl::StrFormat("Link utilization, %g s at %g ms%s%s", static_cast<double>(span) / 1e9,
-                      static_cast<double>(bucket) / 1e6, q.node.empty() ? "" : ", node ", q.node);
+      rows.empty()
+          ? absl::StrFormat("Link utilization, %g s%s%s (no data)", static_cast<double>(span) / 1e9,
+                            q.node.empty() ? "" : ", node ", q.node)
+          : absl::StrFormat("Link utilization, %g s at %g ms%s%s", static_cast<double>(span) / 1e9,
+                            static_cast<double>(bucket) / 1e6, q.node.empty() ? "" : ", node ",
+                            q.node);
   if (rows.size() > options_.max_cells) rows.resize(options_.max_cells);
   m.values.assign(rows.size() * m.cols, NAN);
   const int64_t per_col = bucket / base;

@@ -284,6 +284,12 @@ function renderMicrobursts(j) {
     b.node, `${b.device}:${b.port}`, b.direction, fmtClock(b.start_unix_seconds),
     [fmtSeconds(b.duration_seconds), 'num'], [fmtRatio(b.peak_utilization), 'num'],
     [fmtBytes(b.bytes), 'num']])));
+  // A peak well above 100% cannot be: the line rate the agent was given is below what the link
+  // carries (a virtual NIC has none of its own: --line-rate).
+  const over = bursts.filter((b) => b.peak_utilization > 1.05);
+  $('#microbursts-note').textContent = over.length ? `${over.length} peak(s) above 100% of ` +
+    `line rate: the rate given with --line-rate is lower than what ${over[0].node}/` +
+    `${over[0].device} carries; give its real rate.` : '';
 }
 
 // ---- #slow-collectives ------------------------------------------------------------------------

@@ -469,6 +469,7 @@ TEST(LinkAnalysis, AnEmptyLinksHeatmapEndsNowAndSaysWhy) {
   EXPECT_GE(m.start_unix_ns, before - 10 * kSec - kMs);
   EXPECT_LE(m.start_unix_ns, after - 10 * kSec);
   EXPECT_NE(m.note.find("line rate"), std::string::npos) << m.note;
+  EXPECT_EQ(m.title, "Link utilization, 10 s (no data)");  // not "at 10000 ms" (issue 35)
   const std::string svg = RenderHeatmapSvg(m);
   EXPECT_NE(svg.find("line rate"), std::string::npos);
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/batch_assembler.h"
+#include "agent/job_identity.h"
 #include "agent/local_sink.h"
 #include "collectors/clock.h"
 #include "collectors/common/histogram_math.h"
@@ -244,6 +245,7 @@ void Agent::SubmitReady(bool stopping) {
     if (gpu_ingest_) {
       std::vector<v1::Collective> completed;
       gpu_timeline_->FillWindow(start, end, &gpu_stats, gpu_pids, &parts.gpu.emplace(), &completed);
+      AttachJobs(gpu_ingest_->JobsByPid(), &parts.gpu->gpu);
       for (v1::Collective& c : completed) {
         collective_analyzer_->AddCollective(std::move(c), &parts.analysed);
       }

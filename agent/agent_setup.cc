@@ -386,6 +386,7 @@ void Agent::OpenGpu() {
   go.allowed_uids = options_.gpu_allowed_uids;
   go.max_connections = options_.gpu_max_connections;
   go.queue_slots = options_.gpu_queue_slots;
+  go.procfs_root = options_.procfs_root;
   auto ingest = std::make_unique<GpuIngest>(go);
   // The agent's main job is the port counters: without the socket it runs on, loudly.
   if (absl::Status s = ingest->Start(); !s.ok()) {

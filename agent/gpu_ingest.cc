@@ -19,6 +19,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "agent/job_identity.h"
 #include "collectors/clock.h"
 #include "collectors/gpu/wire_decode.h"
 #include "collectors/sysfs_ports.h"
@@ -138,6 +139,17 @@ class GpuIngest::Visitor final : public gpu::RecordVisitor {
     if (GpuEvent* e = Begin(gpu::RecordType::kKernel, static_cast<int32_t>(r.device))) {
       e->kernel = r;
       Commit();
+    }
+  }
+
+  void OnJob(const gpu::JobRecord& r) override {
+    bool contradicted = false;
+    c_.job = MergeClaim(c_.cgroup_job, r, &contradicted);
+    if (contradicted) {
+      ++ingest_.job_claims_contradicted_;
+      LOG_EVERY_N(WARNING, 100) << "GPU ingest: pid " << c_.pid << " claims job \""
+                                << gpu::FixedString(r.id) << "\", its cgroup says \""
+                                << c_.cgroup_job.id() << "\"; the cgroup's job is kept";
     }
   }
 
@@ -360,6 +372,8 @@ void GpuIngest::Accept() {
     c.connected_ns = now;
     auto comm = collectors::ReadSmallFile(absl::StrCat("/proc/", cred.pid, "/comm"), 64);
     if (comm.ok()) c.process = std::string(absl::StripAsciiWhitespace(*comm));
+    c.cgroup_job = JobFromCgroupOf(options_.procfs_root, cred.pid);
+    c.job = c.cgroup_job;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -471,6 +485,10 @@ void GpuIngest::Close(int fd) {
   // Saturating: fabricscope_plugin_dropped_events_total never goes backwards.
   uint64_t& retired = retired_dropped_[GpuSourceName(it->second.source)];
   retired = SaturatingAdd(retired, it->second.dropped_reported);
+  if (!it->second.job.id().empty()) {
+    closed_jobs_.emplace_back(it->second.pid, std::move(it->second.job));
+    if (closed_jobs_.size() > kRecentJobs) closed_jobs_.pop_front();
+  }
   connections_.erase(it);
 }
 
@@ -502,11 +520,23 @@ void GpuIngest::Stats(v1::GpuIngestStats* out) const {
     p->set_datagrams_total(c.datagrams);
     p->set_records_total(c.records);
     p->set_dropped_records_total(c.dropped_reported);
+    p->set_job_id(c.job.id());
   }
+  out->set_job_claims_contradicted_total(job_claims_contradicted_);
   dropped["agent"] = queue_.dropped();
   out->set_unknown_records_total(unknown_records_total_);
   out->set_repaired_string_bytes_total(
       collectors::gpu::RepairedStringBytes().load(std::memory_order_relaxed));
+}
+
+std::map<int32_t, v1::Job> GpuIngest::JobsByPid() const {
+  absl::MutexLock lock(&mu_);
+  std::map<int32_t, v1::Job> out;
+  for (const auto& [pid, job] : closed_jobs_) out[pid] = job;  // newer closes overwrite older
+  for (const auto& [fd, c] : connections_) {
+    if (!c.job.id().empty()) out[static_cast<int32_t>(c.pid)] = c.job;
+  }
+  return out;
 }
 
 std::vector<int32_t> GpuIngest::ConnectedPids() const {

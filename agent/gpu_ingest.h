@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "collectors/gpu/wire.h"
 #include "collectors/spsc_ring.h"
+#include "fabricscope/v1/gpu.pb.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::agent {
@@ -41,6 +43,9 @@ struct GpuIngestOptions {
   // "silent"}). Real producers send as soon as they connect (the NCCL plugin its communicators,
   // CUPTI its first buffer: both connect only to send), so only idle squatters go.
   absl::Duration silent_evict_after = absl::Seconds(10);
+  // Where each producer's cgroup is read (<procfs_root>/<pid>/cgroup) to name its job
+  // (agent/job_identity.h).
+  std::string procfs_root = "/proc";
   // Records queued between the ingest thread and the pipeline thread (one 256-byte slot each);
   // a full queue drops the record and counts it (source "agent").
   size_t queue_slots = 16384;
@@ -105,6 +110,10 @@ class GpuIngest {
   void Stats(v1::GpuIngestStats* out) const;
   // Pids of the connected producers.
   std::vector<int32_t> ConnectedPids() const;
+  // The job of each producer connected now or among the last kRecentJobs to have closed (their
+  // records may still be queued), by pid; producers without a known job are left out.
+  std::map<int32_t, v1::Job> JobsByPid() const;
+  static constexpr size_t kRecentJobs = 1024;
 
   const std::string& socket_path() const { return options_.socket_path; }
 
@@ -122,6 +131,8 @@ class GpuIngest {
     int64_t connected_ns = 0;       // CLOCK_MONOTONIC at accept
     // comm_hash -> CUDA device, from its CommRecords (bounded: kMaxCommsPerConnection).
     std::vector<std::pair<uint64_t, int32_t>> comm_gpu;
+    v1::Job cgroup_job;  // JobFromCgroupOf at accept
+    v1::Job job;         // cgroup_job merged with the producer's JobRecord (MergeClaim)
   };
   class Visitor;
 
@@ -151,6 +162,9 @@ class GpuIngest {
   uint64_t datagrams_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t records_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_records_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t job_claims_contradicted_ ABSL_GUARDED_BY(mu_) = 0;
+  // Jobs of closed producers, oldest first (at most kRecentJobs).
+  std::deque<std::pair<int32_t, v1::Job>> closed_jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> dropped_datagrams_ ABSL_GUARDED_BY(mu_);
   // Producer-reported drops of connections that have closed, by source name.
   std::map<std::string, uint64_t> retired_dropped_ ABSL_GUARDED_BY(mu_);

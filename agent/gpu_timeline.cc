@@ -214,6 +214,8 @@ void GpuTimeline::Add(const GpuEvent& e) {
         pending_kernels_.pop_front();
       }
       return;
+    case gpu::RecordType::kJob:  // kept by the ingest per connection, never queued
+      return;
   }
 }
 

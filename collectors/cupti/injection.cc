@@ -22,6 +22,7 @@
 #include "collectors/cupti/batcher.h"
 #include "collectors/cupti/buffer_pool.h"
 #include "collectors/cupti/options.h"
+#include "collectors/gpu/job_identity.h"
 #include "collectors/gpu/producer.h"
 
 namespace fabricscope::collectors::cupti {
@@ -31,7 +32,10 @@ constexpr char kTag[] = "fabricscope-cupti";
 
 class ChannelSink : public DatagramSink {
  public:
-  explicit ChannelSink(std::string path) : channel_(gpu::Source::kCupti, std::move(path)) {}
+  ChannelSink(std::string path, int32_t pid) : channel_(gpu::Source::kCupti, std::move(path)) {
+    // The job this process claims goes first on every connection (gpu/job_identity.h).
+    channel_.SetJob(gpu::JobOfThisProcess(), pid);
+  }
   bool Send(const void* data, size_t size) override { return channel_.Send(data, size); }
   bool connected() const { return channel_.connected(); }
 
@@ -161,7 +165,7 @@ bool Initialize() {
                  kTag, state->options.buffers, state->options.buffer_bytes);
     return false;
   }
-  state->sink = std::make_unique<ChannelSink>(state->options.socket_path);
+  state->sink = std::make_unique<ChannelSink>(state->options.socket_path, state->pid);
   state->batcher =
       std::make_unique<ActivityBatcher>(*state->sink, state->pid, &cuptiActivityGetNextRecord);
 

@@ -58,12 +58,28 @@ bool ProducerChannel::TryConnect() {
   }
   fd_ = fd;
   ++connects_;
+  intro_pending_ = intro_size_ > 0;
   return true;
+}
+
+void ProducerChannel::SetJob(const JobRecord& job, int32_t pid) {
+  DatagramWriter w(intro_, sizeof(intro_), source_, pid);
+  w.Append(job);
+  intro_size_ = w.Finish(0, 0, MonotonicNowNs());
+  intro_pending_ = fd_ >= 0;  // a connection open now has not had it
 }
 
 bool ProducerChannel::Send(const void* data, size_t size) {
   if (data == nullptr || size == 0 || size > kMaxDatagramBytes) return false;
   if (fd_ < 0 && !TryConnect()) return false;
+  if (intro_pending_) {
+    if (!SendOne(intro_, intro_size_)) return false;
+    intro_pending_ = false;
+  }
+  return SendOne(data, size);
+}
+
+bool ProducerChannel::SendOne(const void* data, size_t size) {
   for (;;) {
     const ssize_t n = ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n == static_cast<ssize_t>(size)) return true;

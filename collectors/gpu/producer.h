@@ -59,6 +59,12 @@ class ProducerChannel {
   // Closes the connection (if any); the next Send() reconnects without waiting.
   void Close();
 
+  // Makes `job` (with `pid` in its datagram header) the first datagram of every connection: the
+  // next Send() on a connection that has not had it sends it ahead of its own datagram (and
+  // fails, keeping it pending, when it cannot). Its datagram has sequence 0: it describes the
+  // producer and is not one of its counted datagrams. Call at init, before the first Send().
+  void SetJob(const JobRecord& job, int32_t pid);
+
   const std::string& socket_path() const { return socket_path_; }
   Source source() const { return source_; }
 
@@ -66,6 +72,7 @@ class ProducerChannel {
 
  private:
   bool TryConnect();
+  bool SendOne(const void* data, size_t size);
 
   Source source_;
   std::string socket_path_;
@@ -73,6 +80,9 @@ class ProducerChannel {
   int64_t last_attempt_ns_ = 0;
   bool attempted_ = false;
   uint64_t connects_ = 0;
+  uint8_t intro_[sizeof(DatagramHeader) + sizeof(RecordHeader) + sizeof(JobRecord)] = {};
+  size_t intro_size_ = 0;  // 0 = no job set
+  bool intro_pending_ = false;
 };
 
 }  // namespace fabricscope::collectors::gpu

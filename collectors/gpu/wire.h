@@ -44,6 +44,7 @@ enum class RecordType : uint16_t {
   kCollective = 2,  // CollectiveRecord: one collective or point-to-point operation on one rank
   kProxyOp = 3,     // ProxyOpRecord: one proxy operation (network transfers to/from one peer)
   kKernel = 4,      // KernelRecord: one GPU kernel or memcpy from CUPTI activity
+  kJob = 5,         // JobRecord: the job this process claims (sent first on every connection)
 };
 
 struct DatagramHeader {
@@ -52,7 +53,8 @@ struct DatagramHeader {
   uint16_t source;        // Source
   int32_t pid;            // the producer's getpid(); the agent trusts SO_PEERCRED over this
   uint32_t record_count;  // records that follow
-  uint64_t sequence;      // datagrams attempted by this producer, starting at 1 (gaps = drops)
+  uint64_t sequence;      // datagrams attempted by this producer, starting at 1 (gaps = drops);
+                          // 0 = the connection's introduction (its JobRecord), not counted
   uint64_t dropped_records_total;  // records this producer dropped so far (full pool, EAGAIN)
   int64_t send_ns;                 // CLOCK_MONOTONIC when the datagram was written
 };
@@ -154,6 +156,40 @@ struct KernelRecord {
 };
 static_assert(sizeof(KernelRecord) == 216);
 
+// Who launched the process, as JobRecord::scheduler (collectors/gpu/job_identity.h says which
+// variables each reads).
+enum class JobScheduler : uint8_t {
+  kNone = 0,        // no variable named a job
+  kOverride = 1,    // FABRICSCOPE_JOB_ID
+  kSlurm = 2,       // SLURM_JOB_ID
+  kTorchrun = 3,    // TORCHELASTIC_RUN_ID
+  kKubernetes = 4,  // the pod (downward-API variables or the process's cgroup)
+  kMpi = 5,         // PMIX_NAMESPACE
+};
+
+// The job a producer process claims, from its environment (collectors/gpu/job_identity.h
+// JobFromEnvironment). Added after the first release of this format: an older agent skips it by
+// size like any unknown type, so the datagram version did not change; the record carries its
+// own layout version (kJobRecordVersion), and an agent ignores a layout it does not know. The
+// agent trusts the producer's cgroup over this claim (agent/gpu_ingest.h).
+inline constexpr uint16_t kJobRecordVersion = 1;
+struct JobRecord {
+  uint16_t version;   // kJobRecordVersion
+  uint8_t scheduler;  // JobScheduler
+  uint8_t reserved;
+  int32_t rank;           // the launcher's global rank of this process, -1 unknown
+  char id[64];            // "8812", "8812_3" (array task), a run id, a pod uid
+  char name[64];          // SLURM_JOB_NAME, FABRICSCOPE_JOB_NAME
+  char slurm_job_id[16];  // SLURM_JOB_ID as set (an array task's own id): what its cgroup says
+  char slurm_sluid[16];   // SLURM_JOB_SLUID (Slurm 26.05+): what a cgroup v2 job directory says
+  char user[32];          // SLURM_JOB_USER
+  char step[16];          // SLURM_STEP_ID
+  char pod_namespace[64];
+  char pod[64];
+  char pod_uid[40];  // 36 characters with dashes
+};
+static_assert(sizeof(JobRecord) == 384);
+
 template <typename T>
 struct RecordTypeOf;
 template <>
@@ -171,6 +207,10 @@ struct RecordTypeOf<ProxyOpRecord> {
 template <>
 struct RecordTypeOf<KernelRecord> {
   static constexpr RecordType kValue = RecordType::kKernel;
+};
+template <>
+struct RecordTypeOf<JobRecord> {
+  static constexpr RecordType kValue = RecordType::kJob;
 };
 
 // Copies a C string into a fixed char array, truncating and NUL-padding. nullptr -> "".

@@ -22,6 +22,41 @@ void Terminate(char (&s)[N]) {
   s[N - 1] = '\0';
 }
 
+// The struct a known record type carries (its payload may be longer: a newer producer's
+// additions are ignored); 0 for an unknown type.
+size_t StructSize(uint16_t type) {
+  switch (static_cast<RecordType>(type)) {
+    case RecordType::kComm:
+      return sizeof(CommRecord);
+    case RecordType::kCollective:
+      return sizeof(CollectiveRecord);
+    case RecordType::kProxyOp:
+      return sizeof(ProxyOpRecord);
+    case RecordType::kKernel:
+      return sizeof(KernelRecord);
+    case RecordType::kJob:
+      return sizeof(JobRecord);
+  }
+  return 0;
+}
+
+// Hands a JobRecord of layout kJobRecordVersion to the visitor; false for another layout.
+bool DeliverJob(const uint8_t* payload, RecordVisitor& visitor) {
+  JobRecord r = Load<JobRecord>(payload);
+  if (r.version != kJobRecordVersion) return false;
+  Terminate(r.id);
+  Terminate(r.name);
+  Terminate(r.slurm_job_id);
+  Terminate(r.slurm_sluid);
+  Terminate(r.user);
+  Terminate(r.step);
+  Terminate(r.pod_namespace);
+  Terminate(r.pod);
+  Terminate(r.pod_uid);
+  visitor.OnJob(r);
+  return true;
+}
+
 }  // namespace
 
 absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& visitor,
@@ -62,23 +97,7 @@ absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& v
                                                      rh.size, " bytes, only ",
                                                      datagram.size() - offset, " remain"));
     }
-    size_t need = 0;
-    switch (static_cast<RecordType>(rh.type)) {
-      case RecordType::kComm:
-        need = sizeof(CommRecord);
-        break;
-      case RecordType::kCollective:
-        need = sizeof(CollectiveRecord);
-        break;
-      case RecordType::kProxyOp:
-        need = sizeof(ProxyOpRecord);
-        break;
-      case RecordType::kKernel:
-        need = sizeof(KernelRecord);
-        break;
-      default:
-        break;
-    }
+    const size_t need = StructSize(rh.type);
     if (rh.size < need) {
       return absl::InvalidArgumentError(absl::StrCat("GPU datagram: record ", seen, " of type ",
                                                      rh.type, " has ", rh.size, " bytes, expected ",
@@ -128,6 +147,12 @@ absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& v
         visitor.OnKernel(r);
         break;
       }
+      case RecordType::kJob:
+        if (!DeliverJob(payload, visitor)) {  // a newer layout: skipped like an unknown type
+          ++out.unknown_records;
+          continue;
+        }
+        break;
       default:
         ++out.unknown_records;
         continue;

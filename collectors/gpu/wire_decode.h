@@ -23,6 +23,9 @@ class RecordVisitor {
   virtual void OnCollective(const CollectiveRecord& record) = 0;
   virtual void OnProxyOp(const ProxyOpRecord& record) = 0;
   virtual void OnKernel(const KernelRecord& record) = 0;
+  // The producer's claimed job (a record type added after the others: visitors that predate it
+  // ignore it). Only layout kJobRecordVersion is delivered; others count as unknown records.
+  virtual void OnJob(const JobRecord& record) { (void)record; }
 };
 
 struct DecodeResult {

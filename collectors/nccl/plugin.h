@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "collectors/gpu/job_identity.h"
 #include "collectors/gpu/producer.h"
 #include "collectors/gpu/wire.h"
 #include "collectors/nccl/chain.h"

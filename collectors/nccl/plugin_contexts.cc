@@ -31,7 +31,10 @@ Plugin::Plugin(const PluginOptions& options)
       buffer_(new uint8_t[gpu::kMaxDatagramBytes]),
       writer_(buffer_.get(), gpu::kMaxDatagramBytes, gpu::Source::kNcclProfiler, pid_),
       channel_(gpu::Source::kNcclProfiler, options.socket_path),
-      desired_mask_(options.event_mask) {}
+      desired_mask_(options.event_mask) {
+  // The job this process claims goes first on every connection (collectors/gpu/job_identity.h).
+  channel_.SetJob(gpu::JobOfThisProcess(), pid_);
+}
 
 size_t Plugin::MemoryBytes() const {
   return sizeof(*this) + kMaxContexts * sizeof(ContextSlot) +

@@ -198,8 +198,8 @@ std::vector<CommDiagnosis> CollectiveMatcher::Diagnoses() const {
   return all;
 }
 
-std::vector<CollectiveInstance> CollectiveMatcher::Slowest(size_t limit,
-                                                           const std::string& comm) const {
+std::vector<CollectiveInstance> CollectiveMatcher::Slowest(size_t limit, const std::string& comm,
+                                                           const std::set<uint64_t>* comms) const {
   auto longer = [](const CollectiveInstance& a, const CollectiveInstance& b) {
     return a.max_duration_ns > b.max_duration_ns;
   };
@@ -209,7 +209,9 @@ std::vector<CollectiveInstance> CollectiveMatcher::Slowest(size_t limit,
     std::vector<const CollectiveInstance*> mine;
     absl::MutexLock lock(&sp->mu);
     for (const CollectiveInstance& d : sp->recent) {
-      if (comm.empty() || common::CommLabel(d.key.comm) == comm) mine.push_back(&d);
+      if (!comm.empty() && common::CommLabel(d.key.comm) != comm) continue;
+      if (comms != nullptr && !comms->contains(d.key.comm)) continue;
+      mine.push_back(&d);
     }
     std::stable_sort(
         mine.begin(), mine.end(),

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,8 @@ class CollectiveMatcher {
   std::vector<CommDiagnosis> Diagnoses() const;
   // Copies of the recent instances (of `comm`'s 8-hex-digit label, or all when empty), longest
   // first, at most `limit` (0 = all).
-  std::vector<CollectiveInstance> Slowest(size_t limit, const std::string& comm) const;
+  std::vector<CollectiveInstance> Slowest(size_t limit, const std::string& comm,
+                                          const std::set<uint64_t>* comms = nullptr) const;
   // How many recent instances each (communicator, function) has.
   std::map<std::pair<uint64_t, std::string>, size_t> RecentCounts() const;
   // Copies of the recent instances of one (communicator, function), by sequence number, the

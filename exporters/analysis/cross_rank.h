@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,10 +82,12 @@ class CrossRankAnalysis {
   CrossRankSnapshot Snapshot() const;
 
   // Copies of the recent complete instances, longest first, at most `limit` (0 = all); comm:
-  // only that communicator's (its 8-hex-digit label), empty = all. Rendered as
+  // only that communicator's (its 8-hex-digit label), empty = all; comms non-null: only those
+  // communicators' (a job's, exporters/state/job_table.h). Rendered as
   // /api/collectives/slow by exporters/exposition/cross_rank_render.h SlowJson.
-  std::vector<CollectiveInstance> Slowest(size_t limit, const std::string& comm = "") const {
-    return matcher_.Slowest(limit, comm);
+  std::vector<CollectiveInstance> Slowest(size_t limit, const std::string& comm = "",
+                                          const std::set<uint64_t>* comms = nullptr) const {
+    return matcher_.Slowest(limit, comm, comms);
   }
   // Per communicator, what holds it back now (Diagnosis::Snapshot), for the max_comms
   // communicators seen most recently over all shards; in no order.

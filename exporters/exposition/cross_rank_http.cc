@@ -36,7 +36,7 @@ bool RedirectToOwner(const OwnerOfComm& owner, const httplib::Request& req,
 }  // namespace
 
 void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,
-                             std::vector<HeatmapPage>* pages, OwnerOfComm owner) {
+                             std::vector<HeatmapPage>* pages, OwnerOfComm owner, JobLookup jobs) {
   server.Get("/heatmap/collectives", [&analysis, owner](const httplib::Request& req,
                                                         httplib::Response& res) {
     if (RedirectToOwner(owner, req, res)) return;
@@ -56,8 +56,8 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                if (RedirectToOwner(owner, req, res)) return;
                ServeHeatmap(req, res, analysis.RanksHeatmap(QueryParam(req, "comm")), 1'000'000);
              });
-  server.Get("/api/collectives/slow", [&analysis, owner](const httplib::Request& req,
-                                                         httplib::Response& res) {
+  server.Get("/api/collectives/slow", [&analysis, owner, jobs](const httplib::Request& req,
+                                                               httplib::Response& res) {
     if (RedirectToOwner(owner, req, res)) return;
     size_t limit = 20;
     if (auto v = QueryParam(req, "limit"); !v.empty() && !absl::SimpleAtoi(v, &limit)) {
@@ -65,7 +65,21 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
       res.set_content("limit must be a count\n", "text/plain");
       return;
     }
-    res.set_content(SlowJson(analysis.Slowest(limit, QueryParam(req, "comm"))), "application/json");
+    std::set<uint64_t> comms;
+    const std::string job = QueryParam(req, "job");
+    if (!job.empty()) {
+      if (jobs.comms_of) comms = jobs.comms_of(job);
+      if (comms.empty()) {
+        res.status = 404;
+        res.set_content("no job \"" + job + "\" with communicators is known here (see /api/jobs)\n",
+                        "text/plain");
+        return;
+      }
+    }
+    res.set_content(
+        SlowJson(analysis.Slowest(limit, QueryParam(req, "comm"), job.empty() ? nullptr : &comms),
+                 jobs.job_of),
+        "application/json");
   });
   server.Get("/api/diagnosis", [&analysis](const httplib::Request&, httplib::Response& res) {
     res.set_content(DiagnosisJson(analysis.Diagnoses()), "application/json");
@@ -80,7 +94,7 @@ void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& a
                     "whom); ?comm=, ?format=json"});
   pages->push_back({"/api/collectives/slow",
                     "JSON: the slowest recent collective instances, their cause, bottleneck "
-                    "rank, evidence and flight-recorder samples; ?limit=20, ?comm="});
+                    "rank, evidence and flight-recorder samples; ?limit=20, ?comm=, ?job="});
   pages->push_back({"/api/diagnosis",
                     "JSON: per communicator, what holds it back now, since when and what it "
                     "costs, in one sentence with numbers"});

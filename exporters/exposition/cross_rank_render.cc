@@ -178,12 +178,14 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
   return out;
 }
 
-std::string SlowJson(const std::vector<CollectiveInstance>& v) {
+std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& job_of) {
   std::string out = "{\"collectives\":[";
   for (size_t i = 0; i < v.size(); ++i) {
     const CollectiveInstance& d = v[i];
     if (i > 0) out += ",";
-    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"func\":");
+    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"job\":");
+    AppendJsonString(&out, job_of ? job_of(d.key.comm) : std::string());
+    out += ",\"func\":";
     AppendJsonString(&out, d.key.func.str());
     absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
                     CollectiveCauseName(d.cause), "\",\"rule\":\"", EvidenceRuleName(d.rule),

@@ -3,6 +3,8 @@
 // The cross-rank analysis and its diagnosis as Prometheus families and JSON: renders the plain
 // snapshots of exporters/analysis/cross_rank.h and diagnosis.h; computes nothing.
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,7 @@ void AddDiagnosisFamilies(const std::vector<CommDiagnosis>& v,
 // then by comm hash.
 std::string DiagnosisJson(std::vector<CommDiagnosis> v);
 
-// /api/collectives/slow: {"collectives":[{comm, func, seq, nranks, cause, rule, evidence,
+// /api/collectives/slow: {"collectives":[{comm, job, func, seq, nranks, cause, rule, evidence,
 //   path:{busbw_bytes_per_second, line_rate_share, best_share} (null unknown), skew_seconds,
 //   duration_seconds (longest), bottleneck:{node, rank, port, detail} or null, ranks:[{node,
 //   rank, cause, port, detail, start_unix_seconds, duration_seconds, slow, loss_events (on its
@@ -43,6 +45,10 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v);
 //   samples:[{time_unix_seconds, interval_seconds, transmit_bytes, receive_bytes,
 //   transmit_utilization, receive_utilization}]}}]}]}, in the order given
 //   (CrossRankAnalysis::Slowest: slowest first).
-std::string SlowJson(const std::vector<CollectiveInstance>& instances);
+// `job_of` (may be null) names each instance's job from its communicator hash ("job": "" when
+// unknown; exporters/state/job_table.h).
+using JobOfComm = std::function<std::string(uint64_t comm_hash)>;
+std::string SlowJson(const std::vector<CollectiveInstance>& instances,
+                     const JobOfComm& job_of = nullptr);
 
 }  // namespace fabricscope::exporters

@@ -7,6 +7,7 @@
 #include "collectors/common/collective_vocabulary.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/exposition/struct_json.h"
+#include "exporters/heatmap/heatmap_svg.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -46,6 +47,8 @@ void AddNodeStats(const GpuSnapshot::Node& n, FamilySet& f) {
            static_cast<double>(in.repaired_string_bytes_total()));
   AddValue(f[Metric::kGpuCommunicatorsEvictedTotal], {{"node", node}},
            static_cast<double>(n.communicators_evicted_total));
+  AddValue(f[Metric::kGpuJobClaimsContradictedTotal], {{"node", node}},
+           static_cast<double>(in.job_claims_contradicted_total()));
   for (const auto& [reason, v] : in.rejected_connections_total()) {
     AddValue(f[Metric::kGpuIngestRejectedConnectionsTotal], {{"node", node}, {"reason", reason}},
              static_cast<double>(v));
@@ -98,6 +101,19 @@ void AddGpuFamilies(const GpuSnapshot& s, std::vector<prometheus::MetricFamily>*
     AddValue(f[Metric::kTrafficImbalanceRatio],
              {{"scope", "ranks"}, {"comm", r.comm}, {"direction", r.direction}}, r.ratio);
   }
+  for (const JobView& j : s.jobs) {
+    AddValue(f[Metric::kJobInfo],
+             {{"job", j.job.id()},
+              {"scheduler", j.job.scheduler()},
+              {"name", j.job.name()},
+              {"user", j.job.user()},
+              {"namespace", j.job.pod_namespace()},
+              {"pod", j.job.pod()}},
+             1);
+  }
+  AddValue(f[Metric::kAggregatorJobs], {}, static_cast<double>(s.jobs.size()));
+  AddValue(f[Metric::kAggregatorJobsEvictedTotal], {},
+           static_cast<double>(s.jobs_evicted_total + s.jobs_dropped_total));
   f.DrainInto(out);
 }
 
@@ -163,6 +179,48 @@ std::string KernelsJson(const std::vector<KernelRecord>& records) {
     f["correlation_id"].set_number_value(static_cast<double>(k.correlation_id));
   }
   return StructToJson(root);
+}
+
+std::string JobsJson(const std::vector<JobView>& jobs) {
+  std::string out = "{\"jobs\":[";
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobView& j = jobs[i];
+    if (i > 0) out += ",";
+    out += "{";
+    AppendJsonField(&out, "id", j.job.id());
+    for (const auto& [key, value] :
+         {std::pair<const char*, const std::string*>{"scheduler", &j.job.scheduler()},
+          {"name", &j.job.name()},
+          {"user", &j.job.user()},
+          {"step", &j.job.step()},
+          {"namespace", &j.job.pod_namespace()},
+          {"pod", &j.job.pod()},
+          {"pod_uid", &j.job.pod_uid()},
+          {"source", &j.job.source()}}) {
+      out += ",";
+      AppendJsonField(&out, key, *value);
+    }
+    out += ",\"nodes\":[";
+    for (size_t k = 0; k < j.nodes.size(); ++k) {
+      if (k > 0) out += ",";
+      AppendJsonString(&out, j.nodes[k]);
+    }
+    out += "],\"comms\":[";
+    for (size_t k = 0; k < j.comms.size(); ++k) {
+      absl::StrAppend(&out, k > 0 ? "," : "", "\"", common::CommLabel(j.comms[k]), "\"");
+    }
+    out += "],";
+    AppendJsonField(&out, "ranks", static_cast<double>(j.ranks));
+    out += ",";
+    AppendJsonField(&out, "first_seen_unix_seconds",
+                    absl::ToDoubleSeconds(j.first_seen - absl::UnixEpoch()));
+    out += ",";
+    AppendJsonField(&out, "last_seen_unix_seconds",
+                    absl::ToDoubleSeconds(j.last_seen - absl::UnixEpoch()));
+    out += "}";
+  }
+  out += "]}";
+  return out;
 }
 
 }  // namespace fabricscope::exporters

@@ -128,6 +128,9 @@ void HttpServer::RegisterDataRoutes() {
     res.set_content(state_ ? MicroburstsJson(state_->RecentMicrobursts(node, limit)) : "{}",
                     "application/json");
   });
+  server_->Get("/api/jobs", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(state_ ? JobsJson(state_->Jobs()) : "{\"jobs\":[]}", "application/json");
+  });
   server_->Get("/api/nodes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(state_ ? NodesJson(*state_) : "{}", "application/json");
   });
@@ -165,7 +168,9 @@ void HttpServer::RegisterDataRoutes() {
         *server_, state_->cross_rank(), &pages,
         [state = state_, scheme = web_.tls() ? "https://" : "http://"](const std::string& comm) {
           return OwnerUrl(*state, scheme, comm);
-        });
+        },
+        JobLookup{[state = state_](uint64_t comm) { return state->JobOfComm(comm); },
+                  [state = state_](const std::string& job) { return state->CommsOfJob(job); }});
     RegisterHeatmapIndex(*server_, std::move(pages));
   }
   if (state_) {

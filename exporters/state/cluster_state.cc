@@ -74,6 +74,10 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
 
 std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {
   std::vector<std::string> gone;
+  {
+    absl::MutexLock lock(&gpu_mu_);
+    jobs_.Expire(now);
+  }
   if (expiry <= absl::ZeroDuration()) return gone;
   std::vector<std::string> candidates;
   {
@@ -194,6 +198,7 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
   {
     absl::MutexLock lock(&gpu_mu_);
     gpu_.OnBatch(node, batch);
+    if (batch.has_gpu()) jobs_.OnWindow(node, batch.gpu(), Now());
   }
   return acked;
 }
@@ -406,6 +411,9 @@ ClusterSnapshot ClusterState::Snapshot() const {
     absl::MutexLock lock(&gpu_mu_);
     const auto locked = std::chrono::steady_clock::now();
     s.gpu = gpu_.Snapshot();
+    s.gpu.jobs = jobs_.Jobs();
+    s.gpu.jobs_evicted_total = jobs_.evicted_total();
+    s.gpu.jobs_dropped_total = jobs_.dropped_total();
     held_ns = std::max<int64_t>(held_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::steady_clock::now() - locked)
                                              .count());
@@ -416,6 +424,21 @@ ClusterSnapshot ClusterState::Snapshot() const {
   DropUnownedComms(&s.cross_rank);
   s.peers = Peers();
   return s;
+}
+
+std::vector<JobView> ClusterState::Jobs() const {
+  absl::MutexLock lock(&gpu_mu_);
+  return jobs_.Jobs();
+}
+
+std::string ClusterState::JobOfComm(uint64_t comm_hash) const {
+  absl::MutexLock lock(&gpu_mu_);
+  return jobs_.JobOf(comm_hash);
+}
+
+std::set<uint64_t> ClusterState::CommsOfJob(const std::string& job_id) const {
+  absl::MutexLock lock(&gpu_mu_);
+  return jobs_.CommsOf(job_id);
 }
 
 }  // namespace fabricscope::exporters

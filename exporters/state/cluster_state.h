@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "exporters/analysis/link_analysis.h"
 #include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
+#include "exporters/state/job_table.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
@@ -67,6 +69,8 @@ class ClusterState {
     size_t max_nodes = 16384;
     // The --metrics profile: which catalog families /metrics renders (ClusterSnapshot.profile).
     common::MetricProfile metrics = common::MetricProfile::kBasic;
+    // The job table's bound and expiry (exporters/state/job_table.h; jobs expire in ExpireNodes).
+    JobTable::Options jobs;
     // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
     // hour with it.
     std::function<absl::Time()> now;
@@ -74,7 +78,7 @@ class ClusterState {
   ClusterState() : ClusterState(Options{}) {}
   // links: the heat-map, temporal and loss-pattern analysis (exporters/analysis/link_analysis.h).
   explicit ClusterState(Options options, LinkAnalysisOptions links = {})
-      : options_(options), links_(links), cross_rank_(options.cross_rank) {}
+      : options_(options), links_(links), cross_rank_(options.cross_rank), jobs_(options.jobs) {}
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
@@ -135,9 +139,16 @@ class ClusterState {
   // Forgets every node that sent neither a Hello nor a batch for `expiry` before `now`: its
   // series leave /metrics, and its state leaves memory here, in the link analysis, the
   // cross-rank state and the GPU state; counted in fabricscope_aggregator_expired_nodes_total.
+  // Jobs no batch named for Options::jobs.expiry leave the job table (whatever `expiry` is).
   // A node that reconnects starts afresh (its totals are the hardware counters', so they
   // continue). expiry <= 0: nothing expires. Returns the names of the nodes forgotten.
   std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
+  // The jobs the agents named (exporters/state/job_table.h), by id.
+  std::vector<JobView> Jobs() const;
+  // The job of a communicator, "" when none is known.
+  std::string JobOfComm(uint64_t comm_hash) const;
+  // The communicators of a job, empty when it is unknown.
+  std::set<uint64_t> CommsOfJob(const std::string& job_id) const;
   // Every node's view (NodeView), sorted by node; node_filter empty = all nodes.
   std::vector<NodeView> Nodes(absl::string_view node_filter = "") const;
   // The clock of last_seen: Options::now, or absl::Now.
@@ -271,6 +282,7 @@ class ClusterState {
   CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
   mutable absl::Mutex gpu_mu_;
   GpuState gpu_ ABSL_GUARDED_BY(gpu_mu_);
+  JobTable jobs_ ABSL_GUARDED_BY(gpu_mu_);
   uint64_t batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_batches_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lost_batches_total_ ABSL_GUARDED_BY(mu_) = 0;

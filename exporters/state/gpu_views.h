@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "exporters/state/job_table.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
@@ -56,6 +57,9 @@ struct GpuSnapshot {
     std::vector<v1::KernelTotals> kernels;
   };
   std::vector<Node> nodes;  // sorted by node
+  // The job table (exporters/state/job_table.h), by job id, and what it could not keep.
+  std::vector<JobView> jobs;
+  uint64_t jobs_evicted_total = 0, jobs_dropped_total = 0;
 };
 
 // One stored collective (GpuState::RecentCollectives) as the agent sent it, within GpuState's

@@ -123,6 +123,9 @@ void DrainInto(GpuIngest& ingest, Drained* d, size_t max = SIZE_MAX) {
       case gpu::RecordType::kKernel:
         d->kernels.push_back(*e);
         break;
+      case gpu::RecordType::kJob:  // never queued (GpuIngest keeps it per connection)
+        ADD_FAILURE() << "a JobRecord reached the queue";
+        break;
     }
     ingest.Release();
   }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,45 @@ TEST(ProducerChannelTest, PeerCloseThenReconnect) {
   ASSERT_GE(conn, 0);
   EXPECT_EQ(Receive(conn), b);
   close(conn);
+  close(listener);
+}
+
+// The job goes first on every connection, in its own datagram of sequence 0, ahead of what the
+// producer sends; a reconnect sends it again (the agent names the producer by connection).
+TEST(ProducerChannelTest, TheJobGoesFirstOnEveryConnection) {
+  TempDir dir;
+  const int listener = Listen(dir.Socket());
+  ProducerChannel channel(Source::kCupti, dir.Socket());
+  JobRecord job{};
+  job.version = kJobRecordVersion;
+  job.scheduler = static_cast<uint8_t>(JobScheduler::kSlurm);
+  job.rank = 5;
+  CopyFixed(job.id, "8812_1");
+  channel.SetJob(job, 4242);
+  const auto data = Payload(7);
+  for (int connection = 0; connection < 2; ++connection) {
+    ASSERT_TRUE(WaitFor([&] { return channel.Send(data.data(), data.size()); }));
+    const int fd = accept(listener, nullptr, nullptr);
+    ASSERT_GE(fd, 0);
+    const std::vector<uint8_t> first = Receive(fd);
+    ASSERT_EQ(first.size(), sizeof(DatagramHeader) + sizeof(RecordHeader) + sizeof(JobRecord));
+    DatagramHeader h;
+    std::memcpy(&h, first.data(), sizeof(h));
+    EXPECT_EQ(h.sequence, 0u);
+    EXPECT_EQ(h.pid, 4242);
+    EXPECT_EQ(h.source, static_cast<uint16_t>(Source::kCupti));
+    EXPECT_EQ(h.record_count, 1u);
+    RecordHeader rh;
+    std::memcpy(&rh, first.data() + sizeof(h), sizeof(rh));
+    EXPECT_EQ(rh.type, static_cast<uint16_t>(RecordType::kJob));
+    JobRecord got;
+    std::memcpy(&got, first.data() + sizeof(h) + sizeof(rh), sizeof(got));
+    EXPECT_STREQ(got.id, "8812_1");
+    EXPECT_EQ(got.rank, 5);
+    EXPECT_EQ(Receive(fd), data);  // then what the producer sent
+    close(fd);
+    channel.Close();  // the next Send reconnects, and introduces itself again
+  }
   close(listener);
 }
 

@@ -231,13 +231,18 @@ TEST_F(ShardedAggregators, EveryInstanceIsMatchedWithAllItsRanksOnItsOwner) {
         int records = 0;
         for (uint64_t comm : comms_) records += OwnerOf(comm, 3) == to ? 2 * 20 : 0;
         const std::string peer = absl::StrCat("peer=\"", shards_[to].Name(), "\"");
+        const std::string back = absl::StrCat("peer=\"", shards_[from].Name(), "\"");
+        // Both counts, each on its own aggregator's threads: neither is read as final before
+        // the other has caught up (a loaded machine once failed this test, passing alone).
         EXPECT_TRUE(WaitFor([&] {
-          return Metric(from, "fabricscope_aggregator_forwarded_records_total", peer) == records;
+          return Metric(from, "fabricscope_aggregator_forwarded_records_total", peer) == records &&
+                 Metric(to, "fabricscope_aggregator_received_forwarded_records_total", back) ==
+                     records;
         })) << from
             << " -> " << to;
         EXPECT_EQ(Metric(from, "fabricscope_aggregator_forward_queue_records", peer), 0);
-        EXPECT_EQ(Metric(to, "fabricscope_aggregator_received_forwarded_records_total",
-                         absl::StrCat("peer=\"", shards_[from].Name(), "\"")),
+        EXPECT_EQ(Metric(from, "fabricscope_aggregator_forwarded_records_total", peer), records);
+        EXPECT_EQ(Metric(to, "fabricscope_aggregator_received_forwarded_records_total", back),
                   records);
       }
     }

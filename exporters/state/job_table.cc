@@ -1,0 +1,122 @@
+#include "exporters/state/job_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "collectors/utf8.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+
+namespace fabricscope::exporters {
+
+std::string JobTable::Cap(const std::string& s) {
+  if (s.size() <= kMaxFieldBytes) return s;
+  ++truncated_;
+  return s.substr(0, collectors::Utf8Prefix(s, kMaxFieldBytes));
+}
+
+JobTable::Entry* JobTable::Touch(const v1::Job& job, absl::Time now) {
+  const std::string id = Cap(job.id());
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) {
+    if (jobs_.size() >= options_.max_jobs) {
+      if (options_.max_jobs == 0) return nullptr;
+      auto oldest = std::min_element(jobs_.begin(), jobs_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_seen < b.second.last_seen;
+      });
+      for (uint64_t c : oldest->second.comms) comm_job_.erase(c);
+      jobs_.erase(oldest);
+      ++evicted_;
+    }
+    it = jobs_.emplace(id, Entry{}).first;
+    it->second.first_seen = now;
+  }
+  Entry& e = it->second;
+  e.last_seen = now;
+  // Every field is a string (gpu.proto): a node that knows less does not erase what one knew.
+  const google::protobuf::Descriptor* d = v1::Job::descriptor();
+  const google::protobuf::Reflection* r = v1::Job::GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->number() == v1::Job::kIdFieldNumber) continue;
+    const std::string v = r->GetString(job, f);
+    if (!v.empty()) r->SetString(&e.job, f, Cap(v));
+  }
+  e.job.set_id(id);
+  return &e;
+}
+
+void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::Time now) {
+  size_t taken = 0;
+  for (const v1::Job& job : w.jobs()) {
+    if (job.id().empty()) continue;
+    if (taken == kMaxJobsPerBatch) {
+      ++dropped_;
+      continue;
+    }
+    ++taken;
+    Entry* e = Touch(job, now);
+    if (e != nullptr && e->nodes.size() < kMaxNodesPerJob) e->nodes.insert(node);
+  }
+  for (const v1::Communicator& c : w.communicators()) {
+    if (c.job_id().empty()) continue;
+    const std::string id =
+        c.job_id().size() > kMaxFieldBytes
+            ? c.job_id().substr(0, collectors::Utf8Prefix(c.job_id(), kMaxFieldBytes))
+            : c.job_id();
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;  // only jobs the window listed (bounded above)
+    Entry& e = it->second;
+    if (e.comms.size() < kMaxCommsPerJob || e.comms.contains(c.comm_hash())) {
+      e.comms.insert(c.comm_hash());
+      comm_job_[c.comm_hash()] = id;
+    }
+    if (e.ranks.size() < kMaxRanksPerJob) e.ranks.emplace(c.comm_hash(), c.rank());
+  }
+}
+
+size_t JobTable::Expire(absl::Time now) {
+  size_t n = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->second.last_seen < now - options_.expiry) {
+      for (uint64_t c : it->second.comms) {
+        if (auto cj = comm_job_.find(c); cj != comm_job_.end() && cj->second == it->first) {
+          comm_job_.erase(cj);
+        }
+      }
+      it = jobs_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+std::vector<JobView> JobTable::Jobs() const {
+  std::vector<JobView> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, e] : jobs_) {
+    JobView v;
+    v.job = e.job;
+    v.nodes.assign(e.nodes.begin(), e.nodes.end());
+    v.comms.assign(e.comms.begin(), e.comms.end());
+    v.ranks = e.ranks.size();
+    v.first_seen = e.first_seen;
+    v.last_seen = e.last_seen;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string JobTable::JobOf(uint64_t comm_hash) const {
+  auto it = comm_job_.find(comm_hash);
+  return it == comm_job_.end() ? "" : it->second;
+}
+
+std::set<uint64_t> JobTable::CommsOf(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? std::set<uint64_t>{} : it->second.comms;
+}
+
+}  // namespace fabricscope::exporters

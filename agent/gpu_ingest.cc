@@ -145,7 +145,8 @@ class GpuIngest::Visitor final : public gpu::RecordVisitor {
   void OnJob(const gpu::JobRecord& r) override {
     bool contradicted = false;
     c_.job = MergeClaim(c_.cgroup_job, r, &contradicted);
-    if (contradicted) {
+    if (contradicted && !c_.contradicted) {
+      c_.contradicted = true;
       ++ingest_.job_claims_contradicted_;
       LOG_EVERY_N(WARNING, 100) << "GPU ingest: pid " << c_.pid << " claims job \""
                                 << gpu::FixedString(r.id) << "\", its cgroup says \""

@@ -131,8 +131,9 @@ class GpuIngest {
     int64_t connected_ns = 0;       // CLOCK_MONOTONIC at accept
     // comm_hash -> CUDA device, from its CommRecords (bounded: kMaxCommsPerConnection).
     std::vector<std::pair<uint64_t, int32_t>> comm_gpu;
-    v1::Job cgroup_job;  // JobFromCgroupOf at accept
-    v1::Job job;         // cgroup_job merged with the producer's JobRecord (MergeClaim)
+    v1::Job cgroup_job;         // JobFromCgroupOf at accept
+    v1::Job job;                // cgroup_job merged with the producer's JobRecord (MergeClaim)
+    bool contradicted = false;  // counted once per connection, however often it claims
   };
   class Visitor;
 

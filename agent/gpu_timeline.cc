@@ -417,16 +417,22 @@ void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
     rp->set_bytes_total(bytes);
   }
   w->set_rank_pairs_untracked_bytes_total(rank_pairs_untracked_);
-  // Communicators of processes that are still connected.
+  // Communicators of processes that are still connected, and, for one more window, of those
+  // that left since the last: a job of a few seconds may end inside one window, and the
+  // aggregator learns which job a communicator belongs to from this list (Communicator.job_id).
+  std::set<std::tuple<uint64_t, int32_t, int32_t>> departed;
   for (auto it = comms_.begin(); it != comms_.end();) {
-    if (std::find(connected_pids.begin(), connected_pids.end(), std::get<2>(it->first)) ==
-        connected_pids.end()) {
+    const bool connected = std::find(connected_pids.begin(), connected_pids.end(),
+                                     std::get<2>(it->first)) != connected_pids.end();
+    if (!connected && departed_.contains(it->first)) {
       it = comms_.erase(it);
       continue;
     }
+    if (!connected) departed.insert(it->first);
     *w->add_communicators() = it->second;
     ++it;
   }
+  departed_ = std::move(departed);
   clock_ns_ = std::max(clock_ns_, window_end_ns);
   ForgetEnded();
   w->set_communicators_evicted_total(comms_evicted_);

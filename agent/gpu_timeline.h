@@ -4,6 +4,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -67,7 +68,8 @@ class GpuTimeline {
   // max_collectives_per_batch collectives per window, counting those FillEarly took since the
   // last FillWindow; the rest are counted in GpuWindow.collectives_not_sent. `ingest` (may be
   // null) supplies the endpoint's stats; `connected_pids` limits the communicator list to live
-  // producers. The caller sends the collectives (after CollectiveAnalyzer, in the agent).
+  // producers and, for one window, those that left since the last. The caller sends the collectives
+  // (after CollectiveAnalyzer, in the agent).
   void FillWindow(int64_t window_start_ns, int64_t window_end_ns, const v1::GpuIngestStats* ingest,
                   const std::vector<int32_t>& connected_pids, GpuWindowParts* out,
                   std::vector<v1::Collective>* collectives);
@@ -152,6 +154,8 @@ class GpuTimeline {
   std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> rank_pairs_;
   uint64_t rank_pairs_untracked_ = 0;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, v1::Communicator> comms_;  // comm, rank, pid
+  // Keys of comms_ whose process had gone at the last FillWindow: listed once more, then erased.
+  std::set<std::tuple<uint64_t, int32_t, int32_t>> departed_;
   CommRegistry registry_;  // the communicators of totals_, rank_pairs_ and comms_
   int64_t clock_ns_ = 0;   // the registry's clock: the latest window end or event receipt
   uint64_t comms_evicted_ = 0;

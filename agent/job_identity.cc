@@ -69,28 +69,34 @@ v1::Job MergeClaim(const v1::Job& cgroup, const gpu::JobRecord& claim, bool* con
   *contradicted = false;
   v1::Job claimed = JobFromClaim(claim);
   if (cgroup.id().empty()) return claimed;
-  bool agrees = false;
+  // Does the claim speak of the cgroup's job, and does it agree? Only the scheduler's own key
+  // can: the Slurm job id or SLUID, the pod uid. A claim without that key says nothing.
+  bool stated = false, agrees = false;
   if (cgroup.scheduler() == "slurm") {
     const std::string job_id = gpu::FixedString(claim.slurm_job_id);
     const std::string sluid = gpu::FixedString(claim.slurm_sluid);
-    agrees = (!job_id.empty() && job_id == cgroup.id()) || (!sluid.empty() && sluid == cgroup.id());
-    // The step is the cgroup's: the process cannot leave its step's cgroup.
-    if (agrees) claimed.set_step(cgroup.step().empty() ? claimed.step() : cgroup.step());
+    stated = !job_id.empty() || !sluid.empty();
+    agrees = cgroup.id() == job_id || cgroup.id() == sluid;
   } else if (cgroup.scheduler() == "kubernetes") {
+    stated = !claimed.pod_uid().empty();
     agrees = claimed.pod_uid() == cgroup.pod_uid();
-    // A pod's id is its uid unless the claim names the job its pods share (a torchrun run, an
-    // override set from a job label by the downward API): kept when the pod agrees.
   }
   if (!agrees) {
-    *contradicted = !claimed.id().empty();
+    *contradicted = stated;
     return cgroup;
   }
-  if (cgroup.scheduler() == "slurm" && claimed.scheduler() != "slurm") {
-    claimed.set_id(cgroup.id());  // an override inside a Slurm job: the cgroup's job id
-    claimed.set_scheduler("slurm");
-  }
-  claimed.set_source("cgroup+environment");
-  return claimed;
+  // The id stays the cgroup's; the claim adds what describes it. Its own id (an array task's
+  // form, the numeric id of a SLUID, a run or override the pods share) is kept beside, marked
+  // unverified: a process may write anything there.
+  v1::Job merged = cgroup;
+  merged.set_name(claimed.name());
+  merged.set_user(claimed.user());
+  if (merged.step().empty()) merged.set_step(claimed.step());
+  merged.set_pod_namespace(claimed.pod_namespace());
+  merged.set_pod(claimed.pod());
+  if (!claimed.id().empty() && claimed.id() != cgroup.id()) merged.set_claimed_id(claimed.id());
+  merged.set_source("cgroup+environment");
+  return merged;
 }
 
 void AttachJobs(const std::map<int32_t, v1::Job>& jobs_by_pid, v1::GpuWindow* w) {

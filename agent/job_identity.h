@@ -31,10 +31,13 @@ v1::Job JobFromClaim(const collectors::gpu::JobRecord& claim);
 // Merges what a producer claims into what its cgroup says (`cgroup`, from JobFromCgroupOf).
 // Returns the job to attribute its records to:
 //   * no cgroup job: the claim (source "environment");
-//   * the claim agrees (the same Slurm job id or SLUID, or the same pod uid): the cgroup's job
-//     with the claim's descriptive fields (name, user, step, array form of the id, namespace,
-//     pod), source "cgroup+environment";
-//   * otherwise the cgroup's job alone, and *contradicted is set when the claim named a job.
+//   * the claim agrees (its SLURM_JOB_ID or SLURM_JOB_SLUID is the cgroup's job, its pod uid
+//     the cgroup's pod): the cgroup's job, its id unchanged, with the claim's name, user, step,
+//     namespace and pod, and the claim's own id in claimed_id where it differs (unverified),
+//     source "cgroup+environment";
+//   * otherwise the cgroup's job alone; *contradicted is set when the claim carried the
+//     scheduler's key (a Slurm job id or SLUID, a pod uid) and it differs. A claim without it
+//     (a process that could not read its own pod uid) contradicts nothing.
 v1::Job MergeClaim(const v1::Job& cgroup, const collectors::gpu::JobRecord& claim,
                    bool* contradicted);
 

@@ -71,23 +71,41 @@ std::string StepAfter(const std::vector<std::string_view>& parts, size_t job_at)
   return "";
 }
 
-bool SlurmV1(const std::vector<std::string_view>& parts, CgroupJob* out) {
-  for (size_t i = 0; i + 2 < parts.size(); ++i) {
-    const std::string_view root = parts[i];
-    if (root != "slurm" && !StartsWith(root, "slurm_")) continue;
-    if (!StartsWith(parts[i + 1], "uid_") || !AllDigits(parts[i + 1].substr(4))) continue;
-    if (!StartsWith(parts[i + 2], "job_") || !AllDigits(parts[i + 2].substr(4))) continue;
-    out->slurm_uid = std::strtoll(std::string(parts[i + 1].substr(4)).c_str(), nullptr, 10);
-    out->slurm_job = std::string(parts[i + 2].substr(4));
-    out->slurm_step = StepAfter(parts, i + 2);
-    return true;
+// Where a layout may start: the first component that is not ".." (a reader in a cgroup
+// namespace sees the paths of processes outside it through "..", cgroup_namespaces(7)).
+size_t FirstReal(const std::vector<std::string_view>& parts) {
+  size_t i = 0;
+  while (i < parts.size() && parts[i] == "..") ++i;
+  return i;
+}
+
+// Below a user's systemd manager (user.slice/user-<uid>.slice/user@<uid>.service/...) a user
+// may create and enter cgroups of any name (systemd delegates that subtree to them): a layout
+// there proves nothing.
+bool UserDelegated(const std::vector<std::string_view>& parts, size_t before) {
+  for (size_t i = 0; i < before && i < parts.size(); ++i) {
+    if (parts[i] == "user.slice" || StartsWith(parts[i], "user@")) return true;
   }
   return false;
 }
 
+bool SlurmV1(const std::vector<std::string_view>& parts, CgroupJob* out) {
+  // Anchored at the hierarchy's root (CgroupPrepend "/slurm", "/slurm_<node>"): only root
+  // creates directories there.
+  const size_t i = FirstReal(parts);
+  if (i + 2 >= parts.size()) return false;
+  if (parts[i] != "slurm" && !StartsWith(parts[i], "slurm_")) return false;
+  if (!StartsWith(parts[i + 1], "uid_") || !AllDigits(parts[i + 1].substr(4))) return false;
+  if (!StartsWith(parts[i + 2], "job_") || !AllDigits(parts[i + 2].substr(4))) return false;
+  out->slurm_uid = std::strtoll(std::string(parts[i + 1].substr(4)).c_str(), nullptr, 10);
+  out->slurm_job = std::string(parts[i + 2].substr(4));
+  out->slurm_step = StepAfter(parts, i + 2);
+  return true;
+}
+
 bool SlurmV2(const std::vector<std::string_view>& parts, CgroupJob* out) {
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!EndsWith(parts[i], "slurmstepd.scope")) continue;
+    if (!EndsWith(parts[i], "slurmstepd.scope") || UserDelegated(parts, i)) continue;
     const std::string_view job = parts[i + 1];
     if (StartsWith(job, "job_") && AllDigits(job.substr(4))) {
       out->slurm_job = std::string(job.substr(4));
@@ -104,8 +122,12 @@ bool SlurmV2(const std::vector<std::string_view>& parts, CgroupJob* out) {
 }
 
 bool Kubepods(const std::vector<std::string_view>& parts, CgroupJob* out) {
-  bool under_kubepods = false;
+  if (UserDelegated(parts, parts.size())) return false;
+  // A reader in a cgroup namespace below kubepods sees "../../<qos>/pod<uid>" (cgroupfs
+  // driver): the pod directory is the evidence there.
+  bool under_kubepods = FirstReal(parts) > 0;
   for (std::string_view p : parts) {
+    if (p == "..") continue;
     if (StartsWith(p, "kubepods")) {
       under_kubepods = true;
       // systemd: kubepods-pod<uid>.slice, kubepods-<qos>-pod<uid>.slice

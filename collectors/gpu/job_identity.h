@@ -5,8 +5,11 @@
 //   * its environment, read once by the producer libraries at init (JobFromEnvironment): what the
 //     process claims;
 //   * its cgroup, /proc/<pid>/cgroup, read by the agent for the producer's SO_PEERCRED pid
-//     (JobFromProcCgroup): what the process cannot forge, since moving a process between
-//     these cgroups takes the privileges of slurmstepd or the kubelet.
+//     (JobFromProcCgroup): what the process cannot forge, since creating and entering these
+//     cgroups takes root (slurmstepd, the kubelet). So a layout counts only where root alone
+//     makes directories: the Slurm v1 layout at a hierarchy's root, and nothing below a user's
+//     systemd manager (user.slice, user@<uid>.service), whose subtree systemd delegates to the
+//     user (a user could name a directory there .../slurmstepd.scope/job_9001).
 //
 // Dependency-free (libc + libstdc++ only), like producer.h: linked into the producer libraries
 // loaded by training processes, and into the agent.
@@ -42,7 +45,9 @@ struct CgroupJob {
 };
 
 // Reads one cgroup path (the third field of a /proc/<pid>/cgroup line, or a path under a cgroup
-// mount). Components that match none of the layouts above are ignored; the first match wins.
+// mount). Leading ".." components (a reader in a cgroup namespace, cgroup_namespaces(7)) are
+// skipped, and with them a "pod<uid>" directory is taken without its kubepods parent.
+// Components that match none of the layouts above are ignored; the first match wins.
 CgroupJob JobFromCgroupPath(std::string_view path);
 
 // Reads the text of /proc/<pid>/cgroup (cgroups(7): "hierarchy-ID:controller-list:path" per

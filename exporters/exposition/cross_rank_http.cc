@@ -22,13 +22,8 @@ bool RedirectToOwner(const OwnerOfComm& owner, const httplib::Request& req,
   if (!owner || comm.empty()) return false;
   const std::string base = owner(comm);
   if (base.empty()) return false;
-  std::string query;
-  for (const auto& [key, value] : req.params) {
-    absl::StrAppend(&query, query.empty() ? "?" : "&", httplib::detail::encode_query_param(key),
-                    "=", httplib::detail::encode_query_param(value));
-  }
   res.status = 307;  // RFC 9110 15.4.8: the client repeats the same request there
-  res.set_header("Location", base + req.path + query);
+  res.set_header("Location", base + PathWithQuery(req.path, req.params));
   res.set_content("communicator " + comm + " is owned by " + base + "\n", "text/plain");
   return true;
 }

@@ -196,7 +196,8 @@ std::string JobsJson(const std::vector<JobView>& jobs) {
           {"namespace", &j.job.pod_namespace()},
           {"pod", &j.job.pod()},
           {"pod_uid", &j.job.pod_uid()},
-          {"source", &j.job.source()}}) {
+          {"source", &j.job.source()},
+          {"claimed_id", &j.job.claimed_id()}}) {
       out += ",";
       AppendJsonField(&out, key, *value);
     }

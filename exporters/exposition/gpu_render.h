@@ -30,7 +30,8 @@ std::string CollectivesJson(const std::vector<CollectiveRecord>& records);
 // end_unix_seconds, duration_seconds, pid, graph_id, correlation_id}, ...]} in the records' order.
 std::string KernelsJson(const std::vector<KernelRecord>& records);
 
-// /api/jobs: {"jobs":[{id, scheduler, name, user, step, namespace, pod, pod_uid, source, nodes:
+// /api/jobs: {"jobs":[{id, scheduler, name, user, step, namespace, pod, pod_uid, source,
+// claimed_id, nodes:
 // [names], comms: [8-hex-digit labels], ranks, first_seen_unix_seconds, last_seen_unix_seconds}]},
 // by id (exporters/state/job_table.h JobView).
 std::string JobsJson(const std::vector<JobView>& jobs);

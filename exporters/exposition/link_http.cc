@@ -18,6 +18,17 @@ std::string QueryParam(const httplib::Request& req, const char* name) {
   return req.has_param(name) ? req.get_param_value(name) : "";
 }
 
+std::string PathWithQuery(const std::string& path,
+                          const std::multimap<std::string, std::string>& params) {
+  std::string out = path;
+  for (const auto& [key, value] : params) {
+    absl::StrAppend(&out, out.size() == path.size() ? "?" : "&",
+                    httplib::detail::encode_query_param(key), "=",
+                    httplib::detail::encode_query_param(value));
+  }
+  return out;
+}
+
 namespace {
 
 void BadRequest(httplib::Response& res, const std::string& msg) {
@@ -54,7 +65,7 @@ void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapMo
       httplib::Params params = req.params;
       params.erase("full");
       params.emplace("full", "1");
-      href = httplib::append_query_params(req.path, params);
+      href = PathWithQuery(req.path, params);
     }
     res.set_content(RenderHeatmapSvg(model, href), "image/svg+xml");
   } else {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
 
 // The query parameter `name` of req, "" when absent.
 std::string QueryParam(const httplib::Request& req, const char* name);
+
+// path?k=v&... with every key and value percent-encoded (a hostile key cannot break out of
+// the link it is written into), in the order of `params`; just `path` without any.
+std::string PathWithQuery(const std::string& path,
+                          const std::multimap<std::string, std::string>& params);
 
 // Answers with the model as SVG (the default) or JSON per ?format= (400 otherwise), its time
 // columns merged (maximum) down to max_cells (SVG: at most 250,000, what a browser draws in about

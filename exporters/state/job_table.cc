@@ -9,6 +9,19 @@
 
 namespace fabricscope::exporters {
 
+int JobTable::Trust(const std::string& source) {
+  if (source == "cgroup+environment") return 3;
+  if (source == "cgroup") return 2;
+  return source == "environment" ? 1 : 0;
+}
+
+void JobTable::ForgetComms(const std::string& id, const Entry& e) {
+  for (uint64_t c : e.comms) {
+    // Only where it still points here: a communicator may have moved to another job since.
+    if (auto cj = comm_job_.find(c); cj != comm_job_.end() && cj->second == id) comm_job_.erase(cj);
+  }
+}
+
 std::string JobTable::Cap(const std::string& s) {
   if (s.size() <= kMaxFieldBytes) return s;
   ++truncated_;
@@ -24,7 +37,7 @@ JobTable::Entry* JobTable::Touch(const v1::Job& job, absl::Time now) {
       auto oldest = std::min_element(jobs_.begin(), jobs_.end(), [](const auto& a, const auto& b) {
         return a.second.last_seen < b.second.last_seen;
       });
-      for (uint64_t c : oldest->second.comms) comm_job_.erase(c);
+      ForgetComms(oldest->first, oldest->second);
       jobs_.erase(oldest);
       ++evicted_;
     }
@@ -33,6 +46,9 @@ JobTable::Entry* JobTable::Touch(const v1::Job& job, absl::Time now) {
   }
   Entry& e = it->second;
   e.last_seen = now;
+  // A less trusted report (a claim without a cgroup, from any node) does not overwrite what a
+  // more trusted one said of the same id.
+  if (Trust(job.source()) < Trust(e.job.source())) return &e;
   // Every field is a string (gpu.proto): a node that knows less does not erase what one knew.
   const google::protobuf::Descriptor* d = v1::Job::descriptor();
   const google::protobuf::Reflection* r = v1::Job::GetReflection();
@@ -47,16 +63,18 @@ JobTable::Entry* JobTable::Touch(const v1::Job& job, absl::Time now) {
 }
 
 void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::Time now) {
-  size_t taken = 0;
+  std::set<std::string>
+      listed;  // the jobs this window named: its communicators may join only those
   for (const v1::Job& job : w.jobs()) {
     if (job.id().empty()) continue;
-    if (taken == kMaxJobsPerBatch) {
+    if (listed.size() == kMaxJobsPerBatch) {
       ++dropped_;
       continue;
     }
-    ++taken;
     Entry* e = Touch(job, now);
-    if (e != nullptr && e->nodes.size() < kMaxNodesPerJob) e->nodes.insert(node);
+    if (e == nullptr) continue;
+    listed.insert(e->job.id());
+    if (e->nodes.size() < kMaxNodesPerJob) e->nodes.insert(node);
   }
   for (const v1::Communicator& c : w.communicators()) {
     if (c.job_id().empty()) continue;
@@ -64,13 +82,12 @@ void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::T
         c.job_id().size() > kMaxFieldBytes
             ? c.job_id().substr(0, collectors::Utf8Prefix(c.job_id(), kMaxFieldBytes))
             : c.job_id();
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;  // only jobs the window listed (bounded above)
+    auto it = listed.contains(id) ? jobs_.find(id) : jobs_.end();
+    if (it == jobs_.end()) continue;  // only jobs this window listed (bounded above)
     Entry& e = it->second;
-    if (e.comms.size() < kMaxCommsPerJob || e.comms.contains(c.comm_hash())) {
-      e.comms.insert(c.comm_hash());
-      comm_job_[c.comm_hash()] = id;
-    }
+    if (e.comms.size() >= kMaxCommsPerJob && !e.comms.contains(c.comm_hash())) continue;
+    e.comms.insert(c.comm_hash());
+    comm_job_[c.comm_hash()] = id;
     if (e.ranks.size() < kMaxRanksPerJob) e.ranks.emplace(c.comm_hash(), c.rank());
   }
 }
@@ -79,11 +96,7 @@ size_t JobTable::Expire(absl::Time now) {
   size_t n = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     if (it->second.last_seen < now - options_.expiry) {
-      for (uint64_t c : it->second.comms) {
-        if (auto cj = comm_job_.find(c); cj != comm_job_.end() && cj->second == it->first) {
-          comm_job_.erase(cj);
-        }
-      }
+      ForgetComms(it->first, it->second);
       it = jobs_.erase(it);
       ++n;
     } else {

@@ -24,7 +24,9 @@ struct JobView {
 // ranks each one has), bounded and expired like nodes: at most max_jobs entries (one more
 // evicts the one seen longest ago, counted), and a job no batch has named for `expiry` leaves at
 // Expire(). Agents are not trusted: a batch contributes at most kMaxJobsPerBatch jobs (the rest
-// counted), and every string keeps at most kMaxFieldBytes bytes, cut at a UTF-8 boundary.
+// counted), its communicators join only the jobs it listed, a report less trusted than the one
+// held (Job.source: a claim without a cgroup) does not overwrite it, and every string keeps at
+// most kMaxFieldBytes bytes, cut at a UTF-8 boundary.
 //
 // Memory: per job about 600 bytes of strings plus 40 bytes per node and 24 per (comm, rank).
 // Not thread-safe: ClusterState calls it under its GPU lock.
@@ -69,6 +71,10 @@ class JobTable {
     absl::Time first_seen, last_seen;
   };
   Entry* Touch(const v1::Job& job, absl::Time now);
+  // How far a report is believed, by its source: cgroup+environment > cgroup > environment.
+  static int Trust(const std::string& source);
+  // Drops the communicator -> job entries of job `id` that still point at it.
+  void ForgetComms(const std::string& id, const Entry& e);
   std::string Cap(const std::string& s);
 
   Options options_;

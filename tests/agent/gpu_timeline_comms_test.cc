@@ -144,6 +144,26 @@ TEST(GpuTimelineComms, AnEndedJobsCommunicatorsLeaveAfterFiveIdleMinutes) {
   EXPECT_EQ(b.gpu().communicators(0).comm_hash(), 0xaau);
 }
 
+// A job of a few seconds can connect, run and leave inside one window: its communicator is still
+// listed in the first window after its process left (the aggregator learns the communicator's
+// job from that list), and not in the next.
+TEST(GpuTimelineComms, ACommunicatorIsListedOnceMoreAfterItsProcessLeaves) {
+  GpuTimeline t;
+  t.Add(CommOf(0xdd, 500));
+  t.Add(Collective(0xdd, 1, "AllReduce", 1 << 20, 1000, 2000));
+  v1::Batch first, second;
+  FillWindow(t, 0, kWindow, {}, &first);  // pid 500 has already gone
+  ASSERT_EQ(first.gpu().communicators_size(), 1);
+  EXPECT_EQ(first.gpu().communicators(0).pid(), 500);
+  FillWindow(t, kWindow, 2 * kWindow, {}, &second);
+  EXPECT_EQ(second.gpu().communicators_size(), 0);
+  // A process that reconnects (the same pid: its CommRecord again) is listed as before.
+  t.Add(CommOf(0xdd, 500));
+  v1::Batch third;
+  FillWindow(t, 2 * kWindow, 3 * kWindow, {500}, &third);
+  EXPECT_EQ(third.gpu().communicators_size(), 1);
+}
+
 // On a node up for hours the windows end hours into CLOCK_MONOTONIC. A job that ran and ended
 // before the agent's first window end was stamped at the clock's 0 and forgotten at once (its
 // totals went back to nothing: CI's GpuAgent.StandaloneAgentServesCollectivesFromItsSocket

@@ -203,6 +203,8 @@ TEST(GpuTimeline, KernelSpansNcclFirstThenSummarized) {
   EXPECT_EQ(b.gpu().kernel_totals(1).nccl_kernels_total(), 1u);
 }
 
+// Those of connected processes, and for one window those of a process that has left
+// (GpuTimelineComms.ACommunicatorIsListedOnceMoreAfterItsProcessLeaves).
 TEST(GpuTimeline, ListsCommunicatorsOfConnectedProcessesOnly) {
   GpuTimeline t;
   GpuEvent c = Event(gpu::RecordType::kComm, 100, 2, 0);
@@ -216,8 +218,11 @@ TEST(GpuTimeline, ListsCommunicatorsOfConnectedProcessesOnly) {
   c.pid = 101;
   c.comm.rank = 4;
   t.Add(c);
+  v1::Batch first;
+  FillWindow(t, 0, 1000, {101}, &first);  // pid 100 left in this window: listed once more
+  ASSERT_EQ(first.gpu().communicators_size(), 2);
   v1::Batch b;
-  FillWindow(t, 0, 1000, {101}, &b);
+  FillWindow(t, 1000, 2000, {101}, &b);
   ASSERT_EQ(b.gpu().communicators_size(), 1);
   EXPECT_EQ(b.gpu().communicators(0).rank(), 4);
   EXPECT_EQ(b.gpu().communicators(0).nranks(), 16);

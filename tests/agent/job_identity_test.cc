@@ -52,8 +52,9 @@ TEST(JobFromCgroupOf, ReadsTheProcessCgroupFile) {
   EXPECT_EQ(JobFromCgroupOf(proc.root(), 4244).id(), "");  // gone
 }
 
-// The merge of agent/job_identity.h: the claim alone without a cgroup job; the claim's details
-// when it agrees; the cgroup's job, counted, when it does not.
+// The merge of agent/job_identity.h: the claim alone without a cgroup job; the cgroup's id with
+// the claim's details when the claim's own key (Slurm job id or SLUID, pod uid) agrees; the
+// cgroup's job, counted, when that key differs. A claim's id never replaces the cgroup's.
 TEST(MergeClaim, TheCgroupWinsAndAnAgreeingClaimAddsItsDetails) {
   bool contradicted = true;
   // No scheduler cgroup: what the process says (a torchrun run on a bare node).
@@ -63,29 +64,34 @@ TEST(MergeClaim, TheCgroupWinsAndAnAgreeingClaimAddsItsDetails) {
   EXPECT_EQ(j.source(), "environment");
   EXPECT_FALSE(contradicted);
 
-  // A Slurm array task: its own job id in the cgroup, the array form in the claim.
+  // A Slurm array task: its own job id in the cgroup; the array form is kept beside, unverified.
   j = MergeClaim(SlurmCgroup("8813"),
                  Claim(gpu::JobScheduler::kSlurm, "8812_1", "8813", "llama-70b"), &contradicted);
-  EXPECT_EQ(j.id(), "8812_1");
+  EXPECT_EQ(j.id(), "8813");
+  EXPECT_EQ(j.claimed_id(), "8812_1");
   EXPECT_EQ(j.name(), "llama-70b");
   EXPECT_EQ(j.step(), "0");
   EXPECT_EQ(j.source(), "cgroup+environment");
   EXPECT_FALSE(contradicted);
 
-  // A Slurm 26.05 cgroup v2 directory holds the SLUID; the claim's SLURM_JOB_SLUID ties it.
-  gpu::JobRecord sluid = Claim(gpu::JobScheduler::kSlurm, "8813", "8813");
+  // A Slurm 26.05 cgroup v2 directory holds the SLUID; the claim's SLURM_JOB_SLUID ties it, and
+  // the numeric id it claims stays a claim: a process that writes its own SLUID and another
+  // job's id does not become that job.
+  gpu::JobRecord sluid = Claim(gpu::JobScheduler::kSlurm, "9001", "9001");
   gpu::CopyFixed(sluid.slurm_sluid, "sEKNKTV3WPV500");
   j = MergeClaim(SlurmCgroup("sEKNKTV3WPV500"), sluid, &contradicted);
-  EXPECT_EQ(j.id(), "8813");
+  EXPECT_EQ(j.id(), "sEKNKTV3WPV500");
+  EXPECT_EQ(j.claimed_id(), "9001");
   EXPECT_FALSE(contradicted);
 
-  // An override inside a Slurm job keeps the cgroup's job id and the override's name.
+  // An override inside a Slurm job: the Slurm job id, the override's name, its id as a claim.
   j = MergeClaim(SlurmCgroup("8813"),
                  Claim(gpu::JobScheduler::kOverride, "exp-3", "8813", "my experiment"),
                  &contradicted);
   EXPECT_EQ(j.id(), "8813");
   EXPECT_EQ(j.scheduler(), "slurm");
   EXPECT_EQ(j.name(), "my experiment");
+  EXPECT_EQ(j.claimed_id(), "exp-3");
   EXPECT_FALSE(contradicted);
 
   // A claim of another job (a process that copied another job's environment): the cgroup's
@@ -96,13 +102,16 @@ TEST(MergeClaim, TheCgroupWinsAndAnAgreeingClaimAddsItsDetails) {
   EXPECT_EQ(j.name(), "");
   EXPECT_EQ(j.source(), "cgroup");
   EXPECT_TRUE(contradicted);
-  // A claim of nothing contradicts nothing.
+  // A claim without the scheduler's key contradicts nothing.
   j = MergeClaim(SlurmCgroup("8813"), Claim(gpu::JobScheduler::kNone, ""), &contradicted);
   EXPECT_EQ(j.id(), "8813");
   EXPECT_FALSE(contradicted);
+  j = MergeClaim(SlurmCgroup("8813"), Claim(gpu::JobScheduler::kTorchrun, "run-7"), &contradicted);
+  EXPECT_EQ(j.id(), "8813");
+  EXPECT_FALSE(contradicted);
 
-  // A pod: the same uid agrees (and a torchrun run id the pods share names the job); another
-  // pod's uid does not.
+  // A pod: its uid is the id; the run its pods share is a claim beside it. Another pod's uid
+  // contradicts; no uid at all (a process that could not read its own cgroup) does not.
   v1::Job pod;
   pod.set_id("4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c");
   pod.set_scheduler("kubernetes");
@@ -112,7 +121,9 @@ TEST(MergeClaim, TheCgroupWinsAndAnAgreeingClaimAddsItsDetails) {
                  Claim(gpu::JobScheduler::kTorchrun, "llama-run", "", "",
                        "4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c"),
                  &contradicted);
-  EXPECT_EQ(j.id(), "llama-run");
+  EXPECT_EQ(j.id(), pod.id());
+  EXPECT_EQ(j.claimed_id(), "llama-run");
+  EXPECT_EQ(j.source(), "cgroup+environment");
   EXPECT_FALSE(contradicted);
   j = MergeClaim(pod,
                  Claim(gpu::JobScheduler::kKubernetes, "00000000-0000-0000-0000-000000000000", "",
@@ -120,6 +131,10 @@ TEST(MergeClaim, TheCgroupWinsAndAnAgreeingClaimAddsItsDetails) {
                  &contradicted);
   EXPECT_EQ(j.id(), pod.id());
   EXPECT_TRUE(contradicted);
+  j = MergeClaim(pod, Claim(gpu::JobScheduler::kTorchrun, "llama-run"), &contradicted);
+  EXPECT_EQ(j.id(), pod.id());
+  EXPECT_EQ(j.source(), "cgroup");
+  EXPECT_FALSE(contradicted);
 }
 
 // A name that is not valid UTF-8 (a producer may send anything) is repaired, not passed on:

@@ -49,7 +49,15 @@ TEST(JobFromCgroupPath, ReadsSlurmAndKubeletLayouts) {
       {"/kubepods/pod4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c/0123abcd", "", "",
        "4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c", false, -1},
   };
-  for (const Case& c : cases) {
+  // As a reader in a cgroup namespace sees them (cgroup_namespaces(7)): through "..".
+  const Case in_namespace[] = {
+      {"/../../slurm/uid_0/job_5/step_0", "5", "0", "", false, 0},
+      {"/../../besteffort/pod4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c/c1", "", "",
+       "4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c", false, -1},
+  };
+  std::vector<Case> all(std::begin(cases), std::end(cases));
+  all.insert(all.end(), std::begin(in_namespace), std::end(in_namespace));
+  for (const Case& c : all) {
     const CgroupJob j = JobFromCgroupPath(c.path);
     EXPECT_EQ(j.slurm_job, c.job) << c.path;
     EXPECT_EQ(j.slurm_step, c.step) << c.path;
@@ -68,7 +76,14 @@ TEST(JobFromCgroupPath, NamesNoJobForLookAlikes) {
                            "/slurm/job_12/step_0", "/pod4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c",
                            "/kubepods/burstable/pod1234", "/kubepods.slice/kubepods-podxyz.slice",
                            "/system.slice/slurmstepd.scope/sEKNKTV3WPV5OU/step_0",
-                           "/system.slice/slurmstepd.scope/job_/step_0", "//slurm//uid_0//"}) {
+                           "/system.slice/slurmstepd.scope/job_/step_0", "//slurm//uid_0//",
+                           // A Slurm v1 layout not at the hierarchy's root.
+                           "/x/slurm/uid_0/job_5/step_0",
+                           // Below a user's systemd manager: delegated, anyone's to name.
+                           "/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                           "slurmstepd.scope/job_9001/step_0",
+                           "/user.slice/user-1000.slice/user@1000.service/kubepods/"
+                           "pod4b3f9a2c-1d2e-4f5a-8b9c-0d1e2f3a4b5c"}) {
     EXPECT_TRUE(JobFromCgroupPath(path).empty()) << path;
   }
 }

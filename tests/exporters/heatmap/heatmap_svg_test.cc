@@ -371,6 +371,12 @@ TEST(ServeHeatmap, AnSvgFitsTheWindowWithTheFullResolutionOneClickAway) {
   // JSON keeps every column; a bad full is a 400 that says what it must be.
   const auto [json_status, json] = Serve({{"format", "json"}});
   EXPECT_NE(json.find("\"bucket_seconds\":0.001"), std::string::npos);
+  // Every key and value of the link is percent-encoded: a hostile key stays inside it.
+  const auto [odd_status, odd] = Serve({{"x\"><a y", "<1&2>"}});
+  const Svg odd_svg = ParseSvg(odd);
+  ASSERT_NE(odd_svg.ById("full-resolution"), nullptr);
+  EXPECT_EQ(odd_svg.ById("full-resolution")->attrs.at("xlink:href"),
+            "/heatmap/links?full=1&amp;x%22%3E%3Ca%20y=%3C1%262%3E");
   const auto [bad, why] = Serve({{"full", "yes"}});
   EXPECT_EQ(bad, 400);
   EXPECT_EQ(why, "full must be 0 or 1\n");

@@ -90,6 +90,37 @@ TEST(JobTable, IsBoundedExpiredAndCountsWhatItCannotKeep) {
   EXPECT_EQ(many.dropped_total(), 100 - JobTable::kMaxJobsPerBatch);
 }
 
+// What one agent says cannot undo what another verified: a claim without a cgroup (source
+// "environment") does not overwrite a job its cgroup named, and a window's communicators join
+// only the jobs that window listed (not any job in the table).
+TEST(JobTable, LessTrustedReportsAndUnlistedJobsChangeNothing) {
+  JobTable t;
+  v1::Job verified = Job("8813", "llama");
+  verified.set_source("cgroup+environment");
+  t.OnWindow("n1", Window({verified}, {{0xa1, 0, "8813"}}), kT0);
+  v1::Job forged = Job("8813", "forged");
+  forged.set_source("environment");
+  forged.set_user("mallory");
+  t.OnWindow("n9", Window({forged}, {{0xee, 0, "8813"}}), kT0 + absl::Seconds(1));
+  std::vector<JobView> jobs = t.Jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].job.name(), "llama");
+  EXPECT_EQ(jobs[0].job.user(), "");
+  EXPECT_EQ(jobs[0].job.source(), "cgroup+environment");
+  // n9 named the job, so it is among its nodes and its communicator joined (it listed 8813);
+  // a window that lists no job cannot attach a communicator to it.
+  EXPECT_EQ(jobs[0].nodes, (std::vector<std::string>{"n1", "n9"}));
+  t.OnWindow("n7", Window({}, {{0xbb, 0, "8813"}}), kT0 + absl::Seconds(2));
+  EXPECT_EQ(t.JobOf(0xbb), "");
+  EXPECT_EQ(t.CommsOf("8813"), (std::set<uint64_t>{0xa1, 0xee}));
+  // A communicator that moved to another job keeps its new job when the old one is evicted.
+  JobTable small(JobTable::Options{.max_jobs = 2, .expiry = absl::Minutes(10)});
+  small.OnWindow("n1", Window({Job("old")}, {{0xcc, 0, "old"}}), kT0);
+  small.OnWindow("n1", Window({Job("new")}, {{0xcc, 0, "new"}}), kT0 + absl::Seconds(1));
+  small.OnWindow("n1", Window({Job("third")}, {}), kT0 + absl::Seconds(2));  // evicts "old"
+  EXPECT_EQ(small.JobOf(0xcc), "new");
+}
+
 // A lying agent's 1 MB name and id are cut to kMaxFieldBytes at a character boundary, counted.
 TEST(JobTable, CapsLongFieldsAtACharacterBoundary) {
   JobTable t;

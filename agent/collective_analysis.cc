@@ -188,43 +188,8 @@ void CollectiveAnalyzer::AddCollective(v1::Collective c, AnalyzerOutput* out) {
     out->collectives.push_back(std::move(c));
     return;
   }
-  RememberOwn(c);
+  transfers_.Remember(c);
   pending_.push_back(Pending{std::move(c), last_data_ns_});
-}
-
-void CollectiveAnalyzer::RememberOwn(const v1::Collective& c) {
-  if (c.proxy_bytes() == 0) return;
-  auto it = own_.find(c.comm_hash());
-  if (it == own_.end()) {
-    if (own_.size() >= options_.max_kinds) {
-      // The communicator whose newest collective ended first: its job is the likeliest over.
-      auto oldest = own_.begin();
-      for (auto o = own_.begin(); o != own_.end(); ++o) {
-        if (o->second.back().end_ns < oldest->second.back().end_ns) oldest = o;
-      }
-      own_.erase(oldest);
-    }
-    it = own_.emplace(c.comm_hash(), std::deque<OwnTransfer>{}).first;
-  }
-  it->second.push_back(OwnTransfer{c.start_ns(), c.end_ns(), c.proxy_bytes()});
-  while (it->second.size() > kOwnPerComm) it->second.pop_front();
-}
-
-uint64_t CollectiveAnalyzer::OwnBytes(const v1::Collective& c) const {
-  const auto it = own_.find(c.comm_hash());
-  if (it == own_.end() || c.proxy_bytes() == 0) return 0;
-  double bytes = 0;
-  for (const OwnTransfer& o : it->second) {
-    const int64_t from = std::max(o.start_ns, c.start_ns()), to = std::min(o.end_ns, c.end_ns());
-    if (to < from || (to == from && o.end_ns > o.start_ns)) continue;
-    // Pro rata to the overlap; a transfer of no duration counts whole when it falls inside.
-    const double share = o.end_ns > o.start_ns ? static_cast<double>(to - from) /
-                                                     static_cast<double>(o.end_ns - o.start_ns)
-                                               : 1.0;
-    bytes += share * static_cast<double>(o.bytes);
-  }
-  // Its own transfer at least, should it have left the communicator's list.
-  return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
 }
 
 size_t CollectiveAnalyzer::Release(AnalyzerOutput* out) {
@@ -478,7 +443,8 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, int64_t window_start_ns,
     v1::Collective c = std::move(pending_.front().c);
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
-    a.set_own_bytes(OwnBytes(c));
+    a.set_own_bytes(transfers_.OwnBytes(c));
+    transfers_.AddSharers(c, &a);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
     const Kind kind{c.comm_hash(), c.func(), common::CollectiveSizeClass(c.bytes())};
     auto it = kinds_.find(kind);

@@ -13,6 +13,7 @@
 #include "agent/flight_recorder.h"
 #include "agent/p2_quantile.h"
 #include "agent/pipeline.h"
+#include "agent/transfer_ledger.h"
 #include "collectors/common/port_activity.h"
 #include "collectors/counter_meaning.h"
 #include "collectors/port.h"
@@ -151,18 +152,6 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
     int64_t queued_data_ns;  // data_until_ns when it arrived (0 before the first Process)
   };
   using Kind = std::tuple<uint64_t, std::string, int>;
-  // A collective's network transfer as its record says (its proxy bytes over [start, end]),
-  // kept per communicator for CollectiveAnalysis.own_bytes.
-  struct OwnTransfer {
-    int64_t start_ns, end_ns;
-    uint64_t bytes;
-  };
-  // Transfers kept per communicator: 8 local ranks x 8 sequence numbers.
-  static constexpr size_t kOwnPerComm = 64;
-  void RememberOwn(const v1::Collective& c);
-  // CollectiveAnalysis.own_bytes: this node's proxy bytes of c's communicator during c, pro
-  // rata (c's own whole); 0 when c has none.
-  uint64_t OwnBytes(const v1::Collective& c) const;
 
   void Classify(v1::CollectiveAnalysis* a, int64_t duration_ns) const;
   double NetworkShare(int64_t window_start_ns, int64_t window_end_ns, bool* marker,
@@ -208,8 +197,9 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   };
   Recurrence Recur(uint32_t port) const;
   std::map<Kind, KindStats> kinds_;
-  // At most max_kinds communicators; the one whose newest transfer ended first leaves first.
-  std::map<uint64_t, std::deque<OwnTransfer>> own_;
+  // Each communicator's transfers (CollectiveAnalysis.own_bytes and .sharers), at most
+  // max_kinds communicators.
+  TransferLedger transfers_{options_.max_kinds};
   std::vector<PortLoss> port_loss_;                    // per port index
   std::deque<std::pair<int64_t, int64_t>> intervals_;  // analysed, by end time, last ~10 s
   std::deque<int64_t> marker_starts_;                  // iteration starts, last ~10 s

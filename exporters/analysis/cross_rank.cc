@@ -90,10 +90,11 @@ CrossRankSnapshot CrossRankAnalysis::Snapshot() const {
 }
 
 HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, const std::string& func,
-                                                   size_t instances) const {
+                                                   size_t instances,
+                                                   const std::set<uint64_t>* comms) const {
   std::pair<uint64_t, std::string> pick;
   const auto counts = matcher_.RecentCounts();
-  if (!PickCollective(counts, comm, func, &pick)) {
+  if (!PickCollective(counts, comm, func, &pick, comms)) {
     HeatmapModel m = CollectivesHeatmapOf(nullptr, {});
     m.note = counts.empty() || (comm.empty() && func.empty())
                  ? "an instance is complete when every rank of its communicator has reported it: "
@@ -108,8 +109,9 @@ HeatmapModel CrossRankAnalysis::CollectivesHeatmap(const std::string& comm, cons
   return CollectivesHeatmapOf(&pick, matcher_.Recent(pick.first, pick.second, instances));
 }
 
-HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm) const {
-  return RanksHeatmapOf(ledger_.RankPairs(), comm);
+HeatmapModel CrossRankAnalysis::RanksHeatmap(const std::string& comm,
+                                             const std::set<uint64_t>* comms) const {
+  return RanksHeatmapOf(ledger_.RankPairs(), comm, comms);
 }
 
 }  // namespace fabricscope::exporters

@@ -93,12 +93,15 @@ class CrossRankAnalysis {
   // communicators seen most recently over all shards; in no order.
   std::vector<CommDiagnosis> Diagnoses() const { return matcher_.Diagnoses(); }
   // Rank x sequence: each rank's duration of the recent instances of one communicator and
-  // func (comm = 8-hex-digit label or "" for the busiest; func "" = AllReduce if present).
+  // func (comm = 8-hex-digit label or "" for the busiest; func "" = AllReduce if present;
+  // comms non-null: among those communicators only, a job's).
   HeatmapModel CollectivesHeatmap(const std::string& comm, const std::string& func,
-                                  size_t instances) const;
+                                  size_t instances,
+                                  const std::set<uint64_t>* comms = nullptr) const;
   // Source rank x destination rank bytes of one communicator (the proxy's network bytes,
-  // GpuWindow.rank_pairs, cumulative); comm "" = the one with the most bytes.
-  HeatmapModel RanksHeatmap(const std::string& comm) const;
+  // GpuWindow.rank_pairs, cumulative); comm "" = the one with the most bytes (of `comms`).
+  HeatmapModel RanksHeatmap(const std::string& comm,
+                            const std::set<uint64_t>* comms = nullptr) const;
 
   uint64_t pending() const { return matcher_.pending(); }
   uint64_t instances_total() const { return matcher_.instances_total(); }

@@ -10,10 +10,11 @@ namespace fabricscope::exporters {
 
 bool PickCollective(const std::map<std::pair<uint64_t, std::string>, size_t>& counts,
                     const std::string& comm, const std::string& func,
-                    std::pair<uint64_t, std::string>* pick) {
+                    std::pair<uint64_t, std::string>* pick, const std::set<uint64_t>* comms) {
   size_t best = 0;
   for (const auto& [k, c] : counts) {
     if (!comm.empty() && common::CommLabel(k.first) != comm) continue;
+    if (comms != nullptr && !comms->count(k.first)) continue;
     if (!func.empty() && k.second != func) continue;
     const size_t score = c + (func.empty() && k.second == "AllReduce" ? 1'000'000 : 0);
     if (score > best) {
@@ -65,7 +66,7 @@ HeatmapModel CollectivesHeatmapOf(const std::pair<uint64_t, std::string>* pick,
 }
 
 HeatmapModel RanksHeatmapOf(const std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t>& all,
-                            const std::string& comm) {
+                            const std::string& comm, const std::set<uint64_t>* comms) {
   std::map<uint64_t, uint64_t> per_comm;
   for (const auto& [k, bytes] : all) {  // saturating: counters near 2^64 must not wrap to small
     uint64_t& sum = per_comm[std::get<0>(k)];
@@ -75,6 +76,7 @@ HeatmapModel RanksHeatmapOf(const std::map<std::tuple<uint64_t, int32_t, int32_t
   bool found = false;
   for (const auto& [c, bytes] : per_comm) {
     if (!comm.empty() && common::CommLabel(c) != comm) continue;
+    if (comms != nullptr && !comms->count(c)) continue;
     if (!found || bytes > best) {
       pick = c;
       best = bytes;

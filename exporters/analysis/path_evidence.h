@@ -112,13 +112,23 @@ enum class EvidenceRule : uint8_t {
 // "", "rank_analysis", "arrival_order", "fabric_loss", "shared_flow", "slow_link".
 const char* EvidenceRuleName(EvidenceRule r);
 
+// Another communicator's network bytes on a rank's node while the rank's collective ran
+// (CollectiveAnalysis.sharers); comm 0: none.
+struct Sharer {
+  uint64_t comm = 0;
+  uint64_t bytes = 0;
+};
+
 // What one rank's report carries for the evidence (CrossRankAnalysis::RankEntry), of the
 // deciding port of its analysis (CollectiveAnalysis.port_index) unless said otherwise.
 struct PortFigures {
   uint64_t line_rate = 0;   // bytes/s; 0 unknown
   uint64_t port_bytes = 0;  // bytes all its candidate ports moved during it, both directions
   uint64_t own_bytes = 0;   // CollectiveAnalysis.own_bytes (0: unknown)
-  float tx_busy = 0;        // PortActivity.transmit_busy_utilization
+  // The two other communicators that moved the most bytes on its node meanwhile, most first
+  // (CollectiveAnalysis.sharers; node-wide, not only this port's).
+  std::array<Sharer, 2> sharers{};
+  float tx_busy = 0;  // PortActivity.transmit_busy_utilization
   // The ranks it sent the most to (Collective.proxy_peers by bytes_sent), -1 none: the far
   // ends of its transfers, whose line rates bound what its path can carry.
   std::array<int32_t, 2> send_peers = {-1, -1};

@@ -63,6 +63,9 @@ bool ReportBuilder::Add(Name node, const v1::Collective& c, int64_t unix_offset_
   e.bus_bytes = c.busbw_bytes_per_second() * c.duration_seconds();
   PortFigures& f = e;
   f.own_bytes = a.own_bytes();
+  for (int i = 0; i < a.sharers_size() && i < static_cast<int>(f.sharers.size()); ++i) {
+    f.sharers[static_cast<size_t>(i)] = {a.sharers(i).comm_hash(), a.sharers(i).bytes()};
+  }
   // The two peers it sent the most to.
   uint64_t sent[2] = {0, 0};
   for (const v1::ProxyPeer& p : c.proxy_peers()) {

@@ -365,6 +365,7 @@ std::vector<MetricFamily> RenderClusterFamilies(const ClusterSnapshot& s) {
   AddGpuFamilies(s.gpu, &out);
   // fabricscope_traffic_imbalance_ratio comes in two parts (links: rails, GPU: ranks).
   MergeFamiliesByName(&out);
+  LabelCommunicatorJobs(s.gpu.jobs, &out);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/exposition/cross_rank_render.h"
 #include "exporters/exposition/link_http.h"
 
 namespace httplib {
@@ -21,15 +22,16 @@ namespace fabricscope::exporters {
 // issue 18), "" when this one answers.
 using OwnerOfComm = std::function<std::string(const std::string& comm_label)>;
 
-// /heatmap/collectives (?comm=, ?func=, ?instances=100, ?format=svg|json),
-// /heatmap/ranks (?comm=, ?format=) and /api/collectives/slow (?limit=20, ?comm=, ?job=). Appends
-// the heat maps to *pages for the index. `analysis` must outlive the server. With `owner`, a
-// request whose ?comm= another aggregator owns is answered 307 with a Location at its owner (the
-// same path and query), so that a client following redirects gets the owner's answer. With `jobs`,
-// /api/collectives/slow names each instance's job and takes ?job= (only that job's communicators;
-// an unknown job is a 404 that says so).
+// /heatmap/collectives (?comm=, ?func=, ?instances=100, ?format=svg|json, ?job=),
+// /heatmap/ranks (?comm=, ?format=, ?job=), /api/collectives/slow (?limit=20, ?comm=, ?job=) and
+// /api/diagnosis (?job=). Appends the heat maps to *pages for the index. `analysis` must outlive
+// the server. With `owner`, a request whose ?comm= another aggregator owns is answered 307 with a
+// Location at its owner (the same path and query), so that a client following redirects gets the
+// owner's answer. With `jobs`, the JSON names each communicator's job and ?job= keeps that job's
+// communicators only (a heat map picks among them and says the job in its title); a job this
+// aggregator does not know is a 404 that says so. Without `jobs` every ?job= is such a 404.
 struct JobLookup {
-  std::function<std::string(uint64_t comm_hash)> job_of;
+  JobOfComm job_of;  // exporters/exposition/cross_rank_render.h
   std::function<std::set<uint64_t>(const std::string& job)> comms_of;  // empty: unknown job
 };
 void RegisterCrossRankRoutes(httplib::Server& server, const CrossRankAnalysis& analysis,

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "collectors/common/collective_vocabulary.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/heatmap/heatmap_svg.h"
 
@@ -66,6 +68,59 @@ void AppendRank(std::string& out, const RankEntry& r) {
     out += "]}";
   }
   out += "}";
+}
+
+// A job as the text names it: "8812 (llama-70b)", "8812" without a name.
+std::string JobText(const v1::Job& j) {
+  return j.name().empty() ? j.id() : absl::StrCat(j.id(), " (", j.name(), ")");
+}
+
+// The share of a node's proxy network bytes that another communicator moved before the sentence
+// names it: a tenth; less is noise beside the collective's own traffic.
+constexpr double kSharedSentenceShare = 0.1;
+
+// ,"shared_with":[{comm, job, job_name, bytes, share}] of the communicators that shared `node`
+// while the collective of `own_comm` ran (PortFigures.sharers), share = bytes over the node's
+// proxy network bytes then (own + every sharer's); [] when none or nothing is known. Sets
+// *sentence to "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it" for
+// the largest at a share of at least kSharedSentenceShare, "" otherwise.
+void AppendSharedWith(std::string* out, std::string* sentence, const std::string& node,
+                      uint64_t own_comm, uint64_t own_bytes, const std::array<Sharer, 2>& sharers,
+                      const JobOfComm& job_of) {
+  sentence->clear();
+  double total = static_cast<double>(own_bytes);
+  for (const Sharer& s : sharers) total += static_cast<double>(s.bytes);
+  *out += ",\"shared_with\":[";
+  if (own_bytes == 0 || total <= 0) {
+    *out += "]";
+    return;
+  }
+  const std::string own_job = job_of ? job_of(own_comm).id() : std::string();
+  bool first = true;
+  for (const Sharer& s : sharers) {
+    if (s.comm == 0 || s.bytes == 0) continue;
+    const v1::Job j = job_of ? job_of(s.comm) : v1::Job{};
+    const double share = static_cast<double>(s.bytes) / total;
+    absl::StrAppend(out, first ? "" : ",", "{\"comm\":\"", common::CommLabel(s.comm),
+                    "\",\"job\":");
+    AppendJsonString(out, j.id());
+    *out += ",\"job_name\":";
+    AppendJsonString(out, j.name());
+    absl::StrAppend(out, ",\"bytes\":", s.bytes, ",\"share\":");
+    AppendJsonNumber(out, share);
+    *out += "}";
+    if (first && share >= kSharedSentenceShare) {
+      const std::string label = common::CommLabel(s.comm);
+      const std::string who =
+          j.id().empty()      ? absl::StrCat("communicator ", label, " (job unknown)")
+          : j.id() == own_job ? absl::StrCat("communicator ", label, " of the same job")
+                              : absl::StrCat("job ", JobText(j));
+      *sentence = absl::StrFormat("%s also carried %s: %.0f%% of its network bytes during it", node,
+                                  who, 100 * share);
+    }
+    first = false;
+  }
+  *out += "]";
 }
 
 }  // namespace
@@ -132,7 +187,7 @@ void AddDiagnosisFamilies(const std::vector<CommDiagnosis>& v,
   }
 }
 
-std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
+std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of) {
   std::sort(v.begin(), v.end(), [](const CommDiagnosis& a, const CommDiagnosis& b) {
     return a.affected != b.affected ? a.affected > b.affected : a.comm < b.comm;
   });
@@ -140,8 +195,9 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
   for (size_t i = 0; i < v.size(); ++i) {
     const CommDiagnosis& d = v[i];
     if (i > 0) out += ",";
-    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.comm), "\",\"cause\":\"",
-                    common::CollectiveCauseName(d.cause), "\",\"node\":");
+    absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.comm), "\",\"job\":");
+    AppendJsonString(&out, job_of ? job_of(d.comm).id() : std::string());
+    absl::StrAppend(&out, ",\"cause\":\"", common::CollectiveCauseName(d.cause), "\",\"node\":");
     AppendJsonString(&out, d.node);
     absl::StrAppend(&out, ",\"rank\":", d.rank, ",\"port\":");
     AppendJsonString(&out, d.port);
@@ -170,8 +226,14 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v) {
     AppendJsonString(&out, EvidenceRuleName(d.rule));
     out += ",\"evidence\":";
     AppendJsonString(&out, d.evidence);
+    std::string shared;
+    AppendSharedWith(&out, &shared, d.node, d.comm, d.own_bytes, d.sharers, job_of);
     out += ",\"sentence\":";
-    AppendJsonString(&out, d.sentence);
+    AppendJsonString(&out, shared.empty() ? d.sentence
+                                          : absl::StrCat(d.sentence,
+                                                         " In its latest affected "
+                                                         "instance ",
+                                                         shared, "."));
     out += "}";
   }
   out += "]}\n";
@@ -184,7 +246,7 @@ std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& 
     const CollectiveInstance& d = v[i];
     if (i > 0) out += ",";
     absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"job\":");
-    AppendJsonString(&out, job_of ? job_of(d.key.comm) : std::string());
+    AppendJsonString(&out, job_of ? job_of(d.key.comm).id() : std::string());
     out += ",\"func\":";
     AppendJsonString(&out, d.key.func.str());
     absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
@@ -211,6 +273,10 @@ std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& 
       AppendJsonString(&out, b.port.str());
       out += ",\"detail\":";
       AppendJsonString(&out, b.detail());
+      std::string shared;
+      AppendSharedWith(&out, &shared, b.node.str(), d.key.comm, b.own_bytes, b.sharers, job_of);
+      out += ",\"shared\":";
+      AppendJsonString(&out, shared);
       out += "}";
     } else {
       out += "null";

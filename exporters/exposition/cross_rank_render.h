@@ -10,6 +10,7 @@
 
 #include "exporters/analysis/cross_rank_types.h"
 #include "exporters/analysis/diagnosis.h"
+#include "fabricscope/v1/gpu.pb.h"
 #include "prometheus/metric_family.h"
 
 namespace fabricscope::exporters {
@@ -28,16 +29,10 @@ void AddCrossRankFamilies(const CrossRankSnapshot& s, std::vector<prometheus::Me
 void AddDiagnosisFamilies(const std::vector<CommDiagnosis>& v,
                           std::vector<prometheus::MetricFamily>* out);
 
-// /api/diagnosis: {"communicators":[{comm, cause, node, rank, port, func, since_unix_seconds
-// (null when nothing is affected), affected, instances, p90_seconds, baseline_p90_seconds (null
-// without a baseline), cost_ratio (null likewise), best_share (null unknown), rule (what named
-// the cause: common EvidenceRuleName, "" for normal), evidence, sentence}]}, most affected first,
-// then by comm hash.
-std::string DiagnosisJson(std::vector<CommDiagnosis> v);
-
 // /api/collectives/slow: {"collectives":[{comm, job, func, seq, nranks, cause, rule, evidence,
 //   path:{busbw_bytes_per_second, line_rate_share, best_share} (null unknown), skew_seconds,
-//   duration_seconds (longest), bottleneck:{node, rank, port, detail} or null, ranks:[{node,
+//   duration_seconds (longest), bottleneck:{node, rank, port, detail, shared_with, shared} or
+//   null, ranks:[{node,
 //   rank, cause, port, detail, start_unix_seconds, duration_seconds, slow, loss_events (on its
 //   deciding port), port_bytes, own_bytes, line_rate_bytes_per_second,
 //   transmit_busy_utilization, window_loss_events, window_loss_rate, fabric_loss_median,
@@ -46,8 +41,21 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v);
 //   transmit_utilization, receive_utilization}]}}]}]}, in the order given
 //   (CrossRankAnalysis::Slowest: slowest first).
 // `job_of` (may be null) names each instance's job from its communicator hash ("job": "" when
-// unknown; exporters/state/job_table.h).
-using JobOfComm = std::function<std::string(uint64_t comm_hash)>;
+// unknown; exporters/state/job_table.h JobTable::JobOf). The bottleneck also lists
+// shared_with:[{comm, job, job_name, bytes, share}], the communicators whose ranks moved network
+// bytes on its node while it ran (CollectiveAnalysis.sharers; share: of the node's proxy bytes
+// then, its own communicator's included), and "shared", the sentence naming the largest ("n3
+// also carried job 8812 (llama-70b): 61% of its network bytes during it"; "" under a tenth).
+using JobOfComm = std::function<v1::Job(uint64_t comm_hash)>;
+
+// /api/diagnosis: {"communicators":[{comm, job ("" unknown: job_of null or no job), cause, node,
+// rank, port, func, since_unix_seconds (null when nothing is affected), affected, instances,
+// p90_seconds, baseline_p90_seconds (null without a baseline), cost_ratio (null likewise),
+// best_share (null unknown), rule (what named the cause: common EvidenceRuleName, "" for normal),
+// evidence, shared_with (as SlowJson's bottleneck's, of the latest affected instance), sentence
+// (with the shared sentence appended when there is one)}]}, most affected first, then by comm
+// hash.
+std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of = nullptr);
 std::string SlowJson(const std::vector<CollectiveInstance>& instances,
                      const JobOfComm& job_of = nullptr);
 

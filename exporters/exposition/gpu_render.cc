@@ -2,6 +2,9 @@
 
 #include <google/protobuf/struct.pb.h>
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectors/common/collective_vocabulary.h"
@@ -103,18 +106,37 @@ void AddGpuFamilies(const GpuSnapshot& s, std::vector<prometheus::MetricFamily>*
   }
   for (const JobView& j : s.jobs) {
     AddValue(f[Metric::kJobInfo],
-             {{"job", j.job.id()},
+             {{"job_id", j.job.id()},
               {"scheduler", j.job.scheduler()},
-              {"name", j.job.name()},
+              {"job_name", j.job.name()},
               {"user", j.job.user()},
-              {"namespace", j.job.pod_namespace()},
-              {"pod", j.job.pod()}},
+              {"pod_namespace", j.job.pod_namespace()},
+              {"pod_name", j.job.pod()}},
              1);
   }
   AddValue(f[Metric::kAggregatorJobs], {}, static_cast<double>(s.jobs.size()));
   AddValue(f[Metric::kAggregatorJobsEvictedTotal], {},
            static_cast<double>(s.jobs_evicted_total + s.jobs_dropped_total));
   f.DrainInto(out);
+}
+
+void LabelCommunicatorJobs(const std::vector<JobView>& jobs,
+                           std::vector<prometheus::MetricFamily>* families) {
+  std::map<std::string, std::string> job_of_comm;  // 8-hex-digit comm label -> job id
+  for (const JobView& j : jobs) {
+    for (uint64_t comm : j.comms) job_of_comm.emplace(common::CommLabel(comm), j.job.id());
+  }
+  if (job_of_comm.empty()) return;
+  for (prometheus::MetricFamily& f : *families) {
+    for (prometheus::ClientMetric& m : f.metric) {
+      auto comm =
+          std::find_if(m.label.begin(), m.label.end(),
+                       [](const prometheus::ClientMetric::Label& l) { return l.name == "comm"; });
+      if (comm == m.label.end()) continue;
+      auto job = job_of_comm.find(comm->value);
+      if (job != job_of_comm.end()) m.label.push_back({"job_id", job->second});
+    }
+  }
 }
 
 std::string CollectivesJson(const std::vector<CollectiveRecord>& records) {

@@ -19,6 +19,18 @@ namespace fabricscope::exporters {
 // left out.
 void AddGpuFamilies(const GpuSnapshot& s, std::vector<prometheus::MetricFamily>* out);
 
+// The job_id label of the per-communicator families (fabricscope_collective_*{comm},
+// fabricscope_rank_pair_bytes_total, fabricscope_diagnosis_*, fabricscope_traffic_imbalance_ratio
+// {scope="ranks"}): every sample of *families with a comm label whose communicator belongs to one
+// of `jobs` (exporters/state/job_table.h) gets label job_id, that job's id, last; samples of an
+// unknown job's communicators get none. Adds no series (a communicator has one job); queries
+// join fabricscope_job_info on job_id for the job's name, user and pod. Named job_id, not job:
+// Prometheus attaches its own `job` (the scrape job) to every series, and a scraped `job` label
+// becomes exported_job unless the scrape sets honor_labels (Prometheus configuration docs,
+// scrape_config, honor_labels).
+void LabelCommunicatorJobs(const std::vector<JobView>& jobs,
+                           std::vector<prometheus::MetricFamily>* families);
+
 // {"collectives":[{node, comm (16 hex digits), rank, nranks, func, seq, bytes, count, datatype,
 // algo, proto, channels, root, peer, timing_source, enqueue_unix_seconds, start_unix_seconds,
 // end_unix_seconds, duration_seconds, algbw_bytes_per_second, busbw_bytes_per_second, pid, gpu,

@@ -431,7 +431,7 @@ std::vector<JobView> ClusterState::Jobs() const {
   return jobs_.Jobs();
 }
 
-std::string ClusterState::JobOfComm(uint64_t comm_hash) const {
+v1::Job ClusterState::JobOfComm(uint64_t comm_hash) const {
   absl::MutexLock lock(&gpu_mu_);
   return jobs_.JobOf(comm_hash);
 }

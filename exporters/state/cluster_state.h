@@ -145,8 +145,8 @@ class ClusterState {
   std::vector<std::string> ExpireNodes(absl::Time now, absl::Duration expiry);
   // The jobs the agents named (exporters/state/job_table.h), by id.
   std::vector<JobView> Jobs() const;
-  // The job of a communicator, "" when none is known.
-  std::string JobOfComm(uint64_t comm_hash) const;
+  // The job of a communicator (JobTable::JobOf: id "" when none is known).
+  v1::Job JobOfComm(uint64_t comm_hash) const;
   // The communicators of a job, empty when it is unknown.
   std::set<uint64_t> CommsOfJob(const std::string& job_id) const;
   // Every node's view (NodeView), sorted by node; node_filter empty = all nodes.

@@ -122,9 +122,11 @@ std::vector<JobView> JobTable::Jobs() const {
   return out;
 }
 
-std::string JobTable::JobOf(uint64_t comm_hash) const {
+v1::Job JobTable::JobOf(uint64_t comm_hash) const {
   auto it = comm_job_.find(comm_hash);
-  return it == comm_job_.end() ? "" : it->second;
+  if (it == comm_job_.end()) return {};
+  auto job = jobs_.find(it->second);
+  return job == jobs_.end() ? v1::Job{} : job->second.job;
 }
 
 std::set<uint64_t> JobTable::CommsOf(const std::string& job_id) const {

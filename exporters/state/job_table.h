@@ -52,8 +52,8 @@ class JobTable {
 
   // Every job, by id.
   std::vector<JobView> Jobs() const;
-  // The job of a communicator ("" when none is known).
-  std::string JobOf(uint64_t comm_hash) const;
+  // The job of a communicator, as held (an empty Job, id "", when none is known).
+  v1::Job JobOf(uint64_t comm_hash) const;
   // The communicators of a job (empty when unknown).
   std::set<uint64_t> CommsOf(const std::string& job_id) const;
 

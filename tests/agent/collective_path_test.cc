@@ -1,6 +1,7 @@
 // The figures of a collective's analysis that the aggregator's absolute evidence reads
 // (exporters/analysis/path_evidence.h): each direction's peak, the busy transmit rate, the line
 // rate judged at, and the node's own bytes of the communicator (agent/collective_analysis.h).
+#include <utility>
 #include <vector>
 
 #include "agent/collective_analysis.h"
@@ -95,6 +96,21 @@ TEST_F(CollectivePathTest, OwnBytesAreTheNodesRanksOfTheCommunicatorProRata) {
   EXPECT_EQ(b.collectives(1).analysis().own_bytes(), 2'500'000u);  // 2 M + half of 1 M
   EXPECT_EQ(b.collectives(2).analysis().own_bytes(), 5'000'000u);  // its own only
   EXPECT_EQ(b.collectives(3).analysis().own_bytes(), 0u);
+  // The other communicators' bytes during each, pro rata alike (CollectiveAnalysis.sharers),
+  // most first: what names the job that shared the node's link.
+  auto sharers = [&](int i) {
+    std::vector<std::pair<uint64_t, uint64_t>> v;
+    for (const v1::SharerBytes& s : b.collectives(i).analysis().sharers()) {
+      v.emplace_back(s.comm_hash(), s.bytes());
+    }
+    return v;
+  };
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(sharers(0), (V{{0xdef, 5'000'000}}));             // the other job, whole
+  EXPECT_EQ(sharers(1), (V{{0xdef, 2'500'000}}));             // half of it overlaps rank 2's
+  EXPECT_EQ(sharers(2), (V{{mine.comm_hash(), 2'000'000}}));  // 1 M + half of 2 M
+  // The intra-node one had no network bytes of its own, but others' ran beside it.
+  EXPECT_EQ(sharers(3), (V{{0xdef, 5'000'000}, {mine.comm_hash(), 2'000'000}}));
 }
 
 // The competing-flow rule weighs the ports' bytes against the node's own bytes of the

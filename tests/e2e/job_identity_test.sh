@@ -10,7 +10,9 @@
 #     (pkg/kubelet/cm/cgroup_manager_linux.go).
 # Then /api/jobs names both jobs (scheduler, where the id came from, their communicator),
 # /api/collectives/slow?job=A returns only job A's collectives, each naming job A, an unknown
-# job is a 404, and /metrics has fabricscope_job_info for both.
+# job is a 404, /metrics has fabricscope_job_info for both and every per-communicator series
+# carries its job_id, /api/diagnosis?job=A lists job A's communicator only, and the collective
+# heat map for ?job=B draws job B's communicator and says so.
 # Usage: job_identity_test.sh AGENT RING_ALLREDUCE NCCL_PLUGIN
 # Needs root and both cgroup hierarchies; exits 77 (skip) without them. 0 = pass, 1 = fail.
 set -uo pipefail
@@ -132,9 +134,26 @@ B=$(job "$POD_UID")
 CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/collectives/slow?job=no-such-job")
 [ "$CODE" = 404 ] || die "an unknown job answered $CODE"
 http /metrics >"$WORK/metrics.txt" || die "GET /metrics failed"
-grep -q "^fabricscope_job_info{.*job=\"$JOB_A\".*scheduler=\"slurm\"" "$WORK/metrics.txt" ||
+grep -q "^fabricscope_job_info{.*job_id=\"$JOB_A\".*scheduler=\"slurm\"" "$WORK/metrics.txt" ||
   die "no fabricscope_job_info for job A"
-grep -q "^fabricscope_job_info{.*job=\"$POD_UID\".*scheduler=\"kubernetes\"" "$WORK/metrics.txt" ||
+grep -q "^fabricscope_job_info{.*job_id=\"$POD_UID\".*scheduler=\"kubernetes\"" "$WORK/metrics.txt" ||
   die "no fabricscope_job_info for job B"
+# The per-communicator series carry their communicator's job (job_id, joined with
+# fabricscope_job_info), every one of them.
+grep -q "^fabricscope_collective_duration_seconds_count{.*comm=\"${COMM_A:0:8}\".*job_id=\"$JOB_A\"" \
+  "$WORK/metrics.txt" || die "job A's collective durations carry no job_id=$JOB_A"
+UNLABELLED=$(grep -E '^fabricscope_(collective_(duration_seconds|bus_[a-z_]+)|rank_pair_bytes_total|diagnosis_[a-z_]+)[{_].*comm="' \
+  "$WORK/metrics.txt" | grep -vc 'job_id="')
+[ "$UNLABELLED" -eq 0 ] || die "$UNLABELLED per-communicator series without job_id"
+# The diagnosis and the collective heat map for job A: its communicator only, named.
+http "/api/diagnosis?job=$JOB_A" >"$WORK/diag-a.json" || die "GET /api/diagnosis?job= failed"
+[ "$(jq -r '[.communicators[] | .comm + "/" + .job] | unique | join(",")' "$WORK/diag-a.json")" = \
+  "${COMM_A:0:8}/$JOB_A" ] || die "/api/diagnosis?job=$JOB_A: $(head -c 600 "$WORK/diag-a.json")"
+http "/heatmap/collectives?format=json&job=$POD_UID" >"$WORK/hm-b.json" ||
+  die "GET /heatmap/collectives?job= failed"
+jq -r .title "$WORK/hm-b.json" | grep -q "comm ${COMM_B:0:8} (job $POD_UID)" ||
+  die "job B's collective heat map: $(jq -r .title "$WORK/hm-b.json")"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/diagnosis?job=no-such-job")
+[ "$CODE" = 404 ] || die "/api/diagnosis for an unknown job answered $CODE"
 log "jobs: $JOB_A (slurm, cgroup v1) and pod $POD_UID (kubernetes, cgroup v2), $(jq '.collectives | length' "$WORK/slow-a.json") collectives of job A"
 log "PASS"

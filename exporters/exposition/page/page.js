@@ -1,7 +1,9 @@
 // fabricscope live page: plain JavaScript and SVG, no library. Once a second it reads the JSON
 // endpoints of the server that served it (/api/status, /heatmap/links?format=json,
-// /api/microbursts, /api/collectives/slow, /api/loss_patterns, /api/ports) and redraws the
-// sections #status, #links-heatmap, #microbursts, #slow-collectives and #loss. Strings from the
+// /api/microbursts, /api/jobs, /api/diagnosis, /api/collectives/slow, /api/loss_patterns,
+// /api/ports) and redraws the sections #status, #links-heatmap, #microbursts, #jobs,
+// #diagnosis, #slow-collectives and #loss. The job selector (#job) adds ?job= to the diagnosis
+// and the slowest collectives. Strings from the
 // server only ever go into textContent or attributes, never into markup.
 'use strict';
 
@@ -15,7 +17,8 @@ const TOP_ROWS = 10;      // rows of the tables
 const SVGNS = 'http://www.w3.org/2000/svg';
 
 const $ = (sel) => document.querySelector(sel);
-const state = { node: null, direction: '', nodes: [], nodesTotal: -1, selected: null, slow: [] };
+const state = { node: null, direction: '', nodes: [], nodesTotal: -1, selected: null, slow: [],
+  job: '', jobs: new Map() };
 
 // ---- formatting -------------------------------------------------------------------------------
 function fmtNum(v, digits = 3) {
@@ -292,12 +295,47 @@ function renderMicrobursts(j) {
     `${over[0].device} carries; give its real rate.` : '';
 }
 
+// ---- #jobs and #diagnosis ---------------------------------------------------------------------
+// "8812 (llama-70b)": a job's id with its name where one is known; "–" for none.
+function jobLabel(id) {
+  if (!id) return '–';
+  const j = state.jobs.get(id);
+  return j && j.name ? `${id} (${j.name})` : id;
+}
+
+// The jobs table and the selector's options (kept while the chosen job is still listed; a job
+// that left is dropped and the selector goes back to all jobs).
+function renderJobs(j) {
+  const jobs = j.jobs || [];
+  state.jobs = new Map(jobs.map((x) => [x.id, x]));
+  fillTable($('#jobs'), jobs.map((x) => row([x.id, x.scheduler, x.name || '–', x.user || '–',
+    x.pod ? `${x.namespace}/${x.pod}` : '–', [x.nodes.length, 'num'], [x.ranks, 'num'],
+    x.comms.join(' '), x.source])));
+  if (state.job && !state.jobs.has(state.job)) state.job = '';
+  const sel = $('#job');
+  const opts = [['', 'all jobs']].concat(jobs.map((x) => [x.id, jobLabel(x.id)]));
+  const now = Array.from(sel.options).map((o) => o.value + '\t' + o.textContent).join('\n');
+  if (now !== opts.map(([v, t]) => v + '\t' + t).join('\n')) {
+    sel.replaceChildren(...opts.map(([v, t]) => { const o = el('option', t); o.value = v; return o; }));
+  }
+  sel.value = state.job;
+}
+
+function renderDiagnosis(j) {
+  const rows = (j.communicators || []).map((d) => row([jobLabel(d.job), d.comm,
+    [d.cause, 'cause-' + d.cause],
+    d.since_unix_seconds != null ? fmtClock(d.since_unix_seconds, false) : '–',
+    [d.cost_ratio != null ? '+' + fmtRatio(d.cost_ratio) : '–', 'num'],
+    [(d.job ? `job ${jobLabel(d.job)}: ` : '') + d.sentence, 'evidence']]));
+  fillTable($('#diagnosis'), rows.slice(0, TOP_ROWS));
+}
+
 // ---- #slow-collectives ------------------------------------------------------------------------
 function renderSlow(j) {
   state.slow = j.collectives || [];
   const rows = state.slow.map((c, i) => {
     const b = c.bottleneck;
-    const tr = row([c.comm, c.func, [c.seq, 'num'], [c.nranks, 'num'],
+    const tr = row([jobLabel(c.job), c.comm, c.func, [c.seq, 'num'], [c.nranks, 'num'],
       [fmtSeconds(c.duration_seconds), 'num'], [fmtSeconds(c.skew_seconds), 'num'],
       [c.cause, 'cause-' + c.cause],
       b ? `${b.node} rank ${b.rank}${b.port ? ' ' + b.port : ''}` : '–',
@@ -333,6 +371,8 @@ function evidenceLine(c) {
   }
   if (p.best_share != null) shares.push(`${fmtRatio(p.best_share)} of its kind's best`);
   if (shares.length) parts.push('busBw ' + shares.join(', '));
+  // "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it"
+  if (c.bottleneck && c.bottleneck.shared) parts.push(c.bottleneck.shared);
   return parts.join(' · ');
 }
 
@@ -344,7 +384,8 @@ function selectCollective(i) {
     tr.classList.toggle('selected', tr.dataset.key === state.selected);
   }
   $('#collective-detail').hidden = false;
-  $('#cd-title').textContent = `${c.func} #${c.seq} on communicator ${c.comm}: ${c.cause}, ` +
+  $('#cd-title').textContent = `${c.func} #${c.seq} on communicator ${c.comm}` +
+    (c.job ? ` of job ${jobLabel(c.job)}` : '') + `: ${c.cause}, ` +
     `${fmtSeconds(c.duration_seconds)}, skew ${fmtSeconds(c.skew_seconds)}`;
   $('#cd-evidence').textContent = evidenceLine(c);
   $('#cd-heatmap').src = '/heatmap/collectives?comm=' + encodeURIComponent(c.comm) +
@@ -441,14 +482,26 @@ async function refresh() {
   const node = state.node || '';
   const q = node ? '&node=' + encodeURIComponent(node) : '';
   const dir = state.direction ? '&direction=' + state.direction : '';
-  const jobs = [
+  // The jobs first: the diagnosis and the slow table name each job by its name, and a job that
+  // left takes the selector back to all jobs before they are asked for it.
+  try { renderJobs(await getJson('/api/jobs')); } catch (e) { errors.push(e.message); }
+  const jq = state.job ? '&job=' + encodeURIComponent(state.job) : '';
+  // A job without a communicator yet has nothing to diagnose (the server answers 404 for it).
+  const commless = state.job && state.jobs.get(state.job).comms.length === 0;
+  const reads = [
     ['/api/status?limit=' + TOP_ROWS, renderStatus],
     [`/heatmap/links?format=json&seconds=${HEATMAP_SECONDS}&bucket=${HEATMAP_BUCKET}${q}${dir}`,
       renderHeatmap],
     ['/api/microbursts?limit=' + TOP_ROWS, renderMicrobursts],
-    ['/api/collectives/slow?limit=' + TOP_ROWS, renderSlow],
   ];
-  await Promise.all(jobs.map(async ([path, render]) => {
+  if (commless) {
+    renderDiagnosis({});
+    renderSlow({});
+  } else {
+    reads.push(['/api/diagnosis' + (jq ? '?' + jq.slice(1) : ''), renderDiagnosis],
+      ['/api/collectives/slow?limit=' + TOP_ROWS + jq, renderSlow]);
+  }
+  await Promise.all(reads.map(async ([path, render]) => {
     try { render(await getJson(path)); } catch (e) { errors.push(e.message); }
   }));
   try {
@@ -478,6 +531,7 @@ async function tick() {
 document.addEventListener('DOMContentLoaded', () => {
   $('#hm-node').addEventListener('change', (e) => { state.node = e.target.value; tick(); });
   $('#hm-dir').addEventListener('change', (e) => { state.direction = e.target.value; tick(); });
+  $('#job').addEventListener('change', (e) => { state.job = e.target.value; tick(); });
   setupHeatmapHover();
   // On the press, through the table body (which stays): the rows are rebuilt every second, and
   // a click whose press and release land on different rows would be lost.

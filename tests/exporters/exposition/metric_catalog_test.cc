@@ -88,7 +88,8 @@ const MetricInfo* InfoByName(const std::string& name) {
 }
 
 // Each entry's labels: names as Prometheus allows them, one space apart, each once, none the
-// text format reserves (le: histogram buckets; quantile: summaries; __*: Prometheus' own).
+// text format reserves (le: histogram buckets; quantile: summaries; __*: Prometheus' own) and
+// none the scraper attaches (job, instance; the operator's namespace, pod, ...).
 TEST(MetricCatalog, LabelNamesAreWellFormed) {
   const std::regex valid("[a-z_][a-z0-9_]*");
   for (const MetricInfo& m : kMetricCatalog) {
@@ -104,6 +105,16 @@ TEST(MetricCatalog, LabelNamesAreWellFormed) {
       EXPECT_NE(l.rfind("__", 0), 0u) << m.name << ": label \"" << l << "\" is reserved";
       EXPECT_NE(l, "le") << m.name << ": le is the histogram bucket's label";
       EXPECT_NE(l, "quantile") << m.name << ": quantile is the summary's label";
+      // Labels the scraper attaches itself: Prometheus sets job and instance on every series
+      // (configuration docs, scrape_config), the Prometheus Operator's ServiceMonitor and
+      // PodMonitor add namespace, pod, container, service and endpoint. A scraped label of the
+      // same name becomes exported_<name> unless the scrape sets honor_labels, and with it
+      // overrides the target's: either way a query on it means something else than it says.
+      for (const char* target :
+           {"job", "instance", "namespace", "pod", "container", "service", "endpoint"}) {
+        EXPECT_NE(l, target) << m.name << ": " << target
+                             << " is a label Prometheus or its operator attaches to every series";
+      }
       EXPECT_TRUE(seen.insert(l).second) << m.name << ": label \"" << l << "\" declared twice";
     }
   }

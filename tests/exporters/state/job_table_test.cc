@@ -52,14 +52,14 @@ TEST(JobTable, GathersNodesCommunicatorsAndRanksOfEachJob) {
   EXPECT_EQ(llama.ranks, 3u);
   EXPECT_EQ(llama.first_seen, kT0);
   EXPECT_EQ(llama.last_seen, kT0 + absl::Seconds(1));
-  EXPECT_EQ(t.JobOf(0xa1), "8812");
-  EXPECT_EQ(t.JobOf(0xb2), "77");
-  EXPECT_EQ(t.JobOf(0xc3), "");
+  EXPECT_EQ(t.JobOf(0xa1).id(), "8812");
+  EXPECT_EQ(t.JobOf(0xb2).id(), "77");
+  EXPECT_EQ(t.JobOf(0xc3).id(), "");
   EXPECT_EQ(t.CommsOf("77"), (std::set<uint64_t>{0xb2}));
   EXPECT_TRUE(t.CommsOf("nope").empty());
   // A communicator labelled with a job its window did not list is not taken.
   t.OnWindow("n3", Window({}, {{0xc3, 0, "ghost"}}), kT0);
-  EXPECT_EQ(t.JobOf(0xc3), "");
+  EXPECT_EQ(t.JobOf(0xc3).id(), "");
 }
 
 // Bounded and expired like nodes: one job past max_jobs evicts the one seen longest ago
@@ -76,10 +76,10 @@ TEST(JobTable, IsBoundedExpiredAndCountsWhatItCannotKeep) {
   EXPECT_EQ(t.size(), 3u);
   EXPECT_EQ(t.evicted_total(), 1u);
   EXPECT_TRUE(t.CommsOf("j0").empty());  // j0 was seen longest ago
-  EXPECT_EQ(t.JobOf(0), "");
-  EXPECT_EQ(t.JobOf(1), "j1");
+  EXPECT_EQ(t.JobOf(0).id(), "");
+  EXPECT_EQ(t.JobOf(1).id(), "j1");
   EXPECT_EQ(t.Expire(kT0 + absl::Seconds(1) + absl::Minutes(10) + absl::Seconds(1)), 1u);
-  EXPECT_EQ(t.JobOf(1), "");
+  EXPECT_EQ(t.JobOf(1).id(), "");
   EXPECT_EQ(t.size(), 2u);
 
   JobTable many;
@@ -111,14 +111,14 @@ TEST(JobTable, LessTrustedReportsAndUnlistedJobsChangeNothing) {
   // a window that lists no job cannot attach a communicator to it.
   EXPECT_EQ(jobs[0].nodes, (std::vector<std::string>{"n1", "n9"}));
   t.OnWindow("n7", Window({}, {{0xbb, 0, "8813"}}), kT0 + absl::Seconds(2));
-  EXPECT_EQ(t.JobOf(0xbb), "");
+  EXPECT_EQ(t.JobOf(0xbb).id(), "");
   EXPECT_EQ(t.CommsOf("8813"), (std::set<uint64_t>{0xa1, 0xee}));
   // A communicator that moved to another job keeps its new job when the old one is evicted.
   JobTable small(JobTable::Options{.max_jobs = 2, .expiry = absl::Minutes(10)});
   small.OnWindow("n1", Window({Job("old")}, {{0xcc, 0, "old"}}), kT0);
   small.OnWindow("n1", Window({Job("new")}, {{0xcc, 0, "new"}}), kT0 + absl::Seconds(1));
   small.OnWindow("n1", Window({Job("third")}, {}), kT0 + absl::Seconds(2));  // evicts "old"
-  EXPECT_EQ(small.JobOf(0xcc), "new");
+  EXPECT_EQ(small.JobOf(0xcc).id(), "new");
 }
 
 // A lying agent's 1 MB name and id are cut to kMaxFieldBytes at a character boundary, counted.
@@ -132,7 +132,7 @@ TEST(JobTable, CapsLongFieldsAtACharacterBoundary) {
   EXPECT_EQ(jobs[0].job.id(), std::string(JobTable::kMaxFieldBytes, 'x'));
   EXPECT_EQ(jobs[0].job.name(), std::string(127, 'n'));
   EXPECT_EQ(t.truncated_fields_total(), 2u);
-  EXPECT_EQ(t.JobOf(0xa1), jobs[0].job.id());  // the communicator's label is cut the same way
+  EXPECT_EQ(t.JobOf(0xa1).id(), jobs[0].job.id());  // the communicator's label is cut the same way
 }
 
 // 100,000 distinct job ids from one node, 64 a batch: the table and fabricscope_job_info stay

@@ -1,0 +1,76 @@
+#include "agent/transfer_ledger.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace fabricscope::agent {
+
+void TransferLedger::Remember(const v1::Collective& c) {
+  if (c.proxy_bytes() == 0 || max_comms_ == 0) return;
+  auto it = transfers_.find(c.comm_hash());
+  if (it == transfers_.end()) {
+    if (transfers_.size() >= max_comms_) {
+      auto oldest = transfers_.begin();
+      for (auto o = transfers_.begin(); o != transfers_.end(); ++o) {
+        if (o->second.back().end_ns < oldest->second.back().end_ns) oldest = o;
+      }
+      transfers_.erase(oldest);
+    }
+    it = transfers_.emplace(c.comm_hash(), std::deque<Transfer>{}).first;
+  }
+  it->second.push_back(Transfer{c.start_ns(), c.end_ns(), c.proxy_bytes()});
+  while (it->second.size() > kPerComm) it->second.pop_front();
+}
+
+double TransferLedger::OverlapBytes(const std::deque<Transfer>& transfers, int64_t t0, int64_t t1) {
+  double bytes = 0;
+  for (const Transfer& o : transfers) {
+    const int64_t from = std::max(o.start_ns, t0), to = std::min(o.end_ns, t1);
+    if (to < from || (to == from && o.end_ns > o.start_ns)) continue;
+    const double share = o.end_ns > o.start_ns ? static_cast<double>(to - from) /
+                                                     static_cast<double>(o.end_ns - o.start_ns)
+                                               : 1.0;
+    bytes += share * static_cast<double>(o.bytes);
+  }
+  return bytes;
+}
+
+uint64_t TransferLedger::OwnBytes(const v1::Collective& c) const {
+  const auto it = transfers_.find(c.comm_hash());
+  if (it == transfers_.end() || c.proxy_bytes() == 0) return 0;
+  const double bytes = OverlapBytes(it->second, c.start_ns(), c.end_ns());
+  // Its own transfer at least, should it have left the communicator's list.
+  return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
+}
+
+void TransferLedger::AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a) const {
+  std::vector<std::pair<uint64_t, uint64_t>> found;  // (bytes, comm)
+  for (const auto& [comm, transfers] : transfers_) {
+    if (comm == c.comm_hash() || transfers.empty()) continue;
+    // Kept in arrival order, which follows their ends within a few records: a communicator
+    // whose latest ones all ended before c began was silent throughout (its job is elsewhere).
+    int64_t newest_end = 0;
+    size_t looked = 0;
+    for (auto o = transfers.rbegin(); o != transfers.rend() && looked < 8; ++o, ++looked) {
+      newest_end = std::max(newest_end, o->end_ns);
+    }
+    if (newest_end < c.start_ns()) continue;
+    const auto bytes =
+        static_cast<uint64_t>(std::llround(OverlapBytes(transfers, c.start_ns(), c.end_ns())));
+    if (bytes > 0) found.emplace_back(bytes, comm);
+  }
+  const size_t n = std::min(found.size(), kMaxSharers);
+  std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), found.end(),
+                    [](const auto& x, const auto& y) {
+                      return x.first != y.first ? x.first > y.first : x.second < y.second;
+                    });
+  for (size_t i = 0; i < n; ++i) {
+    v1::SharerBytes* s = a->add_sharers();
+    s->set_comm_hash(found[i].second);
+    s->set_bytes(found[i].first);
+  }
+}
+
+}  // namespace fabricscope::agent

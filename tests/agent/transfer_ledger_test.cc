@@ -1,0 +1,82 @@
+// The per-communicator transfer ledger of the collective analysis (agent/transfer_ledger.h):
+// bounded, and the sharers of a collective ranked and cut as CollectiveAnalysis.sharers says.
+#include "agent/transfer_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace fabricscope::agent {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+v1::Collective Transfer(uint64_t comm, int64_t start_ms, int64_t end_ms, uint64_t bytes) {
+  v1::Collective c;
+  c.set_comm_hash(comm);
+  c.set_start_ns(start_ms * kMs);
+  c.set_end_ns(end_ms * kMs);
+  c.set_proxy_bytes(bytes);
+  return c;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Sharers(const TransferLedger& l,
+                                                   const v1::Collective& c) {
+  v1::CollectiveAnalysis a;
+  l.AddSharers(c, &a);
+  std::vector<std::pair<uint64_t, uint64_t>> v;
+  for (const v1::SharerBytes& s : a.sharers()) v.emplace_back(s.comm_hash(), s.bytes());
+  return v;
+}
+
+// Six other communicators ran beside one collective: the four that moved the most are named,
+// most first, ties by hash; one that ran before it and one without network bytes are not.
+TEST(TransferLedger, NamesTheFourLargestOthersMostFirst) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 100, 200, 1'000);
+  l.Remember(mine);
+  l.Remember(Transfer(2, 100, 200, 300));
+  l.Remember(Transfer(3, 150, 250, 800));  // half inside: 400
+  l.Remember(Transfer(4, 0, 400, 4'000));  // a quarter inside: 1,000
+  l.Remember(Transfer(5, 100, 200, 400));  // ties with 3 at 400: the lower hash first
+  l.Remember(Transfer(6, 120, 130, 50));
+  l.Remember(Transfer(7, 10, 90, 9'999));  // before it: silent throughout
+  l.Remember(Transfer(8, 100, 200, 0));    // no network bytes: not kept
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, mine), (V{{4, 1'000}, {3, 400}, {5, 400}, {2, 300}}));
+  EXPECT_EQ(l.OwnBytes(mine), 1'000u);
+  EXPECT_EQ(l.comms(), 7u);
+}
+
+// A collective alone on its node has no sharers, and one of no duration counts a transfer
+// whole when it falls inside.
+TEST(TransferLedger, AloneNoneAndAnInstantCountsWhole) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 100, 200, 1'000);
+  l.Remember(mine);
+  EXPECT_TRUE(Sharers(l, mine).empty());
+  l.Remember(Transfer(2, 150, 150, 700));
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, mine), (V{{2, 700}}));
+}
+
+// At most max_comms communicators: one more forgets the one whose newest transfer ended first,
+// and each keeps its kPerComm latest transfers.
+TEST(TransferLedger, BoundedInCommunicatorsAndTransfers) {
+  TransferLedger l(2);
+  l.Remember(Transfer(1, 0, 100, 10));
+  l.Remember(Transfer(2, 0, 300, 10));
+  l.Remember(Transfer(3, 0, 200, 10));  // forgets 1 (ended at 100)
+  EXPECT_EQ(l.comms(), 2u);
+  const v1::Collective probe = Transfer(9, 0, 1'000, 1);
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, probe), (V{{2, 10}, {3, 10}}));
+  for (int i = 0; i < 1'000; ++i) l.Remember(Transfer(2, 1'000 + i, 1'001 + i, 1));
+  // Only the latest kPerComm one-byte transfers of communicator 2 remain.
+  EXPECT_EQ(l.OwnBytes(Transfer(2, 0, 100'000, 1)), TransferLedger::kPerComm);
+}
+
+}  // namespace
+}  // namespace fabricscope::agent

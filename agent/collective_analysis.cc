@@ -437,7 +437,11 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, int64_t window_start_ns,
   }
   while (!pending_.empty()) {
     const Pending& p = pending_.front();
-    const bool in = p.c.end_ns() + options_.delay_ns <= data_until_ns;
+    // Its samples are in, and so are the transfers of the node's other communicators that
+    // overlap it (TransferLedger::Settled), or it waited for them long enough.
+    const bool in =
+        p.c.end_ns() + options_.delay_ns <= data_until_ns &&
+        (transfers_.Settled(p.c) || data_until_ns - p.c.end_ns() > TransferLedger::kSettleWaitNs);
     const bool waited = data_until_ns - p.queued_data_ns > options_.max_wait_ns;
     if (!in && !waited) break;  // later ones completed later (arrival order), wait for them too
     v1::Collective c = std::move(pending_.front().c);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -45,18 +46,38 @@ uint64_t TransferLedger::OwnBytes(const v1::Collective& c) const {
   return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
 }
 
+namespace {
+
+// The latest end among a communicator's last few transfers: kept in arrival order, which
+// follows their ends within a few records.
+template <typename Transfers>
+int64_t NewestEnd(const Transfers& transfers) {
+  int64_t newest = INT64_MIN;
+  size_t looked = 0;
+  for (auto o = transfers.rbegin(); o != transfers.rend() && looked < 8; ++o, ++looked) {
+    newest = std::max(newest, o->end_ns);
+  }
+  return newest;
+}
+
+}  // namespace
+
+bool TransferLedger::Settled(const v1::Collective& c) const {
+  for (const auto& [comm, transfers] : transfers_) {
+    if (comm == c.comm_hash() || transfers.empty()) continue;
+    const int64_t newest = NewestEnd(transfers);
+    if (newest >= c.start_ns() - kBusyBeforeNs && newest < c.end_ns()) return false;
+  }
+  return true;
+}
+
 void TransferLedger::AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a) const {
   std::vector<std::pair<uint64_t, uint64_t>> found;  // (bytes, comm)
   for (const auto& [comm, transfers] : transfers_) {
-    if (comm == c.comm_hash() || transfers.empty()) continue;
-    // Kept in arrival order, which follows their ends within a few records: a communicator
-    // whose latest ones all ended before c began was silent throughout (its job is elsewhere).
-    int64_t newest_end = 0;
-    size_t looked = 0;
-    for (auto o = transfers.rbegin(); o != transfers.rend() && looked < 8; ++o, ++looked) {
-      newest_end = std::max(newest_end, o->end_ns);
+    // One whose latest transfers all ended before c began was silent throughout.
+    if (comm == c.comm_hash() || transfers.empty() || NewestEnd(transfers) < c.start_ns()) {
+      continue;
     }
-    if (newest_end < c.start_ns()) continue;
     const auto bytes =
         static_cast<uint64_t>(std::llround(OverlapBytes(transfers, c.start_ns(), c.end_ns())));
     if (bytes > 0) found.emplace_back(bytes, comm);

@@ -23,6 +23,15 @@ class TransferLedger {
   static constexpr size_t kPerComm = 64;
   // The most communicators CollectiveAnalysis.sharers names (the bytes' largest).
   static constexpr size_t kMaxSharers = 4;
+  // A communicator counts as busy at a collective's start when one of its transfers ended at
+  // most this long before it (a training job's gap between collectives, its compute, is shorter).
+  static constexpr int64_t kBusyBeforeNs = 1'000'000'000;
+  // How long past a collective's end its analysis waits for the busy ones to report (Settled):
+  // a record comes when its collective ends, so another job's collective that began before this
+  // one and ends within this of it is counted. Bounded so that a job that stopped holds the
+  // node's analyses back this long at most (at 16,000 collectives a second, 8,000 wait: within
+  // CollectiveAnalysisOptions::max_pending).
+  static constexpr int64_t kSettleWaitNs = 500'000'000;
 
   // max_comms: communicators kept; one more forgets the one whose newest transfer ended first
   // (its job is the likeliest over).
@@ -37,6 +46,9 @@ class TransferLedger {
   // Appends to a->sharers the other communicators' proxy bytes during c, pro rata likewise,
   // the kMaxSharers largest, most first (ties by communicator hash); none that moved nothing.
   void AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a) const;
+  // Whether every other communicator busy when c began (kBusyBeforeNs) has reported a transfer
+  // that ends at or after c's end, so that AddSharers(c) sees all of theirs that overlap c.
+  bool Settled(const v1::Collective& c) const;
 
   size_t comms() const { return transfers_.size(); }
 

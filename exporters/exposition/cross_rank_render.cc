@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectors/common/collective_vocabulary.h"
@@ -229,11 +230,11 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of)
     std::string shared;
     AppendSharedWith(&out, &shared, d.node, d.comm, d.own_bytes, d.sharers, job_of);
     out += ",\"sentence\":";
-    AppendJsonString(&out, shared.empty() ? d.sentence
-                                          : absl::StrCat(d.sentence,
-                                                         " In its latest affected "
-                                                         "instance ",
-                                                         shared, "."));
+    AppendJsonString(&out,
+                     shared.empty()
+                         ? d.sentence
+                         : absl::StrCat(d.sentence, absl::EndsWith(d.sentence, ".") ? " " : ". ",
+                                        "In its latest affected instance ", shared, "."));
     out += "}";
   }
   out += "]}\n";

@@ -78,5 +78,25 @@ TEST(TransferLedger, BoundedInCommunicatorsAndTransfers) {
   EXPECT_EQ(l.OwnBytes(Transfer(2, 0, 100'000, 1)), TransferLedger::kPerComm);
 }
 
+// A collective is settled once every communicator that was busy when it began (a transfer
+// ending less than kBusyBeforeNs before its start) has reported one ending at or after its end:
+// the other job's long collective that overlaps it is then in the ledger. One idle longer
+// before holds nothing back.
+TEST(TransferLedger, SettledOnceTheBusyOthersReportedPastItsEnd) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 3'000, 3'100, 1'000);
+  l.Remember(mine);
+  l.Remember(Transfer(3, 0, 1'000, 500));  // idle for 2 s before it began
+  EXPECT_TRUE(l.Settled(mine));
+  l.Remember(Transfer(2, 2'500, 2'900, 400));  // busy: ended 100 ms before it began
+  EXPECT_FALSE(l.Settled(mine));
+  l.Remember(Transfer(2, 2'900, 3'050, 300));  // still inside it
+  EXPECT_FALSE(l.Settled(mine));
+  l.Remember(Transfer(2, 3'050, 3'400, 700));  // reaches past its end
+  EXPECT_TRUE(l.Settled(mine));
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, mine), (V{{2, 100 + 100}}));  // 50 of 150 ms of 300, 50 of 350 of 700
+}
+
 }  // namespace
 }  // namespace fabricscope::agent

@@ -196,9 +196,34 @@ def delay_file(phase_name, rank):
     return os.path.join(WORK, f"{phase_name}-delay-{rank}")
 
 
+def agent_socket(phase_name, node):
+    """The GPU socket of node's agent in a phase (the ranks of every job on the node use it)."""
+    return os.path.join(WORK, f"{phase_name}-n{node}.sock")
+
+
+def start_rank(phase_name, node, rank, nranks, right_node, comm_hash, nbytes, iterations,
+               compute_ms, delay_ms=0, port=7000, env=None, log_name=None):
+    """One rank of fabricscope-ring-allreduce on `node`, sending to right_node, reporting to the
+    node's agent of phase_name; env: added to its environment (a job's identity)."""
+    out = open(os.path.join(WORK, f"{log_name or phase_name}-rank{rank}.log"), "w")
+    p = subprocess.Popen(["ip", "netns", "exec", NS[node], RING, f"--rank={rank}",
+                          f"--nranks={nranks}", f"--listen={ADDR[node]}:{port}",
+                          f"--right={ADDR[right_node]}:{port}", f"--plugin={PLUGIN}",
+                          f"--bytes={nbytes}", f"--iterations={iterations}",
+                          f"--compute-ms={compute_ms}", f"--delay-ms={delay_ms}",
+                          f"--delay-file={delay_file(phase_name, rank)}",
+                          f"--comm-hash={comm_hash:x}", "--timeout=100"],
+                         stdout=out, stderr=subprocess.STDOUT,
+                         env=dict(os.environ, FABRICSCOPE_GPU_SOCKET=agent_socket(phase_name, node),
+                                  **(env or {})))
+    PROCS.append(p)
+    return p
+
+
 def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_ms=0,
           capture_node=-1, iterations=None, agent_args=None, nbytes=None, compute_ms=50,
-          poll=None, min_instances=None, agent_env=None, http_host="127.0.0.1", on_start=None):
+          poll=None, min_instances=None, agent_env=None, http_host="127.0.0.1", on_start=None,
+          rank_env=None):
     """Runs one all-reduce job with fresh agents; returns the instances of its communicator.
 
     grpc_port: the aggregator's, or a list (node i streams to grpc_port[i % len]: sharded
@@ -211,7 +236,8 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     samples and 200 ms windows; [] = the agents' defaults). poll(instances): called about
     every 200 ms with the communicator's instances so far while the job runs and until
     min_instances (default all) of them are matched. agent_env: {node index: {name: value}},
-    environment added to that node's agent."""
+    environment added to that node's agent; rank_env: environment added to every rank (the
+    job's identity, FABRICSCOPE_JOB_ID)."""
     iterations = iterations or ITERATIONS
     nbytes = nbytes or BYTES
     if agent_args is None:
@@ -222,7 +248,7 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
     for i in range(NODES):
         cfg = os.path.join(WORK, "agent.yaml")
         open(cfg, "w").write("node: x\n")
-        sock = os.path.join(WORK, f"{name}-n{i}.sock")
+        sock = agent_socket(name, i)
         logf = open(os.path.join(WORK, f"{name}-agent-n{i}.log"), "w")
         p = subprocess.Popen(["ip", "netns", "exec", NS[i], AGENT, f"--config={cfg}",
                               f"--node=n{i}", f"--interfaces={VETH[i]}",
@@ -239,21 +265,9 @@ def phase(name, grpc_port, http_port, comm_hash, declared, delay_rank=-1, delay_
         wait_for("agent GPU socket", lambda: os.path.exists(sock) or p.poll() is not None)
         if p.poll() is not None:
             raise RuntimeError(f"agent exited, see {WORK}")
-    ranks = []
-    for i in range(NODES):
-        env = dict(os.environ, FABRICSCOPE_GPU_SOCKET=agents[i][1])
-        out = open(os.path.join(WORK, f"{name}-rank{i}.log"), "w")
-        delay = delay_ms if i == delay_rank else 0
-        p = subprocess.Popen(["ip", "netns", "exec", NS[i], RING, f"--rank={i}",
-                              f"--nranks={NODES}", f"--listen={ADDR[i]}:7000",
-                              f"--right={ADDR[(i + 1) % NODES]}:7000", f"--plugin={PLUGIN}",
-                              f"--bytes={nbytes}", f"--iterations={iterations}",
-                              f"--compute-ms={compute_ms}", f"--delay-ms={delay}",
-                              f"--delay-file={delay_file(name, i)}",
-                              f"--comm-hash={comm_hash:x}", "--timeout=100"],
-                             stdout=out, stderr=subprocess.STDOUT, env=env)
-        PROCS.append(p)
-        ranks.append(p)
+    ranks = [start_rank(name, i, i, NODES, (i + 1) % NODES, comm_hash, nbytes, iterations,
+                        compute_ms, delay_ms if i == delay_rank else 0, env=rank_env)
+             for i in range(NODES)]
     comm = f"{comm_hash >> 32:08x}"
     if on_start is not None:
         on_start()

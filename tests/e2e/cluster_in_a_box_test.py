@@ -21,6 +21,9 @@ fresh agents and its own communicator:
   lossy    n2's shaper has a queue of two frames (tail drops, TCP retransmits): its
            collectives network_lossy, the instances' bottleneck n2; n2's agent also captures
            its veth, and its collectives carry the TCP retransmissions the capture saw.
+  shared   two jobs: job B's bulk all-reduce between n1 and n2 runs throughout job A's ring:
+           A's instances are named from the other flow on n1's or n2's link, and their
+           bottleneck, /api/diagnosis?job=A and the live page's job selector name job B.
 Then: the rank heat map shows ring-neighbour traffic only, /metrics passes promtool check
 metrics, and the heat-map SVGs rendered by headless Chromium show the expected hot cells. After
 the compute phase, the aggregator's live page in Chromium lists the straggler's instances in
@@ -43,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 from box import (FAILED, HEALTHY_DECLARED, HEALTHY_TBF, HUB, ITERATIONS, NODES,  # noqa: E402
                  SLOW_DECLARED, SLOW_TBF, VETH, WORK, check, cleanup, configure, http, log,
-                 metric_values, phase, run, setup, shape, start_aggregator)
+                 metric_values, phase, run, setup, shape, start_aggregator, start_rank)
 
 AGENT, AGGREGATOR, RING, PLUGIN, OUT = sys.argv[1:6]
 configure(AGENT, AGGREGATOR, RING, PLUGIN)
@@ -168,6 +171,69 @@ def check_live_page(http_port):
         b.close()
 
 
+# The two jobs of the shared phase: A, a ring over the four nodes; B, bulk transfers between n1
+# and n2 (named by the FABRICSCOPE_JOB_* claim: no scheduler cgroup in the box, so the agents
+# take the claim as is; e2e.job_identity tests the cgroups).
+JOB_A, JOB_B = {"FABRICSCOPE_JOB_ID": "7001", "FABRICSCOPE_JOB_NAME": "llama"}, \
+    {"FABRICSCOPE_JOB_ID": "8812", "FABRICSCOPE_JOB_NAME": "bulk"}
+
+
+def shared_phase(grpc_port, http_port, healthy):
+    """Job B's bulk all-reduce (1 MiB, no compute) runs between n1 and n2 from before job A's
+    first collective to after its last: A's instances are named from the other flow on n1's or
+    n2's link (shared_flow), their bottleneck names job B as having shared the node, and so
+    does /api/diagnosis?job=7001. Returns A's instances."""
+    bulk = []
+
+    def start_bulk():
+        for rank, (node, right) in enumerate(((1, 2), (2, 1))):
+            bulk.append(start_rank("shared", node, rank, 2, right, 0xb0b0b0b0_00000005,
+                                   1 << 20, 100000, 0, port=7001, env=JOB_B,
+                                   log_name="shared-b"))
+
+    try:
+        return phase("shared", grpc_port, http_port, 0xa0a0a0a0_00000004, healthy,
+                     rank_env=JOB_A, on_start=start_bulk)
+    finally:
+        for p in bulk:
+            p.terminate()
+        for p in bulk:
+            p.wait(timeout=10)
+
+
+def check_jobs_on_page(http_port):
+    """The live page after the shared phase: #jobs lists both jobs; picking job A in the
+    selector shows A's diagnosis only, naming job B on its bottleneck's node, and A's
+    collectives only."""
+    b = cdp.Browser(prefix=["ip", "netns", "exec", HUB], width=1400, height=1200)
+    try:
+        b.open(f"http://127.0.0.1:{http_port}/")
+        rows = b.wait_for("#jobs rows with both jobs", """(() => {
+            const r = [...document.querySelectorAll('#jobs tbody tr')].map(tr => tr.textContent);
+            return r.some(t => t.startsWith('7001')) && r.some(t => t.startsWith('8812')) ? r : null;
+        })()""", timeout=15)
+        check(len(rows) >= 2, f"live page: #jobs lists jobs 7001 and 8812 ({len(rows)} rows)")
+        b.evaluate("""(() => { const s = document.getElementById('job'); s.value = '7001';
+            s.dispatchEvent(new Event('change')); return true; })()""")
+        diag = b.wait_for("job 7001's diagnosis", """(() => {
+            const r = [...document.querySelectorAll('#diagnosis tbody tr')]
+                .map(tr => tr.textContent);
+            return r.length > 0 && r.every(t => t.startsWith('7001 (llama)')) ? r : null;
+        })()""", timeout=15)
+        check(any("job 8812 (bulk)" in r for r in diag),
+              f"live page: job 7001's diagnosis names job 8812 (bulk) ({diag[0][:200]!r})")
+        slow = b.evaluate("""[...document.querySelectorAll('#slow-collectives tbody tr')]
+            .map(tr => tr.firstChild.textContent)""")
+        check(slow and all(s == "7001 (llama)" for s in slow),
+              f"live page: the slow collectives of job 7001 only ({sorted(set(slow))})")
+        errors = b.errors()
+        check(not errors, "live page (jobs): no console error: " + "; ".join(errors))
+    except cdp.CdpError as e:
+        check(False, f"live page (jobs): {e}")
+    finally:
+        b.close()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     try:
@@ -225,6 +291,28 @@ def main():
                                                r["detail"])),
               "lossy phase: n2's collectives carry the capture's loss events "
               f"(e.g. {n2[0]['detail'] if n2 else 'none'!r})")
+
+        # Two jobs on shared nodes: B's bulk traffic on n1's and n2's links slows A's all-reduce.
+        got = shared_phase(grpc_port, http_port, healthy)
+        named = [c for c in got if c["job"] == "7001" and c["bottleneck"] and
+                 c["bottleneck"]["node"] in ("n1", "n2") and
+                 any(s["job"] == "8812" for s in c["bottleneck"]["shared_with"])]
+        check(majority(got, lambda c: c in named),
+              f"shared phase: {len(named)} of {len(got)} instances of job 7001 have their "
+              "bottleneck on n1 or n2 and name job 8812 there "
+              f"(e.g. {got[0]['bottleneck'] if got else None})")
+        check(any("also carried job 8812 (bulk)" in c["bottleneck"]["shared"] for c in named),
+              "shared phase: the bottleneck says n1 or n2 also carried job 8812 (bulk)")
+        diag = json.loads(http(http_port, "/api/diagnosis?job=7001"))["communicators"]
+        check(len(diag) == 1 and diag[0]["comm"] == "a0a0a0a0" and diag[0]["job"] == "7001" and
+              "also carried job 8812 (bulk)" in diag[0]["sentence"],
+              f"/api/diagnosis?job=7001 names job 8812 ({diag[0]['sentence'] if diag else diag})")
+        jobs = {j["id"]: j for j in json.loads(http(http_port, "/api/jobs"))["jobs"]}
+        check(jobs.get("7001", {}).get("comms") == ["a0a0a0a0"] and
+              jobs.get("8812", {}).get("comms") == ["b0b0b0b0"] and
+              jobs["8812"]["nodes"] == ["n1", "n2"],
+              f"/api/jobs: 7001 on a0a0a0a0, 8812 on b0b0b0b0 on n1 and n2 ({sorted(jobs)})")
+        check_jobs_on_page(http_port)
 
         causes = metric_values(http_port, "fabricscope_collectives_by_cause_total")
         check(all(causes.get(f'{{cause="{c}"}}', 0) >= 7 for c in

@@ -170,6 +170,9 @@ TEST_F(SharedWithTest, TheDiagnosisNamesItsJobAndTheOneThatSharedItsNode) {
             "Communicator 11111111 is held back by network_saturated. In its latest affected "
             "instance n3 also carried job 8812 (llama-70b): 60% of its network bytes during it.");
   EXPECT_EQ(c.at("shared_with").list_value().values_size(), 1);
+  // A sentence that ends without a full stop gets one before the next.
+  d.sentence = "n3's port veth3 is saturated in 8 of the last 10 instances, since 09:48:34 UTC";
+  EXPECT_THAT(DiagnosisJson({d}, JobOf()), HasSubstr("since 09:48:34 UTC. In its latest"));
 }
 
 }  // namespace

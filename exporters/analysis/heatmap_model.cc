@@ -13,6 +13,7 @@ void DownsampleHeatmap(HeatmapModel* m, size_t max_cells) {
     absl::StrAppend(&m->note, m->note.empty() ? "" : "; ", "rows cut to ", max_cells, " of ",
                     m->rows.size());
     m->rows.resize(max_cells);
+    if (m->row_nodes.size() > max_cells) m->row_nodes.resize(max_cells);
     m->values.resize(max_cells * m->cols);
   }
   const size_t rows = m->rows.size();

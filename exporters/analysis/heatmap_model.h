@@ -19,6 +19,8 @@ struct HeatmapModel {
   std::string col_axis;     // "time (UTC)"
   std::string value_label;  // "utilization of line rate"
   std::vector<std::string> rows;
+  // The node of each row where a row is one of a node's (links x time), else empty.
+  std::vector<std::string> row_nodes;
   std::vector<std::string> col_labels;  // empty for a time axis
   int64_t start_unix_ns = 0;
   int64_t bucket_ns = 0;

@@ -268,11 +268,13 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   struct Row {
     const Ring<uint8_t>* ring;
     std::string label;
+    const std::string* node;
   };
   std::vector<Row> rows;
   int64_t newest = INT64_MIN;
   for (const auto& [name, n] : nodes_) {
     if (!q.node.empty() && name != q.node) continue;
+    if (!q.nodes.empty() && !q.nodes.contains(name)) continue;
     for (const PortLinks& p : n.ports) {
       if (p.info.node_level()) continue;
       const std::pair<const char*, const Ring<uint8_t>*> dirs[] = {{"transmit", &p.tx},
@@ -281,8 +283,8 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
         if (!q.direction.empty() && q.direction != dname) continue;
         if (ring->latest == INT64_MIN) continue;
         newest = std::max(newest, ring->latest);
-        rows.push_back(
-            Row{ring, absl::StrCat(LinkName(name, p.info), " ", dname[0] == 't' ? "tx" : "rx")});
+        rows.push_back(Row{
+            ring, absl::StrCat(LinkName(name, p.info), " ", dname[0] == 't' ? "tx" : "rx"), &name});
       }
     }
   }
@@ -338,6 +340,7 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   const int64_t first_abs = FloorDiv(from, base);
   for (size_t r = 0; r < rows.size(); ++r) {
     m.rows.push_back(rows[r].label);
+    m.row_nodes.push_back(*rows[r].node);
     // Only the buckets the ring holds can have a value: a requested span (from=1&to=9e9) must
     // not set the length of this loop, which runs under the lock (issue 13).
     const Ring<uint8_t>& ring = *rows[r].ring;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,9 +106,10 @@ class LinkAnalysis {
     int64_t from_unix_ns = 0;  // 0 = to - seconds
     int64_t to_unix_ns = 0;    // 0 = the newest bucket held
     double seconds = 10;
-    int64_t bucket_ns = 0;  // 0 = the stored resolution; rounded up to a multiple of it
-    std::string node;       // empty = all
-    std::string direction;  // "transmit", "receive", empty = both
+    int64_t bucket_ns = 0;        // 0 = the stored resolution; rounded up to a multiple of it
+    std::string node;             // empty = all
+    std::set<std::string> nodes;  // non-empty: only these nodes' links (with `node`: both)
+    std::string direction;        // "transmit", "receive", empty = both
   };
   // Link x time: one row per port and direction ("node/device:port tx"), the maximum of the
   // stored buckets in each column (a one-bucket microburst stays visible), NaN where no data.

@@ -32,6 +32,26 @@ using common::BasicAuth;
 
 namespace {
 
+// /heatmap/links?job=: the job's communicators and, for each node it ran on, the transfers of
+// that node's stored collective records (every communicator's, with network bytes).
+bool JobTransfersOf(const ClusterState& state, const std::string& job, std::set<uint64_t>* comms,
+                    std::map<std::string, std::vector<NodeTransfer>>* by_node) {
+  for (const JobView& v : state.Jobs()) {
+    if (v.job.id() != job) continue;
+    comms->insert(v.comms.begin(), v.comms.end());
+    for (const std::string& node : v.nodes) {
+      std::vector<NodeTransfer>& out = (*by_node)[node];
+      for (const CollectiveRecord& r : state.RecentCollectives(node, 0)) {
+        if (r.proxy_bytes > 0 && r.node == node) {
+          out.push_back({r.comm_hash, r.start_unix_ns, r.end_unix_ns, r.proxy_bytes});
+        }
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
 // The base URL of the aggregator that owns a communicator label ("" when this one does, when
 // not sharded, or for a label that is not 8 hex digits: answered here, empty).
 std::string OwnerUrl(const ClusterState& state, const char* scheme, const std::string& comm) {
@@ -163,7 +183,11 @@ void HttpServer::RegisterDataRoutes() {
                });
   if (state_) {
     std::vector<HeatmapPage> pages;
-    RegisterLinkRoutes(*server_, state_->links(), &pages);
+    RegisterLinkRoutes(*server_, state_->links(), &pages,
+                       [state = state_](const std::string& job, std::set<uint64_t>* comms,
+                                        std::map<std::string, std::vector<NodeTransfer>>* by_node) {
+                         return JobTransfersOf(*state, job, comms, by_node);
+                       });
     RegisterCrossRankRoutes(
         *server_, state_->cross_rank(), &pages,
         [state = state_, scheme = web_.tls() ? "https://" : "http://"](const std::string& comm) {

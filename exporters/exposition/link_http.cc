@@ -82,8 +82,8 @@ bool ParseSeconds(const std::string& v, double* out) {
 }  // namespace
 
 void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
-                        std::vector<HeatmapPage>* pages) {
-  server.Get("/heatmap/links", [&links](const httplib::Request& req, httplib::Response& res) {
+                        std::vector<HeatmapPage>* pages, JobTransfers jobs) {
+  server.Get("/heatmap/links", [&links, jobs](const httplib::Request& req, httplib::Response& res) {
     LinkAnalysis::LinkQuery q;
     q.seconds = links.options().history_seconds;
     if (auto v = QueryParam(req, "seconds"); !v.empty() && !ParseSeconds(v, &q.seconds)) {
@@ -116,7 +116,29 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
     if (!q.direction.empty() && q.direction != "transmit" && q.direction != "receive") {
       return BadRequest(res, "direction must be transmit or receive");
     }
-    ServeHeatmap(req, res, links.LinksHeatmap(q), links.options().max_cells);
+    const std::string job = QueryParam(req, "job");
+    if (job.empty())
+      return ServeHeatmap(req, res, links.LinksHeatmap(q), links.options().max_cells);
+    std::set<uint64_t> comms;
+    std::map<std::string, std::vector<NodeTransfer>> by_node;
+    if (!jobs || !jobs(job, &comms, &by_node) || by_node.empty()) {
+      res.status = 404;
+      res.set_content("no job \"" + job + "\" with nodes is known here (see /api/jobs)\n",
+                      "text/plain");
+      return;
+    }
+    for (const auto& [node, transfers] : by_node) q.nodes.insert(node);
+    HeatmapModel m = links.LinksHeatmap(q);
+    const size_t all_rows = m.rows.size();
+    WeighByJob(&m, by_node, comms);
+    absl::StrAppend(&m.title, ", job ", job, "'s share");
+    m.value_label = "utilization x the job's share of its node's network bytes";
+    absl::StrAppend(&m.note, m.note.empty() ? "" : "; ", m.rows.size(), " of ", all_rows,
+                    " links of the job's nodes carried its traffic; each cell is the link's "
+                    "utilization times the job's share of its node's NCCL network bytes then "
+                    "(node-wide: the profiler does not name the NIC; blank where the node's "
+                    "records do not reach back)");
+    ServeHeatmap(req, res, std::move(m), links.options().max_cells);
   });
   server.Get("/heatmap/nodes", [&links](const httplib::Request& req, httplib::Response& res) {
     double seconds = links.options().history_seconds;
@@ -138,7 +160,7 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
       });
   pages->push_back({"/heatmap/links",
                     "link x time utilization at sub-ms resolution (?seconds=10&bucket=1ms&node="
-                    "&direction=&format=json)"});
+                    "&direction=&format=json; ?job=: one job's share)"});
   pages->push_back(
       {"/heatmap/nodes", "node x node bytes from captured flows (?seconds=10&format=json)"});
 }

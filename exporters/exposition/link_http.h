@@ -1,10 +1,14 @@
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "exporters/analysis/heatmap_model.h"
+#include "exporters/analysis/job_share.h"
 
 namespace httplib {
 class Server;
@@ -27,12 +31,19 @@ struct HeatmapPage {
 //                    newest data) or from=/to= (Unix seconds, fractions allowed), bucket=1ms
 //                    (any absl duration, rounded up to the stored resolution), node=NAME,
 //                    direction=transmit|receive, format=svg|json (default svg), full=0|1 (an
-//                    SVG keeps every column instead of fitting a browser window).
+//                    SVG keeps every column instead of fitting a browser window), job=ID (with
+//                    `jobs`: the links of the job's nodes only, each cell the link's
+//                    utilization times the job's share of its node's network bytes then,
+//                    exporters/analysis/job_share.h; an unknown job is a 404).
 //   /heatmap/nodes   node x node bytes from captured flows. Query: seconds=10, format=svg|json.
 //   /api/anomalies   (?node=), /api/loss_patterns, /api/flight_recordings (?node=): JSON.
 // Appends its heat maps to *pages for the index. `links` must outlive the server.
+// The job's communicators and the recent transfers of each node it ran on (every
+// communicator's there: the share's denominator); false when no such job is known.
+using JobTransfers = std::function<bool(const std::string& job, std::set<uint64_t>* comms,
+                                        std::map<std::string, std::vector<NodeTransfer>>* by_node)>;
 void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
-                        std::vector<HeatmapPage>* pages);
+                        std::vector<HeatmapPage>* pages, JobTransfers jobs = nullptr);
 
 // The query parameter `name` of req, "" when absent.
 std::string QueryParam(const httplib::Request& req, const char* name);

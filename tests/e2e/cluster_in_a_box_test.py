@@ -23,7 +23,8 @@ fresh agents and its own communicator:
            its veth, and its collectives carry the TCP retransmissions the capture saw.
   shared   two jobs: job B's bulk all-reduce between n1 and n2 runs throughout job A's ring:
            A's instances are named from the other flow on n1's or n2's link, and their
-           bottleneck, /api/diagnosis?job=A and the live page's job selector name job B.
+           bottleneck, /api/diagnosis?job=A and the live page's job selector name job B;
+           /heatmap/links?job=B draws n1's and n2's links only.
 Then: the rank heat map shows ring-neighbour traffic only, /metrics passes promtool check
 metrics, and the heat-map SVGs rendered by headless Chromium show the expected hot cells. After
 the compute phase, the aggregator's live page in Chromium lists the straggler's instances in
@@ -312,6 +313,12 @@ def main():
               jobs.get("8812", {}).get("comms") == ["b0b0b0b0"] and
               jobs["8812"]["nodes"] == ["n1", "n2"],
               f"/api/jobs: 7001 on a0a0a0a0, 8812 on b0b0b0b0 on n1 and n2 ({sorted(jobs)})")
+        # Job B's share of the links: its two nodes only, and the share where it ran.
+        hm = json.loads(http(http_port, "/heatmap/links?format=json&job=8812"))
+        peak = max((v for row in hm["values"] for v in row if v is not None), default=0)
+        check({r.split("/")[0] for r in hm["rows"]} == {"n1", "n2"} and peak > 0.1,
+              f"/heatmap/links?job=8812: n1's and n2's links, peak utilization x share "
+              f"{peak:.2f} ({hm['title']})")
         check_jobs_on_page(http_port)
 
         causes = metric_values(http_port, "fabricscope_collectives_by_cause_total")

@@ -27,7 +27,13 @@ void TransferLedger::Remember(const v1::Collective& c) {
 
 double TransferLedger::OverlapBytes(const std::deque<Transfer>& transfers, int64_t t0, int64_t t1) {
   double bytes = 0;
-  for (const Transfer& o : transfers) {
+  // Newest first: kept in arrival order, which is the order of their ends but for the
+  // interleaving of a node's ranks (at most 8 a node), so after 8 transfers in a row that
+  // ended before t0 every older one did too.
+  int ended_before = 0;
+  for (auto it = transfers.rbegin(); it != transfers.rend() && ended_before < 8; ++it) {
+    const Transfer& o = *it;
+    ended_before = o.end_ns < t0 ? ended_before + 1 : 0;
     const int64_t from = std::max(o.start_ns, t0), to = std::min(o.end_ns, t1);
     if (to < from || (to == from && o.end_ns > o.start_ns)) continue;
     const double share = o.end_ns > o.start_ns ? static_cast<double>(to - from) /

@@ -15,6 +15,9 @@
 
 namespace fabricscope::agent {
 
+// Cost per analysed collective: AddSharers and Settled look at each other communicator's newest
+// transfers, back to 8 in a row that ended before the collective began (measured by
+// fabricscope_bench_jobs, tests/README.md "Benchmarks").
 // Not thread-safe: the collective analysis calls it from its one thread.
 // Memory: at most max_comms x kPerComm x 24 bytes (1,024 communicators: 1.5 MiB).
 class TransferLedger {

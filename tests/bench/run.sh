@@ -94,6 +94,11 @@ ninja -C "$BUILD_DIR" fabricscope_bench_heatmap | tail -n 1
 cat "$LOGS/heatmap.log"
 
 echo
+echo "== naming the job that shared a node: agent ledger per collective, links heat map ?job= (fabricscope_bench_jobs --repeat=$HEATMAP_REPEAT)"
+ninja -C "$BUILD_DIR" fabricscope_bench_jobs | tail -n 1
+"$BIN/fabricscope_bench_jobs" --repeat="$HEATMAP_REPEAT" >"$LOGS/jobs.log" 2>&1
+grep -E '^(===|agent|aggregator) ' "$LOGS/jobs.log"
+
 echo "== cluster ingest, 1,000 GPU nodes x 8 ports + 100 collectives/s: batches/s, matching, memory, /metrics (fabricscope_bench_cluster --windows=$CLUSTER_WINDOWS)"
 ninja -C "$BUILD_DIR" fabricscope_bench_cluster | tail -n 1
 "$BIN/fabricscope_bench_cluster" --windows="$CLUSTER_WINDOWS" >"$LOGS/cluster.log" 2>&1 \

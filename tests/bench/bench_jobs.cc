@@ -1,0 +1,126 @@
+// fabricscope_bench_jobs: what naming the job that shared a node costs (issue 36).
+//
+//   agent       per analysed collective, TransferLedger::AddSharers + Settled (the other
+//               communicators on the node) with K busy others of 64 transfers each, K = 1, 8,
+//               64, 1,024 (collectives.max_kinds), against OwnBytes, the per-collective ledger
+//               work the analysis did before, measured in the same run.
+//   aggregator  /heatmap/links?job=: WeighByJob over a 1,000-link x 1,000-bucket model of 125
+//               nodes with 1,024 stored transfers each, against one multiply per cell (the least
+//               any per-cell weighting costs), in the same run.
+// Medians of --repeat runs. Plain binary; no pass/fail.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "agent/transfer_ledger.h"
+#include "exporters/analysis/job_share.h"
+
+namespace {
+
+using fabricscope::agent::TransferLedger;
+using fabricscope::exporters::HeatmapModel;
+using fabricscope::exporters::NodeTransfer;
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kMs = 1'000'000;
+
+template <typename F>
+double MedianNs(int repeat, int per_run, F f) {
+  std::vector<double> t;
+  for (int i = 0; i < repeat; ++i) {
+    const auto a = Clock::now();
+    for (int k = 0; k < per_run; ++k) f(k);
+    t.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count() / per_run);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+fabricscope::v1::Collective Transfer(uint64_t comm, int64_t start, int64_t end, uint64_t bytes) {
+  fabricscope::v1::Collective c;
+  c.set_comm_hash(comm);
+  c.set_start_ns(start);
+  c.set_end_ns(end);
+  c.set_proxy_bytes(bytes);
+  return c;
+}
+
+void Agent(int repeat) {
+  std::printf("=== naming the other jobs on a node, per analysed collective (agent)\n");
+  for (size_t others : {1, 8, 64, 1024}) {
+    TransferLedger l(others + 1);
+    // Every communicator busy: 64 back-to-back 2 ms transfers each, the last ones overlapping
+    // the collectives analysed below.
+    for (size_t o = 0; o <= others; ++o) {
+      for (int i = 0; i < 64; ++i) {
+        l.Remember(Transfer(o + 1, i * 2 * kMs, (i + 1) * 2 * kMs, 1 << 20));
+      }
+    }
+    const auto c = Transfer(1, 100 * kMs, 128 * kMs, 1 << 20);
+    volatile uint64_t sink = 0;
+    const double own = MedianNs(repeat, 2000, [&](int) { sink = sink + l.OwnBytes(c); });
+    const double sharers = MedianNs(repeat, 2000, [&](int) {
+      fabricscope::v1::CollectiveAnalysis a;
+      l.AddSharers(c, &a);
+      sink = sink + static_cast<uint64_t>(a.sharers_size()) + (l.Settled(c) ? 1 : 0);
+    });
+    std::printf("agent others=%zu own_bytes_ns=%.0f sharers_and_settled_ns=%.0f ratio=%.1fx\n",
+                others, own, sharers, sharers / own);
+  }
+}
+
+void Aggregator(int repeat) {
+  std::printf(
+      "=== one job's share of 1,000 links x 1,000 buckets (aggregator, /heatmap/links?job=)\n");
+  const int nodes = 125, rows_per_node = 8;
+  const size_t cols = 1000;
+  HeatmapModel m;
+  m.start_unix_ns = 0;
+  m.bucket_ns = kMs;
+  m.cols = cols;
+  std::map<std::string, std::vector<NodeTransfer>> by_node;
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> length_ms(1, 50);
+  for (int n = 0; n < nodes; ++n) {
+    const std::string node = "node" + std::to_string(n);
+    for (int r = 0; r < rows_per_node; ++r) {
+      m.rows.push_back(node + "/mlx5_" + std::to_string(r) + ":1 tx");
+      m.row_nodes.push_back(node);
+    }
+    std::vector<NodeTransfer>& t = by_node[node];
+    for (int i = 0; i < 1024; ++i) {  // two communicators, the job's and another's
+      const int64_t start = static_cast<int64_t>(i) * kMs;
+      t.push_back({static_cast<uint64_t>(i % 2), start, start + length_ms(rng) * kMs, 1 << 20});
+    }
+  }
+  m.values.assign(m.rows.size() * cols, 0.5f);
+  volatile float sink = 0;
+  const double plain = MedianNs(repeat, 1, [&](int) {
+    HeatmapModel copy = m;
+    for (float& v : copy.values) v *= 0.5f;
+    sink = sink + copy.values.back();
+  });
+  const double weigh = MedianNs(repeat, 1, [&](int) {
+    HeatmapModel copy = m;
+    fabricscope::exporters::WeighByJob(&copy, by_node, {0});
+    sink = sink + copy.values.back();
+  });
+  std::printf("aggregator cells=%zu plain_multiply_ms=%.2f weigh_by_job_ms=%.2f ratio=%.1fx\n",
+              m.values.size(), plain / 1e6, weigh / 1e6, weigh / plain);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--repeat=", 9) == 0) repeat = std::max(1, std::atoi(argv[i] + 9));
+  }
+  Agent(repeat);
+  Aggregator(repeat);
+  return 0;
+}

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -165,14 +166,37 @@ void HttpServer::RegisterDataRoutes() {
     *node = req.has_param("node") ? req.get_param_value("node") : "";
     return ParseLimit(req, 0, limit, res);
   };
-  server_->Get(
-      "/api/collectives", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
-        std::string node;
-        size_t limit;
-        if (!gpu_query(req, &node, &limit, res)) return;
-        res.set_content(state_ ? CollectivesJson(state_->RecentCollectives(node, limit)) : "{}",
-                        "application/json");
-      });
+  server_->Get("/api/collectives",
+               [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+                 std::string node;
+                 size_t limit;
+                 if (!gpu_query(req, &node, &limit, res)) return;
+                 if (!state_) return res.set_content("{}", "application/json");
+                 const std::string job = QueryParam(req, "job");
+                 if (job.empty()) {
+                   return res.set_content(CollectivesJson(state_->RecentCollectives(node, limit)),
+                                          "application/json");
+                 }
+                 // ?job=: that job's communicators' records, the newest `limit` of each node.
+                 const std::set<uint64_t> comms = state_->CommsOfJob(job);
+                 if (comms.empty()) {
+                   res.status = 404;
+                   return res.set_content(
+                       "no job \"" + job + "\" with communicators is known here (see /api/jobs)\n",
+                       "text/plain");
+                 }
+                 std::vector<CollectiveRecord> all = state_->RecentCollectives(node, 0), mine;
+                 std::map<std::string, size_t> per_node;
+                 for (auto it = all.rbegin(); it != all.rend(); ++it) {
+                   if (!comms.contains(it->comm_hash)) continue;
+                   if (size_t& n = per_node[it->node]; limit == 0 || n < limit) {
+                     ++n;
+                     mine.push_back(std::move(*it));
+                   }
+                 }
+                 std::reverse(mine.begin(), mine.end());
+                 res.set_content(CollectivesJson(mine), "application/json");
+               });
   server_->Get("/api/kernels",
                [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
                  std::string node;

@@ -153,6 +153,11 @@ http "/heatmap/collectives?format=json&job=$POD_UID" >"$WORK/hm-b.json" ||
   die "GET /heatmap/collectives?job= failed"
 jq -r .title "$WORK/hm-b.json" | grep -q "comm ${COMM_B:0:8} (job $POD_UID)" ||
   die "job B's collective heat map: $(jq -r .title "$WORK/hm-b.json")"
+# The per-node records of job B only, its two ranks.
+http "/api/collectives?job=$POD_UID&limit=2" >"$WORK/coll-b.json" || die "GET /api/collectives?job= failed"
+[ "$(jq -r '[.collectives[] | .comm[0:8]] | unique | join(",")' "$WORK/coll-b.json")" = "${COMM_B:0:8}" ] &&
+  [ "$(jq '.collectives | length' "$WORK/coll-b.json")" -eq 2 ] ||
+  die "/api/collectives?job=$POD_UID&limit=2: $(head -c 600 "$WORK/coll-b.json")"
 CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/diagnosis?job=no-such-job")
 [ "$CODE" = 404 ] || die "/api/diagnosis for an unknown job answered $CODE"
 log "jobs: $JOB_A (slurm, cgroup v1) and pod $POD_UID (kubernetes, cgroup v2), $(jq '.collectives | length' "$WORK/slow-a.json") collectives of job A"

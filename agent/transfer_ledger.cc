@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <utility>
 #include <vector>
 
 namespace fabricscope::agent {
 
 void TransferLedger::Remember(const v1::Collective& c) {
-  if (c.proxy_bytes() == 0 || max_comms_ == 0) return;
+  if (c.proxy_bytes() == 0 || max_comms_ == 0 || c.end_ns() < c.start_ns()) return;
   auto it = transfers_.find(c.comm_hash());
   if (it == transfers_.end()) {
     if (transfers_.size() >= max_comms_) {
@@ -21,19 +22,31 @@ void TransferLedger::Remember(const v1::Collective& c) {
     }
     it = transfers_.emplace(c.comm_hash(), std::deque<Transfer>{}).first;
   }
-  it->second.push_back(Transfer{c.start_ns(), c.end_ns(), c.proxy_bytes()});
-  while (it->second.size() > kPerComm) it->second.pop_front();
+  std::deque<Transfer>& d = it->second;
+  const Transfer t{c.start_ns(), c.end_ns(), c.proxy_bytes()};
+  if (!d.empty()) {
+    Transfer& last = d.back();
+    const int64_t lo = std::min(last.start_ns, t.start_ns), hi = std::max(last.end_ns, t.end_ns);
+    if (t.start_ns <= last.end_ns + kMergeGapNs && t.end_ns + kMergeGapNs >= last.start_ns &&
+        hi - lo <= kMergeSpanNs && t.end_ns >= last.end_ns - kMergeGapNs) {
+      last = Transfer{lo, hi, last.bytes + t.bytes};
+      // A later end may pass the one before it no more than an insertion would.
+      return;
+    }
+  }
+  // Sorted by end: records come nearly in that order (a producer flushes every 5 ms, the
+  // agent reads every 50 ms), so the walk back is short.
+  auto pos = d.end();
+  while (pos != d.begin() && std::prev(pos)->end_ns > t.end_ns) --pos;
+  d.insert(pos, t);
+  const int64_t newest = d.back().end_ns;
+  while (d.size() > kPerComm || (!d.empty() && d.front().end_ns < newest - kKeepNs)) d.pop_front();
 }
 
 double TransferLedger::OverlapBytes(const std::deque<Transfer>& transfers, int64_t t0, int64_t t1) {
   double bytes = 0;
-  // Newest first: kept in arrival order, which is the order of their ends but for the
-  // interleaving of a node's ranks (at most 8 a node), so after 8 transfers in a row that
-  // ended before t0 every older one did too.
-  int ended_before = 0;
-  for (auto it = transfers.rbegin(); it != transfers.rend() && ended_before < 8; ++it) {
+  for (auto it = transfers.rbegin(); it != transfers.rend() && it->end_ns >= t0; ++it) {
     const Transfer& o = *it;
-    ended_before = o.end_ns < t0 ? ended_before + 1 : 0;
     const int64_t from = std::max(o.start_ns, t0), to = std::min(o.end_ns, t1);
     if (to < from || (to == from && o.end_ns > o.start_ns)) continue;
     const double share = o.end_ns > o.start_ns ? static_cast<double>(to - from) /
@@ -52,26 +65,10 @@ uint64_t TransferLedger::OwnBytes(const v1::Collective& c) const {
   return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
 }
 
-namespace {
-
-// The latest end among a communicator's last few transfers: kept in arrival order, which
-// follows their ends within a few records.
-template <typename Transfers>
-int64_t NewestEnd(const Transfers& transfers) {
-  int64_t newest = INT64_MIN;
-  size_t looked = 0;
-  for (auto o = transfers.rbegin(); o != transfers.rend() && looked < 8; ++o, ++looked) {
-    newest = std::max(newest, o->end_ns);
-  }
-  return newest;
-}
-
-}  // namespace
-
 bool TransferLedger::Settled(const v1::Collective& c) const {
   for (const auto& [comm, transfers] : transfers_) {
     if (comm == c.comm_hash() || transfers.empty()) continue;
-    const int64_t newest = NewestEnd(transfers);
+    const int64_t newest = transfers.back().end_ns;
     if (newest >= c.start_ns() - kBusyBeforeNs && newest < c.end_ns()) return false;
   }
   return true;
@@ -81,13 +78,16 @@ void TransferLedger::AddSharers(const v1::Collective& c, v1::CollectiveAnalysis*
   std::vector<std::pair<uint64_t, uint64_t>> found;  // (bytes, comm)
   for (const auto& [comm, transfers] : transfers_) {
     // One whose latest transfers all ended before c began was silent throughout.
-    if (comm == c.comm_hash() || transfers.empty() || NewestEnd(transfers) < c.start_ns()) {
+    if (comm == c.comm_hash() || transfers.empty() || transfers.back().end_ns < c.start_ns()) {
       continue;
     }
     const auto bytes =
         static_cast<uint64_t>(std::llround(OverlapBytes(transfers, c.start_ns(), c.end_ns())));
     if (bytes > 0) found.emplace_back(bytes, comm);
   }
+  uint64_t total = 0;
+  for (const auto& [bytes, comm] : found) total += bytes;
+  a->set_sharers_bytes_total(total);
   const size_t n = std::min(found.size(), kMaxSharers);
   std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), found.end(),
                     [](const auto& x, const auto& y) {

@@ -15,15 +15,25 @@
 
 namespace fabricscope::agent {
 
-// Cost per analysed collective: AddSharers and Settled look at each other communicator's newest
-// transfers, back to 8 in a row that ended before the collective began (measured by
-// fabricscope_bench_jobs, tests/README.md "Benchmarks").
+// Kept by time, not by count: each communicator's transfers sorted by their end, a new one that
+// overlaps or follows the latest within kMergeGapNs merged into it while the merged span stays
+// under kMergeSpanNs (the node's 8 ranks' back-to-back collectives of a fast communicator become
+// one entry per 10 ms, spread evenly over it: totals exact, timing to 10 ms), and entries that
+// ended more than kKeepNs before the communicator's newest one dropped (a collective is analysed
+// within CollectiveAnalysisOptions::max_wait, 3 s, of its arrival).
+// Cost per analysed collective: AddSharers and Settled look at each other communicator's
+// entries that end after the collective began (measured by fabricscope_bench_jobs,
+// tests/README.md "Benchmarks").
 // Not thread-safe: the collective analysis calls it from its one thread.
-// Memory: at most max_comms x kPerComm x 24 bytes (1,024 communicators: 1.5 MiB).
+// Memory: at most max_comms x kPerComm x 24 bytes (1,024 communicators: 12 MiB; a node of 16
+// busy communicators: 200 KiB).
 class TransferLedger {
  public:
-  // Transfers kept per communicator: 8 local ranks x 8 sequence numbers.
-  static constexpr size_t kPerComm = 64;
+  // Entries kept per communicator: 5 s of back-to-back traffic at kMergeSpanNs each.
+  static constexpr size_t kPerComm = 512;
+  static constexpr int64_t kKeepNs = 5'000'000'000;
+  static constexpr int64_t kMergeGapNs = 1'000'000;
+  static constexpr int64_t kMergeSpanNs = 10'000'000;
   // The most communicators CollectiveAnalysis.sharers names (the bytes' largest).
   static constexpr size_t kMaxSharers = 4;
   // A communicator counts as busy at a collective's start when one of its transfers ended at
@@ -31,9 +41,11 @@ class TransferLedger {
   static constexpr int64_t kBusyBeforeNs = 1'000'000'000;
   // How long past a collective's end its analysis waits for the busy ones to report (Settled):
   // a record comes when its collective ends, so another job's collective that began before this
-  // one and ends within this of it is counted. Bounded so that a job that stopped holds the
-  // node's analyses back this long at most (at 16,000 collectives a second, 8,000 wait: within
-  // CollectiveAnalysisOptions::max_pending).
+  // one and ends within this of it is counted. The analyses go in arrival order, so a wait holds
+  // the node's later ones back with it, this long at most, whenever a busy communicator has not
+  // reported past the collective's end (a job that stopped, a per-step all-reduce beside a
+  // continuous one): at 16,000 collectives a second 8,000 wait, within
+  // CollectiveAnalysisOptions::max_pending.
   static constexpr int64_t kSettleWaitNs = 500'000'000;
 
   // max_comms: communicators kept; one more forgets the one whose newest transfer ended first
@@ -48,6 +60,7 @@ class TransferLedger {
   uint64_t OwnBytes(const v1::Collective& c) const;
   // Appends to a->sharers the other communicators' proxy bytes during c, pro rata likewise,
   // the kMaxSharers largest, most first (ties by communicator hash); none that moved nothing.
+  // Sets a->sharers_bytes_total to all of theirs.
   void AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a) const;
   // Whether every other communicator busy when c began (kBusyBeforeNs) has reported a transfer
   // that ends at or after c's end, so that AddSharers(c) sees all of theirs that overlap c.
@@ -60,6 +73,7 @@ class TransferLedger {
     int64_t start_ns, end_ns;
     uint64_t bytes;
   };
+  // Sorted by end: the ones that end before t0 are skipped without being read.
   static double OverlapBytes(const std::deque<Transfer>& transfers, int64_t t0, int64_t t1);
 
   size_t max_comms_;

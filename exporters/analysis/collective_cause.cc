@@ -120,6 +120,7 @@ void CauseClassifier::Record(const CollectiveInstance& d, int64_t last_end, Diag
     o.port_bytes = b.port_bytes;
     o.own_bytes = b.own_bytes;
     o.sharers = b.sharers;
+    o.sharers_total = b.sharers_total;
   }
   diagnosis.Record(d.key.comm, std::move(o));
 }

@@ -101,7 +101,7 @@ struct CommDiagnosis {
   std::string sentence;    // the whole diagnosis in one sentence with its numbers
   // Of the latest affected instance's bottleneck rank: its ports' bytes, its communicator's own
   // and the other communicators' on its node meanwhile (Outcome), 0 / none when unknown.
-  uint64_t port_bytes = 0, own_bytes = 0;
+  uint64_t port_bytes = 0, own_bytes = 0, sharers_total = 0;
   std::array<Sharer, 2> sharers{};
 };
 
@@ -132,7 +132,7 @@ class Diagnosis {
     double best_share = -1;
     // The bottleneck rank's port bytes and the other communicators on its node meanwhile
     // (PortFigures), for naming the job that shared its link.
-    uint64_t port_bytes = 0, own_bytes = 0;
+    uint64_t port_bytes = 0, own_bytes = 0, sharers_total = 0;
     std::array<Sharer, 2> sharers{};
   };
   void Record(uint64_t comm, Outcome outcome);

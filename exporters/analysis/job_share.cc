@@ -8,6 +8,8 @@ namespace fabricscope::exporters {
 
 namespace {
 
+constexpr int64_t kMaxTransferNs = 3'600'000'000'000;
+
 // Adds `bytes` spread evenly over [start, end] to the columns of `sum` (a transfer of no duration
 // whole in its column): the first and last columns directly, the ones between through the
 // difference array `interior` (each gets bytes x bucket / length), so a transfer costs O(1)
@@ -41,18 +43,25 @@ void Spread(int64_t from, int64_t bucket_ns, int64_t start, int64_t end, double 
 
 }  // namespace
 
-std::vector<float> JobShareColumns(const std::vector<NodeTransfer>& transfers,
-                                   const std::set<uint64_t>& comms, int64_t from, int64_t bucket_ns,
-                                   size_t cols) {
+std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uint64_t>& comms,
+                                   int64_t from, int64_t bucket_ns, size_t cols) {
   std::vector<float> share(cols, NAN);
-  if (transfers.empty() || bucket_ns <= 0 || cols == 0) return share;
+  if ((node.truncated && node.transfers.empty()) || bucket_ns <= 0 || cols == 0) return share;
   // interior arrays have one slot more: the difference at c1 may fall on the last column.
   std::vector<double> job(cols, 0), all(cols, 0), job_in(cols + 1, 0), all_in(cols + 1, 0);
   int64_t oldest = std::numeric_limits<int64_t>::max();
   const int64_t to = from + bucket_ns * static_cast<int64_t>(cols);
-  for (const NodeTransfer& t : transfers) {
-    oldest = std::min(oldest, t.start_unix_ns);
-    if (t.end_unix_ns < t.start_unix_ns || t.end_unix_ns < from || t.start_unix_ns >= to) continue;
+  for (const NodeTransfer& t : node.transfers) {
+    // Unknown times (0), a clock that went backwards, or a span past an hour (an agent's bad
+    // clock; it would also overflow the arithmetic) say nothing about when the bytes moved.
+    if (t.start_unix_ns <= 0 || t.end_unix_ns < t.start_unix_ns ||
+        t.end_unix_ns - t.start_unix_ns > kMaxTransferNs) {
+      continue;
+    }
+    // The node keeps its latest records by arrival, which follows their ends: what it dropped
+    // ended before the earliest end it kept.
+    oldest = std::min(oldest, t.end_unix_ns);
+    if (t.end_unix_ns < from || t.start_unix_ns >= to) continue;
     const auto bytes = static_cast<double>(t.bytes);
     Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &all, &all_in);
     if (comms.contains(t.comm)) {
@@ -65,16 +74,16 @@ std::vector<float> JobShareColumns(const std::vector<NodeTransfer>& transfers,
     run_all += all_in[c];
     const double j = job[c] + run_job, a = all[c] + run_all;
     const int64_t c_end = from + static_cast<int64_t>(c + 1) * bucket_ns;
-    if (c_end <= oldest) continue;  // before the records reach: unknown
+    if (node.truncated && c_end <= oldest) continue;  // before the records reach: unknown
     // Running sums leave rounding residue: under a thousandth of a byte is nothing.
     share[c] = a > 1e-3 && j > 1e-3 ? static_cast<float>(std::clamp(j / a, 0.0, 1.0)) : 0.0f;
   }
   return share;
 }
 
-size_t WeighByJob(HeatmapModel* m, const std::map<std::string, std::vector<NodeTransfer>>& by_node,
+size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& by_node,
                   const std::set<uint64_t>& comms) {
-  static const std::vector<NodeTransfer> kNone;
+  static const NodeTransfers kNone;
   std::map<std::string, std::vector<float>> shares;  // per node, computed once
   HeatmapModel out = *m;
   out.rows.clear();

@@ -25,21 +25,29 @@ struct NodeTransfer {
   uint64_t bytes = 0;
 };
 
+// A node's stored transfers; truncated: the node held as many records as it keeps, so older ones
+// were dropped.
+struct NodeTransfers {
+  std::vector<NodeTransfer> transfers;
+  bool truncated = false;
+};
+
 // Per column of the time grid [from + j x bucket_ns, + bucket_ns), j < cols: the share in [0, 1]
 // of the node's transfer bytes that `comms` moved, each transfer counted pro rata to its overlap
-// with the column; 0 where the node's transfers moved nothing; NaN in columns that end before
-// the oldest transfer held begins (the node's records do not reach back that far), and in all
-// of them when there is none. bucket_ns <= 0 gives all NaN.
-std::vector<float> JobShareColumns(const std::vector<NodeTransfer>& transfers,
-                                   const std::set<uint64_t>& comms, int64_t from, int64_t bucket_ns,
-                                   size_t cols);
+// with the column; 0 where the node's transfers moved nothing; when `truncated`, NaN in columns
+// that end before the earliest end among the transfers held (the node keeps its latest records,
+// which arrive in the order of their ends: older ones were dropped), and in all of them when
+// none is held. A transfer with an unknown start (0), an end before its start or a span over an
+// hour is skipped. from must be at least 0 and from + bucket_ns x cols must fit an int64;
+// bucket_ns <= 0 gives all NaN.
+std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uint64_t>& comms,
+                                   int64_t from, int64_t bucket_ns, size_t cols);
 
 // Scales a links x time heat map (model->row_nodes set, a time axis) to one job's part: each cell
 // times the share of its node's network bytes the job moved then (JobShareColumns of
 // by_node[node]); NaN where the share is unknown. Rows of a node where the job moved nothing in
 // the window are dropped. Returns the rows kept.
-size_t WeighByJob(HeatmapModel* model,
-                  const std::map<std::string, std::vector<NodeTransfer>>& by_node,
+size_t WeighByJob(HeatmapModel* model, const std::map<std::string, NodeTransfers>& by_node,
                   const std::set<uint64_t>& comms);
 
 }  // namespace fabricscope::exporters

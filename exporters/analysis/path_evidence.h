@@ -128,7 +128,8 @@ struct PortFigures {
   // The two other communicators that moved the most bytes on its node meanwhile, most first
   // (CollectiveAnalysis.sharers; node-wide, not only this port's).
   std::array<Sharer, 2> sharers{};
-  float tx_busy = 0;  // PortActivity.transmit_busy_utilization
+  uint64_t sharers_total = 0;  // CollectiveAnalysis.sharers_bytes_total: all of them
+  float tx_busy = 0;           // PortActivity.transmit_busy_utilization
   // The ranks it sent the most to (Collective.proxy_peers by bytes_sent), -1 none: the far
   // ends of its transfers, whose line rates bound what its path can carry.
   std::array<int32_t, 2> send_peers = {-1, -1};

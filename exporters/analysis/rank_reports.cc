@@ -63,9 +63,20 @@ bool ReportBuilder::Add(Name node, const v1::Collective& c, int64_t unix_offset_
   e.bus_bytes = c.busbw_bytes_per_second() * c.duration_seconds();
   PortFigures& f = e;
   f.own_bytes = a.own_bytes();
-  for (int i = 0; i < a.sharers_size() && i < static_cast<int>(f.sharers.size()); ++i) {
-    f.sharers[static_cast<size_t>(i)] = {a.sharers(i).comm_hash(), a.sharers(i).bytes()};
+  // The two largest whatever order an agent sent them in, and the total of all of them (at
+  // least the ones listed, should an agent say less).
+  uint64_t listed = 0;
+  for (const v1::SharerBytes& s : a.sharers()) {
+    listed = s.bytes() > UINT64_MAX - listed ? UINT64_MAX : listed + s.bytes();
+    const Sharer x{s.comm_hash(), s.bytes()};
+    if (x.bytes > f.sharers[0].bytes) {
+      f.sharers[1] = f.sharers[0];
+      f.sharers[0] = x;
+    } else if (x.bytes > f.sharers[1].bytes) {
+      f.sharers[1] = x;
+    }
   }
+  f.sharers_total = std::max(a.sharers_bytes_total(), listed);
   // The two peers it sent the most to.
   uint64_t sent[2] = {0, 0};
   for (const v1::ProxyPeer& p : c.proxy_peers()) {

@@ -82,15 +82,18 @@ constexpr double kSharedSentenceShare = 0.1;
 
 // ,"shared_with":[{comm, job, job_name, bytes, share}] of the communicators that shared `node`
 // while the collective of `own_comm` ran (PortFigures.sharers), share = bytes over the node's
-// proxy network bytes then (own + every sharer's); [] when none or nothing is known. Sets
+// proxy network bytes then (own + every other communicator's, those not listed included:
+// sharers_total); [] when none or nothing is known. Sets
 // *sentence to "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it" for
 // the largest at a share of at least kSharedSentenceShare, "" otherwise.
 void AppendSharedWith(std::string* out, std::string* sentence, const std::string& node,
                       uint64_t own_comm, uint64_t own_bytes, const std::array<Sharer, 2>& sharers,
-                      const JobOfComm& job_of) {
+                      uint64_t sharers_total, const JobOfComm& job_of) {
   sentence->clear();
-  double total = static_cast<double>(own_bytes);
-  for (const Sharer& s : sharers) total += static_cast<double>(s.bytes);
+  double listed = 0;
+  for (const Sharer& s : sharers) listed += static_cast<double>(s.bytes);
+  const double total =
+      static_cast<double>(own_bytes) + std::max(listed, static_cast<double>(sharers_total));
   *out += ",\"shared_with\":[";
   if (own_bytes == 0 || total <= 0) {
     *out += "]";
@@ -228,7 +231,8 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of)
     out += ",\"evidence\":";
     AppendJsonString(&out, d.evidence);
     std::string shared;
-    AppendSharedWith(&out, &shared, d.node, d.comm, d.own_bytes, d.sharers, job_of);
+    AppendSharedWith(&out, &shared, d.node, d.comm, d.own_bytes, d.sharers, d.sharers_total,
+                     job_of);
     out += ",\"sentence\":";
     AppendJsonString(&out,
                      shared.empty()
@@ -275,7 +279,8 @@ std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& 
       out += ",\"detail\":";
       AppendJsonString(&out, b.detail());
       std::string shared;
-      AppendSharedWith(&out, &shared, b.node.str(), d.key.comm, b.own_bytes, b.sharers, job_of);
+      AppendSharedWith(&out, &shared, b.node.str(), d.key.comm, b.own_bytes, b.sharers,
+                       b.sharers_total, job_of);
       out += ",\"shared\":";
       AppendJsonString(&out, shared);
       out += "}";

@@ -36,15 +36,19 @@ namespace {
 // /heatmap/links?job=: the job's communicators and, for each node it ran on, the transfers of
 // that node's stored collective records (every communicator's, with network bytes).
 bool JobTransfersOf(const ClusterState& state, const std::string& job, std::set<uint64_t>* comms,
-                    std::map<std::string, std::vector<NodeTransfer>>* by_node) {
+                    std::map<std::string, NodeTransfers>* by_node) {
   for (const JobView& v : state.Jobs()) {
     if (v.job.id() != job) continue;
     comms->insert(v.comms.begin(), v.comms.end());
     for (const std::string& node : v.nodes) {
-      std::vector<NodeTransfer>& out = (*by_node)[node];
-      for (const CollectiveRecord& r : state.RecentCollectives(node, 0)) {
-        if (r.proxy_bytes > 0 && r.node == node) {
-          out.push_back({r.comm_hash, r.start_unix_ns, r.end_unix_ns, r.proxy_bytes});
+      NodeTransfers& out = (*by_node)[node];
+      const std::vector<CollectiveRecord> records = state.RecentCollectives(node, 0);
+      // As many as the node keeps (GpuState::Options, the default ClusterState uses): older
+      // ones were dropped.
+      out.truncated = records.size() >= GpuState::Options().recent_collectives_per_node;
+      for (const CollectiveRecord& r : records) {
+        if (r.proxy_bytes > 0) {
+          out.transfers.push_back({r.comm_hash, r.start_unix_ns, r.end_unix_ns, r.proxy_bytes});
         }
       }
     }
@@ -209,7 +213,7 @@ void HttpServer::RegisterDataRoutes() {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages,
                        [state = state_](const std::string& job, std::set<uint64_t>* comms,
-                                        std::map<std::string, std::vector<NodeTransfer>>* by_node) {
+                                        std::map<std::string, NodeTransfers>* by_node) {
                          return JobTransfersOf(*state, job, comms, by_node);
                        });
     RegisterCrossRankRoutes(

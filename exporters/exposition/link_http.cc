@@ -120,7 +120,7 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
     if (job.empty())
       return ServeHeatmap(req, res, links.LinksHeatmap(q), links.options().max_cells);
     std::set<uint64_t> comms;
-    std::map<std::string, std::vector<NodeTransfer>> by_node;
+    std::map<std::string, NodeTransfers> by_node;
     if (!jobs || !jobs(job, &comms, &by_node) || by_node.empty()) {
       res.status = 404;
       res.set_content("no job \"" + job + "\" with nodes is known here (see /api/jobs)\n",

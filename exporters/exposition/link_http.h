@@ -41,7 +41,7 @@ struct HeatmapPage {
 // The job's communicators and the recent transfers of each node it ran on (every
 // communicator's there: the share's denominator); false when no such job is known.
 using JobTransfers = std::function<bool(const std::string& job, std::set<uint64_t>* comms,
-                                        std::map<std::string, std::vector<NodeTransfer>>* by_node)>;
+                                        std::map<std::string, NodeTransfers>* by_node)>;
 void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                         std::vector<HeatmapPage>* pages, JobTransfers jobs = nullptr);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string_view>
 #include <tuple>
@@ -354,8 +355,14 @@ GpuSnapshot GpuState::Snapshot() const {
 std::vector<CollectiveRecord> GpuState::RecentCollectives(absl::string_view node_filter,
                                                           size_t limit) const {
   std::vector<CollectiveRecord> out;
-  for (const auto& [node, n] : nodes_) {
-    if (!node_filter.empty() && node != node_filter) continue;
+  // One node: looked up, not scanned for (a job's heat map asks once per node of the job).
+  auto first = nodes_.begin(), last = nodes_.end();
+  if (!node_filter.empty()) {
+    first = nodes_.find(std::string(node_filter));
+    last = first == nodes_.end() ? first : std::next(first);
+  }
+  for (auto it = first; it != last; ++it) {
+    const auto& [node, n] = *it;
     const size_t skip =
         limit > 0 && n.collectives.size() > limit ? n.collectives.size() - limit : 0;
     size_t peer_index = 0;  // of collective i's first proxy peer in n.proxy_peers

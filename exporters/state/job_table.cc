@@ -86,6 +86,16 @@ void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::T
     if (it == jobs_.end()) continue;  // only jobs this window listed (bounded above)
     Entry& e = it->second;
     if (e.comms.size() >= kMaxCommsPerJob && !e.comms.contains(c.comm_hash())) continue;
+    // A communicator has one job. Another job that names it (a producer can send any hash)
+    // takes it only when its report is more trusted; then it leaves the old job's list.
+    if (auto held = comm_job_.find(c.comm_hash()); held != comm_job_.end() && held->second != id) {
+      auto old = jobs_.find(held->second);
+      if (old != jobs_.end()) {
+        if (Trust(e.job.source()) <= Trust(old->second.job.source())) continue;
+        old->second.comms.erase(c.comm_hash());
+        std::erase_if(old->second.ranks, [&](const auto& r) { return r.first == c.comm_hash(); });
+      }
+    }
     e.comms.insert(c.comm_hash());
     comm_job_[c.comm_hash()] = id;
     if (e.ranks.size() < kMaxRanksPerJob) e.ranks.emplace(c.comm_hash(), c.rank());

@@ -25,7 +25,9 @@ struct JobView {
 // evicts the one seen longest ago, counted), and a job no batch has named for `expiry` leaves at
 // Expire(). Agents are not trusted: a batch contributes at most kMaxJobsPerBatch jobs (the rest
 // counted), its communicators join only the jobs it listed, a report less trusted than the one
-// held (Job.source: a claim without a cgroup) does not overwrite it, and every string keeps at
+// held (Job.source: a claim without a cgroup) does not overwrite it, a communicator stays with the
+// job that named it first unless a more trusted report names another (then it moves, and leaves
+// the first job's lists), and every string keeps at
 // most kMaxFieldBytes bytes, cut at a UTF-8 boundary.
 //
 // Memory: per job about 600 bytes of strings plus 40 bytes per node and 24 per (comm, rank).

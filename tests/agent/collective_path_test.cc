@@ -111,6 +111,57 @@ TEST_F(CollectivePathTest, OwnBytesAreTheNodesRanksOfTheCommunicatorProRata) {
   EXPECT_EQ(sharers(2), (V{{mine.comm_hash(), 2'000'000}}));  // 1 M + half of 2 M
   // The intra-node one had no network bytes of its own, but others' ran beside it.
   EXPECT_EQ(sharers(3), (V{{0xdef, 5'000'000}, {mine.comm_hash(), 2'000'000}}));
+  EXPECT_EQ(b.collectives(3).analysis().sharers_bytes_total(), 7'000'000u);
+}
+
+// A collective's analysis waits for the node's other busy communicators (one whose last
+// transfer ended within 1 s before it began) to report a transfer past its end, so that
+// another job's longer collective is in its sharers; 0.5 s past its end it goes without them.
+TEST_F(CollectivePathTest, AnalysisWaitsForTheBusyOthersThenGoesWithout) {
+  Fill(recorder_, 0, 0, 2000, 0.5);
+  CollectiveAnalysisOptions o;
+  o.delay_ns = 0;
+  o.rails = {"eth0"};
+  CollectiveAnalyzer a(Ports(), recorder_, o);
+  v1::Collective other = Coll(1, 10 * kMs, 90 * kMs);  // another job's, busy before mine
+  other.set_comm_hash(0xdef);
+  other.set_proxy_bytes(900);
+  AddCollective(a, other);
+  v1::Batch b;
+  a.Process(95 * kMs, &b);
+  ASSERT_EQ(b.collectives_size(), 1);  // nothing else ran: it goes at once
+  v1::Collective mine = Coll(2, 100 * kMs, 200 * kMs);
+  mine.set_proxy_bytes(1'000);
+  AddCollective(a, mine);
+  b.Clear();
+  a.Process(300 * kMs, &b);
+  EXPECT_EQ(b.collectives_size(), 0);  // 0xdef has not reported past 200 ms: it waits
+  v1::Collective longer = other;       // its collective that ran through mine, reported late
+  longer.set_start_ns(90 * kMs);
+  longer.set_end_ns(290 * kMs);
+  longer.set_proxy_bytes(2'000);
+  AddCollective(a, longer);
+  b.Clear();
+  a.Process(310 * kMs, &b);
+  ASSERT_GE(b.collectives_size(), 1);
+  const v1::CollectiveAnalysis& got = b.collectives(0).analysis();
+  ASSERT_EQ(got.sharers_size(), 1);
+  EXPECT_EQ(got.sharers(0).comm_hash(), 0xdefu);
+  EXPECT_EQ(got.sharers(0).bytes(), 1'000u);  // 100 of its 200 ms
+  ASSERT_EQ(b.collectives_size(), 1);         // 0xdef's own waits for mine to report past 290 ms
+  // Another of mine, and 0xdef silent since 290 ms: it waits until 0.5 s past its end (0xdef's
+  // goes 0.5 s past its own).
+  v1::Collective next = Coll(3, 300 * kMs, 400 * kMs);
+  next.set_proxy_bytes(1'000);
+  AddCollective(a, next);
+  b.Clear();
+  a.Process(900 * kMs, &b);
+  ASSERT_EQ(b.collectives_size(), 1);
+  EXPECT_EQ(b.collectives(0).comm_hash(), 0xdefu);
+  b.Clear();
+  a.Process(901 * kMs, &b);
+  ASSERT_EQ(b.collectives_size(), 1);
+  EXPECT_EQ(b.collectives(0).seq(), 3u);
 }
 
 // The competing-flow rule weighs the ports' bytes against the node's own bytes of the

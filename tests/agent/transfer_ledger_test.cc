@@ -62,9 +62,10 @@ TEST(TransferLedger, AloneNoneAndAnInstantCountsWhole) {
   EXPECT_EQ(Sharers(l, mine), (V{{2, 700}}));
 }
 
-// At most max_comms communicators: one more forgets the one whose newest transfer ended first,
-// and each keeps its kPerComm latest transfers.
-TEST(TransferLedger, BoundedInCommunicatorsAndTransfers) {
+// At most max_comms communicators: one more forgets the one whose newest transfer ended first.
+// Within one, back-to-back transfers merge into 10 ms entries with their bytes whole, entries
+// that ended 5 s before the newest leave, and at most kPerComm stay.
+TEST(TransferLedger, BoundedInCommunicatorsTimeAndEntries) {
   TransferLedger l(2);
   l.Remember(Transfer(1, 0, 100, 10));
   l.Remember(Transfer(2, 0, 300, 10));
@@ -73,9 +74,51 @@ TEST(TransferLedger, BoundedInCommunicatorsAndTransfers) {
   const v1::Collective probe = Transfer(9, 0, 1'000, 1);
   using V = std::vector<std::pair<uint64_t, uint64_t>>;
   EXPECT_EQ(Sharers(l, probe), (V{{2, 10}, {3, 10}}));
+  const auto all = [&](uint64_t comm) { return l.OwnBytes(Transfer(comm, 0, 100'000, 1)); };
   for (int i = 0; i < 1'000; ++i) l.Remember(Transfer(2, 1'000 + i, 1'001 + i, 1));
-  // Only the latest kPerComm one-byte transfers of communicator 2 remain.
-  EXPECT_EQ(l.OwnBytes(Transfer(2, 0, 100'000, 1)), TransferLedger::kPerComm);
+  EXPECT_EQ(all(2), 1'010u);                 // merged, every byte kept
+  l.Remember(Transfer(2, 7'000, 7'001, 1));  // 5 s after the 1,000: they leave
+  EXPECT_EQ(all(2), 1u);
+  // 600 transfers 5 ms apart do not merge (a gap over 1 ms): the latest 512 stay.
+  for (int i = 0; i < 600; ++i) l.Remember(Transfer(3, 8'000 + 5 * i, 8'001 + 5 * i, 1));
+  EXPECT_EQ(all(3), TransferLedger::kPerComm);
+}
+
+// A fast communicator of another job (8 local ranks, a 1 KB collective of 0.5 ms each every
+// 0.5 ms) during a 100 ms collective, fed 25 ms past its end: every one of its 1,600 transfers
+// is counted, not only the newest few.
+TEST(TransferLedger, AFastOtherJobIsCountedWhole) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 50, 150, 1'000'000);
+  for (int step = 0; step < 350; ++step) {
+    const double t = step * 0.5;
+    for (int rank = 0; rank < 8; ++rank) {
+      v1::Collective c;
+      c.set_comm_hash(2);
+      c.set_start_ns(static_cast<int64_t>(t * kMs));
+      c.set_end_ns(static_cast<int64_t>((t + 0.5) * kMs));
+      c.set_proxy_bytes(1'000);
+      l.Remember(c);
+    }
+    if (step == 100) l.Remember(mine);
+  }
+  const auto v = Sharers(l, mine);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(v[0].second), 1.6e6, 0.02 * 1.6e6);
+}
+
+// Records come in blocks per rank (a producer flushes every 5 ms): one rank's 20 collectives,
+// then another's 20 of the same times. A collective that overlaps the tenth of each counts
+// both.
+TEST(TransferLedger, RecordsOutOfOrderByRankAreAllFound) {
+  TransferLedger l(16);
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int i = 0; i < 20; ++i) l.Remember(Transfer(2, 10 * i, 10 * i + 5, 1'000));
+  }
+  const v1::Collective mine = Transfer(1, 100, 105, 10);
+  l.Remember(mine);
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, mine), (V{{2, 2'000}}));
 }
 
 // A collective is settled once every communicator that was busy when it began (a transfer

@@ -1,9 +1,10 @@
 // fabricscope_bench_jobs: what naming the job that shared a node costs (issue 36).
 //
 //   agent       per analysed collective, TransferLedger::AddSharers + Settled (the other
-//               communicators on the node) with K busy others of 64 transfers each, K = 1, 8,
-//               64, 1,024 (collectives.max_kinds), against OwnBytes, the per-collective ledger
-//               work the analysis did before, measured in the same run.
+//               communicators on the node) with K busy others of 64 back-to-back 2 ms
+//               transfers each (the ledger merges them into 10 ms entries), K = 1, 8, 64, 1,024
+//               (collectives.max_kinds), against OwnBytes of the collective's own communicator,
+//               measured in the same run.
 //   aggregator  /heatmap/links?job=: WeighByJob over a 1,000-link x 1,000-bucket model of 125
 //               nodes with 1,024 stored transfers each, against one multiply per cell (the least
 //               any per-cell weighting costs), in the same run.
@@ -82,7 +83,7 @@ void Aggregator(int repeat) {
   m.start_unix_ns = 0;
   m.bucket_ns = kMs;
   m.cols = cols;
-  std::map<std::string, std::vector<NodeTransfer>> by_node;
+  std::map<std::string, fabricscope::exporters::NodeTransfers> by_node;
   std::mt19937 rng(1);
   std::uniform_int_distribution<int> length_ms(1, 50);
   for (int n = 0; n < nodes; ++n) {
@@ -91,7 +92,7 @@ void Aggregator(int repeat) {
       m.rows.push_back(node + "/mlx5_" + std::to_string(r) + ":1 tx");
       m.row_nodes.push_back(node);
     }
-    std::vector<NodeTransfer>& t = by_node[node];
+    std::vector<NodeTransfer>& t = by_node[node].transfers;
     for (int i = 0; i < 1024; ++i) {  // two communicators, the job's and another's
       const int64_t start = static_cast<int64_t>(i) * kMs;
       t.push_back({static_cast<uint64_t>(i % 2), start, start + length_ms(rng) * kMs, 1 << 20});

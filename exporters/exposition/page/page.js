@@ -37,6 +37,13 @@ function fmtSeconds(s) {
   if (s >= 1e-3) return (s * 1e3).toPrecision(3) + ' ms';
   return (s * 1e6).toPrecision(3) + ' µs';
 }
+// A diagnosis's p90 cost (cost_ratio: p90 over the baseline's, minus 1) as a signed percentage:
+// "+12%", "−10%" (faster than before), "–" unknown.
+function fmtCost(v) {
+  if (v === null || v === undefined || !isFinite(v)) return '–';
+  const pct = Math.abs(v * 100);
+  return (v < 0 ? '−' : '+') + (pct < 10 ? pct.toFixed(1) : pct.toFixed(0)) + '%';
+}
 function fmtRatio(v) {
   if (v === null || v === undefined || !isFinite(v)) return '–';
   if (v === 0) return '0';
@@ -325,7 +332,7 @@ function renderDiagnosis(j) {
   const rows = (j.communicators || []).map((d) => row([jobLabel(d.job), d.comm,
     [d.cause, 'cause-' + d.cause],
     d.since_unix_seconds != null ? fmtClock(d.since_unix_seconds, false) : '–',
-    [d.cost_ratio != null ? '+' + fmtRatio(d.cost_ratio) : '–', 'num'],
+    [fmtCost(d.cost_ratio), 'num'],
     [(d.job ? `job ${jobLabel(d.job)}: ` : '') + d.sentence, 'evidence']]));
   fillTable($('#diagnosis'), rows.slice(0, TOP_ROWS));
 }
@@ -487,7 +494,7 @@ async function refresh() {
   try { renderJobs(await getJson('/api/jobs')); } catch (e) { errors.push(e.message); }
   const jq = state.job ? '&job=' + encodeURIComponent(state.job) : '';
   // A job without a communicator yet has nothing to diagnose (the server answers 404 for it).
-  const commless = state.job && state.jobs.get(state.job).comms.length === 0;
+  const commless = state.job && (state.jobs.get(state.job)?.comms.length ?? 0) === 0;
   const reads = [
     ['/api/status?limit=' + TOP_ROWS, renderStatus],
     [`/heatmap/links?format=json&seconds=${HEATMAP_SECONDS}&bucket=${HEATMAP_BUCKET}${q}${dir}`,

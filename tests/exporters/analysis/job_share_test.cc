@@ -5,23 +5,32 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace fabricscope::exporters {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kT0 = 1'800'000'000'000'000'000;  // Unix ns: 2027
 constexpr uint64_t kJob = 0xa, kOther = 0xb;
 
 NodeTransfer T(uint64_t comm, double start_ms, double end_ms, uint64_t bytes) {
-  return {comm, static_cast<int64_t>(start_ms * kMs), static_cast<int64_t>(end_ms * kMs), bytes};
+  return {comm, kT0 + static_cast<int64_t>(start_ms * kMs),
+          kT0 + static_cast<int64_t>(end_ms * kMs), bytes};
+}
+
+NodeTransfers Held(std::vector<NodeTransfer> t, bool truncated = false) {
+  return {std::move(t), truncated};
 }
 
 // Bytes pro rata to each transfer's overlap with a bucket, a long transfer spread evenly over
 // the buckets it spans: the job's 100 bytes/ms over [2.5, 17.5) ms against another
 // communicator's 100 bytes/ms over [0, 20) ms.
 TEST(JobShare, BytesProRataPerBucket) {
-  const std::vector<float> s =
-      JobShareColumns({T(kJob, 2.5, 17.5, 1'500), T(kOther, 0, 20, 2'000)}, {kJob}, 0, 5 * kMs, 5);
+  const std::vector<float> s = JobShareColumns(
+      Held({T(kJob, 2.5, 17.5, 1'500), T(kOther, 0, 20, 2'000)}), {kJob}, kT0, 5 * kMs, 5);
   ASSERT_EQ(s.size(), 5u);
   EXPECT_NEAR(s[0], 250.0 / 750, 1e-6);
   EXPECT_NEAR(s[1], 0.5, 1e-6);
@@ -30,16 +39,36 @@ TEST(JobShare, BytesProRataPerBucket) {
   EXPECT_EQ(s[4], 0.0f);  // nothing moved: not the job's
 }
 
-// Before the oldest record held the share is unknown (NaN), not 0; a transfer of no duration
-// counts whole in its bucket; none at all: all unknown.
-TEST(JobShare, UnknownBeforeTheRecordsAndInstantsWhole) {
-  const std::vector<float> s =
-      JobShareColumns({T(kOther, 10, 12, 300), T(kJob, 11, 11, 100)}, {kJob}, 0, 5 * kMs, 4);
+// When the node dropped older records, buckets before the earliest end it kept are unknown
+// (NaN), not 0, however early a long record began; when it dropped none, a bucket without a
+// transfer is 0. A transfer of no duration counts whole in its bucket.
+TEST(JobShare, UnknownBeforeWhatATruncatedNodeKeptAndInstantsWhole) {
+  const std::vector<NodeTransfer> held = {T(kOther, 10, 12, 300), T(kJob, 11, 11, 100)};
+  const std::vector<float> s = JobShareColumns(Held(held, true), {kJob}, kT0, 5 * kMs, 4);
   EXPECT_TRUE(std::isnan(s[0]));
-  EXPECT_TRUE(std::isnan(s[1]));  // ends at 10 ms, where the oldest begins
+  EXPECT_TRUE(std::isnan(s[1]));  // ends at 10 ms, before the earliest end kept (11 ms)
   EXPECT_NEAR(s[2], 100.0 / 400, 1e-6);
   EXPECT_EQ(s[3], 0.0f);
-  for (float v : JobShareColumns({}, {kJob}, 0, kMs, 3)) EXPECT_TRUE(std::isnan(v));
+  const std::vector<float> whole = JobShareColumns(Held(held), {kJob}, kT0, 5 * kMs, 4);
+  EXPECT_EQ(whole[0], 0.0f);
+  EXPECT_NEAR(whole[2], 100.0 / 400, 1e-6);
+  const std::vector<float> long_one = JobShareColumns(
+      Held({T(kOther, 0, 20, 2'000), T(kJob, 14, 16, 10)}, true), {kJob}, kT0, 5 * kMs, 4);
+  EXPECT_TRUE(std::isnan(long_one[0]) && std::isnan(long_one[1]) && std::isnan(long_one[2]));
+  EXPECT_NEAR(long_one[3], 5.0 / (500 + 5), 1e-6);
+  for (float v : JobShareColumns(Held({}, true), {kJob}, kT0, kMs, 3)) EXPECT_TRUE(std::isnan(v));
+}
+
+// Unknown (0) and impossible times are skipped, not counted from the epoch, and cannot overflow.
+TEST(JobShare, BadTimesAreSkipped) {
+  const std::vector<float> bad = JobShareColumns(Held({{kOther, 0, kT0 + 1, 999},
+                                                       {kOther, kT0 + 9 * kMs, kT0 + 1 * kMs, 999},
+                                                       {kOther, INT64_MIN, kT0, 999},
+                                                       {kOther, kT0, INT64_MAX, 999},
+                                                       T(kJob, 0, 5, 10)}),
+                                                 {kJob}, kT0, 5 * kMs, 2);
+  EXPECT_NEAR(bad[0], 1.0, 1e-6);
+  EXPECT_EQ(bad[1], 0.0f);
 }
 
 // Each link's cells times its node's share; a node where the job moved nothing leaves.
@@ -47,13 +76,13 @@ TEST(JobShare, WeighByJobScalesRowsAndDropsOtherNodes) {
   HeatmapModel m;
   m.rows = {"n1/eth0 tx", "n1/eth0 rx", "n2/eth0 tx"};
   m.row_nodes = {"n1", "n1", "n2"};
-  m.start_unix_ns = 0;
+  m.start_unix_ns = kT0;
   m.bucket_ns = 10 * kMs;
   m.cols = 2;
   m.values = {0.8f, 0.6f, 0.4f, NAN, 0.9f, 0.9f};
-  const std::map<std::string, std::vector<NodeTransfer>> by_node = {
-      {"n1", {T(kJob, 0, 10, 300), T(kOther, 0, 20, 200)}},  // 300 of 400, then 0 of 100
-      {"n2", {T(kOther, 0, 20, 500)}}};
+  const std::map<std::string, NodeTransfers> by_node = {
+      {"n1", Held({T(kJob, 0, 10, 300), T(kOther, 0, 20, 200)})},  // 300 of 400, then 0 of 100
+      {"n2", Held({T(kOther, 0, 20, 500)})}};
   EXPECT_EQ(WeighByJob(&m, by_node, {kJob}), 2u);
   ASSERT_EQ(m.rows, (std::vector<std::string>{"n1/eth0 tx", "n1/eth0 rx"}));
   EXPECT_EQ(m.row_nodes, (std::vector<std::string>{"n1", "n1"}));

@@ -151,6 +151,27 @@ TEST_F(SharedWithTest, SameJobUnknownJobAndSmallSharesAreSaidAsSuch) {
               HasSubstr("n3 also carried communicator 22222222 (job unknown): 50%"));
 }
 
+// A share is of the node's bytes, the communicators past the two the aggregator keeps included
+// (CollectiveAnalysis.sharers_bytes_total): 100 of its own and four others of 100 each is 20%
+// for the largest, not a third.
+TEST_F(SharedWithTest, SharesCountTheSharersNotListed) {
+  CollectiveInstance d = Slow(100, {{{kOther, 100}, {kSibling, 100}}});
+  d.ranks[0].sharers_total = 400;
+  const auto s = Parse(SlowJson({d}, JobOf()));
+  const auto& b = Bottleneck(s);
+  EXPECT_DOUBLE_EQ(b.fields()
+                       .at("shared_with")
+                       .list_value()
+                       .values(0)
+                       .struct_value()
+                       .fields()
+                       .at("share")
+                       .number_value(),
+                   0.2);
+  EXPECT_EQ(b.fields().at("shared").string_value(),
+            "n3 also carried job 8812 (llama-70b): 20% of its network bytes during it");
+}
+
 // The diagnosis of kMine names its job and appends the sharing job to its sentence.
 TEST_F(SharedWithTest, TheDiagnosisNamesItsJobAndTheOneThatSharedItsNode) {
   CommDiagnosis d;

@@ -113,11 +113,25 @@ TEST(JobTable, LessTrustedReportsAndUnlistedJobsChangeNothing) {
   t.OnWindow("n7", Window({}, {{0xbb, 0, "8813"}}), kT0 + absl::Seconds(2));
   EXPECT_EQ(t.JobOf(0xbb).id(), "");
   EXPECT_EQ(t.CommsOf("8813"), (std::set<uint64_t>{0xa1, 0xee}));
-  // A communicator that moved to another job keeps its new job when the old one is evicted.
+  // A communicator has one job: another as trusted cannot take it (a producer can send any
+  // hash); a more trusted one can, and the first job's lists lose it. It keeps its new job when
+  // the old one is evicted.
   JobTable small(JobTable::Options{.max_jobs = 2, .expiry = absl::Minutes(10)});
   small.OnWindow("n1", Window({Job("old")}, {{0xcc, 0, "old"}}), kT0);
-  small.OnWindow("n1", Window({Job("new")}, {{0xcc, 0, "new"}}), kT0 + absl::Seconds(1));
-  small.OnWindow("n1", Window({Job("third")}, {}), kT0 + absl::Seconds(2));  // evicts "old"
+  small.OnWindow("n2", Window({Job("thief")}, {{0xcc, 5, "thief"}}), kT0 + absl::Seconds(1));
+  EXPECT_EQ(small.JobOf(0xcc).id(), "old");
+  EXPECT_TRUE(small.CommsOf("thief").empty());
+  v1::Job moved = Job("new");
+  moved.set_source("cgroup+environment");
+  small.OnWindow("n1", Window({moved}, {{0xcc, 0, "new"}}), kT0 + absl::Seconds(2));
+  EXPECT_EQ(small.JobOf(0xcc).id(), "new");
+  EXPECT_TRUE(small.CommsOf("old").empty());
+  for (const JobView& v : small.Jobs()) {
+    if (v.job.id() == "old") {
+      EXPECT_EQ(v.ranks, 0u);
+    }
+  }
+  small.OnWindow("n1", Window({Job("third")}, {}), kT0 + absl::Seconds(3));  // evicts one
   EXPECT_EQ(small.JobOf(0xcc).id(), "new");
 }
 

@@ -117,6 +117,8 @@ void AddGpuFamilies(const GpuSnapshot& s, std::vector<prometheus::MetricFamily>*
   AddValue(f[Metric::kAggregatorJobs], {}, static_cast<double>(s.jobs.size()));
   AddValue(f[Metric::kAggregatorJobsEvictedTotal], {},
            static_cast<double>(s.jobs_evicted_total + s.jobs_dropped_total));
+  AddValue(f[Metric::kAggregatorJobCommunicatorConflictsTotal], {},
+           static_cast<double>(s.job_comm_conflicts_total));
   f.DrainInto(out);
 }
 

@@ -414,6 +414,7 @@ ClusterSnapshot ClusterState::Snapshot() const {
     s.gpu.jobs = jobs_.Jobs();
     s.gpu.jobs_evicted_total = jobs_.evicted_total();
     s.gpu.jobs_dropped_total = jobs_.dropped_total();
+    s.gpu.job_comm_conflicts_total = jobs_.comm_conflicts_total();
     held_ns = std::max<int64_t>(held_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::steady_clock::now() - locked)
                                              .count());

@@ -59,7 +59,7 @@ struct GpuSnapshot {
   std::vector<Node> nodes;  // sorted by node
   // The job table (exporters/state/job_table.h), by job id, and what it could not keep.
   std::vector<JobView> jobs;
-  uint64_t jobs_evicted_total = 0, jobs_dropped_total = 0;
+  uint64_t jobs_evicted_total = 0, jobs_dropped_total = 0, job_comm_conflicts_total = 0;
 };
 
 // One stored collective (GpuState::RecentCollectives) as the agent sent it, within GpuState's

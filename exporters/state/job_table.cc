@@ -91,7 +91,10 @@ void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::T
     if (auto held = comm_job_.find(c.comm_hash()); held != comm_job_.end() && held->second != id) {
       auto old = jobs_.find(held->second);
       if (old != jobs_.end()) {
-        if (Trust(e.job.source()) <= Trust(old->second.job.source())) continue;
+        if (Trust(e.job.source()) <= Trust(old->second.job.source())) {
+          ++comm_conflicts_;
+          continue;
+        }
         old->second.comms.erase(c.comm_hash());
         std::erase_if(old->second.ranks, [&](const auto& r) { return r.first == c.comm_hash(); });
       }

@@ -62,6 +62,9 @@ class JobTable {
   size_t size() const { return jobs_.size(); }
   uint64_t evicted_total() const { return evicted_; }
   uint64_t dropped_total() const { return dropped_; }  // jobs beyond kMaxJobsPerBatch
+  // Communicators a report named for another job than the one holding them, refused (not more
+  // trusted than the holder's).
+  uint64_t comm_conflicts_total() const { return comm_conflicts_; }
   uint64_t truncated_fields_total() const { return truncated_; }
 
  private:
@@ -84,6 +87,7 @@ class JobTable {
   std::map<uint64_t, std::string> comm_job_;  // communicator -> job id
   uint64_t evicted_ = 0;
   uint64_t dropped_ = 0;
+  uint64_t comm_conflicts_ = 0;
   uint64_t truncated_ = 0;
 };
 

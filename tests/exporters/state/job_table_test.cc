@@ -121,6 +121,7 @@ TEST(JobTable, LessTrustedReportsAndUnlistedJobsChangeNothing) {
   small.OnWindow("n2", Window({Job("thief")}, {{0xcc, 5, "thief"}}), kT0 + absl::Seconds(1));
   EXPECT_EQ(small.JobOf(0xcc).id(), "old");
   EXPECT_TRUE(small.CommsOf("thief").empty());
+  EXPECT_EQ(small.comm_conflicts_total(), 1u);
   v1::Job moved = Job("new");
   moved.set_source("cgroup+environment");
   small.OnWindow("n1", Window({moved}, {{0xcc, 0, "new"}}), kT0 + absl::Seconds(2));

@@ -117,10 +117,8 @@ void CauseClassifier::Record(const CollectiveInstance& d, int64_t last_end, Diag
     o.node = b.node.str();
     o.rank = b.rank;
     o.port = d.cause == v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER ? "" : b.port.str();
-    o.port_bytes = b.port_bytes;
     o.own_bytes = b.own_bytes;
     o.sharers = b.sharers;
-    o.sharers_total = b.sharers_total;
   }
   diagnosis.Record(d.key.comm, std::move(o));
 }

@@ -192,10 +192,8 @@ CommDiagnosis Diagnosis::Diagnose(uint64_t comm, const Comm& c) const {
         d.evidence = c.recent[i].evidence;
         d.func = c.recent[i].func;
         d.rule = c.recent[i].rule;
-        d.port_bytes = c.recent[i].port_bytes;
         d.own_bytes = c.recent[i].own_bytes;
         d.sharers = c.recent[i].sharers;
-        d.sharers_total = c.recent[i].sharers_total;
       }
     } else if (++clean_run >= options_.gap) {
       break;

@@ -99,10 +99,10 @@ struct CommDiagnosis {
   double baseline_p90_s = -1;          // p90 of the normal instances before `since`; -1: none
   double best_share = -1;  // the affected instances' median PathVerdict.best_share; -1 unknown
   std::string sentence;    // the whole diagnosis in one sentence with its numbers
-  // Of the latest affected instance's bottleneck rank: its ports' bytes, its communicator's own
-  // and the other communicators' on its node meanwhile (Outcome), 0 / none when unknown.
-  uint64_t port_bytes = 0, own_bytes = 0, sharers_total = 0;
-  std::array<Sharer, 2> sharers{};
+  // Of the latest affected instance's bottleneck rank: its communicator's bytes on its node and
+  // the other communicators' meanwhile (Outcome), 0 / none when unknown.
+  uint64_t own_bytes = 0;
+  NodeSharers sharers;
 };
 
 // Not thread-safe: CrossRankAnalysis calls it under its own lock.
@@ -130,10 +130,10 @@ class Diagnosis {
     // Its busBw's share of the best its kind reaches on the fabric (PathVerdict.best_share);
     // -1 unknown. The cost of a fault that no clean instance preceded.
     double best_share = -1;
-    // The bottleneck rank's port bytes and the other communicators on its node meanwhile
+    // The bottleneck rank's own bytes and the other communicators on its node meanwhile
     // (PortFigures), for naming the job that shared its link.
-    uint64_t port_bytes = 0, own_bytes = 0, sharers_total = 0;
-    std::array<Sharer, 2> sharers{};
+    uint64_t own_bytes = 0;
+    NodeSharers sharers;
   };
   void Record(uint64_t comm, Outcome outcome);
 

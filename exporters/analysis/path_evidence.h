@@ -119,17 +119,22 @@ struct Sharer {
   uint64_t bytes = 0;
 };
 
+// The other communicators on a rank's node while its collective ran: the two that moved the
+// most, most first (CollectiveAnalysis.sharers, comm 0: none), and all of theirs together
+// (CollectiveAnalysis.sharers_bytes_total, at least the two's).
+struct NodeSharers {
+  std::array<Sharer, 2> top{};
+  uint64_t total = 0;
+};
+
 // What one rank's report carries for the evidence (CrossRankAnalysis::RankEntry), of the
 // deciding port of its analysis (CollectiveAnalysis.port_index) unless said otherwise.
 struct PortFigures {
   uint64_t line_rate = 0;   // bytes/s; 0 unknown
   uint64_t port_bytes = 0;  // bytes all its candidate ports moved during it, both directions
   uint64_t own_bytes = 0;   // CollectiveAnalysis.own_bytes (0: unknown)
-  // The two other communicators that moved the most bytes on its node meanwhile, most first
-  // (CollectiveAnalysis.sharers; node-wide, not only this port's).
-  std::array<Sharer, 2> sharers{};
-  uint64_t sharers_total = 0;  // CollectiveAnalysis.sharers_bytes_total: all of them
-  float tx_busy = 0;           // PortActivity.transmit_busy_utilization
+  NodeSharers sharers;      // node-wide, not only this port's
+  float tx_busy = 0;        // PortActivity.transmit_busy_utilization
   // The ranks it sent the most to (Collective.proxy_peers by bytes_sent), -1 none: the far
   // ends of its transfers, whose line rates bound what its path can carry.
   std::array<int32_t, 2> send_peers = {-1, -1};

@@ -69,14 +69,15 @@ bool ReportBuilder::Add(Name node, const v1::Collective& c, int64_t unix_offset_
   for (const v1::SharerBytes& s : a.sharers()) {
     listed = s.bytes() > UINT64_MAX - listed ? UINT64_MAX : listed + s.bytes();
     const Sharer x{s.comm_hash(), s.bytes()};
-    if (x.bytes > f.sharers[0].bytes) {
-      f.sharers[1] = f.sharers[0];
-      f.sharers[0] = x;
-    } else if (x.bytes > f.sharers[1].bytes) {
-      f.sharers[1] = x;
+    std::array<Sharer, 2>& top = f.sharers.top;
+    if (x.bytes > top[0].bytes) {
+      top[1] = top[0];
+      top[0] = x;
+    } else if (x.bytes > top[1].bytes) {
+      top[1] = x;
     }
   }
-  f.sharers_total = std::max(a.sharers_bytes_total(), listed);
+  f.sharers.total = std::max(a.sharers_bytes_total(), listed);
   // The two peers it sent the most to.
   uint64_t sent[2] = {0, 0};
   for (const v1::ProxyPeer& p : c.proxy_peers()) {

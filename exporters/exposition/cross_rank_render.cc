@@ -81,27 +81,26 @@ std::string JobText(const v1::Job& j) {
 constexpr double kSharedSentenceShare = 0.1;
 
 // ,"shared_with":[{comm, job, job_name, bytes, share}] of the communicators that shared `node`
-// while the collective of `own_comm` ran (PortFigures.sharers), share = bytes over the node's
+// while a collective of job `own_job` ran (PortFigures.sharers), share = bytes over the node's
 // proxy network bytes then (own + every other communicator's, those not listed included:
-// sharers_total); [] when none or nothing is known. Sets
+// sharers.total); [] when none or nothing is known. Sets
 // *sentence to "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it" for
 // the largest at a share of at least kSharedSentenceShare, "" otherwise.
 void AppendSharedWith(std::string* out, std::string* sentence, const std::string& node,
-                      uint64_t own_comm, uint64_t own_bytes, const std::array<Sharer, 2>& sharers,
-                      uint64_t sharers_total, const JobOfComm& job_of) {
+                      const std::string& own_job, uint64_t own_bytes, const NodeSharers& sharers,
+                      const JobOfComm& job_of) {
   sentence->clear();
   double listed = 0;
-  for (const Sharer& s : sharers) listed += static_cast<double>(s.bytes);
+  for (const Sharer& s : sharers.top) listed += static_cast<double>(s.bytes);
   const double total =
-      static_cast<double>(own_bytes) + std::max(listed, static_cast<double>(sharers_total));
+      static_cast<double>(own_bytes) + std::max(listed, static_cast<double>(sharers.total));
   *out += ",\"shared_with\":[";
   if (own_bytes == 0 || total <= 0) {
     *out += "]";
     return;
   }
-  const std::string own_job = job_of ? job_of(own_comm).id() : std::string();
   bool first = true;
-  for (const Sharer& s : sharers) {
+  for (const Sharer& s : sharers.top) {
     if (s.comm == 0 || s.bytes == 0) continue;
     const v1::Job j = job_of ? job_of(s.comm) : v1::Job{};
     const double share = static_cast<double>(s.bytes) / total;
@@ -199,8 +198,9 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of)
   for (size_t i = 0; i < v.size(); ++i) {
     const CommDiagnosis& d = v[i];
     if (i > 0) out += ",";
+    const std::string job = job_of ? job_of(d.comm).id() : std::string();
     absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.comm), "\",\"job\":");
-    AppendJsonString(&out, job_of ? job_of(d.comm).id() : std::string());
+    AppendJsonString(&out, job);
     absl::StrAppend(&out, ",\"cause\":\"", common::CollectiveCauseName(d.cause), "\",\"node\":");
     AppendJsonString(&out, d.node);
     absl::StrAppend(&out, ",\"rank\":", d.rank, ",\"port\":");
@@ -231,8 +231,7 @@ std::string DiagnosisJson(std::vector<CommDiagnosis> v, const JobOfComm& job_of)
     out += ",\"evidence\":";
     AppendJsonString(&out, d.evidence);
     std::string shared;
-    AppendSharedWith(&out, &shared, d.node, d.comm, d.own_bytes, d.sharers, d.sharers_total,
-                     job_of);
+    AppendSharedWith(&out, &shared, d.node, job, d.own_bytes, d.sharers, job_of);
     out += ",\"sentence\":";
     AppendJsonString(&out,
                      shared.empty()
@@ -250,8 +249,9 @@ std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& 
   for (size_t i = 0; i < v.size(); ++i) {
     const CollectiveInstance& d = v[i];
     if (i > 0) out += ",";
+    const std::string job = job_of ? job_of(d.key.comm).id() : std::string();
     absl::StrAppend(&out, "{\"comm\":\"", common::CommLabel(d.key.comm), "\",\"job\":");
-    AppendJsonString(&out, job_of ? job_of(d.key.comm).id() : std::string());
+    AppendJsonString(&out, job);
     out += ",\"func\":";
     AppendJsonString(&out, d.key.func.str());
     absl::StrAppend(&out, ",\"seq\":", d.key.seq, ",\"nranks\":", d.nranks, ",\"cause\":\"",
@@ -279,8 +279,7 @@ std::string SlowJson(const std::vector<CollectiveInstance>& v, const JobOfComm& 
       out += ",\"detail\":";
       AppendJsonString(&out, b.detail());
       std::string shared;
-      AppendSharedWith(&out, &shared, b.node.str(), d.key.comm, b.own_bytes, b.sharers,
-                       b.sharers_total, job_of);
+      AppendSharedWith(&out, &shared, b.node.str(), job, b.own_bytes, b.sharers, job_of);
       out += ",\"shared\":";
       AppendJsonString(&out, shared);
       out += "}";

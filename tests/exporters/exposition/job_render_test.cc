@@ -83,7 +83,7 @@ class SharedWithTest : public ::testing::Test {
     r.port = *names_.Intern("veth3");
     r.rank = 1;
     r.own_bytes = own_bytes;
-    r.sharers = sharers;
+    r.sharers.top = sharers;
     d.ranks.push_back(r);
     d.bottleneck = 0;
     return d;
@@ -156,7 +156,7 @@ TEST_F(SharedWithTest, SameJobUnknownJobAndSmallSharesAreSaidAsSuch) {
 // for the largest, not a third.
 TEST_F(SharedWithTest, SharesCountTheSharersNotListed) {
   CollectiveInstance d = Slow(100, {{{kOther, 100}, {kSibling, 100}}});
-  d.ranks[0].sharers_total = 400;
+  d.ranks[0].sharers.total = 400;
   const auto s = Parse(SlowJson({d}, JobOf()));
   const auto& b = Bottleneck(s);
   EXPECT_DOUBLE_EQ(b.fields()
@@ -183,7 +183,7 @@ TEST_F(SharedWithTest, TheDiagnosisNamesItsJobAndTheOneThatSharedItsNode) {
   d.instances = 10;
   d.sentence = "Communicator 11111111 is held back by network_saturated.";
   d.own_bytes = 40;
-  d.sharers = {{{kOther, 60}, {}}};
+  d.sharers.top = {{{kOther, 60}, {}}};
   const auto s = Parse(DiagnosisJson({d}, JobOf()));
   const auto& c = s.fields().at("communicators").list_value().values(0).struct_value().fields();
   EXPECT_EQ(c.at("job").string_value(), "9001");

@@ -85,10 +85,8 @@ size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& b
                   const std::set<uint64_t>& comms) {
   static const NodeTransfers kNone;
   std::map<std::string, std::vector<float>> shares;  // per node, computed once
-  HeatmapModel out = *m;
-  out.rows.clear();
-  out.row_nodes.clear();
-  out.values.clear();
+  // Rows kept are moved down in place: row r lands on row `kept` <= r, never read again.
+  size_t kept = 0;
   for (size_t r = 0; r < m->rows.size() && r < m->row_nodes.size(); ++r) {
     const std::string& node = m->row_nodes[r];
     auto it = shares.find(node);
@@ -101,12 +99,17 @@ size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& b
     }
     const std::vector<float>& s = it->second;
     if (std::none_of(s.begin(), s.end(), [](float v) { return v > 0; })) continue;
-    out.rows.push_back(m->rows[r]);
-    out.row_nodes.push_back(node);
-    for (size_t c = 0; c < m->cols; ++c) out.values.push_back(m->at(r, c) * s[c]);
+    for (size_t c = 0; c < m->cols; ++c) m->values[kept * m->cols + c] = m->at(r, c) * s[c];
+    if (kept != r) {
+      m->rows[kept] = std::move(m->rows[r]);
+      m->row_nodes[kept] = m->row_nodes[r];
+    }
+    ++kept;
   }
-  *m = std::move(out);
-  return m->rows.size();
+  m->rows.resize(kept);
+  m->row_nodes.resize(kept);
+  m->values.resize(kept * m->cols);
+  return kept;
 }
 
 }  // namespace fabricscope::exporters

@@ -91,6 +91,19 @@ TEST(JobShare, WeighByJobScalesRowsAndDropsOtherNodes) {
   EXPECT_EQ(m.at(0, 1), 0.0f);
   EXPECT_NEAR(m.at(1, 0), 0.4 * 0.75, 1e-6);
   EXPECT_TRUE(std::isnan(m.at(1, 1)));  // no utilization there stays no data
+  // A dropped row before kept ones: they move up with their own values.
+  HeatmapModel first;
+  first.rows = {"n2/eth0 tx", "n1/eth0 tx"};
+  first.row_nodes = {"n2", "n1"};
+  first.start_unix_ns = kT0;
+  first.bucket_ns = 10 * kMs;
+  first.cols = 2;
+  first.values = {0.9f, 0.9f, 0.8f, 0.6f};
+  EXPECT_EQ(WeighByJob(&first, by_node, {kJob}), 1u);
+  EXPECT_EQ(first.rows, (std::vector<std::string>{"n1/eth0 tx"}));
+  ASSERT_EQ(first.values.size(), 2u);
+  EXPECT_NEAR(first.at(0, 0), 0.8 * 0.75, 1e-6);
+  EXPECT_EQ(first.at(0, 1), 0.0f);
 }
 
 }  // namespace

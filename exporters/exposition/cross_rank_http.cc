@@ -38,9 +38,7 @@ bool JobComms(const JobLookup& jobs, const httplib::Request& req, httplib::Respo
   if (job.empty()) return true;
   if (jobs.comms_of) *comms = jobs.comms_of(job);
   if (comms->empty()) {
-    res.status = 404;
-    res.set_content("no job \"" + job + "\" with communicators is known here (see /api/jobs)\n",
-                    "text/plain");
+    NoSuchJob(res, job);
     return false;
   }
   *filter = comms;

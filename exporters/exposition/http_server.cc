@@ -183,12 +183,7 @@ void HttpServer::RegisterDataRoutes() {
                  }
                  // ?job=: that job's communicators' records, the newest `limit` of each node.
                  const std::set<uint64_t> comms = state_->CommsOfJob(job);
-                 if (comms.empty()) {
-                   res.status = 404;
-                   return res.set_content(
-                       "no job \"" + job + "\" with communicators is known here (see /api/jobs)\n",
-                       "text/plain");
-                 }
+                 if (comms.empty()) return NoSuchJob(res, job);
                  std::vector<CollectiveRecord> all = state_->RecentCollectives(node, 0), mine;
                  std::map<std::string, size_t> per_node;
                  for (auto it = all.rbegin(); it != all.rend(); ++it) {

@@ -122,10 +122,7 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
     std::set<uint64_t> comms;
     std::map<std::string, NodeTransfers> by_node;
     if (!jobs || !jobs(job, &comms, &by_node) || by_node.empty()) {
-      res.status = 404;
-      res.set_content("no job \"" + job + "\" with nodes is known here (see /api/jobs)\n",
-                      "text/plain");
-      return;
+      return NoSuchJob(res, job, "nodes");
     }
     for (const auto& [node, transfers] : by_node) q.nodes.insert(node);
     HeatmapModel m = links.LinksHeatmap(q);
@@ -163,6 +160,13 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                     "&direction=&format=json; ?job=: one job's share)"});
   pages->push_back(
       {"/heatmap/nodes", "node x node bytes from captured flows (?seconds=10&format=json)"});
+}
+
+void NoSuchJob(httplib::Response& res, const std::string& job, const char* what) {
+  res.status = 404;
+  res.set_content(
+      absl::StrCat("no job \"", job, "\" with ", what, " is known here (see /api/jobs)\n"),
+      "text/plain");
 }
 
 void RegisterHeatmapIndex(httplib::Server& server, std::vector<HeatmapPage> pages) {

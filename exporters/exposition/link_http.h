@@ -60,6 +60,10 @@ std::string PathWithQuery(const std::string& path,
 void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
                   size_t max_cells);
 
+// 404 for a ?job= this server cannot answer: "no job "ID" with `what` is known here (see
+// /api/jobs)", the same on every endpoint that takes ?job=.
+void NoSuchJob(httplib::Response& res, const std::string& job, const char* what = "communicators");
+
 // /heatmap: an HTML index of `pages` (the collective analysis adds /heatmap/ranks and
 // /heatmap/collectives to the list when it registers them).
 void RegisterHeatmapIndex(httplib::Server& server, std::vector<HeatmapPage> pages);

@@ -250,6 +250,9 @@ def main():
               "compute phase: instances are compute_straggler with rank 3 on n3 as bottleneck")
         check(majority(got, lambda c: c["skew_seconds"] > 0.2),
               "compute phase: arrival skew above 200 ms")
+        # One job alone on the nodes: no instance names another communicator as sharing one.
+        check(all(not c["bottleneck"] or not c["bottleneck"]["shared_with"] for c in got),
+              "compute phase: no other communicator shared a node (a clean run names none)")
         scores = metric_values(http_port, "fabricscope_straggler_score")
         s3 = scores.get('{node="n3",rank="3"}', 0)
         others = max(v for k, v in scores.items() if 'rank="3"' not in k)

@@ -1,6 +1,7 @@
 #include "agent/transfer_ledger.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -9,9 +10,10 @@
 
 namespace fabricscope::agent {
 
-void TransferLedger::Remember(const v1::Collective& c) {
+void TransferLedger::Remember(const v1::Collective& c, uint64_t mask) {
   if (c.proxy_bytes() == 0 || max_comms_ == 0 || c.end_ns() < c.start_ns()) return;
-  auto it = transfers_.find(c.comm_hash());
+  const std::pair<uint64_t, uint64_t> key{c.comm_hash(), mask};
+  auto it = transfers_.find(key);
   if (it == transfers_.end()) {
     if (transfers_.size() >= max_comms_) {
       auto oldest = transfers_.begin();
@@ -20,7 +22,7 @@ void TransferLedger::Remember(const v1::Collective& c) {
       }
       transfers_.erase(oldest);
     }
-    it = transfers_.emplace(c.comm_hash(), std::deque<Transfer>{}).first;
+    it = transfers_.emplace(key, std::deque<Transfer>{}).first;
   }
   std::deque<Transfer>& d = it->second;
   const Transfer t{c.start_ns(), c.end_ns(), c.proxy_bytes()};
@@ -57,34 +59,61 @@ double TransferLedger::OverlapBytes(const std::deque<Transfer>& transfers, int64
   return bytes;
 }
 
-uint64_t TransferLedger::OwnBytes(const v1::Collective& c) const {
-  const auto it = transfers_.find(c.comm_hash());
-  if (it == transfers_.end() || c.proxy_bytes() == 0) return 0;
-  const double bytes = OverlapBytes(it->second, c.start_ns(), c.end_ns());
+double TransferLedger::Weight(uint64_t ports, Scope scope) {
+  if (scope.mask == 0) return 1;
+  if (ports == 0) return scope.unknown_share;
+  return static_cast<double>(std::popcount(ports & scope.mask)) /
+         static_cast<double>(std::popcount(ports));
+}
+
+uint64_t TransferLedger::OwnBytes(const v1::Collective& c, Scope scope) const {
+  if (c.proxy_bytes() == 0) return 0;
+  double bytes = 0;
+  bool any = false;
+  for (auto it = transfers_.lower_bound({c.comm_hash(), 0});
+       it != transfers_.end() && it->first.first == c.comm_hash(); ++it) {
+    any = true;
+    const double w = Weight(it->first.second, scope);
+    if (w > 0) bytes += w * OverlapBytes(it->second, c.start_ns(), c.end_ns());
+  }
+  if (!any) return 0;
   // Its own transfer at least, should it have left the communicator's list.
   return std::max(c.proxy_bytes(), static_cast<uint64_t>(std::llround(bytes)));
 }
 
 bool TransferLedger::Settled(const v1::Collective& c) const {
-  for (const auto& [comm, transfers] : transfers_) {
-    if (comm == c.comm_hash() || transfers.empty()) continue;
+  for (const auto& [key, transfers] : transfers_) {
+    if (key.first == c.comm_hash() || transfers.empty()) continue;
     const int64_t newest = transfers.back().end_ns;
     if (newest >= c.start_ns() - kBusyBeforeNs && newest < c.end_ns()) return false;
   }
   return true;
 }
 
-void TransferLedger::AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a) const {
+void TransferLedger::AddSharers(const v1::Collective& c, v1::CollectiveAnalysis* a,
+                                Scope scope) const {
   std::vector<std::pair<uint64_t, uint64_t>> found;  // (bytes, comm)
-  for (const auto& [comm, transfers] : transfers_) {
+  // The map is ordered by communicator: its port sets are adjacent, summed into one entry.
+  double comm_bytes = 0;
+  uint64_t comm = 0;
+  auto flush = [&] {
+    const auto bytes = static_cast<uint64_t>(std::llround(comm_bytes));
+    if (bytes > 0) found.emplace_back(bytes, comm);
+    comm_bytes = 0;
+  };
+  for (const auto& [key, transfers] : transfers_) {
+    if (key.first != comm) {
+      flush();
+      comm = key.first;
+    }
     // One whose latest transfers all ended before c began was silent throughout.
-    if (comm == c.comm_hash() || transfers.empty() || transfers.back().end_ns < c.start_ns()) {
+    if (key.first == c.comm_hash() || transfers.empty() || transfers.back().end_ns < c.start_ns()) {
       continue;
     }
-    const auto bytes =
-        static_cast<uint64_t>(std::llround(OverlapBytes(transfers, c.start_ns(), c.end_ns())));
-    if (bytes > 0) found.emplace_back(bytes, comm);
+    const double w = Weight(key.second, scope);
+    if (w > 0) comm_bytes += w * OverlapBytes(transfers, c.start_ns(), c.end_ns());
   }
+  flush();
   uint64_t total = 0;
   for (const auto& [bytes, comm] : found) total += bytes;
   a->set_sharers_bytes_total(total);

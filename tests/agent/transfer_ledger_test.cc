@@ -22,10 +22,13 @@ v1::Collective Transfer(uint64_t comm, int64_t start_ms, int64_t end_ms, uint64_
   return c;
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> Sharers(const TransferLedger& l,
-                                                   const v1::Collective& c) {
+// The (comm hash, bytes) sharers of c within scope (node-wide by default), and their total.
+std::vector<std::pair<uint64_t, uint64_t>> Sharers(const TransferLedger& l, const v1::Collective& c,
+                                                   TransferLedger::Scope scope = {},
+                                                   uint64_t* total = nullptr) {
   v1::CollectiveAnalysis a;
-  l.AddSharers(c, &a);
+  l.AddSharers(c, &a, scope);
+  if (total != nullptr) *total = a.sharers_bytes_total();
   std::vector<std::pair<uint64_t, uint64_t>> v;
   for (const v1::SharerBytes& s : a.sharers()) v.emplace_back(s.comm_hash(), s.bytes());
   return v;
@@ -139,6 +142,40 @@ TEST(TransferLedger, SettledOnceTheBusyOthersReportedPastItsEnd) {
   EXPECT_TRUE(l.Settled(mine));
   using V = std::vector<std::pair<uint64_t, uint64_t>>;
   EXPECT_EQ(Sharers(l, mine), (V{{2, 100 + 100}}));  // 50 of 150 ms of 300, 50 of 350 of 700
+}
+
+// A multi-rail node: job A's ranks on ports 0 and 1, job B's bulk transfer on port 1 only, job
+// C's on port 0, and D spread over both. A's collective on port 1 counts B whole, C not at
+// all, D by half, and only its own rank's port-1 bytes; node-wide it counts every one.
+TEST(TransferLedger, AScopeOfOnePortCountsOnlyWhatCrossedIt) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 100, 200, 1'000);
+  l.Remember(mine, 0b10);
+  l.Remember(Transfer(1, 100, 200, 3'000), 0b01);  // A's rank on port 0
+  l.Remember(Transfer(2, 100, 200, 5'000), 0b10);  // B on port 1
+  l.Remember(Transfer(3, 100, 200, 7'000), 0b01);  // C on port 0
+  l.Remember(Transfer(4, 100, 200, 800), 0b11);    // D over both
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  const TransferLedger::Scope port1{0b10, 0.5};
+  uint64_t total = 0;
+  EXPECT_EQ(Sharers(l, mine, port1, &total), (V{{2, 5'000}, {4, 400}}));
+  EXPECT_EQ(total, 5'400u);
+  EXPECT_EQ(l.OwnBytes(mine, port1), 1'000u);
+  EXPECT_EQ(Sharers(l, mine), (V{{3, 7'000}, {2, 5'000}, {4, 800}}));
+  EXPECT_EQ(l.OwnBytes(mine), 4'000u);
+  EXPECT_EQ(l.comms(), 5u);  // (communicator, port set) pairs
+}
+
+// A transfer whose ports are unknown (its process had no queue pair seen yet) counts by the
+// scope's share of the node; with no scope it counts whole.
+TEST(TransferLedger, UnknownPortsCountByTheScopesShare) {
+  TransferLedger l(16);
+  const v1::Collective mine = Transfer(1, 100, 200, 1'000);
+  l.Remember(mine, 0b0100);
+  l.Remember(Transfer(2, 100, 200, 8'000));  // ports unknown
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(Sharers(l, mine, {0b0100, 0.25}), (V{{2, 2'000}}));
+  EXPECT_EQ(Sharers(l, mine, {}), (V{{2, 8'000}}));
 }
 
 }  // namespace

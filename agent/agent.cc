@@ -246,6 +246,7 @@ void Agent::SubmitReady(bool stopping) {
       std::vector<v1::Collective> completed;
       gpu_timeline_->FillWindow(start, end, &gpu_stats, gpu_pids, &parts.gpu.emplace(), &completed);
       AttachJobs(gpu_ingest_->JobsByPid(), &parts.gpu->gpu);
+      if (qp_ports_) collective_analyzer_->SetProcessPorts(qp_ports_->Latest());
       for (v1::Collective& c : completed) {
         collective_analyzer_->AddCollective(std::move(c), &parts.analysed);
       }

@@ -12,6 +12,7 @@
 #include "agent/gpu_timeline.h"
 #include "agent/options.h"
 #include "agent/pipeline.h"
+#include "agent/qp_ports.h"
 #include "agent/sampler.h"
 #include "collectors/collector.h"
 #include "collectors/spsc_ring.h"
@@ -172,6 +173,9 @@ class Agent {
   // Each collective joined with the port samples of its interval (pipeline thread); borrows
   // the pipeline's flight recorder and observes its counter deltas.
   std::unique_ptr<CollectiveAnalyzer> collective_analyzer_;
+  // Which RDMA ports each producer has queue pairs on (--rdma-tool); null when off, without
+  // GPU ingest or without RDMA ports.
+  std::unique_ptr<QpPortWatcher> qp_ports_;
   std::jthread pipeline_thread_;
   // StalledSampler's view: per group, the tick count last seen and when it last moved.
   uint64_t progress_ticks_[kGroups] = {};

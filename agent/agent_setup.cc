@@ -410,6 +410,14 @@ void Agent::OpenGpu() {
   collective_analyzer_ =
       std::make_unique<CollectiveAnalyzer>(pipeline_->ports(), pipeline_->flight_recorder(), co);
   pipeline_->set_counter_observer(collective_analyzer_.get());
+  const bool any_rdma = std::any_of(pipeline_->ports().begin(), pipeline_->ports().end(),
+                                    [](const collectors::PortDescriptor& p) { return p.rdma; });
+  if (gpu_ingest_ && any_rdma && !options_.rdma_tool.empty()) {
+    QpPortWatcher::Options qo;
+    qo.tool = options_.rdma_tool;
+    qo.period_ns = options_.qp_refresh_period_ns;
+    qp_ports_ = std::make_unique<QpPortWatcher>(qo, pipeline_->ports());
+  }
   if (aggregator_) aggregator_->state().SetRankPairTopK(options_.gpu_rank_pairs_top_k);
 }
 

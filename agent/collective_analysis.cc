@@ -188,7 +188,7 @@ void CollectiveAnalyzer::AddCollective(v1::Collective c, AnalyzerOutput* out) {
     out->collectives.push_back(std::move(c));
     return;
   }
-  transfers_.Remember(c);
+  transfers_.Remember(c, ScopeOf(RankPorts(c)).mask);
   pending_.push_back(Pending{std::move(c), last_data_ns_});
 }
 
@@ -199,13 +199,49 @@ size_t CollectiveAnalyzer::Release(AnalyzerOutput* out) {
   return n;
 }
 
+std::vector<uint32_t> CollectiveAnalyzer::RankPorts(const v1::Collective& c) const {
+  std::vector<uint32_t> out;
+  if (process_ports_ == nullptr) return out;
+  const auto it = process_ports_->find(c.pid());
+  if (it == process_ports_->end()) return out;
+  for (uint32_t pi : it->second) {
+    if (std::find(candidates_.begin(), candidates_.end(), pi) != candidates_.end()) {
+      out.push_back(pi);
+    }
+  }
+  return out;
+}
+
+TransferLedger::Scope CollectiveAnalyzer::ScopeOf(const std::vector<uint32_t>& ports) const {
+  TransferLedger::Scope scope;
+  for (uint32_t pi : ports) {
+    if (pi >= 64) return TransferLedger::Scope{};  // beyond the mask: node-wide
+    scope.mask |= uint64_t{1} << pi;
+  }
+  if (scope.mask != 0 && !candidates_.empty()) {
+    scope.unknown_share =
+        static_cast<double>(ports.size()) / static_cast<double>(candidates_.size());
+  }
+  return scope;
+}
+
+TransferLedger::Scope CollectiveAnalyzer::ScopeOf(const v1::CollectiveAnalysis& a) const {
+  std::vector<uint32_t> own;
+  if (a.ports_from_qps()) {
+    for (const v1::PortActivity& pa : a.ports()) own.push_back(pa.port_index());
+  }
+  return ScopeOf(own);
+}
+
 v1::CollectiveAnalysis CollectiveAnalyzer::Analyze(const v1::Collective& c) const {
   v1::CollectiveAnalysis a;
   a.set_port_index(-1);
   const int64_t t0 = c.start_ns(), t1 = c.end_ns();
   std::vector<FlightSample> samples;
   std::vector<double> tx_utils;  // each judged sample's transmit utilization
-  for (uint32_t pi : candidates_) {
+  const std::vector<uint32_t> own = RankPorts(c);
+  a.set_ports_from_qps(!own.empty());
+  for (uint32_t pi : own.empty() ? candidates_ : own) {
     v1::PortActivity* pa = a.add_ports();
     pa->set_port_index(pi);
     const uint64_t rate = ports_[pi].line_rate_bytes_per_second;
@@ -447,8 +483,9 @@ void CollectiveAnalyzer::Process(int64_t data_until_ns, int64_t window_start_ns,
     v1::Collective c = std::move(pending_.front().c);
     pending_.pop_front();
     v1::CollectiveAnalysis a = Analyze(c);
-    a.set_own_bytes(transfers_.OwnBytes(c));
-    transfers_.AddSharers(c, &a);
+    const TransferLedger::Scope scope = ScopeOf(a);
+    a.set_own_bytes(transfers_.OwnBytes(c, scope));
+    transfers_.AddSharers(c, &a, scope);
     const int64_t duration_ns = c.end_ns() - c.start_ns();
     const Kind kind{c.comm_hash(), c.func(), common::CollectiveSizeClass(c.bytes())};
     auto it = kinds_.find(kind);

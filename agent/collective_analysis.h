@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "agent/flight_recorder.h"
 #include "agent/p2_quantile.h"
 #include "agent/pipeline.h"
+#include "agent/qp_ports.h"
 #include "agent/transfer_ledger.h"
 #include "collectors/common/port_activity.h"
 #include "collectors/counter_meaning.h"
@@ -124,6 +126,14 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   void Process(int64_t data_until_ns, v1::Batch* batch, bool close_window = true);
   size_t Release(v1::Batch* batch);
 
+  // Which ports each producer process has RDMA queue pairs on (QpPortWatcher::Latest): a
+  // collective whose process is in it is analysed on those of its candidate ports only
+  // (CollectiveAnalysis.ports_from_qps), and its own and sharers' bytes are those of these ports
+  // (TransferLedger::Scope). Null or a process not in it: every candidate port, node-wide.
+  void SetProcessPorts(std::shared_ptr<const ProcessPorts> ports) {
+    process_ports_ = std::move(ports);
+  }
+
   // Exposed for tests: the analysis of one collective with what is known now.
   v1::CollectiveAnalysis Analyze(const v1::Collective& c) const;
   const std::vector<uint32_t>& candidate_ports() const { return candidates_; }
@@ -161,6 +171,13 @@ class CollectiveAnalyzer : public CounterDeltaObserver {
   const FlightRecorder& recorder_;
   CollectiveAnalysisOptions options_;
   std::vector<uint32_t> candidates_;
+  std::shared_ptr<const ProcessPorts> process_ports_;
+  // The candidate ports c's process has queue pairs on (process_ports_); empty when unknown.
+  std::vector<uint32_t> RankPorts(const v1::Collective& c) const;
+  // The TransferLedger scope of those ports (mask 0 when there are none).
+  TransferLedger::Scope ScopeOf(const std::vector<uint32_t>& ports) const;
+  // The scope of the ports an analysis was restricted to (none unless ports_from_qps).
+  TransferLedger::Scope ScopeOf(const v1::CollectiveAnalysis& a) const;
   std::vector<std::vector<Signal>> signals_;  // per port, per counter
   std::vector<bool> netdev_;                  // a network interface (gets TCP retransmits)
   std::deque<CounterEvent> events_;

@@ -116,6 +116,12 @@ struct AgentOptions {
   // Per-collective correlation with the port samples (agent/collective_analysis.h); runs
   // whenever the GPU ingest does.
   CollectiveAnalysisOptions collectives;
+  // Which RDMA ports each producer process has queue pairs on (agent/qp_ports.h): iproute2's
+  // rdma program, run as `rdma_tool -j res show qp` every qp_refresh_period_ns while the GPU
+  // ingest runs on a node with RDMA ports; "" = off (collectives judged on every candidate
+  // port, sharers node-wide). 100 ms..1 h.
+  std::string rdma_tool = "rdma";
+  int64_t qp_refresh_period_ns = 5'000'000'000;
 };
 
 // Parses a list like "eth0=10gbit,mlx5_0:1=100G" into line-rate overrides (bytes/s).

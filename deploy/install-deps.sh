@@ -12,6 +12,8 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev
   # Prometheus remote-write: snappy block compression of each WriteRequest
   libsnappy-dev
+  # the agent's parse of `rdma -j res show qp`, per-port attribution (agent/qp_ports.cc)
+  libsimdjson-dev
   # tcmalloc, the agent's and the aggregator's allocator (CMakeLists.txt: FABRICSCOPE_MALLOC)
   libgoogle-perftools-dev
   libpcap-dev libibverbs-dev libibumad-dev

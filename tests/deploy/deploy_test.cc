@@ -263,8 +263,8 @@ void CheckControl(const std::string& deb) {
   EXPECT_TRUE(absl::StrContains(r.output, "Package: fabricscope\n")) << r.output;
   // From dpkg-shlibdeps: the libraries the binaries link.
   for (const char* dep : {"libgrpc++1.51", "libprotobuf32", "libsystemd0", "libpcap0.8",
-                          "libibumad3", "libyaml-cpp0.7", "libgoogle-glog0v6", "libisal2", "libc6",
-                          "init-system-helpers", "adduser"}) {
+                          "libibumad3", "libyaml-cpp0.7", "libgoogle-glog0v6", "libisal2",
+                          "libsimdjson14", "libc6", "init-system-helpers", "adduser", "iproute2"}) {
     EXPECT_TRUE(absl::StrContains(r.output, dep)) << dep << "\n" << r.output;
   }
   r = Sh("dpkg-deb -I " + deb + " conffiles");

@@ -125,6 +125,10 @@ struct Sharer {
 struct NodeSharers {
   std::array<Sharer, 2> top{};
   uint64_t total = 0;
+  // The rank's one port that these bytes (and its own_bytes) were counted on, when its agent
+  // knew it from the rank's queue pairs (CollectiveAnalysis.ports_from_qps with one port);
+  // empty: node-wide.
+  Name port;
 };
 
 // What one rank's report carries for the evidence (CrossRankAnalysis::RankEntry), of the
@@ -133,7 +137,7 @@ struct PortFigures {
   uint64_t line_rate = 0;   // bytes/s; 0 unknown
   uint64_t port_bytes = 0;  // bytes all its candidate ports moved during it, both directions
   uint64_t own_bytes = 0;   // CollectiveAnalysis.own_bytes (0: unknown)
-  NodeSharers sharers;      // node-wide, not only this port's
+  NodeSharers sharers;      // node-wide unless sharers.port names its port
   float tx_busy = 0;        // PortActivity.transmit_busy_utilization
   // The ranks it sent the most to (Collective.proxy_peers by bytes_sent), -1 none: the far
   // ends of its transfers, whose line rates bound what its path can carry.

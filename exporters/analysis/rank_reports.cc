@@ -95,6 +95,7 @@ bool ReportBuilder::Add(Name node, const v1::Collective& c, int64_t unix_offset_
     f.port_bytes += p.transmit_bytes() + p.receive_bytes();
   if (port) {
     e.port = *port;
+    if (a.ports_from_qps() && a.ports_size() == 1) f.sharers.port = *port;
     for (const v1::PortActivity& p : a.ports()) {
       if (static_cast<int32_t>(p.port_index()) != a.port_index()) continue;
       e.saturated_ratio = SaturatedShare(p, dur);

@@ -81,11 +81,13 @@ std::string JobText(const v1::Job& j) {
 constexpr double kSharedSentenceShare = 0.1;
 
 // ,"shared_with":[{comm, job, job_name, bytes, share}] of the communicators that shared `node`
+// (its port sharers.port where that is known)
 // while a collective of job `own_job` ran (PortFigures.sharers), share = bytes over the node's
 // proxy network bytes then (own + every other communicator's, those not listed included:
 // sharers.total); [] when none or nothing is known. Sets
 // *sentence to "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it" for
-// the largest at a share of at least kSharedSentenceShare, "" otherwise.
+// the largest at a share of at least kSharedSentenceShare, "" otherwise; "n3 mlx5_2 also
+// carried ..." when the shares are of one port (sharers.port).
 void AppendSharedWith(std::string* out, std::string* sentence, const std::string& node,
                       const std::string& own_job, uint64_t own_bytes, const NodeSharers& sharers,
                       const JobOfComm& job_of) {
@@ -118,8 +120,10 @@ void AppendSharedWith(std::string* out, std::string* sentence, const std::string
           j.id().empty()      ? absl::StrCat("communicator ", label, " (job unknown)")
           : j.id() == own_job ? absl::StrCat("communicator ", label, " of the same job")
                               : absl::StrCat("job ", JobText(j));
-      *sentence = absl::StrFormat("%s also carried %s: %.0f%% of its network bytes during it", node,
-                                  who, 100 * share);
+      const std::string where =
+          sharers.port.empty() ? node : absl::StrCat(node, " ", sharers.port.str());
+      *sentence = absl::StrFormat("%s also carried %s: %.0f%% of its network bytes during it",
+                                  where, who, 100 * share);
     }
     first = false;
   }

@@ -145,6 +145,31 @@ TEST_F(CrossRankPathTest, ACompetingFlowFromTheFirstInstanceIsNamed) {
 // A slow link from n1 from the start: it sends at 0.25 of line rate when it has data, the
 // others at 0.5; the same job clean names nothing and teaches the kind's best, against which the
 // slow job then reads its share.
+// n2's agent knew from its rank's queue pairs which one port it used (ports_from_qps): the
+// other communicator's bytes are said to be on that port, not the node.
+TEST_F(CrossRankPathTest, ASharerOnTheRanksOwnPortIsNamedOnThatPort) {
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    for (int n = 0; n < kPathRanks; ++n) {
+      v1::Batch b = PathRank(n, seq, n == 2 ? 2.0 : 1.04);
+      b.mutable_collectives(0)->set_busbw_bytes_per_second(0.25 *
+                                                           static_cast<double>(kPathLineRate));
+      if (n == 2) {
+        v1::CollectiveAnalysis* a = b.mutable_collectives(0)->mutable_analysis();
+        a->set_ports_from_qps(true);
+        v1::SharerBytes* other = a->add_sharers();
+        other->set_comm_hash(0x5151);
+        other->set_bytes(a->own_bytes());
+        a->set_sharers_bytes_total(a->own_bytes());
+      }
+      Send(n, b);
+    }
+  }
+  const std::string slow = SlowJson(x_.Slowest(0));
+  EXPECT_NE(slow.find("\"shared\":\"n2 veth2 also carried communicator"), std::string::npos)
+      << slow;
+  EXPECT_NE(slow.find("50% of its network bytes during it"), std::string::npos) << slow;
+}
+
 TEST_F(CrossRankPathTest, ASlowLinkFromTheStartIsNamedAndACleanJobIsNot) {
   for (uint64_t seq = 0; seq < 8; ++seq) {
     for (int n = 0; n < kPathRanks; ++n) Send(n, PathRank(n, seq));

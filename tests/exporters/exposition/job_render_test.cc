@@ -130,6 +130,16 @@ TEST_F(SharedWithTest, TheOtherJobOnTheNodeIsNamedWithItsShare) {
 // The largest sharer as the sentence calls it: another communicator of the same job, one of
 // no known job; under a tenth of the node's bytes, none; without the collective's own bytes
 // (no proxy data), no shares at all.
+// The rank's agent knew its one port from its queue pairs (NodeSharers.port): the sentence
+// names the port, and the share is of that port's bytes.
+TEST_F(SharedWithTest, APortKnownFromTheQueuePairsIsNamed) {
+  CollectiveInstance d = Slow(39'000'000, {{{kOther, 61'000'000}, {}}});
+  d.ranks[0].sharers.port = *names_.Intern("mlx5_2:1");
+  const auto s = Parse(SlowJson({d}, JobOf()));
+  EXPECT_EQ(Bottleneck(s).fields().at("shared").string_value(),
+            "n3 mlx5_2:1 also carried job 8812 (llama-70b): 61% of its network bytes during it");
+}
+
 TEST_F(SharedWithTest, SameJobUnknownJobAndSmallSharesAreSaidAsSuch) {
   auto shared = [&](uint64_t own, std::array<Sharer, 2> sharers) {
     return Bottleneck(Parse(SlowJson({Slow(own, sharers)}, JobOf()))).fields();

@@ -8,6 +8,11 @@
 //   aggregator  /heatmap/links?job=: WeighByJob over a 1,000-link x 1,000-bucket model of 125
 //               nodes with 1,024 stored transfers each, against one multiply per cell (the least
 //               any per-cell weighting costs), in the same run.
+//   qp          a refresh of the ports each process has queue pairs on (agent/qp_ports.h):
+//               ParseRdmaResQp + PortsOfProcesses of an `rdma -j res show qp` document of N
+//               QPs (8 ranks over 8 rails), against protobuf's JSON parse of the same text
+//               alone (the parser it replaced), in the same run; and the refresh's share of one core at the default
+//               5 s period.
 // Medians of --repeat runs. Plain binary; no pass/fail.
 #include <algorithm>
 #include <chrono>
@@ -18,8 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/qp_ports.h"
 #include "agent/transfer_ledger.h"
 #include "exporters/analysis/job_share.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace {
 
@@ -114,6 +122,47 @@ void Aggregator(int repeat) {
               m.values.size(), plain / 1e6, weigh / 1e6, weigh / plain);
 }
 
+void QueuePairs(int repeat) {
+  std::printf("=== the ports of each process's queue pairs, per refresh (agent)\n");
+  std::vector<fabricscope::collectors::PortDescriptor> ports;
+  for (int r = 0; r < 8; ++r) {
+    fabricscope::collectors::PortDescriptor p;
+    p.device = "mlx5_" + std::to_string(r);
+    p.port = 1;
+    p.rdma = true;
+    ports.push_back(p);
+  }
+  for (int qps : {2048, 32768}) {
+    std::string json = "[";
+    for (int i = 0; i < qps; ++i) {
+      const int rank = i % 8;
+      json += (i ? "," : "");
+      json += "{\"ifindex\":" + std::to_string(rank) + ",\"ifname\":\"mlx5_" +
+              std::to_string(rank) + "\",\"port\":1,\"lqpn\":" + std::to_string(1000 + i) +
+              ",\"rqpn\":" + std::to_string(9000 + i) +
+              ",\"type\":\"RC\",\"state\":\"RTS\",\"rq-psn\":12,\"sq-psn\":34,"
+              "\"path-mig-state\":\"MIGRATED\",\"pdn\":3,\"pid\":" +
+              std::to_string(4000 + rank) + ",\"comm\":\"python3\"}";
+    }
+    json += "]";
+    volatile size_t sink = 0;
+    const double plain = MedianNs(repeat, 1, [&](int) {
+      google::protobuf::ListValue l;
+      (void)google::protobuf::util::JsonStringToMessage(json, &l);
+      sink = sink + static_cast<size_t>(l.values_size());
+    });
+    const double ours = MedianNs(repeat, 1, [&](int) {
+      auto list = fabricscope::agent::ParseRdmaResQp(json);
+      size_t unmatched = 0;
+      sink = sink + fabricscope::agent::PortsOfProcesses(list->qps, ports, &unmatched).size();
+    });
+    std::printf(
+        "qp qps=%d bytes=%zu protobuf_parse_ms=%.2f refresh_ms=%.2f ratio=%.2fx "
+        "core_share_at_5s=%.5f\n",
+        qps, json.size(), plain / 1e6, ours / 1e6, ours / plain, ours / 5e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,5 +172,6 @@ int main(int argc, char** argv) {
   }
   Agent(repeat);
   Aggregator(repeat);
+  QueuePairs(repeat);
   return 0;
 }

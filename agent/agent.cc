@@ -246,7 +246,11 @@ void Agent::SubmitReady(bool stopping) {
       std::vector<v1::Collective> completed;
       gpu_timeline_->FillWindow(start, end, &gpu_stats, gpu_pids, &parts.gpu.emplace(), &completed);
       AttachJobs(gpu_ingest_->JobsByPid(), &parts.gpu->gpu);
-      if (qp_ports_) collective_analyzer_->SetProcessPorts(qp_ports_->Latest());
+      if (qp_ports_) {
+        std::shared_ptr<const ProcessPorts> qp = qp_ports_->Latest();
+        if (qp) AttachRdmaPorts(*qp, ports_, &parts.gpu->gpu);
+        collective_analyzer_->SetProcessPorts(std::move(qp));
+      }
       for (v1::Collective& c : completed) {
         collective_analyzer_->AddCollective(std::move(c), &parts.analysed);
       }

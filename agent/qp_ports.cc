@@ -101,6 +101,19 @@ ProcessPorts PortsOfProcesses(const std::vector<RdmaQp>& qps,
   return out;
 }
 
+void AttachRdmaPorts(const ProcessPorts& map, const std::vector<collectors::PortDescriptor>& ports,
+                     v1::GpuWindow* w) {
+  for (v1::GpuProducer& p : *w->mutable_ingest()->mutable_producers()) {
+    p.clear_rdma_ports();
+    auto it = map.find(p.pid());
+    if (it == map.end()) continue;
+    for (uint32_t i : it->second) {
+      if (static_cast<size_t>(p.rdma_ports_size()) >= kMaxProducerPorts) break;
+      if (i < ports.size()) p.add_rdma_ports(ports[i].Key());
+    }
+  }
+}
+
 absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, int64_t timeout_ns,
                                          size_t max_bytes) {
   if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("no command to run");

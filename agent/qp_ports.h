@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "collectors/port.h"
+#include "fabricscope/v1/gpu.pb.h"
 
 namespace fabricscope::agent {
 
@@ -62,6 +63,13 @@ using ProcessPorts = absl::flat_hash_map<int32_t, std::vector<uint32_t>>;
 ProcessPorts PortsOfProcesses(const std::vector<RdmaQp>& qps,
                               const std::vector<collectors::PortDescriptor>& ports,
                               size_t* unmatched);
+
+// Sets each producer's rdma_ports (GpuProducer field 10) in `w` from `map`: the Key() ("mlx5_2:1")
+// of the ports at its pid's indices into `ports`, at most kMaxProducerPorts; producers whose
+// pid has none are left empty (unknown).
+inline constexpr size_t kMaxProducerPorts = 16;
+void AttachRdmaPorts(const ProcessPorts& map, const std::vector<collectors::PortDescriptor>& ports,
+                     v1::GpuWindow* w);
 
 // Runs argv[0] (looked up in PATH) with argv, stdin and stderr from/to /dev/null, and returns
 // what it wrote to stdout. Errors: Unavailable when it cannot be started, exits non-zero or

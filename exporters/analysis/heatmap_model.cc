@@ -14,6 +14,7 @@ void DownsampleHeatmap(HeatmapModel* m, size_t max_cells) {
                     m->rows.size());
     m->rows.resize(max_cells);
     if (m->row_nodes.size() > max_cells) m->row_nodes.resize(max_cells);
+    if (m->row_ports.size() > max_cells) m->row_ports.resize(max_cells);
     m->values.resize(max_cells * m->cols);
   }
   const size_t rows = m->rows.size();

@@ -21,6 +21,8 @@ struct HeatmapModel {
   std::vector<std::string> rows;
   // The node of each row where a row is one of a node's (links x time), else empty.
   std::vector<std::string> row_nodes;
+  // The port ("mlx5_2:1", device:port) of each row where row_nodes is set and the row is a link.
+  std::vector<std::string> row_ports;
   std::vector<std::string> col_labels;  // empty for a time axis
   int64_t start_unix_ns = 0;
   int64_t bucket_ns = 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 namespace fabricscope::exporters {
 
@@ -41,14 +43,34 @@ void Spread(int64_t from, int64_t bucket_ns, int64_t start, int64_t end, double 
   }
 }
 
+// The job's and all bytes per column of one accumulator (a port, or the transfers of unknown
+// ports), spread by Spread; the interior arrays have one slot more: the difference at c1 may
+// fall on the last column.
+struct Columns {
+  explicit Columns(size_t cols)
+      : job(cols, 0), all(cols, 0), job_in(cols + 1, 0), all_in(cols + 1, 0) {}
+  std::vector<double> job, all, job_in, all_in;
+  // Folds the interior differences into job and all.
+  void Settle() {
+    double run_job = 0, run_all = 0;
+    for (size_t c = 0; c < job.size(); ++c) {
+      job[c] += run_job += job_in[c];
+      all[c] += run_all += all_in[c];
+    }
+  }
+};
+
 }  // namespace
 
-std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uint64_t>& comms,
-                                   int64_t from, int64_t bucket_ns, size_t cols) {
-  std::vector<float> share(cols, NAN);
-  if ((node.truncated && node.transfers.empty()) || bucket_ns <= 0 || cols == 0) return share;
-  // interior arrays have one slot more: the difference at c1 may fall on the last column.
-  std::vector<double> job(cols, 0), all(cols, 0), job_in(cols + 1, 0), all_in(cols + 1, 0);
+// Every port's columns from one pass over the node's transfers: a transfer of k known ports adds
+// 1/k of its bytes to each, one of unknown ports adds to `unknown`; a port's share then counts
+// 1/n of `unknown` (n the known ports, at least 1), so that the ports' bytes sum to the node's.
+NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comms, int64_t from,
+                       int64_t bucket_ns, size_t cols)
+    : unknown_only_(cols, NAN), node_wide_(cols, NAN) {
+  if ((node.truncated && node.transfers.empty()) || bucket_ns <= 0 || cols == 0) return;
+  Columns unknown(cols);
+  std::map<std::string_view, Columns> ports;
   int64_t oldest = std::numeric_limits<int64_t>::max();
   const int64_t to = from + bucket_ns * static_cast<int64_t>(cols);
   for (const NodeTransfer& t : node.transfers) {
@@ -61,53 +83,94 @@ std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uin
     // The node keeps its latest records by arrival, which follows their ends: what it dropped
     // ended before the earliest end it kept.
     oldest = std::min(oldest, t.end_unix_ns);
+    for (const std::string& p : t.ports) ports.try_emplace(p, cols);
     if (t.end_unix_ns < from || t.start_unix_ns >= to) continue;
-    const auto bytes = static_cast<double>(t.bytes);
-    Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &all, &all_in);
-    if (comms.contains(t.comm)) {
-      Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &job, &job_in);
+    const bool mine = comms.contains(t.comm);
+    const double part =
+        static_cast<double>(t.bytes) / static_cast<double>(std::max<size_t>(1, t.ports.size()));
+    const auto add = [&](Columns& c) {
+      Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, part, &c.all, &c.all_in);
+      if (mine) Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, part, &c.job, &c.job_in);
+    };
+    if (t.ports.empty()) add(unknown);
+    for (const std::string& p : t.ports) add(ports.at(p));
+  }
+  unknown.Settle();
+  const double n = static_cast<double>(std::max<size_t>(1, ports.size()));
+  // Columns before what a truncated node kept stay NaN.
+  size_t first = 0;
+  while (node.truncated && first < cols &&
+         from + static_cast<int64_t>(first + 1) * bucket_ns <= oldest) {
+    ++first;
+  }
+  const auto share = [&](const std::vector<double>& job, const std::vector<double>& all,
+                         double unknown_part) {
+    std::vector<float> s(cols, NAN);
+    for (size_t c = first; c < cols; ++c) {
+      const double j = job[c] + unknown.job[c] * unknown_part;
+      const double a = all[c] + unknown.all[c] * unknown_part;
+      // Running sums leave rounding residue: under a thousandth of a byte is nothing.
+      s[c] = a > 1e-3 && j > 1e-3 ? static_cast<float>(std::clamp(j / a, 0.0, 1.0)) : 0.0f;
+    }
+    return s;
+  };
+  std::vector<double> job_sum(cols, 0), all_sum(cols, 0);
+  for (auto& [port, c] : ports) {
+    c.Settle();
+    by_port_.emplace(std::string(port), share(c.job, c.all, 1 / n));
+    for (size_t i = 0; i < cols; ++i) {
+      job_sum[i] += c.job[i];
+      all_sum[i] += c.all[i];
     }
   }
-  double run_job = 0, run_all = 0;
-  for (size_t c = 0; c < cols; ++c) {
-    run_job += job_in[c];
-    run_all += all_in[c];
-    const double j = job[c] + run_job, a = all[c] + run_all;
-    const int64_t c_end = from + static_cast<int64_t>(c + 1) * bucket_ns;
-    if (node.truncated && c_end <= oldest) continue;  // before the records reach: unknown
-    // Running sums leave rounding residue: under a thousandth of a byte is nothing.
-    share[c] = a > 1e-3 && j > 1e-3 ? static_cast<float>(std::clamp(j / a, 0.0, 1.0)) : 0.0f;
-  }
-  return share;
+  const std::vector<double> none(cols, 0);
+  unknown_only_ = share(none, none, 1);
+  node_wide_ = share(job_sum, all_sum, 1);
+}
+
+const std::vector<float>& NodeShares::Of(const std::string& port) const {
+  if (port.empty()) return node_wide_;
+  const auto it = by_port_.find(port);
+  return it == by_port_.end() ? unknown_only_ : it->second;
+}
+
+std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uint64_t>& comms,
+                                   int64_t from, int64_t bucket_ns, size_t cols,
+                                   const std::string& port) {
+  return NodeShares(node, comms, from, bucket_ns, cols).Of(port);
 }
 
 size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& by_node,
                   const std::set<uint64_t>& comms) {
   static const NodeTransfers kNone;
-  std::map<std::string, std::vector<float>> shares;  // per node, computed once
+  std::map<std::string, NodeShares> shares;  // per node, computed once
   // Rows kept are moved down in place: row r lands on row `kept` <= r, never read again.
   size_t kept = 0;
   for (size_t r = 0; r < m->rows.size() && r < m->row_nodes.size(); ++r) {
     const std::string& node = m->row_nodes[r];
+    static const std::string kNodeWide;
+    const std::string& port = r < m->row_ports.size() ? m->row_ports[r] : kNodeWide;
     auto it = shares.find(node);
     if (it == shares.end()) {
       auto t = by_node.find(node);
       it = shares
-               .emplace(node, JobShareColumns(t == by_node.end() ? kNone : t->second, comms,
-                                              m->start_unix_ns, m->bucket_ns, m->cols))
+               .try_emplace(node, t == by_node.end() ? kNone : t->second, comms, m->start_unix_ns,
+                            m->bucket_ns, m->cols)
                .first;
     }
-    const std::vector<float>& s = it->second;
+    const std::vector<float>& s = it->second.Of(port);
     if (std::none_of(s.begin(), s.end(), [](float v) { return v > 0; })) continue;
     for (size_t c = 0; c < m->cols; ++c) m->values[kept * m->cols + c] = m->at(r, c) * s[c];
     if (kept != r) {
       m->rows[kept] = std::move(m->rows[r]);
       m->row_nodes[kept] = m->row_nodes[r];
+      if (r < m->row_ports.size()) m->row_ports[kept] = m->row_ports[r];
     }
     ++kept;
   }
   m->rows.resize(kept);
   m->row_nodes.resize(kept);
+  if (m->row_ports.size() > kept) m->row_ports.resize(kept);
   m->values.resize(kept * m->cols);
   return kept;
 }

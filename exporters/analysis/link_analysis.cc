@@ -269,6 +269,7 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
     const Ring<uint8_t>* ring;
     std::string label;
     const std::string* node;
+    std::string port;  // device:port
   };
   std::vector<Row> rows;
   int64_t newest = INT64_MIN;
@@ -283,8 +284,9 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
         if (!q.direction.empty() && q.direction != dname) continue;
         if (ring->latest == INT64_MIN) continue;
         newest = std::max(newest, ring->latest);
-        rows.push_back(Row{
-            ring, absl::StrCat(LinkName(name, p.info), " ", dname[0] == 't' ? "tx" : "rx"), &name});
+        rows.push_back(Row{ring,
+                           absl::StrCat(LinkName(name, p.info), " ", dname[0] == 't' ? "tx" : "rx"),
+                           &name, absl::StrCat(p.info.device(), ":", p.info.port())});
       }
     }
   }
@@ -341,6 +343,7 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   for (size_t r = 0; r < rows.size(); ++r) {
     m.rows.push_back(rows[r].label);
     m.row_nodes.push_back(*rows[r].node);
+    m.row_ports.push_back(std::move(rows[r].port));
     // Only the buckets the ring holds can have a value: a requested span (from=1&to=9e9) must
     // not set the length of this loop, which runs under the lock (issue 13).
     const Ring<uint8_t>& ring = *rows[r].ring;

@@ -34,7 +34,8 @@ using common::BasicAuth;
 namespace {
 
 // /heatmap/links?job=: the job's communicators and, for each node it ran on, the transfers of
-// that node's stored collective records (every communicator's, with network bytes).
+// that node's stored collective records (every communicator's, with network bytes), each with
+// the RDMA ports its process had queue pairs on where the agent reported them.
 bool JobTransfersOf(const ClusterState& state, const std::string& job, std::set<uint64_t>* comms,
                     std::map<std::string, NodeTransfers>* by_node) {
   for (const JobView& v : state.Jobs()) {
@@ -43,12 +44,15 @@ bool JobTransfersOf(const ClusterState& state, const std::string& job, std::set<
     for (const std::string& node : v.nodes) {
       NodeTransfers& out = (*by_node)[node];
       const std::vector<CollectiveRecord> records = state.RecentCollectives(node, 0);
+      const std::map<int32_t, std::vector<std::string>> ports = state.ProcessPorts(node);
       // As many as the node keeps (GpuState::Options, the default ClusterState uses): older
       // ones were dropped.
       out.truncated = records.size() >= GpuState::Options().recent_collectives_per_node;
       for (const CollectiveRecord& r : records) {
         if (r.proxy_bytes > 0) {
-          out.transfers.push_back({r.comm_hash, r.start_unix_ns, r.end_unix_ns, r.proxy_bytes});
+          const auto p = ports.find(r.pid);
+          out.transfers.push_back({r.comm_hash, r.start_unix_ns, r.end_unix_ns, r.proxy_bytes,
+                                   p == ports.end() ? std::vector<std::string>{} : p->second});
         }
       }
     }

@@ -129,12 +129,12 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
     const size_t all_rows = m.rows.size();
     WeighByJob(&m, by_node, comms);
     absl::StrAppend(&m.title, ", job ", job, "'s share");
-    m.value_label = "utilization x the job's share of its node's network bytes";
+    m.value_label = "utilization x the job's share of the link's network bytes";
     absl::StrAppend(&m.note, m.note.empty() ? "" : "; ", m.rows.size(), " of ", all_rows,
                     " links of the job's nodes carried its traffic; each cell is the link's "
-                    "utilization times the job's share of its node's NCCL network bytes then "
-                    "(node-wide: the profiler does not name the NIC; blank where the node's "
-                    "records do not reach back)");
+                    "utilization times the job's share of the NCCL network bytes on it then "
+                    "(a process's bytes on the RDMA ports of its queue pairs; node-wide where "
+                    "those are unknown; blank where the node's records do not reach back)");
     ServeHeatmap(req, res, std::move(m), links.options().max_cells);
   });
   server.Get("/heatmap/nodes", [&links](const httplib::Request& req, httplib::Response& res) {

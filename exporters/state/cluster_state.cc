@@ -301,6 +301,12 @@ std::vector<CollectiveRecord> ClusterState::RecentCollectives(absl::string_view 
   return gpu_.RecentCollectives(node_filter, limit);
 }
 
+std::map<int32_t, std::vector<std::string>> ClusterState::ProcessPorts(
+    absl::string_view node) const {
+  absl::MutexLock lock(&gpu_mu_);
+  return gpu_.ProcessPorts(node);
+}
+
 std::vector<KernelRecord> ClusterState::RecentKernels(absl::string_view node_filter,
                                                       size_t limit) const {
   absl::MutexLock lock(&gpu_mu_);

@@ -38,6 +38,28 @@ std::string_view Bounded(std::string_view s, size_t max_bytes) {
   return s.substr(0, n);
 }
 
+// Records the ports each producer reports (GpuProducer.rdma_ports) into `kept`: a producer with
+// none leaves its entry alone (unknown now says nothing against what was seen). Past
+// GpuState::kMaxPortPids, processes that are no longer connected leave first, lowest pid first.
+void KeepProcessPorts(const v1::GpuIngestStats& ingest,
+                      std::map<int32_t, std::vector<std::string>>* kept) {
+  absl::flat_hash_set<int32_t> connected;
+  for (const v1::GpuProducer& p : ingest.producers()) {
+    connected.insert(p.pid());
+    if (p.rdma_ports_size() == 0 || p.pid() <= 0) continue;
+    std::vector<std::string> ports;
+    for (const std::string& port : p.rdma_ports()) {
+      if (ports.size() >= GpuState::kMaxPortsPerPid) break;
+      ports.emplace_back(Bounded(port, GpuState::kMaxLabelBytes));
+    }
+    (*kept)[p.pid()] = std::move(ports);
+  }
+  for (auto it = kept->begin(); kept->size() > GpuState::kMaxPortPids && it != kept->end();) {
+    it = connected.contains(it->first) ? std::next(it) : kept->erase(it);
+  }
+  while (kept->size() > GpuState::kMaxPortPids) kept->erase(kept->begin());
+}
+
 }  // namespace
 
 size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
@@ -52,6 +74,11 @@ size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
       std::make_tuple(p.comm_hash, p.rank, p.nranks, p.root, p.peer, p.pid, p.gpu, p.channels,
                       p.func, p.datatype, p.algo, p.proto, p.timing_source, p.p2p,
                       p.graph_captured));
+}
+
+std::map<int32_t, std::vector<std::string>> GpuState::ProcessPorts(absl::string_view node) const {
+  const auto it = nodes_.find(std::string(node));
+  return it == nodes_.end() ? std::map<int32_t, std::vector<std::string>>{} : it->second.pid_ports;
 }
 
 void GpuState::ResetNode(const std::string& node) {
@@ -83,6 +110,7 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
       it = comms.contains(it->first.first) ? std::next(it) : n.last_busbw.erase(it);
     }
     AddRankWindow(n, batch.gpu());
+    KeepProcessPorts(batch.gpu().ingest(), &n.pid_ports);
   }
   if (options_.recent_collectives_per_node > 0) {
     BatchStrings strings(*this);

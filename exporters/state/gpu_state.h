@@ -83,11 +83,19 @@ class GpuState {
                                                   size_t limit) const;
   // The stored kernel spans (KernelRecord), same rules.
   std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
+  // The RDMA ports ("mlx5_2:1") each process of `node` had queue pairs on, as its producer last
+  // reported them (GpuProducer.rdma_ports): processes still connected and, while there is room,
+  // ones that have gone (their collectives stay in the ring); empty when none is known.
+  std::map<int32_t, std::vector<std::string>> ProcessPorts(absl::string_view node) const;
 
   // Bounds on what one stored record keeps (see the class comment).
   static constexpr size_t kMaxLabelBytes = 64;
   static constexpr size_t kMaxKernelNameBytes = 256;
   static constexpr size_t kMaxProxyPeers = 32;
+  // Processes per node whose ports are kept, and ports kept per process (the agent sends at
+  // most 16, agent/qp_ports.h kMaxProducerPorts).
+  static constexpr size_t kMaxPortPids = 1024;
+  static constexpr size_t kMaxPortsPerPid = 16;
 
   // Distinct strings and collective profiles held for the stored records (for tests).
   size_t interned_strings() const { return strings_.size(); }
@@ -260,6 +268,7 @@ class GpuState {
     std::map<PairKey, uint64_t> pair_totals;
     bool have_pair_totals = false;
     std::deque<std::vector<RankBytes>> rank_windows;
+    std::map<int32_t, std::vector<std::string>> pid_ports;  // ProcessPorts
   };
 
   // The string ids one batch names, each looked up in strings_ once per batch. The cache holds

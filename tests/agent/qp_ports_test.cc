@@ -87,6 +87,25 @@ TEST(PortsOfProcesses, OneProcessOnSeveralPortsIsSortedWithoutDuplicates) {
   EXPECT_EQ(m.at(42), (std::vector<uint32_t>{0, 3}));
 }
 
+// Each producer of the window gets the names of its process's ports, the way the aggregator
+// names a link's port (device:port); a producer without QPs stays unknown, even if it carried a
+// stale list; an index outside the port list is skipped.
+TEST(AttachRdmaPorts, NamesEachProducersPortsAndLeavesTheRestUnknown) {
+  v1::GpuWindow w;
+  for (int32_t pid : {42, 43, 44}) w.mutable_ingest()->add_producers()->set_pid(pid);
+  w.mutable_ingest()->mutable_producers(1)->add_rdma_ports("stale:1");
+  ProcessPorts m;
+  m[42] = {0, 3, 99};
+  m[44] = {2};
+  AttachRdmaPorts(m, Ports(), &w);
+  const auto& p = w.ingest().producers();
+  EXPECT_EQ(std::vector<std::string>(p[0].rdma_ports().begin(), p[0].rdma_ports().end()),
+            (std::vector<std::string>{"mlx5_0:1", "mlx5_2:1"}));
+  EXPECT_EQ(p[1].rdma_ports_size(), 0);
+  ASSERT_EQ(p[2].rdma_ports_size(), 1);
+  EXPECT_EQ(p[2].rdma_ports(0), "mlx5_1:1");
+}
+
 TEST(ParseRdmaResQp, MalformedInputIsAnErrorOrACountedSkip) {
   EXPECT_FALSE(ParseRdmaResQp("").ok());
   EXPECT_FALSE(ParseRdmaResQp("{\"ifname\":\"mlx5_0\"}").ok());  // not an array

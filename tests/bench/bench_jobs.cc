@@ -6,13 +6,14 @@
 //               (collectives.max_kinds), against OwnBytes of the collective's own communicator,
 //               measured in the same run.
 //   aggregator  /heatmap/links?job=: WeighByJob over a 1,000-link x 1,000-bucket model of 125
-//               nodes with 1,024 stored transfers each, against one multiply per cell (the least
-//               any per-cell weighting costs), in the same run.
+//               nodes with 1,024 stored transfers each (each on one of its node's 8 ports),
+//               per port and node-wide (rows without ports), against one multiply per cell
+//               (the least any per-cell weighting costs), in the same run.
 //   qp          a refresh of the ports each process has queue pairs on (agent/qp_ports.h):
 //               ParseRdmaResQp + PortsOfProcesses of an `rdma -j res show qp` document of N
 //               QPs (8 ranks over 8 rails), against protobuf's JSON parse of the same text
-//               alone (the parser it replaced), in the same run; and the refresh's share of one core at the default
-//               5 s period.
+//               alone (the parser it replaced), in the same run; and the refresh's share of one
+//               core at the default 5 s period.
 // Medians of --repeat runs. Plain binary; no pass/fail.
 #include <algorithm>
 #include <chrono>
@@ -99,11 +100,16 @@ void Aggregator(int repeat) {
     for (int r = 0; r < rows_per_node; ++r) {
       m.rows.push_back(node + "/mlx5_" + std::to_string(r) + ":1 tx");
       m.row_nodes.push_back(node);
+      m.row_ports.push_back("mlx5_" + std::to_string(r) + ":1");
     }
     std::vector<NodeTransfer>& t = by_node[node].transfers;
     for (int i = 0; i < 1024; ++i) {  // two communicators, the job's and another's
       const int64_t start = static_cast<int64_t>(i) * kMs;
-      t.push_back({static_cast<uint64_t>(i % 2), start, start + length_ms(rng) * kMs, 1 << 20});
+      t.push_back({static_cast<uint64_t>(i % 2),
+                   start,
+                   start + length_ms(rng) * kMs,
+                   1 << 20,
+                   {"mlx5_" + std::to_string((i / 2) % rows_per_node) + ":1"}});
     }
   }
   m.values.assign(m.rows.size() * cols, 0.5f);
@@ -118,8 +124,16 @@ void Aggregator(int repeat) {
     fabricscope::exporters::WeighByJob(&copy, by_node, {0});
     sink = sink + copy.values.back();
   });
-  std::printf("aggregator cells=%zu plain_multiply_ms=%.2f weigh_by_job_ms=%.2f ratio=%.1fx\n",
-              m.values.size(), plain / 1e6, weigh / 1e6, weigh / plain);
+  const double node_wide = MedianNs(repeat, 1, [&](int) {
+    HeatmapModel copy = m;
+    copy.row_ports.clear();
+    fabricscope::exporters::WeighByJob(&copy, by_node, {0});
+    sink = sink + copy.values.back();
+  });
+  std::printf(
+      "aggregator cells=%zu plain_multiply_ms=%.2f weigh_by_job_per_port_ms=%.2f ratio=%.1fx "
+      "node_wide_ms=%.2f ratio=%.1fx\n",
+      m.values.size(), plain / 1e6, weigh / 1e6, weigh / plain, node_wide / 1e6, node_wide / plain);
 }
 
 void QueuePairs(int repeat) {

@@ -1,4 +1,4 @@
-// One job's share of a node's network bytes per time bucket, and the links heat map scaled to it
+// One job's share of a link's network bytes per time bucket, and the links heat map scaled to it
 // (exporters/analysis/job_share.h, /heatmap/links?job=).
 #include "exporters/analysis/job_share.h"
 
@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,9 +18,10 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kT0 = 1'800'000'000'000'000'000;  // Unix ns: 2027
 constexpr uint64_t kJob = 0xa, kOther = 0xb;
 
-NodeTransfer T(uint64_t comm, double start_ms, double end_ms, uint64_t bytes) {
+NodeTransfer T(uint64_t comm, double start_ms, double end_ms, uint64_t bytes,
+               std::vector<std::string> ports = {}) {
   return {comm, kT0 + static_cast<int64_t>(start_ms * kMs),
-          kT0 + static_cast<int64_t>(end_ms * kMs), bytes};
+          kT0 + static_cast<int64_t>(end_ms * kMs), bytes, std::move(ports)};
 }
 
 NodeTransfers Held(std::vector<NodeTransfer> t, bool truncated = false) {
@@ -61,10 +64,10 @@ TEST(JobShare, UnknownBeforeWhatATruncatedNodeKeptAndInstantsWhole) {
 
 // Unknown (0) and impossible times are skipped, not counted from the epoch, and cannot overflow.
 TEST(JobShare, BadTimesAreSkipped) {
-  const std::vector<float> bad = JobShareColumns(Held({{kOther, 0, kT0 + 1, 999},
-                                                       {kOther, kT0 + 9 * kMs, kT0 + 1 * kMs, 999},
-                                                       {kOther, INT64_MIN, kT0, 999},
-                                                       {kOther, kT0, INT64_MAX, 999},
+  const std::vector<float> bad = JobShareColumns(Held({{kOther, 0, kT0 + 1, 999, {}},
+                                                       {kOther, kT0 + 9 * kMs, kT0 + kMs, 999, {}},
+                                                       {kOther, INT64_MIN, kT0, 999, {}},
+                                                       {kOther, kT0, INT64_MAX, 999, {}},
                                                        T(kJob, 0, 5, 10)}),
                                                  {kJob}, kT0, 5 * kMs, 2);
   EXPECT_NEAR(bad[0], 1.0, 1e-6);
@@ -104,6 +107,44 @@ TEST(JobShare, WeighByJobScalesRowsAndDropsOtherNodes) {
   ASSERT_EQ(first.values.size(), 2u);
   EXPECT_NEAR(first.at(0, 0), 0.8 * 0.75, 1e-6);
   EXPECT_EQ(first.at(0, 1), 0.0f);
+}
+
+// A multi-rail node: the job on mlx5_0:1 (its QPs), another job on mlx5_1:1, a third spread over
+// both, a fourth whose ports are unknown (spread over the 2 ports the known ones used). On
+// mlx5_0:1 the job moved 100 of 100 + 50 + 50 bytes; on mlx5_1:1 nothing; node-wide 100 of 400.
+TEST(JobShare, EachPortCountsTheTransfersOfTheProcessesWithQueuePairsOnIt) {
+  const NodeTransfers node =
+      Held({T(kJob, 0, 10, 100, {"mlx5_0:1"}), T(kOther, 0, 10, 100, {"mlx5_1:1"}),
+            T(0xc, 0, 10, 100, {"mlx5_0:1", "mlx5_1:1"}), T(0xd, 0, 10, 100)});
+  EXPECT_NEAR(JobShareColumns(node, {kJob}, kT0, 10 * kMs, 1, "mlx5_0:1")[0], 0.5, 1e-6);
+  EXPECT_EQ(JobShareColumns(node, {kJob}, kT0, 10 * kMs, 1, "mlx5_1:1")[0], 0.0f);
+  EXPECT_NEAR(JobShareColumns(node, {kJob}, kT0, 10 * kMs, 1)[0], 0.25, 1e-6);
+  // A port no known transfer used carries only the unknown one's part: none of it the job's.
+  EXPECT_EQ(JobShareColumns(node, {kJob}, kT0, 10 * kMs, 1, "eth0:1")[0], 0.0f);
+  EXPECT_NEAR(JobShareColumns(node, {0xd}, kT0, 10 * kMs, 1, "eth0:1")[0], 1.0, 1e-6);
+  // With no port known anywhere every port gets the node's share.
+  const NodeTransfers blind = Held({T(kJob, 0, 10, 100), T(kOther, 0, 10, 300)});
+  EXPECT_NEAR(JobShareColumns(blind, {kJob}, kT0, 10 * kMs, 1, "mlx5_1:1")[0], 0.25, 1e-6);
+}
+
+// The heat map's rows name their port: the job's rail keeps its share, the other rail leaves.
+TEST(JobShare, WeighByJobWeighsEachRowOnItsOwnPort) {
+  HeatmapModel m;
+  m.rows = {"n1/mlx5_0:1 tx", "n1/mlx5_1:1 tx"};
+  m.row_nodes = {"n1", "n1"};
+  m.row_ports = {"mlx5_0:1", "mlx5_1:1"};
+  m.start_unix_ns = kT0;
+  m.bucket_ns = 10 * kMs;
+  m.cols = 1;
+  m.values = {0.8f, 0.9f};
+  const std::map<std::string, NodeTransfers> by_node = {
+      {"n1", Held({T(kJob, 0, 10, 300, {"mlx5_0:1"}), T(kOther, 0, 10, 100, {"mlx5_0:1"}),
+                   T(kOther, 0, 10, 900, {"mlx5_1:1"})})}};
+  EXPECT_EQ(WeighByJob(&m, by_node, {kJob}), 1u);
+  EXPECT_EQ(m.rows, (std::vector<std::string>{"n1/mlx5_0:1 tx"}));
+  EXPECT_EQ(m.row_ports, (std::vector<std::string>{"mlx5_0:1"}));
+  ASSERT_EQ(m.values.size(), 1u);
+  EXPECT_NEAR(m.at(0, 0), 0.8 * 0.75, 1e-6);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "exporters/exposition/gpu_render.h"
@@ -294,6 +295,55 @@ TEST(GpuState, RankImbalanceKeepsToTheCommLabels) {
   EXPECT_EQ(r.size(), 2u);
   EXPECT_DOUBLE_EQ(r.at("00000003/transmit"), 0.5);
   EXPECT_DOUBLE_EQ(r.at("00000003/receive"), 0.5);
+}
+
+v1::Batch Producers(const std::vector<std::pair<int32_t, std::vector<std::string>>>& producers) {
+  v1::Batch b;
+  for (const auto& [pid, ports] : producers) {
+    v1::GpuProducer* p = b.mutable_gpu()->mutable_ingest()->add_producers();
+    p->set_pid(pid);
+    for (const std::string& port : ports) p->add_rdma_ports(port);
+  }
+  return b;
+}
+
+// The ports a producer reported stay with its pid: a later batch without them (the agent's QP
+// table failed, or the process left) does not erase them, a new report replaces them, and a
+// hostile agent's port list and name are cut to their bounds.
+TEST(GpuState, KeepsEachProcesssPortsAcrossBatches) {
+  GpuState s;
+  s.OnBatch("n1", Producers({{100, {"mlx5_0:1"}}, {200, {"mlx5_1:1", "mlx5_2:1"}}}));
+  s.OnBatch("n1", Producers({{100, {}}, {300, {"mlx5_3:1"}}}));
+  s.OnBatch("n1", Producers({{200, {"mlx5_2:1"}}}));
+  using M = std::map<int32_t, std::vector<std::string>>;
+  EXPECT_EQ(s.ProcessPorts("n1"),
+            (M{{100, {"mlx5_0:1"}}, {200, {"mlx5_2:1"}}, {300, {"mlx5_3:1"}}}));
+  EXPECT_TRUE(s.ProcessPorts("n2").empty());
+  std::vector<std::string> many(40, std::string(500, 'x'));
+  s.OnBatch("n2", Producers({{7, many}, {-1, {"mlx5_0:1"}}}));
+  const M n2 = s.ProcessPorts("n2");
+  ASSERT_EQ(n2.size(), 1u);
+  ASSERT_EQ(n2.at(7).size(), GpuState::kMaxPortsPerPid);
+  EXPECT_EQ(n2.at(7)[0].size(), GpuState::kMaxLabelBytes);
+  s.ResetNode("n1");
+  EXPECT_TRUE(s.ProcessPorts("n1").empty());
+}
+
+// Past kMaxPortPids per node, processes no longer connected leave first: a node of 2,000
+// short-lived processes keeps the connected ones.
+TEST(GpuState, ProcessPortsAreBoundedAndTheConnectedStay) {
+  GpuState s;
+  for (int32_t pid = 1; pid <= 2000; ++pid) s.OnBatch("n1", Producers({{pid, {"mlx5_0:1"}}}));
+  EXPECT_EQ(s.ProcessPorts("n1").size(), GpuState::kMaxPortPids);
+  std::vector<std::pair<int32_t, std::vector<std::string>>> connected;
+  for (int32_t pid = 5000; pid < 5000 + static_cast<int32_t>(GpuState::kMaxPortPids); ++pid) {
+    connected.push_back({pid, {"mlx5_1:1"}});
+  }
+  s.OnBatch("n1", Producers(connected));
+  const auto m = s.ProcessPorts("n1");
+  ASSERT_EQ(m.size(), GpuState::kMaxPortPids);
+  EXPECT_EQ(m.begin()->first, 5000);
+  EXPECT_EQ(m.rbegin()->first, 5000 + static_cast<int32_t>(GpuState::kMaxPortPids) - 1);
 }
 
 }  // namespace

@@ -12,7 +12,12 @@
 # /api/collectives/slow?job=A returns only job A's collectives, each naming job A, an unknown
 # job is a 404, /metrics has fabricscope_job_info for both and every per-communicator series
 # carries its job_id, /api/diagnosis?job=A lists job A's communicator only, and the collective
-# heat map for ?job=B draws job B's communicator and says so.
+# heat map for ?job=B draws job B's communicator and says so. The agent watches two RDMA devices
+# of a real sysfs tree (tests/testdata/sysfs-real: mlx5_0 port 1, mlx4_0 ports 1 and 2) and reads
+# the queue pairs from a stand-in for iproute2's `rdma -j res show qp` that prints job A's ranks
+# on mlx5_0:1 and job B's on mlx4_0:2 (the JSON shape of rdma/res-qp.c res_qp_parse_cb; failing,
+# as the real tool does without a device, until the ranks have started): the links heat map for
+# ?job=A then draws mlx5_0:1 only, and for ?job=B mlx4_0:2 only.
 # Usage: job_identity_test.sh AGENT RING_ALLREDUCE NCCL_PLUGIN
 # Needs root and both cgroup hierarchies; exits 77 (skip) without them. 0 = pass, 1 = fail.
 set -uo pipefail
@@ -70,7 +75,15 @@ done
 
 SOCK="$WORK/gpu.sock"
 : >"$WORK/agent.yaml"
-"$AGENT" --config="$WORK/agent.yaml" --node=e2e-jobs --interfaces=lo --line-rate=lo=10gbit \
+SYSFS="$(cd "$(dirname "${BASH_SOURCE[0]}")/../testdata/sysfs-real" && pwd)" || die "no sysfs-real"
+cat >"$WORK/rdma" <<EOF
+#!/bin/sh
+[ "\$*" = "-j res show qp" ] || { echo "stand-in rdma: unexpected arguments: \$*" >&2; exit 2; }
+exec cat "$WORK/qps.json"
+EOF
+chmod +x "$WORK/rdma"
+"$AGENT" --config="$WORK/agent.yaml" --node=e2e-jobs --sysfs-root="$SYSFS" \
+  --interfaces=mlx5_0,mlx4_0 --rdma-tool="$WORK/rdma" --qp-refresh-period=100ms \
   --http-listen=127.0.0.1:0 --status=off --gpu-socket="$SOCK" >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 PIDS+=("$AGENT_PID")
@@ -85,11 +98,12 @@ done
 http() { curl -sS --max-time 5 "http://127.0.0.1:$PORT$1"; }
 
 # rank CGROUP RANK PORT RIGHT COMM: one rank, moved into CGROUP before it execs, with an empty
-# environment but for the agent's socket.
+# environment but for the agent's socket. It runs 2.5 s: a producer's ports reach the aggregator
+# with the windows that close while it is connected (GpuProducer lists connected producers).
 rank() {
   sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec env -i "$@"' sh "$1" \
     FABRICSCOPE_GPU_SOCKET="$SOCK" "$RING" --rank="$2" --nranks=2 --listen="127.0.0.1:$3" \
-    --right="127.0.0.1:$4" --plugin="$PLUGIN" --bytes=262144 --iterations=8 --compute-ms=100 \
+    --right="127.0.0.1:$4" --plugin="$PLUGIN" --bytes=262144 --iterations=25 --compute-ms=100 \
     --comm-hash="$5" --timeout=60 >"$WORK/rank-$5-$2.log" 2>&1 &
   PIDS+=("$!")
 }
@@ -100,6 +114,15 @@ rank "$CG_A/task_0" 0 "$BASE" $((BASE + 1)) "$COMM_A"
 rank "$CG_A/task_1" 1 $((BASE + 1)) "$BASE" "$COMM_A"
 rank "$CG_B/cri-containerd-r0.scope" 0 $((BASE + 2)) $((BASE + 3)) "$COMM_B"
 rank "$CG_B/cri-containerd-r1.scope" 1 $((BASE + 3)) $((BASE + 2)) "$COMM_B"
+# qp DEVICE PORT PID LQPN: one connected RC queue pair of a rank, as rdma/res-qp.c prints it.
+qp() {
+  printf '{"ifindex":0,"ifname":"%s","port":%s,"lqpn":%s,"rqpn":%s,"type":"RC","state":"RTS","rq-psn":1,"sq-psn":2,"path-mig-state":"MIGRATED","pdn":3,"pid":%s,"comm":"fabricscope-rin"}' \
+    "$1" "$2" "$4" $(($4 + 1000)) "$3"
+}
+N=${#PIDS[@]}
+printf '[%s,%s,%s,%s]\n' "$(qp mlx5_0 1 "${PIDS[N - 4]}" 100)" "$(qp mlx5_0 1 "${PIDS[N - 3]}" 101)" \
+  "$(qp mlx4_0 2 "${PIDS[N - 2]}" 102)" "$(qp mlx4_0 2 "${PIDS[N - 1]}" 103)" >"$WORK/qps.json.new"
+mv "$WORK/qps.json.new" "$WORK/qps.json"
 
 # Both jobs with their communicator, and job A's collectives matched, within 30 s.
 ok=0
@@ -160,5 +183,16 @@ http "/api/collectives?job=$POD_UID&limit=2" >"$WORK/coll-b.json" || die "GET /a
   die "/api/collectives?job=$POD_UID&limit=2: $(head -c 600 "$WORK/coll-b.json")"
 CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/diagnosis?job=no-such-job")
 [ "$CODE" = 404 ] || die "/api/diagnosis for an unknown job answered $CODE"
+# Each job's links: the port its ranks' queue pairs are on, the other rail left out.
+links() {
+  http "/heatmap/links?format=json&seconds=60&job=$1" | jq -r '[.rows[] | sub(" [tr]x$"; "")] | unique | join(",")'
+}
+ok=0
+for _ in $(seq 100); do
+  LA=$(links "$JOB_A") && LB=$(links "$POD_UID") && [ "$LA" = "e2e-jobs/mlx5_0:1" ] &&
+    [ "$LB" = "e2e-jobs/mlx4_0:2" ] && ok=1 && break
+  sleep 0.1
+done
+[ "$ok" -eq 1 ] || die "links by job: job A on '${LA:-}', job B on '${LB:-}' (want mlx5_0:1 and mlx4_0:2)"
 log "jobs: $JOB_A (slurm, cgroup v1) and pod $POD_UID (kubernetes, cgroup v2), $(jq '.collectives | length' "$WORK/slow-a.json") collectives of job A"
 log "PASS"

@@ -364,7 +364,7 @@ HeatmapModel LinkAnalysis::LinksHeatmap(const LinkQuery& q) const {
   return m;
 }
 
-HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
+HeatmapModel LinkAnalysis::NodesHeatmap(double seconds, const std::set<std::string>& only) const {
   HeatmapModel m;
   m.row_axis = "source";
   m.col_axis = "destination";
@@ -393,7 +393,10 @@ HeatmapModel LinkAnalysis::NodesHeatmap(double seconds) const {
         mine[{label(pair.first), label(pair.second)}] += static_cast<double>(b);
       }
     }
-    for (const auto& [pair, b] : mine) pairs[pair] = std::max(pairs[pair], b);
+    for (const auto& [pair, b] : mine) {
+      if (!only.empty() && (!only.contains(pair.first) || !only.contains(pair.second))) continue;
+      pairs[pair] = std::max(pairs[pair], b);
+    }
   }
   std::set<std::string> names;
   for (const auto& [pair, b] : pairs) {

@@ -116,8 +116,9 @@ class LinkAnalysis {
   HeatmapModel LinksHeatmap(const LinkQuery& query) const;
   // Node x node bytes over the last `seconds` from the captures' top peer pairs. An IP that a
   // Hello lists maps to its node, others stay IPs. A pair seen by both ends' captures counts
-  // once: per pair, the largest total any one node reported.
-  HeatmapModel NodesHeatmap(double seconds) const;
+  // once: per pair, the largest total any one node reported. `only` non-empty keeps the pairs
+  // whose both ends are nodes it names (a job's nodes).
+  HeatmapModel NodesHeatmap(double seconds, const std::set<std::string>& only = {}) const;
 
   // The recent anomalies, newest last; node_filter empty = all nodes.
   std::vector<LinkAnomaly> Anomalies(absl::string_view node_filter) const;

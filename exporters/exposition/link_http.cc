@@ -137,12 +137,29 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                     "those are unknown; blank where the node's records do not reach back)");
     ServeHeatmap(req, res, std::move(m), links.options().max_cells);
   });
-  server.Get("/heatmap/nodes", [&links](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/heatmap/nodes", [&links, jobs](const httplib::Request& req, httplib::Response& res) {
     double seconds = links.options().history_seconds;
     if (auto v = QueryParam(req, "seconds"); !v.empty() && !ParseSeconds(v, &seconds)) {
       return BadRequest(res, "seconds must be a number in (0, 86400]");
     }
-    ServeHeatmap(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
+    const std::string job = QueryParam(req, "job");
+    if (job.empty()) {
+      return ServeHeatmap(req, res, links.NodesHeatmap(seconds), links.options().max_cells);
+    }
+    std::set<uint64_t> comms;
+    std::map<std::string, NodeTransfers> by_node;
+    if (!jobs || !jobs(job, &comms, &by_node) || by_node.empty()) {
+      return NoSuchJob(res, job, "nodes");
+    }
+    std::set<std::string> nodes;
+    for (const auto& [node, transfers] : by_node) nodes.insert(node);
+    HeatmapModel m = links.NodesHeatmap(seconds, nodes);
+    absl::StrAppend(&m.title, ", between job ", job, "'s ", nodes.size(),
+                    nodes.size() == 1 ? " node" : " nodes");
+    absl::StrAppend(&m.note, m.note.empty() ? "" : "; ",
+                    "captured flows carry no job: these are all the bytes between the job's nodes, "
+                    "its own and any other job's on them");
+    ServeHeatmap(req, res, std::move(m), links.options().max_cells);
   });
   server.Get("/api/anomalies", [&links](const httplib::Request& req, httplib::Response& res) {
     res.set_content(AnomaliesJson(links.Anomalies(QueryParam(req, "node"))), "application/json");
@@ -159,7 +176,9 @@ void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                     "link x time utilization at sub-ms resolution (?seconds=10&bucket=1ms&node="
                     "&direction=&format=json; ?job=: one job's share)"});
   pages->push_back(
-      {"/heatmap/nodes", "node x node bytes from captured flows (?seconds=10&format=json)"});
+      {"/heatmap/nodes",
+       "node x node bytes from captured flows (?seconds=10&format=json; ?job=: between the job's "
+       "nodes)"});
 }
 
 void NoSuchJob(httplib::Response& res, const std::string& job, const char* what) {

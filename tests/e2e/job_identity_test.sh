@@ -17,7 +17,8 @@
 # the queue pairs from a stand-in for iproute2's `rdma -j res show qp` that prints job A's ranks
 # on mlx5_0:1 and job B's on mlx4_0:2 (the JSON shape of rdma/res-qp.c res_qp_parse_cb; failing,
 # as the real tool does without a device, until the ranks have started): the links heat map for
-# ?job=A then draws mlx5_0:1 only, and for ?job=B mlx4_0:2 only.
+# ?job=A then draws mlx5_0:1 only, and for ?job=B mlx4_0:2 only; /heatmap/nodes?job=A answers
+# for the job's node and an unknown job is a 404.
 # Usage: job_identity_test.sh AGENT RING_ALLREDUCE NCCL_PLUGIN
 # Needs root and both cgroup hierarchies; exits 77 (skip) without them. 0 = pass, 1 = fail.
 set -uo pipefail
@@ -193,6 +194,11 @@ for _ in $(seq 100); do
     [ "$LB" = "e2e-jobs/mlx4_0:2" ] && ok=1 && break
   sleep 0.1
 done
+CODE=$(curl -s -o "$WORK/nodes-a.json" -w '%{http_code}' "http://127.0.0.1:$PORT/heatmap/nodes?format=json&job=$JOB_A")
+[ "$CODE" = 200 ] && jq -r .title "$WORK/nodes-a.json" | grep -q "between job $JOB_A's 1 node" ||
+  die "/heatmap/nodes?job=$JOB_A answered $CODE: $(head -c 300 "$WORK/nodes-a.json")"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/heatmap/nodes?job=no-such-job")
+[ "$CODE" = 404 ] || die "/heatmap/nodes for an unknown job answered $CODE"
 [ "$ok" -eq 1 ] || die "links by job: job A on '${LA:-}', job B on '${LB:-}' (want mlx5_0:1 and mlx4_0:2)"
 log "jobs: $JOB_A (slurm, cgroup v1) and pod $POD_UID (kubernetes, cgroup v2), $(jq '.collectives | length' "$WORK/slow-a.json") collectives of job A"
 log "PASS"

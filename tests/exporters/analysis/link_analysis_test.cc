@@ -452,6 +452,11 @@ TEST(LinkAnalysis, NodesHeatmapMapsAddressesToNodesAndCountsAPairOnce) {
   EXPECT_FLOAT_EQ(m.at(2, 0), 70);
   EXPECT_FLOAT_EQ(m.at(2, 1), 0);
   EXPECT_DOUBLE_EQ(m.scale_max, 5000);
+  // A job's nodes (?job=): pairs with an end outside them leave.
+  const HeatmapModel job = a.NodesHeatmap(10, {"n1", "n2"});
+  ASSERT_EQ(job.rows, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_FLOAT_EQ(job.at(0, 1), 5000);
+  EXPECT_TRUE(a.NodesHeatmap(10, {"n2"}).rows.empty());
 }
 
 // No port with utilization data: the window ends now (not at the epoch), one column, and a note

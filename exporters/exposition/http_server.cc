@@ -61,6 +61,23 @@ bool JobTransfersOf(const ClusterState& state, const std::string& job, std::set<
   return false;
 }
 
+// The records (oldest first per node) that `keep` accepts, at most the newest `limit` of each
+// node (0 = all), in their order.
+template <typename Record, typename Keep>
+std::vector<Record> NewestPerNode(std::vector<Record> all, size_t limit, Keep keep) {
+  std::vector<Record> mine;
+  std::map<std::string, size_t> per_node;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (!keep(*it)) continue;
+    if (size_t& n = per_node[it->node]; limit == 0 || n < limit) {
+      ++n;
+      mine.push_back(std::move(*it));
+    }
+  }
+  std::reverse(mine.begin(), mine.end());
+  return mine;
+}
+
 // The base URL of the aggregator that owns a communicator label ("" when this one does, when
 // not sharded, or for a label that is not 8 hex digits: answered here, empty).
 std::string OwnerUrl(const ClusterState& state, const char* scheme, const std::string& comm) {
@@ -174,40 +191,47 @@ void HttpServer::RegisterDataRoutes() {
     *node = req.has_param("node") ? req.get_param_value("node") : "";
     return ParseLimit(req, 0, limit, res);
   };
-  server_->Get("/api/collectives",
-               [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
-                 std::string node;
-                 size_t limit;
-                 if (!gpu_query(req, &node, &limit, res)) return;
-                 if (!state_) return res.set_content("{}", "application/json");
-                 const std::string job = QueryParam(req, "job");
-                 if (job.empty()) {
-                   return res.set_content(CollectivesJson(state_->RecentCollectives(node, limit)),
-                                          "application/json");
-                 }
-                 // ?job=: that job's communicators' records, the newest `limit` of each node.
-                 const std::set<uint64_t> comms = state_->CommsOfJob(job);
-                 if (comms.empty()) return NoSuchJob(res, job);
-                 std::vector<CollectiveRecord> all = state_->RecentCollectives(node, 0), mine;
-                 std::map<std::string, size_t> per_node;
-                 for (auto it = all.rbegin(); it != all.rend(); ++it) {
-                   if (!comms.contains(it->comm_hash)) continue;
-                   if (size_t& n = per_node[it->node]; limit == 0 || n < limit) {
-                     ++n;
-                     mine.push_back(std::move(*it));
-                   }
-                 }
-                 std::reverse(mine.begin(), mine.end());
-                 res.set_content(CollectivesJson(mine), "application/json");
-               });
-  server_->Get("/api/kernels",
-               [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
-                 std::string node;
-                 size_t limit;
-                 if (!gpu_query(req, &node, &limit, res)) return;
-                 res.set_content(state_ ? KernelsJson(state_->RecentKernels(node, limit)) : "{}",
+  server_->Get(
+      "/api/collectives", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
+        std::string node;
+        size_t limit;
+        if (!gpu_query(req, &node, &limit, res)) return;
+        if (!state_) return res.set_content("{}", "application/json");
+        const std::string job = QueryParam(req, "job");
+        if (job.empty()) {
+          return res.set_content(CollectivesJson(state_->RecentCollectives(node, limit)),
                                  "application/json");
-               });
+        }
+        // ?job=: that job's communicators' records, the newest `limit` of each node.
+        const std::set<uint64_t> comms = state_->CommsOfJob(job);
+        if (comms.empty()) return NoSuchJob(res, job);
+        res.set_content(CollectivesJson(NewestPerNode(state_->RecentCollectives(node, 0), limit,
+                                                      [&](const CollectiveRecord& r) {
+                                                        return comms.contains(r.comm_hash);
+                                                      })),
+                        "application/json");
+      });
+  server_->Get("/api/kernels", [this, gpu_query](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    std::string node;
+    size_t limit;
+    if (!gpu_query(req, &node, &limit, res)) return;
+    if (!state_) return res.set_content("{}", "application/json");
+    const std::string job = QueryParam(req, "job");
+    if (job.empty()) {
+      return res.set_content(KernelsJson(state_->RecentKernels(node, limit)), "application/json");
+    }
+    // ?job=: the spans of the job's processes (by pid, per node).
+    const std::map<std::string, std::set<int32_t>> pids = state_->PidsOfJob(job);
+    if (pids.empty()) return NoSuchJob(res, job);
+    res.set_content(KernelsJson(NewestPerNode(state_->RecentKernels(node, 0), limit,
+                                              [&](const KernelRecord& k) {
+                                                const auto it = pids.find(k.node);
+                                                return it != pids.end() &&
+                                                       it->second.contains(k.pid);
+                                              })),
+                    "application/json");
+  });
   if (state_) {
     std::vector<HeatmapPage> pages;
     RegisterLinkRoutes(*server_, state_->links(), &pages,

@@ -301,6 +301,11 @@ std::vector<CollectiveRecord> ClusterState::RecentCollectives(absl::string_view 
   return gpu_.RecentCollectives(node_filter, limit);
 }
 
+std::map<std::string, std::set<int32_t>> ClusterState::PidsOfJob(absl::string_view job) const {
+  absl::MutexLock lock(&gpu_mu_);
+  return gpu_.PidsOfJob(job);
+}
+
 std::map<int32_t, std::vector<std::string>> ClusterState::ProcessPorts(
     absl::string_view node) const {
   absl::MutexLock lock(&gpu_mu_);

@@ -194,6 +194,8 @@ class ClusterState {
   std::vector<CollectiveRecord> RecentCollectives(absl::string_view node_filter,
                                                   size_t limit) const;
   std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
+  // The processes of a job per node (GpuState::PidsOfJob).
+  std::map<std::string, std::set<int32_t>> PidsOfJob(absl::string_view job) const;
   // The RDMA ports of each process of `node` (GpuState::ProcessPorts).
   std::map<int32_t, std::vector<std::string>> ProcessPorts(absl::string_view node) const;
   // How many rank pairs fabricscope_rank_pair_bytes_total exports (top by bytes).

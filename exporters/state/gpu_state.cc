@@ -76,6 +76,20 @@ size_t GpuState::ProfileHash::operator()(const CollectiveProfile& p) const {
                       p.graph_captured));
 }
 
+std::map<std::string, std::set<int32_t>> GpuState::PidsOfJob(absl::string_view job) const {
+  std::map<std::string, std::set<int32_t>> out;
+  if (job.empty()) return out;
+  for (const auto& [node, n] : nodes_) {
+    for (const v1::Communicator& c : n.last.communicators()) {
+      if (c.job_id() == job) out[node].insert(c.pid());
+    }
+    for (const v1::GpuProducer& p : n.last.ingest().producers()) {
+      if (p.job_id() == job) out[node].insert(p.pid());
+    }
+  }
+  return out;
+}
+
 std::map<int32_t, std::vector<std::string>> GpuState::ProcessPorts(absl::string_view node) const {
   const auto it = nodes_.find(std::string(node));
   return it == nodes_.end() ? std::map<int32_t, std::vector<std::string>>{} : it->second.pid_ports;

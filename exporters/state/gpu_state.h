@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -83,6 +84,9 @@ class GpuState {
                                                   size_t limit) const;
   // The stored kernel spans (KernelRecord), same rules.
   std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
+  // The processes of `job` (Job.id) per node: the pids of the node's communicators and connected
+  // producers that its latest GPU window names with that job.
+  std::map<std::string, std::set<int32_t>> PidsOfJob(absl::string_view job) const;
   // The RDMA ports ("mlx5_2:1") each process of `node` had queue pairs on, as its producer last
   // reported them (GpuProducer.rdma_ports): processes still connected and, while there is room,
   // ones that have gone (their collectives stay in the ring); empty when none is known.

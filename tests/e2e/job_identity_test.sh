@@ -199,6 +199,10 @@ CODE=$(curl -s -o "$WORK/nodes-a.json" -w '%{http_code}' "http://127.0.0.1:$PORT
   die "/heatmap/nodes?job=$JOB_A answered $CODE: $(head -c 300 "$WORK/nodes-a.json")"
 CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/heatmap/nodes?job=no-such-job")
 [ "$CODE" = 404 ] || die "/heatmap/nodes for an unknown job answered $CODE"
+http "/api/kernels?job=$JOB_A" | jq -e '.kernels | type == "array"' >/dev/null ||
+  die "/api/kernels?job=$JOB_A did not answer a kernel list"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/kernels?job=no-such-job")
+[ "$CODE" = 404 ] || die "/api/kernels for an unknown job answered $CODE"
 [ "$ok" -eq 1 ] || die "links by job: job A on '${LA:-}', job B on '${LB:-}' (want mlx5_0:1 and mlx4_0:2)"
 log "jobs: $JOB_A (slurm, cgroup v1) and pod $POD_UID (kubernetes, cgroup v2), $(jq '.collectives | length' "$WORK/slow-a.json") collectives of job A"
 log "PASS"

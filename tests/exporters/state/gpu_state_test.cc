@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -344,6 +345,30 @@ TEST(GpuState, ProcessPortsAreBoundedAndTheConnectedStay) {
   ASSERT_EQ(m.size(), GpuState::kMaxPortPids);
   EXPECT_EQ(m.begin()->first, 5000);
   EXPECT_EQ(m.rbegin()->first, 5000 + static_cast<int32_t>(GpuState::kMaxPortPids) - 1);
+}
+
+// A job's processes per node: its communicators' pids (kept after the process exits) and its
+// connected producers'; another job's and an unnamed one's are left out.
+TEST(GpuState, PidsOfJobComeFromCommunicatorsAndProducers) {
+  GpuState s;
+  v1::Batch b = Producers({{10, {}}, {11, {}}});
+  b.mutable_gpu()->mutable_ingest()->mutable_producers(0)->set_job_id("8812");
+  b.mutable_gpu()->mutable_ingest()->mutable_producers(1)->set_job_id("other");
+  for (const auto& [pid, job] :
+       std::vector<std::pair<int32_t, std::string>>{{12, "8812"}, {13, "other"}, {14, ""}}) {
+    v1::Communicator* c = b.mutable_gpu()->add_communicators();
+    c->set_pid(pid);
+    c->set_job_id(job);
+  }
+  s.OnBatch("n1", b);
+  v1::Batch n2 = Producers({{10, {}}});
+  n2.mutable_gpu()->mutable_ingest()->mutable_producers(0)->set_job_id("8812");
+  s.OnBatch("n2", n2);
+  using M = std::map<std::string, std::set<int32_t>>;
+  EXPECT_EQ(s.PidsOfJob("8812"), (M{{"n1", {10, 12}}, {"n2", {10}}}));
+  EXPECT_EQ(s.PidsOfJob("other"), (M{{"n1", {11, 13}}}));
+  EXPECT_TRUE(s.PidsOfJob("").empty());
+  EXPECT_TRUE(s.PidsOfJob("nope").empty());
 }
 
 }  // namespace

@@ -185,19 +185,21 @@ void HttpServer::RegisterDataRoutes() {
     res.set_content(state_ ? LossEventsJson(state_->RecentLossEvents(node)) : "{}",
                     "application/json");
   });
-  // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node.
-  auto gpu_query = [](const httplib::Request& req, std::string* node, size_t* limit,
-                      httplib::Response& res) {
+  // GPU timelines: ?node=NAME filters, ?limit=N keeps the newest N per node, ?job=ID. False
+  // when the request is answered already (a bad limit; no cluster state: {}).
+  auto gpu_query = [this](const httplib::Request& req, std::string* node, size_t* limit,
+                          std::string* job, httplib::Response& res) {
     *node = req.has_param("node") ? req.get_param_value("node") : "";
-    return ParseLimit(req, 0, limit, res);
+    if (!ParseLimit(req, 0, limit, res)) return false;
+    if (!state_) res.set_content("{}", "application/json");
+    *job = QueryParam(req, "job");
+    return state_ != nullptr;
   };
   server_->Get(
       "/api/collectives", [this, gpu_query](const httplib::Request& req, httplib::Response& res) {
-        std::string node;
+        std::string node, job;
         size_t limit;
-        if (!gpu_query(req, &node, &limit, res)) return;
-        if (!state_) return res.set_content("{}", "application/json");
-        const std::string job = QueryParam(req, "job");
+        if (!gpu_query(req, &node, &limit, &job, res)) return;
         if (job.empty()) {
           return res.set_content(CollectivesJson(state_->RecentCollectives(node, limit)),
                                  "application/json");
@@ -213,11 +215,9 @@ void HttpServer::RegisterDataRoutes() {
       });
   server_->Get("/api/kernels", [this, gpu_query](const httplib::Request& req,
                                                  httplib::Response& res) {
-    std::string node;
+    std::string node, job;
     size_t limit;
-    if (!gpu_query(req, &node, &limit, res)) return;
-    if (!state_) return res.set_content("{}", "application/json");
-    const std::string job = QueryParam(req, "job");
+    if (!gpu_query(req, &node, &limit, &job, res)) return;
     if (job.empty()) {
       return res.set_content(KernelsJson(state_->RecentKernels(node, limit)), "application/json");
     }

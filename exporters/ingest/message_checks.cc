@@ -271,6 +271,19 @@ absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits) {
     // A port label is "device:port": a device label, a colon and up to 10 digits.
     if (s.ok()) s = common::CheckLabelValue(r.port(), limits.max_label_bytes + 11, at + "port");
     if (!s.ok()) return s;
+    // Its jobs: only GpuWindow.jobs and .communicators, and few (ClusterState::AttachJobs).
+    std::vector<const google::protobuf::FieldDescriptor*> jf;
+    r.jobs().GetReflection()->ListFields(r.jobs(), &jf);
+    for (const google::protobuf::FieldDescriptor* f : jf) {
+      if (f->number() != v1::GpuWindow::kJobsFieldNumber &&
+          f->number() != v1::GpuWindow::kCommunicatorsFieldNumber) {
+        return absl::InvalidArgumentError(absl::StrCat(at, "jobs carries ", f->name()));
+      }
+    }
+    if (r.jobs().jobs_size() > 8 || r.jobs().communicators_size() > 8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "jobs: more than 8 jobs or communicators"));
+    }
   }
   return CheckHistograms(batch);
 }

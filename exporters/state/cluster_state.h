@@ -271,6 +271,10 @@ class ClusterState {
   // A batch's collective analyses: matched here, or those of communicators another peer owns
   // handed to the forwarder (cluster_state_peers.cc).
   void RankAnalyses(const std::string& node, const v1::Batch& batch);
+  // Sets each record's `jobs` from the job table: its communicator's job and its sharers', at
+  // most kMaxForwardedJobs communicators (cluster_state_peers.cc).
+  static constexpr size_t kMaxForwardedJobs = 8;
+  void AttachJobs(std::vector<v1::ForwardedAnalysis>* records) const;
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     lost_batches_total_ += batches;

@@ -40,7 +40,31 @@ void ClusterState::RankAnalyses(const std::string& node, const v1::Batch& batch)
   }
   std::vector<v1::ForwardedAnalysis> forward;
   cross_rank_.OnBatch(node, batch, ring.get(), &forward);
-  if (!forward.empty()) forwarder->Forward(*ring, std::move(forward));
+  if (forward.empty()) return;
+  AttachJobs(&forward);
+  forwarder->Forward(*ring, std::move(forward));
+}
+
+void ClusterState::AttachJobs(std::vector<v1::ForwardedAnalysis>* records) const {
+  absl::MutexLock lock(&gpu_mu_);
+  for (v1::ForwardedAnalysis& f : *records) {
+    const v1::Collective& c = f.collective();
+    std::vector<std::pair<uint64_t, int32_t>> comms = {{c.comm_hash(), c.rank()}};
+    for (const v1::SharerBytes& s : c.analysis().sharers()) comms.emplace_back(s.comm_hash(), -1);
+    v1::GpuWindow w;
+    std::set<std::string> ids;
+    for (const auto& [comm, rank] : comms) {
+      if (w.communicators_size() >= static_cast<int>(kMaxForwardedJobs)) break;
+      v1::Job job = jobs_.JobOf(comm);
+      if (job.id().empty()) continue;
+      v1::Communicator* e = w.add_communicators();
+      e->set_comm_hash(comm);
+      e->set_rank(rank);
+      e->set_job_id(job.id());
+      if (ids.insert(job.id()).second) *w.add_jobs() = std::move(job);
+    }
+    if (w.communicators_size() > 0) *f.mutable_jobs() = std::move(w);
+  }
 }
 
 absl::StatusOr<uint64_t> ClusterState::OnPeerHello(const v1::Hello& hello) {
@@ -84,6 +108,10 @@ absl::StatusOr<uint64_t> ClusterState::OnPeerBatch(const std::string& peer, uint
   const absl::Status& invalid = verdict.invalid;
   if (invalid.ok()) {
     cross_rank_.OnForwarded(batch);
+    absl::MutexLock lock(&gpu_mu_);
+    for (const v1::ForwardedAnalysis& f : batch.forwarded()) {
+      if (f.has_jobs()) jobs_.OnWindow(f.node(), f.jobs(), Now());
+    }
   } else {
     {
       absl::MutexLock lock(&mu_);

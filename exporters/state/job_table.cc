@@ -101,7 +101,8 @@ void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::T
     }
     e.comms.insert(c.comm_hash());
     comm_job_[c.comm_hash()] = id;
-    if (e.ranks.size() < kMaxRanksPerJob) e.ranks.emplace(c.comm_hash(), c.rank());
+    // Rank -1: the job of a communicator without one of its ranks (ForwardedAnalysis.jobs).
+    if (c.rank() >= 0 && e.ranks.size() < kMaxRanksPerJob) e.ranks.emplace(c.comm_hash(), c.rank());
   }
 }
 

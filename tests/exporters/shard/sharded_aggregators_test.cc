@@ -414,6 +414,55 @@ TEST_F(ShardedAggregators, OnlyPeersForwardAndOnlyForwardedRecords) {
   // A resent batch (a reconnect) is a duplicate: acked, not matched again.
   EXPECT_EQ(*shards_[0].agg->admission().OnPeerBatch(shards_[2].Name(), 5, no_node), 2u);
   EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 3);
+  // A forwarded record's jobs carry nothing but jobs and communicators.
+  v1::Batch smuggled;
+  smuggled.set_seq(3);
+  v1::ForwardedAnalysis* f = smuggled.add_forwarded();
+  f->set_node("node1");
+  *f->mutable_collective() = BatchOf(1, comms_[0], 2).collectives(0);
+  f->mutable_jobs()->add_collective_totals()->set_comm_hash(1);
+  EXPECT_EQ(*shards_[0].agg->admission().OnPeerBatch(shards_[2].Name(), 5, smuggled), 3u);
+  EXPECT_EQ(Metric(0, "fabricscope_aggregator_rejected_batches_total", "reason=\"forwarded\""), 4);
+}
+
+// A job's communicator owned by one shard, its ranks on nodes that stream to all three: the
+// owner names the job, with every node and rank, though two thirds of the nodes never sent it
+// a batch (their shards forward each record with the jobs their own tables hold).
+TEST_F(ShardedAggregators, TheOwnerKnowsTheJobOfNodesItNeverHeardFrom) {
+  MakeShards(3);
+  for (int i = 0; i < 3; ++i) Start(i, 3);
+  Hellos(3);
+  const uint64_t comm = comms_[0];
+  for (int n = 0; n < kNodes; ++n) {
+    v1::Batch w;
+    w.set_seq(++seq_[n]);
+    v1::Job* job = w.mutable_gpu()->add_jobs();
+    job->set_id("8812");
+    job->set_name("llama-70b");
+    job->set_source("cgroup");
+    v1::Communicator* c = w.mutable_gpu()->add_communicators();
+    c->set_comm_hash(comm);
+    c->set_rank(n);
+    c->set_pid(1000 + n);
+    c->set_job_id("8812");
+    ASSERT_TRUE(
+        State(n % 3).OnBatch(absl::StrCat("node", n), 100 + static_cast<uint64_t>(n), w).ok());
+  }
+  Feed(1, 2, 5, 3);
+  const int owner = OwnerOf(comm, 3);
+  ASSERT_TRUE(WaitFor([&] { return State(owner).cross_rank().instances_total() >= 2; }));
+  EXPECT_EQ(State(owner).JobOfComm(comm).name(), "llama-70b");
+  ASSERT_TRUE(WaitFor([&] {
+    for (const JobView& v : State(owner).Jobs()) {
+      if (v.job.id() == "8812") return v.nodes.size() == static_cast<size_t>(kNodes);
+    }
+    return false;
+  }));
+  for (const JobView& v : State(owner).Jobs()) {
+    if (v.job.id() == "8812") {
+      EXPECT_EQ(v.ranks, static_cast<size_t>(kNodes));
+    }
+  }
 }
 
 }  // namespace

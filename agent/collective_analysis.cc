@@ -205,6 +205,8 @@ std::vector<uint32_t> CollectiveAnalyzer::RankPorts(const v1::Collective& c) con
   const auto it = process_ports_->find(c.pid());
   if (it == process_ports_->end()) return out;
   for (uint32_t pi : it->second) {
+    // The ledger's port sets are 64-bit masks: a port past them leaves the rank node-wide.
+    if (pi >= 64) return {};
     if (std::find(candidates_.begin(), candidates_.end(), pi) != candidates_.end()) {
       out.push_back(pi);
     }

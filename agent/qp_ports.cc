@@ -47,6 +47,11 @@ std::string StringField(simdjson::dom::object o, const char* key) {
 }  // namespace
 
 absl::StatusOr<RdmaQpList> ParseRdmaResQp(absl::string_view json) {
+  // simdjson copies the text into a padded buffer: an empty view's null data() is undefined
+  // behaviour there (found by tests/fuzz/rdma_res_qp_fuzz.cc under UBSan).
+  if (json.empty()) {
+    return absl::InvalidArgumentError("rdma res show qp: not a JSON array: no output");
+  }
   simdjson::dom::parser parser;
   simdjson::dom::array list;
   const auto err = parser.parse(json.data(), json.size()).get_array().get(list);
@@ -121,6 +126,31 @@ absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, i
   if (pipe2(fds, O_CLOEXEC) != 0) {
     return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
+  // Above the standard descriptors (a daemon started with 0-2 closed would get them), so that
+  // the dups below do not clobber the pipe.
+  for (int& fd : fds) {
+    if (fd > 2) continue;
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    fd = moved;
+  }
+  if (fds[0] < 0 || fds[1] < 0) {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+    return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  // The agent blocks SIGINT, SIGTERM and SIGHUP in its threads (collectors/common daemon loop)
+  // and a child inherits the mask: it gets an empty one, and default dispositions.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -130,8 +160,9 @@ absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, i
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t child = -1;
-  const int rc = posix_spawnp(&child, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&child, argv[0].c_str(), &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
@@ -165,9 +196,14 @@ absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, i
   close(fds[0]);
   if (!failure.ok()) kill(child, SIGKILL);
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited;
+  while ((waited = waitpid(child, &status, 0)) < 0 && errno == EINTR) {
   }
   if (!failure.ok()) return failure;
+  if (waited != child) {
+    return absl::UnavailableError(
+        absl::StrCat(argv[0], ": cannot wait for it: ", std::strerror(errno)));
+  }
   if (WIFSIGNALED(status)) {
     return absl::UnavailableError(absl::StrCat(argv[0], ": killed by signal ", WTERMSIG(status)));
   }
@@ -220,8 +256,13 @@ void QpPortWatcher::RefreshNow() {
     }
     ++stats_.failures;
     stats_.last_error = std::string(list.status().message());
+    // A map kept through a long outage would give a reused pid another process's ports.
+    if (++failures_in_a_row_ == kStaleAfterFailures) {
+      latest_ = std::make_shared<const ProcessPorts>();
+    }
     return;
   }
+  failures_in_a_row_ = 0;
   if (!stats_.last_error.empty() || stats_.refreshes == 0) {
     LOG(INFO) << "per-port attribution on: " << list->qps.size() << " queue pairs from '"
               << options_.tool << "'";

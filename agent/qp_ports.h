@@ -118,6 +118,9 @@ class QpPortWatcher {
   bool stop_ = false;
   std::shared_ptr<const ProcessPorts> latest_;
   Stats stats_;
+  // Failed refreshes in a row; at kStaleAfterFailures the last good map is dropped.
+  static constexpr int kStaleAfterFailures = 3;
+  int failures_in_a_row_ = 0;
   std::thread thread_;
 };
 

@@ -66,11 +66,13 @@ struct Columns {
 // 1/k of its bytes to each, one of unknown ports adds to `unknown`; a port's share then counts
 // 1/n of `unknown` (n the known ports, at least 1), so that the ports' bytes sum to the node's.
 NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comms, int64_t from,
-                       int64_t bucket_ns, size_t cols)
+                       int64_t bucket_ns, size_t cols, const std::set<std::string>* wanted)
     : unknown_only_(cols, NAN), node_wide_(cols, NAN) {
   if ((node.truncated && node.transfers.empty()) || bucket_ns <= 0 || cols == 0) return;
-  Columns unknown(cols);
+  Columns unknown(cols), known_whole(cols);  // the transfers of unknown ports; of known ones
+  // The ports asked for get columns; every known port counts in n.
   std::map<std::string_view, Columns> ports;
+  std::set<std::string_view> known;
   int64_t oldest = std::numeric_limits<int64_t>::max();
   const int64_t to = from + bucket_ns * static_cast<int64_t>(cols);
   for (const NodeTransfer& t : node.transfers) {
@@ -83,20 +85,27 @@ NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comm
     // The node keeps its latest records by arrival, which follows their ends: what it dropped
     // ended before the earliest end it kept.
     oldest = std::min(oldest, t.end_unix_ns);
-    for (const std::string& p : t.ports) ports.try_emplace(p, cols);
+    for (const std::string& p : t.ports) {
+      if (known.insert(p).second && (wanted == nullptr || wanted->contains(p))) {
+        ports.try_emplace(p, cols);
+      }
+    }
     if (t.end_unix_ns < from || t.start_unix_ns >= to) continue;
     const bool mine = comms.contains(t.comm);
     const double part =
         static_cast<double>(t.bytes) / static_cast<double>(std::max<size_t>(1, t.ports.size()));
-    const auto add = [&](Columns& c) {
-      Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, part, &c.all, &c.all_in);
-      if (mine) Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, part, &c.job, &c.job_in);
+    const auto add = [&](Columns& c, double bytes) {
+      Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &c.all, &c.all_in);
+      if (mine) Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &c.job, &c.job_in);
     };
-    if (t.ports.empty()) add(unknown);
-    for (const std::string& p : t.ports) add(ports.at(p));
+    add(t.ports.empty() ? unknown : known_whole, static_cast<double>(t.bytes));
+    for (const std::string& p : t.ports) {
+      if (auto it = ports.find(p); it != ports.end()) add(it->second, part);
+    }
   }
   unknown.Settle();
-  const double n = static_cast<double>(std::max<size_t>(1, ports.size()));
+  known_whole.Settle();
+  const double n = static_cast<double>(std::max<size_t>(1, known.size()));
   // Columns before what a truncated node kept stay NaN.
   size_t first = 0;
   while (node.truncated && first < cols &&
@@ -114,18 +123,13 @@ NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comm
     }
     return s;
   };
-  std::vector<double> job_sum(cols, 0), all_sum(cols, 0);
   for (auto& [port, c] : ports) {
     c.Settle();
     by_port_.emplace(std::string(port), share(c.job, c.all, 1 / n));
-    for (size_t i = 0; i < cols; ++i) {
-      job_sum[i] += c.job[i];
-      all_sum[i] += c.all[i];
-    }
   }
   const std::vector<double> none(cols, 0);
   unknown_only_ = share(none, none, 1);
-  node_wide_ = share(job_sum, all_sum, 1);
+  node_wide_ = share(known_whole.job, known_whole.all, 1);
 }
 
 const std::vector<float>& NodeShares::Of(const std::string& port) const {
@@ -143,7 +147,11 @@ std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uin
 size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& by_node,
                   const std::set<uint64_t>& comms) {
   static const NodeTransfers kNone;
-  std::map<std::string, NodeShares> shares;  // per node, computed once
+  std::map<std::string, NodeShares> shares;             // per node, computed once
+  std::map<std::string, std::set<std::string>> wanted;  // the ports of each node's rows
+  for (size_t r = 0; r < m->row_ports.size() && r < m->row_nodes.size(); ++r) {
+    wanted[m->row_nodes[r]].insert(m->row_ports[r]);
+  }
   // Rows kept are moved down in place: row r lands on row `kept` <= r, never read again.
   size_t kept = 0;
   for (size_t r = 0; r < m->rows.size() && r < m->row_nodes.size(); ++r) {
@@ -155,7 +163,7 @@ size_t WeighByJob(HeatmapModel* m, const std::map<std::string, NodeTransfers>& b
       auto t = by_node.find(node);
       it = shares
                .try_emplace(node, t == by_node.end() ? kNone : t->second, comms, m->start_unix_ns,
-                            m->bucket_ns, m->cols)
+                            m->bucket_ns, m->cols, &wanted[node])
                .first;
     }
     const std::vector<float>& s = it->second.Of(port);

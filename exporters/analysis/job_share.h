@@ -55,8 +55,10 @@ std::vector<float> JobShareColumns(const NodeTransfers& node, const std::set<uin
 // for each of a node's rows).
 class NodeShares {
  public:
+  // `wanted`: the ports to keep columns for (nullptr = all); the others answer Of() with the
+  // part of the transfers of unknown ports. Memory: 3 x cols floats plus cols per wanted port.
   NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comms, int64_t from,
-             int64_t bucket_ns, size_t cols);
+             int64_t bucket_ns, size_t cols, const std::set<std::string>* wanted = nullptr);
   // The columns of `port` ("" = the whole node); a port no known transfer used gets the part of
   // the transfers of unknown ports.
   const std::vector<float>& Of(const std::string& port) const;
@@ -68,9 +70,10 @@ class NodeShares {
 
 // Scales a links x time heat map (model->row_nodes set, a time axis) to one job's part: each cell
 // times the job's share of its link's network bytes then (JobShareColumns of by_node[node] on
-// the row's port, model->row_ports; node-wide where the model names no port); NaN where the
-// share is unknown. Rows where the job moved nothing in the window are dropped. Returns the
-// rows kept.
+// the row's port, model->row_ports, "mlx5_0:1"; node-wide where the model has no row_ports; a
+// port no known transfer used, such as an Ethernet row "eth0:0", gets the part of the transfers
+// of unknown ports); NaN where the share is unknown. Rows where the job moved nothing in the window
+// are dropped. Returns the rows kept.
 size_t WeighByJob(HeatmapModel* model, const std::map<std::string, NodeTransfers>& by_node,
                   const std::set<uint64_t>& comms);
 

@@ -86,7 +86,7 @@ constexpr double kSharedSentenceShare = 0.1;
 // proxy network bytes then (own + every other communicator's, those not listed included:
 // sharers.total); [] when none or nothing is known. Sets
 // *sentence to "n3 also carried job 8812 (llama-70b): 61% of its network bytes during it" for
-// the largest at a share of at least kSharedSentenceShare, "" otherwise; "n3 mlx5_2 also
+// the largest at a share of at least kSharedSentenceShare, "" otherwise; "n3 mlx5_2:1 also
 // carried ..." when the shares are of one port (sharers.port).
 void AppendSharedWith(std::string* out, std::string* sentence, const std::string& node,
                       const std::string& own_job, uint64_t own_bytes, const NodeSharers& sharers,

@@ -223,7 +223,7 @@ void HttpServer::RegisterDataRoutes() {
     }
     // ?job=: the spans of the job's processes (by pid, per node).
     const std::map<std::string, std::set<int32_t>> pids = state_->PidsOfJob(job);
-    if (pids.empty()) return NoSuchJob(res, job);
+    if (pids.empty() && state_->CommsOfJob(job).empty()) return NoSuchJob(res, job);
     res.set_content(KernelsJson(NewestPerNode(state_->RecentKernels(node, 0), limit,
                                               [&](const KernelRecord& k) {
                                                 const auto it = pids.find(k.node);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "collectors/common/label_check.h"
+#include "exporters/state/cluster_state.h"
 
 namespace fabricscope::exporters {
 namespace {
@@ -280,9 +281,10 @@ absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits) {
         return absl::InvalidArgumentError(absl::StrCat(at, "jobs carries ", f->name()));
       }
     }
-    if (r.jobs().jobs_size() > 8 || r.jobs().communicators_size() > 8) {
+    constexpr int kMax = static_cast<int>(ClusterState::kMaxForwardedJobs);
+    if (r.jobs().jobs_size() > kMax || r.jobs().communicators_size() > kMax) {
       return absl::InvalidArgumentError(
-          absl::StrCat(at, "jobs: more than 8 jobs or communicators"));
+          absl::StrCat(at, "jobs: more than ", kMax, " jobs or communicators"));
     }
   }
   return CheckHistograms(batch);

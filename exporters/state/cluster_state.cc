@@ -194,12 +194,13 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
     acked = n.contiguous;
   }
   if (!batch.early()) links_.OnBatch(node, batch);
-  RankAnalyses(node, batch);
   {
     absl::MutexLock lock(&gpu_mu_);
     gpu_.OnBatch(node, batch);
     if (batch.has_gpu()) jobs_.OnWindow(node, batch.gpu(), Now());
   }
+  // After the job table: records forwarded to their owner carry the jobs this batch named.
+  RankAnalyses(node, batch);
   return acked;
 }
 

@@ -61,6 +61,8 @@ using BatchCheck = absl::FunctionRef<BatchVerdict(const v1::Batch& batch, size_t
 // views under each lock in turn; rendering happens after, outside every lock.
 class ClusterState {
  public:
+  // Jobs and communicators one forwarded record carries at most (ForwardedAnalysis.jobs).
+  static constexpr size_t kMaxForwardedJobs = 8;
   struct Options {
     size_t recent_bursts_per_node = 512;  // kept for /api/microbursts
     CrossRankOptions cross_rank;          // the cross-rank rules and the diagnosis
@@ -273,7 +275,6 @@ class ClusterState {
   void RankAnalyses(const std::string& node, const v1::Batch& batch);
   // Sets each record's `jobs` from the job table: its communicator's job and its sharers', at
   // most kMaxForwardedJobs communicators (cluster_state_peers.cc).
-  static constexpr size_t kMaxForwardedJobs = 8;
   void AttachJobs(std::vector<v1::ForwardedAnalysis>* records) const;
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -1,6 +1,7 @@
 #include "exporters/state/gpu_state.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -38,6 +39,27 @@ std::string_view Bounded(std::string_view s, size_t max_bytes) {
   return s.substr(0, n);
 }
 
+// "device:port" as PortDescriptor::Key() writes an RDMA port: a device name of at most
+// kMaxLabelBytes letters, digits, '_', '-' or '.', and a port number of 1 to 3 digits.
+bool IsPortName(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon > GpuState::kMaxLabelBytes ||
+      s.size() - colon - 1 < 1 || s.size() - colon - 1 > 3) {
+    return false;
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i == colon) continue;
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const bool ok = i > colon ? std::isdigit(c) != 0
+                              : (std::isalnum(c) != 0 || c == '_' || c == '-' || c == '.');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+template <typename Value>
+void BoundByPid(const absl::flat_hash_set<int32_t>& connected, std::map<int32_t, Value>* kept);
+
 // Records the ports each producer reports (GpuProducer.rdma_ports) into `kept`: a producer with
 // none leaves its entry alone (unknown now says nothing against what was seen). Past
 // GpuState::kMaxPortPids, processes that are no longer connected leave first, lowest pid first.
@@ -50,14 +72,35 @@ void KeepProcessPorts(const v1::GpuIngestStats& ingest,
     std::vector<std::string> ports;
     for (const std::string& port : p.rdma_ports()) {
       if (ports.size() >= GpuState::kMaxPortsPerPid) break;
-      ports.emplace_back(Bounded(port, GpuState::kMaxLabelBytes));
+      if (IsPortName(port)) ports.push_back(port);
     }
+    if (ports.empty()) continue;
     (*kept)[p.pid()] = std::move(ports);
   }
+  BoundByPid(connected, kept);
+}
+
+// Past GpuState::kMaxPortPids, the pids not in `connected` leave first, lowest first.
+template <typename Value>
+void BoundByPid(const absl::flat_hash_set<int32_t>& connected, std::map<int32_t, Value>* kept) {
   for (auto it = kept->begin(); kept->size() > GpuState::kMaxPortPids && it != kept->end();) {
     it = connected.contains(it->first) ? std::next(it) : kept->erase(it);
   }
   while (kept->size() > GpuState::kMaxPortPids) kept->erase(kept->begin());
+}
+
+// Records the job each process of the window belongs to (its communicators' and connected
+// producers' job_id, cut to kMaxLabelBytes x 2), kept after it exits within the same bound.
+void KeepProcessJobs(const v1::GpuWindow& w, std::map<int32_t, std::string>* kept) {
+  absl::flat_hash_set<int32_t> seen;
+  const auto keep = [&](int32_t pid, const std::string& job) {
+    seen.insert(pid);
+    if (pid > 0 && !job.empty())
+      (*kept)[pid] = std::string(Bounded(job, 2 * GpuState::kMaxLabelBytes));
+  };
+  for (const v1::Communicator& c : w.communicators()) keep(c.pid(), c.job_id());
+  for (const v1::GpuProducer& p : w.ingest().producers()) keep(p.pid(), p.job_id());
+  BoundByPid(seen, kept);
 }
 
 }  // namespace
@@ -80,11 +123,8 @@ std::map<std::string, std::set<int32_t>> GpuState::PidsOfJob(absl::string_view j
   std::map<std::string, std::set<int32_t>> out;
   if (job.empty()) return out;
   for (const auto& [node, n] : nodes_) {
-    for (const v1::Communicator& c : n.last.communicators()) {
-      if (c.job_id() == job) out[node].insert(c.pid());
-    }
-    for (const v1::GpuProducer& p : n.last.ingest().producers()) {
-      if (p.job_id() == job) out[node].insert(p.pid());
+    for (const auto& [pid, id] : n.pid_jobs) {
+      if (id == job) out[node].insert(pid);
     }
   }
   return out;
@@ -125,6 +165,7 @@ void GpuState::OnBatch(const std::string& node, const v1::Batch& batch) {
     }
     AddRankWindow(n, batch.gpu());
     KeepProcessPorts(batch.gpu().ingest(), &n.pid_ports);
+    KeepProcessJobs(batch.gpu(), &n.pid_jobs);
   }
   if (options_.recent_collectives_per_node > 0) {
     BatchStrings strings(*this);

@@ -84,8 +84,9 @@ class GpuState {
                                                   size_t limit) const;
   // The stored kernel spans (KernelRecord), same rules.
   std::vector<KernelRecord> RecentKernels(absl::string_view node_filter, size_t limit) const;
-  // The processes of `job` (Job.id) per node: the pids of the node's communicators and connected
-  // producers that its latest GPU window names with that job.
+  // The processes of `job` (Job.id) per node: the pids whose communicators or producers a GPU
+  // window of the node named with that job, kept after they exit (at most kMaxPortPids per node,
+  // those no longer named leaving first).
   std::map<std::string, std::set<int32_t>> PidsOfJob(absl::string_view job) const;
   // The RDMA ports ("mlx5_2:1") each process of `node` had queue pairs on, as its producer last
   // reported them (GpuProducer.rdma_ports): processes still connected and, while there is room,
@@ -96,7 +97,7 @@ class GpuState {
   static constexpr size_t kMaxLabelBytes = 64;
   static constexpr size_t kMaxKernelNameBytes = 256;
   static constexpr size_t kMaxProxyPeers = 32;
-  // Processes per node whose ports are kept, and ports kept per process (the agent sends at
+  // Processes per node whose ports (and jobs) are kept, and ports kept per process (the agent sends at
   // most 16, agent/qp_ports.h kMaxProducerPorts).
   static constexpr size_t kMaxPortPids = 1024;
   static constexpr size_t kMaxPortsPerPid = 16;
@@ -273,6 +274,7 @@ class GpuState {
     bool have_pair_totals = false;
     std::deque<std::vector<RankBytes>> rank_windows;
     std::map<int32_t, std::vector<std::string>> pid_ports;  // ProcessPorts
+    std::map<int32_t, std::string> pid_jobs;                // PidsOfJob
   };
 
   // The string ids one batch names, each looked up in strings_ once per batch. The cache holds

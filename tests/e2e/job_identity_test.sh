@@ -125,12 +125,13 @@ printf '[%s,%s,%s,%s]\n' "$(qp mlx5_0 1 "${PIDS[N - 4]}" 100)" "$(qp mlx5_0 1 "$
   "$(qp mlx4_0 2 "${PIDS[N - 2]}" 102)" "$(qp mlx4_0 2 "${PIDS[N - 1]}" 103)" >"$WORK/qps.json.new"
 mv "$WORK/qps.json.new" "$WORK/qps.json"
 
-# Both jobs with their communicator, and job A's collectives matched, within 30 s.
+# Both jobs with their communicator and both ranks (each rank's communicator comes with its own
+# agent window), and job A's collectives matched, within 30 s.
 ok=0
 for _ in $(seq 300); do
   if http /api/jobs >"$WORK/jobs.json" 2>/dev/null &&
     http "/api/collectives/slow?limit=0&job=$JOB_A" >"$WORK/slow-a.json" 2>/dev/null &&
-    [ "$(jq '[.jobs[] | select(.comms | length > 0)] | length' "$WORK/jobs.json")" -ge 2 ] &&
+    [ "$(jq '[.jobs[] | select((.comms | length > 0) and .ranks >= 2)] | length' "$WORK/jobs.json")" -ge 2 ] &&
     [ "$(jq '.collectives | length' "$WORK/slow-a.json" 2>/dev/null || echo 0)" -ge 3 ]; then
     ok=1
     break

@@ -310,7 +310,7 @@ v1::Batch Producers(const std::vector<std::pair<int32_t, std::vector<std::string
 
 // The ports a producer reported stay with its pid: a later batch without them (the agent's QP
 // table failed, or the process left) does not erase them, a new report replaces them, and a
-// hostile agent's port list and name are cut to their bounds.
+// hostile agent's port list is cut to its bound and names that are not device:port are dropped.
 TEST(GpuState, KeepsEachProcesssPortsAcrossBatches) {
   GpuState s;
   s.OnBatch("n1", Producers({{100, {"mlx5_0:1"}}, {200, {"mlx5_1:1", "mlx5_2:1"}}}));
@@ -320,12 +320,16 @@ TEST(GpuState, KeepsEachProcesssPortsAcrossBatches) {
   EXPECT_EQ(s.ProcessPorts("n1"),
             (M{{100, {"mlx5_0:1"}}, {200, {"mlx5_2:1"}}, {300, {"mlx5_3:1"}}}));
   EXPECT_TRUE(s.ProcessPorts("n2").empty());
-  std::vector<std::string> many(40, std::string(500, 'x'));
-  s.OnBatch("n2", Producers({{7, many}, {-1, {"mlx5_0:1"}}}));
+  std::vector<std::string> many(40, "mlx5_0:1");
+  s.OnBatch("n2", Producers({{7, many},
+                             {-1, {"mlx5_0:1"}},
+                             {8,
+                              {std::string(500, 'x') + ":1", "mlx5_0", "mlx5_0:1234", "mlx5 0:1",
+                               ":1", "mlx5_0:x", "mlx5_3:2"}}}));
   const M n2 = s.ProcessPorts("n2");
-  ASSERT_EQ(n2.size(), 1u);
-  ASSERT_EQ(n2.at(7).size(), GpuState::kMaxPortsPerPid);
-  EXPECT_EQ(n2.at(7)[0].size(), GpuState::kMaxLabelBytes);
+  ASSERT_EQ(n2.size(), 2u);
+  EXPECT_EQ(n2.at(7).size(), GpuState::kMaxPortsPerPid);
+  EXPECT_EQ(n2.at(8), (std::vector<std::string>{"mlx5_3:2"}));  // the only well-formed name
   s.ResetNode("n1");
   EXPECT_TRUE(s.ProcessPorts("n1").empty());
 }

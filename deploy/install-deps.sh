@@ -14,6 +14,8 @@ packages=(
   libsnappy-dev
   # the agent's parse of `rdma -j res show qp`, per-port attribution (agent/qp_ports.cc)
   libsimdjson-dev
+  # the event history's database (exporters/history/history_store.h)
+  libsqlite3-dev
   # tcmalloc, the agent's and the aggregator's allocator (CMakeLists.txt: FABRICSCOPE_MALLOC)
   libgoogle-perftools-dev
   libpcap-dev libibverbs-dev libibumad-dev

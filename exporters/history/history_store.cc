@@ -1,0 +1,364 @@
+#include "exporters/history/history_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
+
+namespace fabricscope::exporters {
+
+namespace {
+
+constexpr int64_t kPruneEveryNs = 10'000'000'000;  // retention and size checks, at most
+constexpr size_t kWakeAtQueued = 4096;             // a full transaction's worth: write now
+
+// The schema: one table, indexed for the filters /api/history offers. Times and the hash as
+// SQLite INTEGER (64-bit; the hash's bits as a signed value).
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, unix_ns INTEGER NOT NULL, "
+    "end_unix_ns INTEGER NOT NULL, kind TEXT NOT NULL, node TEXT NOT NULL, comm INTEGER NOT NULL, "
+    "job TEXT NOT NULL, detail TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS events_time ON events(unix_ns, id);"
+    "CREATE INDEX IF NOT EXISTS events_job ON events(job, unix_ns, id);"
+    "CREATE INDEX IF NOT EXISTS events_comm ON events(comm, unix_ns, id);"
+    "CREATE INDEX IF NOT EXISTS events_node ON events(node, unix_ns, id);";
+
+std::string Message(sqlite3* db, int rc) {
+  return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+}
+
+// Runs SQL without results; false with *error set when it fails.
+bool Exec(sqlite3* db, const char* sql, std::string* error) {
+  char* msg = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) == SQLITE_OK) return true;
+  *error = msg != nullptr ? msg : "unknown error";
+  sqlite3_free(msg);
+  return false;
+}
+
+// The first column of the first row of a one-value query, as an integer; -1 when it fails.
+int64_t Scalar(sqlite3* db, const char* sql) {
+  sqlite3_stmt* st = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    v = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return v;
+}
+
+std::string Text(sqlite3_stmt* st, int col) {
+  const unsigned char* t = sqlite3_column_text(st, col);
+  return t != nullptr ? std::string(reinterpret_cast<const char*>(t),
+                                    static_cast<size_t>(sqlite3_column_bytes(st, col)))
+                      : std::string();
+}
+
+}  // namespace
+
+bool IsHistoryKind(absl::string_view kind) {
+  return std::any_of(std::begin(kHistoryKinds), std::end(kHistoryKinds),
+                     [&](const char* k) { return kind == k; });
+}
+
+HistoryStore::HistoryStore(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(Options options) {
+  std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(options)));
+  if (absl::Status st = s->OpenDatabase(); !st.ok()) return st;
+  s->last_prune_ns_ = s->Now();
+  {
+    std::lock_guard<std::mutex> l(s->write_mu_);
+    s->Prune();
+  }
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+absl::Status HistoryStore::OpenDatabase() {
+  const std::string& path = options_.path;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string error;
+    int rc =
+        sqlite3_open_v2(path.c_str(), &writer_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      error = Message(writer_, rc);
+      sqlite3_close(writer_);
+      writer_ = nullptr;
+      return absl::UnavailableError(absl::StrCat("history: cannot open ", path, ": ", error));
+    }
+    sqlite3_busy_timeout(writer_, 5000);
+    // auto_vacuum takes effect on a new database only (before its first table).
+    const bool ok = Exec(writer_, "PRAGMA auto_vacuum=INCREMENTAL;", &error) &&
+                    Exec(writer_, "PRAGMA journal_mode=WAL;", &error) &&
+                    Exec(writer_, "PRAGMA synchronous=NORMAL;", &error) &&
+                    Exec(writer_, "PRAGMA journal_size_limit=67108864;", &error) &&
+                    Exec(writer_, kSchema, &error);
+    sqlite3_stmt* check = nullptr;
+    std::string verdict = "ok";
+    if (ok &&
+        sqlite3_prepare_v2(writer_, "PRAGMA quick_check;", -1, &check, nullptr) == SQLITE_OK &&
+        sqlite3_step(check) == SQLITE_ROW) {
+      verdict = Text(check, 0);
+    }
+    sqlite3_finalize(check);
+    if (ok && verdict == "ok") break;
+    const int code = sqlite3_errcode(writer_);
+    sqlite3_close(writer_);
+    writer_ = nullptr;
+    const bool damaged = !ok ? (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) : true;
+    if (!damaged || attempt == 1) {
+      return absl::UnavailableError(
+          absl::StrCat("history: cannot use ", path, ": ", ok ? verdict : error));
+    }
+    // Not a database, or a damaged one: kept aside for a person to look at, and a new one begun.
+    const std::string aside = absl::StrCat(path, ".corrupt-", absl::ToUnixSeconds(absl::Now()));
+    LOG(ERROR) << "history: " << path << " is damaged (" << (ok ? verdict : error) << "); moved to "
+               << aside << " and a new history begun";
+    std::rename(path.c_str(), aside.c_str());
+    std::remove((path + "-wal").c_str());
+    std::remove((path + "-shm").c_str());
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.corrupt_files_moved;
+  }
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &reader_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string error = Message(reader_, rc);
+    sqlite3_close(reader_);
+    reader_ = nullptr;
+    return absl::UnavailableError(absl::StrCat("history: cannot read ", path, ": ", error));
+  }
+  sqlite3_busy_timeout(reader_, 5000);
+  return absl::OkStatus();
+}
+
+HistoryStore::~HistoryStore() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  sqlite3_close(reader_);
+  sqlite3_close(writer_);
+}
+
+int64_t HistoryStore::Now() const {
+  return options_.now_unix_ns != nullptr ? options_.now_unix_ns() : absl::ToUnixNanos(absl::Now());
+}
+
+void HistoryStore::Append(HistoryEvent event) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (queue_.size() >= options_.max_queued) {
+      ++stats_.dropped_queue_full;
+      return;
+    }
+    queue_.push_back(std::move(event));
+    wake = queue_.size() >= kWakeAtQueued;
+  }
+  if (wake) cv_.notify_one();
+}
+
+void HistoryStore::Loop() {
+  for (;;) {
+    std::vector<HistoryEvent> batch;
+    bool stop;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::nanoseconds(options_.flush_period_ns),
+                   [&] { return stop_ || queue_.size() >= kWakeAtQueued; });
+      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      stop = stop_;
+    }
+    {
+      std::lock_guard<std::mutex> l(write_mu_);
+      WriteBatch(&batch);
+      if (Now() - last_prune_ns_ >= kPruneEveryNs) Prune();
+    }
+    if (stop) return;
+  }
+}
+
+void HistoryStore::Flush() {
+  std::vector<HistoryEvent> batch;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+    queue_.clear();
+  }
+  std::lock_guard<std::mutex> l(write_mu_);
+  WriteBatch(&batch);
+  Prune();
+}
+
+void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
+  if (batch->empty()) return;
+  std::string error;
+  sqlite3_stmt* st = nullptr;
+  bool ok = Exec(writer_, "BEGIN;", &error);
+  if (ok && sqlite3_prepare_v2(writer_,
+                               "INSERT INTO events(unix_ns, end_unix_ns, kind, node, comm, job, "
+                               "detail) VALUES(?, ?, ?, ?, ?, ?, ?);",
+                               -1, &st, nullptr) != SQLITE_OK) {
+    ok = false;
+    error = sqlite3_errmsg(writer_);
+  }
+  for (size_t i = 0; ok && i < batch->size(); ++i) {
+    const HistoryEvent& e = (*batch)[i];
+    sqlite3_bind_int64(st, 1, e.unix_ns);
+    sqlite3_bind_int64(st, 2, e.end_unix_ns);
+    sqlite3_bind_text(st, 3, e.kind.data(), static_cast<int>(e.kind.size()), SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, e.node.data(), static_cast<int>(e.node.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, static_cast<int64_t>(e.comm));
+    sqlite3_bind_text(st, 6, e.job.data(), static_cast<int>(e.job.size()), SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, e.detail_json.data(), static_cast<int>(e.detail_json.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      ok = false;
+      error = sqlite3_errmsg(writer_);
+    }
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  if (ok) ok = Exec(writer_, "COMMIT;", &error);
+  std::lock_guard<std::mutex> l(mu_);
+  if (ok) {
+    stats_.written += batch->size();
+    if (failing_) LOG(INFO) << "history: writing again to " << options_.path;
+    failing_ = false;
+  } else {
+    std::string ignored;
+    Exec(writer_, "ROLLBACK;", &ignored);
+    stats_.dropped_write_error += batch->size();
+    stats_.last_error = error;
+    if (!failing_) {
+      LOG(ERROR) << "history: " << batch->size() << " events dropped, writing " << options_.path
+                 << " failed: " << error << " (counted until a write succeeds)";
+    }
+    failing_ = true;
+  }
+  batch->clear();
+}
+
+void HistoryStore::Prune() {
+  last_prune_ns_ = Now();
+  uint64_t by_age = 0, by_size = 0;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(writer_, "DELETE FROM events WHERE unix_ns < ?;", -1, &st, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, last_prune_ns_ - options_.retention_ns);
+    if (sqlite3_step(st) == SQLITE_DONE) by_age = static_cast<uint64_t>(sqlite3_changes(writer_));
+  }
+  sqlite3_finalize(st);
+  const auto used = [&] {
+    return (Scalar(writer_, "PRAGMA page_count;") - Scalar(writer_, "PRAGMA freelist_count;")) *
+           Scalar(writer_, "PRAGMA page_size;");
+  };
+  // Past the size bound, the oldest tenth at a time (pages free as whole pages empty).
+  for (int round = 0; round < 64 && used() > options_.max_bytes; ++round) {
+    const int64_t rows = Scalar(writer_, "SELECT count(*) FROM events;");
+    if (rows <= 0) break;
+    st = nullptr;
+    if (sqlite3_prepare_v2(writer_,
+                           "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY "
+                           "unix_ns, id LIMIT ?);",
+                           -1, &st, nullptr) != SQLITE_OK) {
+      break;
+    }
+    sqlite3_bind_int64(st, 1, std::max<int64_t>(1, rows / 10));
+    const bool done = sqlite3_step(st) == SQLITE_DONE;
+    if (done) by_size += static_cast<uint64_t>(sqlite3_changes(writer_));
+    sqlite3_finalize(st);
+    if (!done) break;
+  }
+  std::string ignored;
+  if (by_age + by_size > 0) Exec(writer_, "PRAGMA incremental_vacuum;", &ignored);
+  const int64_t bytes = used();
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.deleted_retention += by_age;
+  stats_.deleted_size += by_size;
+  stats_.used_bytes = bytes;
+}
+
+HistoryStore::Stats HistoryStore::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stats s = stats_;
+  s.queued = queue_.size();
+  return s;
+}
+
+absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
+  if (q.limit == 0 || q.limit > kMaxHistoryPage) {
+    return absl::InvalidArgumentError(absl::StrCat("limit must be 1..", kMaxHistoryPage));
+  }
+  int64_t after_ns = 0, after_id = -1;
+  if (!q.cursor.empty()) {
+    std::vector<absl::string_view> parts = absl::StrSplit(q.cursor, ':');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &after_ns) ||
+        !absl::SimpleAtoi(parts[1], &after_id) || after_id < 0) {
+      return absl::InvalidArgumentError(
+          "cursor must be the next_cursor of a previous page (UNIX_NS:ID)");
+    }
+  }
+  std::string sql =
+      "SELECT id, unix_ns, end_unix_ns, kind, node, comm, job, detail FROM events "
+      "WHERE unix_ns >= ?1 AND unix_ns < ?2";
+  if (!q.job.empty()) sql += " AND job = ?3";
+  if (!q.node.empty()) sql += " AND node = ?4";
+  if (!q.kind.empty()) sql += " AND kind = ?5";
+  if (q.comm != 0) sql += " AND comm = ?6";
+  if (!q.cursor.empty()) sql += " AND (unix_ns, id) > (?7, ?8)";
+  sql += " ORDER BY unix_ns, id LIMIT ?9;";
+  std::lock_guard<std::mutex> l(read_mu_);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(reader_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat("history: ", sqlite3_errmsg(reader_)));
+  }
+  sqlite3_bind_int64(st, 1, q.from_unix_ns);
+  sqlite3_bind_int64(st, 2, q.to_unix_ns);
+  sqlite3_bind_text(st, 3, q.job.data(), static_cast<int>(q.job.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, q.node.data(), static_cast<int>(q.node.size()), SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, q.kind.data(), static_cast<int>(q.kind.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(st, 6, static_cast<int64_t>(q.comm));
+  sqlite3_bind_int64(st, 7, after_ns);
+  sqlite3_bind_int64(st, 8, after_id);
+  sqlite3_bind_int64(st, 9, static_cast<int64_t>(q.limit) + 1);
+  HistoryPage page;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    HistoryEvent e;
+    e.id = sqlite3_column_int64(st, 0);
+    e.unix_ns = sqlite3_column_int64(st, 1);
+    e.end_unix_ns = sqlite3_column_int64(st, 2);
+    e.kind = Text(st, 3);
+    e.node = Text(st, 4);
+    e.comm = static_cast<uint64_t>(sqlite3_column_int64(st, 5));
+    e.job = Text(st, 6);
+    e.detail_json = Text(st, 7);
+    page.events.push_back(std::move(e));
+  }
+  const std::string error = rc == SQLITE_DONE ? "" : sqlite3_errmsg(reader_);
+  sqlite3_finalize(st);
+  if (!error.empty()) return absl::UnavailableError(absl::StrCat("history: ", error));
+  if (page.events.size() > q.limit) {
+    page.events.resize(q.limit);
+    page.next_cursor = absl::StrCat(page.events.back().unix_ns, ":", page.events.back().id);
+  }
+  return page;
+}
+
+}  // namespace fabricscope::exporters

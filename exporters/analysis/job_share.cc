@@ -46,8 +46,8 @@ void Spread(int64_t from, int64_t bucket_ns, int64_t start, int64_t end, double 
 // The job's and all bytes per column of one accumulator (a port, or the transfers of unknown
 // ports), spread by Spread; the interior arrays have one slot more: the difference at c1 may
 // fall on the last column.
-struct Columns {
-  explicit Columns(size_t cols)
+struct ShareColumns {
+  explicit ShareColumns(size_t cols)
       : job(cols, 0), all(cols, 0), job_in(cols + 1, 0), all_in(cols + 1, 0) {}
   std::vector<double> job, all, job_in, all_in;
   // Folds the interior differences into job and all.
@@ -69,9 +69,9 @@ NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comm
                        int64_t bucket_ns, size_t cols, const std::set<std::string>* wanted)
     : unknown_only_(cols, NAN), node_wide_(cols, NAN) {
   if ((node.truncated && node.transfers.empty()) || bucket_ns <= 0 || cols == 0) return;
-  Columns unknown(cols), known_whole(cols);  // the transfers of unknown ports; of known ones
+  ShareColumns unknown(cols), known_whole(cols);  // the transfers of unknown ports; of known ones
   // The ports asked for get columns; every known port counts in n.
-  std::map<std::string_view, Columns> ports;
+  std::map<std::string_view, ShareColumns> ports;
   std::set<std::string_view> known;
   int64_t oldest = std::numeric_limits<int64_t>::max();
   const int64_t to = from + bucket_ns * static_cast<int64_t>(cols);
@@ -94,7 +94,7 @@ NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comm
     const bool mine = comms.contains(t.comm);
     const double part =
         static_cast<double>(t.bytes) / static_cast<double>(std::max<size_t>(1, t.ports.size()));
-    const auto add = [&](Columns& c, double bytes) {
+    const auto add = [&](ShareColumns& c, double bytes) {
       Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &c.all, &c.all_in);
       if (mine) Spread(from, bucket_ns, t.start_unix_ns, t.end_unix_ns, bytes, &c.job, &c.job_in);
     };
@@ -106,7 +106,7 @@ NodeShares::NodeShares(const NodeTransfers& node, const std::set<uint64_t>& comm
   unknown.Settle();
   known_whole.Settle();
   const double n = static_cast<double>(std::max<size_t>(1, known.size()));
-  // Columns before what a truncated node kept stay NaN.
+  // ShareColumns before what a truncated node kept stay NaN.
   size_t first = 0;
   while (node.truncated && first < cols &&
          from + static_cast<int64_t>(first + 1) * bucket_ns <= oldest) {

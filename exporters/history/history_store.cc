@@ -17,12 +17,12 @@ namespace fabricscope::exporters {
 
 namespace {
 
-constexpr int64_t kPruneEveryNs = 10'000'000'000;  // retention and size checks, at most
-constexpr size_t kWakeAtQueued = 4096;             // a full transaction's worth: write now
+constexpr int64_t kHistoryPruneEveryNs = 10'000'000'000;  // retention and size checks, at most
+constexpr size_t kHistoryWakeAtQueued = 4096;             // a full transaction's worth: write now
 
 // The schema: one table, indexed for the filters /api/history offers. Times and the hash as
 // SQLite INTEGER (64-bit; the hash's bits as a signed value).
-constexpr const char* kSchema =
+constexpr const char* kHistorySchema =
     "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY, unix_ns INTEGER NOT NULL, "
     "end_unix_ns INTEGER NOT NULL, kind TEXT NOT NULL, node TEXT NOT NULL, comm INTEGER NOT NULL, "
     "job TEXT NOT NULL, detail TEXT NOT NULL);"
@@ -31,12 +31,12 @@ constexpr const char* kSchema =
     "CREATE INDEX IF NOT EXISTS events_comm ON events(comm, unix_ns, id);"
     "CREATE INDEX IF NOT EXISTS events_node ON events(node, unix_ns, id);";
 
-std::string Message(sqlite3* db, int rc) {
+std::string SqliteMessage(sqlite3* db, int rc) {
   return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
 }
 
 // Runs SQL without results; false with *error set when it fails.
-bool Exec(sqlite3* db, const char* sql, std::string* error) {
+bool SqliteExec(sqlite3* db, const char* sql, std::string* error) {
   char* msg = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) == SQLITE_OK) return true;
   *error = msg != nullptr ? msg : "unknown error";
@@ -45,7 +45,7 @@ bool Exec(sqlite3* db, const char* sql, std::string* error) {
 }
 
 // The first column of the first row of a one-value query, as an integer; -1 when it fails.
-int64_t Scalar(sqlite3* db, const char* sql) {
+int64_t SqliteScalar(sqlite3* db, const char* sql) {
   sqlite3_stmt* st = nullptr;
   int64_t v = -1;
   if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
@@ -56,7 +56,7 @@ int64_t Scalar(sqlite3* db, const char* sql) {
   return v;
 }
 
-std::string Text(sqlite3_stmt* st, int col) {
+std::string SqliteText(sqlite3_stmt* st, int col) {
   const unsigned char* t = sqlite3_column_text(st, col);
   return t != nullptr ? std::string(reinterpret_cast<const char*>(t),
                                     static_cast<size_t>(sqlite3_column_bytes(st, col)))
@@ -92,24 +92,24 @@ absl::Status HistoryStore::OpenDatabase() {
         sqlite3_open_v2(path.c_str(), &writer_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
-      error = Message(writer_, rc);
+      error = SqliteMessage(writer_, rc);
       sqlite3_close(writer_);
       writer_ = nullptr;
       return absl::UnavailableError(absl::StrCat("history: cannot open ", path, ": ", error));
     }
     sqlite3_busy_timeout(writer_, 5000);
     // auto_vacuum takes effect on a new database only (before its first table).
-    const bool ok = Exec(writer_, "PRAGMA auto_vacuum=INCREMENTAL;", &error) &&
-                    Exec(writer_, "PRAGMA journal_mode=WAL;", &error) &&
-                    Exec(writer_, "PRAGMA synchronous=NORMAL;", &error) &&
-                    Exec(writer_, "PRAGMA journal_size_limit=67108864;", &error) &&
-                    Exec(writer_, kSchema, &error);
+    const bool ok = SqliteExec(writer_, "PRAGMA auto_vacuum=INCREMENTAL;", &error) &&
+                    SqliteExec(writer_, "PRAGMA journal_mode=WAL;", &error) &&
+                    SqliteExec(writer_, "PRAGMA synchronous=NORMAL;", &error) &&
+                    SqliteExec(writer_, "PRAGMA journal_size_limit=67108864;", &error) &&
+                    SqliteExec(writer_, kHistorySchema, &error);
     sqlite3_stmt* check = nullptr;
     std::string verdict = "ok";
     if (ok &&
         sqlite3_prepare_v2(writer_, "PRAGMA quick_check;", -1, &check, nullptr) == SQLITE_OK &&
         sqlite3_step(check) == SQLITE_ROW) {
-      verdict = Text(check, 0);
+      verdict = SqliteText(check, 0);
     }
     sqlite3_finalize(check);
     if (ok && verdict == "ok") break;
@@ -134,7 +134,7 @@ absl::Status HistoryStore::OpenDatabase() {
   const int rc =
       sqlite3_open_v2(path.c_str(), &reader_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    const std::string error = Message(reader_, rc);
+    const std::string error = SqliteMessage(reader_, rc);
     sqlite3_close(reader_);
     reader_ = nullptr;
     return absl::UnavailableError(absl::StrCat("history: cannot read ", path, ": ", error));
@@ -167,7 +167,7 @@ void HistoryStore::Append(HistoryEvent event) {
       return;
     }
     queue_.push_back(std::move(event));
-    wake = queue_.size() >= kWakeAtQueued;
+    wake = queue_.size() >= kHistoryWakeAtQueued;
   }
   if (wake) cv_.notify_one();
 }
@@ -179,7 +179,7 @@ void HistoryStore::Loop() {
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait_for(l, std::chrono::nanoseconds(options_.flush_period_ns),
-                   [&] { return stop_ || queue_.size() >= kWakeAtQueued; });
+                   [&] { return stop_ || queue_.size() >= kHistoryWakeAtQueued; });
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
       queue_.clear();
       stop = stop_;
@@ -187,7 +187,7 @@ void HistoryStore::Loop() {
     {
       std::lock_guard<std::mutex> l(write_mu_);
       WriteBatch(&batch);
-      if (Now() - last_prune_ns_ >= kPruneEveryNs) Prune();
+      if (Now() - last_prune_ns_ >= kHistoryPruneEveryNs) Prune();
     }
     if (stop) return;
   }
@@ -209,7 +209,7 @@ void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
   if (batch->empty()) return;
   std::string error;
   sqlite3_stmt* st = nullptr;
-  bool ok = Exec(writer_, "BEGIN;", &error);
+  bool ok = SqliteExec(writer_, "BEGIN;", &error);
   if (ok && sqlite3_prepare_v2(writer_,
                                "INSERT INTO events(unix_ns, end_unix_ns, kind, node, comm, job, "
                                "detail) VALUES(?, ?, ?, ?, ?, ?, ?);",
@@ -234,7 +234,7 @@ void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
-  if (ok) ok = Exec(writer_, "COMMIT;", &error);
+  if (ok) ok = SqliteExec(writer_, "COMMIT;", &error);
   std::lock_guard<std::mutex> l(mu_);
   if (ok) {
     stats_.written += batch->size();
@@ -242,7 +242,7 @@ void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
     failing_ = false;
   } else {
     std::string ignored;
-    Exec(writer_, "ROLLBACK;", &ignored);
+    SqliteExec(writer_, "ROLLBACK;", &ignored);
     stats_.dropped_write_error += batch->size();
     stats_.last_error = error;
     if (!failing_) {
@@ -265,12 +265,13 @@ void HistoryStore::Prune() {
   }
   sqlite3_finalize(st);
   const auto used = [&] {
-    return (Scalar(writer_, "PRAGMA page_count;") - Scalar(writer_, "PRAGMA freelist_count;")) *
-           Scalar(writer_, "PRAGMA page_size;");
+    return (SqliteScalar(writer_, "PRAGMA page_count;") -
+            SqliteScalar(writer_, "PRAGMA freelist_count;")) *
+           SqliteScalar(writer_, "PRAGMA page_size;");
   };
   // Past the size bound, the oldest tenth at a time (pages free as whole pages empty).
   for (int round = 0; round < 64 && used() > options_.max_bytes; ++round) {
-    const int64_t rows = Scalar(writer_, "SELECT count(*) FROM events;");
+    const int64_t rows = SqliteScalar(writer_, "SELECT count(*) FROM events;");
     if (rows <= 0) break;
     st = nullptr;
     if (sqlite3_prepare_v2(writer_,
@@ -286,7 +287,7 @@ void HistoryStore::Prune() {
     if (!done) break;
   }
   std::string ignored;
-  if (by_age + by_size > 0) Exec(writer_, "PRAGMA incremental_vacuum;", &ignored);
+  if (by_age + by_size > 0) SqliteExec(writer_, "PRAGMA incremental_vacuum;", &ignored);
   const int64_t bytes = used();
   std::lock_guard<std::mutex> l(mu_);
   stats_.deleted_retention += by_age;
@@ -344,11 +345,11 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
     e.id = sqlite3_column_int64(st, 0);
     e.unix_ns = sqlite3_column_int64(st, 1);
     e.end_unix_ns = sqlite3_column_int64(st, 2);
-    e.kind = Text(st, 3);
-    e.node = Text(st, 4);
+    e.kind = SqliteText(st, 3);
+    e.node = SqliteText(st, 4);
     e.comm = static_cast<uint64_t>(sqlite3_column_int64(st, 5));
-    e.job = Text(st, 6);
-    e.detail_json = Text(st, 7);
+    e.job = SqliteText(st, 6);
+    e.detail_json = SqliteText(st, 7);
     page.events.push_back(std::move(e));
   }
   const std::string error = rc == SQLITE_DONE ? "" : sqlite3_errmsg(reader_);

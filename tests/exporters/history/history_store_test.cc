@@ -23,8 +23,8 @@
 namespace fabricscope::exporters {
 namespace {
 
-constexpr int64_t kSec = 1'000'000'000;
-constexpr int64_t kT0 = 1'800'000'000 * kSec;
+constexpr int64_t kHistorySec = 1'000'000'000;
+constexpr int64_t kHistoryT0 = 1'800'000'000 * kHistorySec;
 
 class HistoryStoreTest : public ::testing::Test {
  protected:
@@ -80,23 +80,25 @@ TEST_F(HistoryStoreTest, EveryFilterSelectsItsEventsInTimeOrder) {
   auto s = HistoryStore::Open(Options());
   ASSERT_TRUE(s.ok()) << s.status();
   // Appended out of time order: a query returns them by time.
-  (*s)->Append(Event(kT0 + 3 * kSec, "microburst", "n1", 0, ""));
-  (*s)->Append(Event(kT0 + 1 * kSec, "collective", "n1", 0xa, "8812"));
-  (*s)->Append(Event(kT0 + 2 * kSec, "collective", "n2", 0xb, "7001"));
-  (*s)->Append(Event(kT0 + 4 * kSec, "diagnosis_began", "", 0xa, "8812"));
+  (*s)->Append(Event(kHistoryT0 + 3 * kHistorySec, "microburst", "n1", 0, ""));
+  (*s)->Append(Event(kHistoryT0 + 1 * kHistorySec, "collective", "n1", 0xa, "8812"));
+  (*s)->Append(Event(kHistoryT0 + 2 * kHistorySec, "collective", "n2", 0xb, "7001"));
+  (*s)->Append(Event(kHistoryT0 + 4 * kHistorySec, "diagnosis_began", "", 0xa, "8812"));
   (*s)->Flush();
   const auto q = [&](HistoryQuery f) { return Times(*(*s)->Query(f)); };
   using V = std::vector<int64_t>;
-  EXPECT_EQ(q({}), (V{kT0 + kSec, kT0 + 2 * kSec, kT0 + 3 * kSec, kT0 + 4 * kSec}));
-  EXPECT_EQ(q(Q("8812")), (V{kT0 + kSec, kT0 + 4 * kSec}));
-  EXPECT_EQ(q(Q("", "n1")), (V{kT0 + kSec, kT0 + 3 * kSec}));
-  EXPECT_EQ(q(Q("", "", "collective")), (V{kT0 + kSec, kT0 + 2 * kSec}));
-  EXPECT_EQ(q(Q("", "", "", 0xb)), (V{kT0 + 2 * kSec}));
-  EXPECT_EQ(q(Q("", "", "", 0, kT0 + 2 * kSec, kT0 + 4 * kSec)),
-            (V{kT0 + 2 * kSec, kT0 + 3 * kSec}));
+  EXPECT_EQ(q({}), (V{kHistoryT0 + kHistorySec, kHistoryT0 + 2 * kHistorySec,
+                      kHistoryT0 + 3 * kHistorySec, kHistoryT0 + 4 * kHistorySec}));
+  EXPECT_EQ(q(Q("8812")), (V{kHistoryT0 + kHistorySec, kHistoryT0 + 4 * kHistorySec}));
+  EXPECT_EQ(q(Q("", "n1")), (V{kHistoryT0 + kHistorySec, kHistoryT0 + 3 * kHistorySec}));
+  EXPECT_EQ(q(Q("", "", "collective")),
+            (V{kHistoryT0 + kHistorySec, kHistoryT0 + 2 * kHistorySec}));
+  EXPECT_EQ(q(Q("", "", "", 0xb)), (V{kHistoryT0 + 2 * kHistorySec}));
+  EXPECT_EQ(q(Q("", "", "", 0, kHistoryT0 + 2 * kHistorySec, kHistoryT0 + 4 * kHistorySec)),
+            (V{kHistoryT0 + 2 * kHistorySec, kHistoryT0 + 3 * kHistorySec}));
   EXPECT_TRUE(q(Q("8812", "n2")).empty());
   const HistoryPage all = *(*s)->Query({});
-  EXPECT_EQ(all.events[0].detail_json, absl::StrCat("{\"t\":", kT0 + kSec, "}"));
+  EXPECT_EQ(all.events[0].detail_json, absl::StrCat("{\"t\":", kHistoryT0 + kHistorySec, "}"));
   EXPECT_EQ(all.events[0].comm, 0xau);
   EXPECT_EQ((*s)->stats().written, 4u);
 }
@@ -107,7 +109,8 @@ TEST_F(HistoryStoreTest, PagesHaveNoGapsOrDuplicates) {
   ASSERT_TRUE(s.ok()) << s.status();
   std::mt19937 rng(3);
   for (int i = 0; i < 2000; ++i) {
-    (*s)->Append(Event(kT0 + static_cast<int64_t>(rng() % 50) * kSec, "microburst", "n1", 0, ""));
+    (*s)->Append(Event(kHistoryT0 + static_cast<int64_t>(rng() % 50) * kHistorySec, "microburst",
+                       "n1", 0, ""));
   }
   (*s)->Flush();
   for (uint32_t seed : {1u, 2u, 3u}) {
@@ -137,29 +140,30 @@ TEST_F(HistoryStoreTest, EventsSurviveAReopen) {
   {
     auto s = HistoryStore::Open(Options());
     ASSERT_TRUE(s.ok()) << s.status();
-    for (int i = 0; i < 10; ++i) (*s)->Append(Event(kT0 + i, "loss", "n1", 0, ""));
+    for (int i = 0; i < 10; ++i) (*s)->Append(Event(kHistoryT0 + i, "loss", "n1", 0, ""));
   }  // closed without a Flush: the destructor writes what is queued
   auto s = HistoryStore::Open(Options());
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)->Query({})->events.size(), 10u);
 }
 
-int64_t fake_now = 0;
-int64_t FakeNow() { return fake_now; }
+int64_t history_fake_now = 0;
+int64_t HistoryFakeNow() { return history_fake_now; }
 
 TEST_F(HistoryStoreTest, RetentionDeletesOlderEventsAndCountsThem) {
   HistoryStore::Options o = Options();
-  o.retention_ns = 3600 * kSec;
-  o.now_unix_ns = &FakeNow;
-  fake_now = kT0;
+  o.retention_ns = 3600 * kHistorySec;
+  o.now_unix_ns = &HistoryFakeNow;
+  history_fake_now = kHistoryT0;
   auto s = HistoryStore::Open(o);
   ASSERT_TRUE(s.ok()) << s.status();
-  for (int i = 0; i < 5; ++i) (*s)->Append(Event(kT0 - (2 - i) * 1800 * kSec, "loss", "n1", 0, ""));
+  for (int i = 0; i < 5; ++i)
+    (*s)->Append(Event(kHistoryT0 - (2 - i) * 1800 * kHistorySec, "loss", "n1", 0, ""));
   (*s)->Flush();  // -3600 s .. +3600 s: the one exactly at the bound is kept
   EXPECT_EQ((*s)->Query({})->events.size(), 5u);
-  fake_now = kT0 + 2 * 3600 * kSec;
+  history_fake_now = kHistoryT0 + 2 * 3600 * kHistorySec;
   (*s)->Flush();
-  EXPECT_EQ(Times(*(*s)->Query({})), (std::vector<int64_t>{kT0 + 3600 * kSec}));
+  EXPECT_EQ(Times(*(*s)->Query({})), (std::vector<int64_t>{kHistoryT0 + 3600 * kHistorySec}));
   EXPECT_EQ((*s)->stats().deleted_retention, 4u);
 }
 
@@ -170,7 +174,8 @@ TEST_F(HistoryStoreTest, TheSizeBoundDeletesTheOldestFirst) {
   ASSERT_TRUE(s.ok()) << s.status();
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < 2500; ++i) {
-      HistoryEvent e = Event(kT0 + (round * 2500 + i) * kSec, "collective", "n1", 0, "8812");
+      HistoryEvent e =
+          Event(kHistoryT0 + (round * 2500 + i) * kHistorySec, "collective", "n1", 0, "8812");
       e.detail_json = absl::StrCat("{\"pad\":\"", std::string(200, 'x'), "\"}");
       (*s)->Append(std::move(e));
     }
@@ -182,7 +187,7 @@ TEST_F(HistoryStoreTest, TheSizeBoundDeletesTheOldestFirst) {
   const HistoryPage p = *(*s)->Query(Limit(kMaxHistoryPage));
   ASSERT_FALSE(p.events.empty());
   EXPECT_EQ(p.events.size() + st.deleted_size, 10'000u);
-  EXPECT_EQ(p.events.back().unix_ns, kT0 + 9999 * kSec);  // the newest kept
+  EXPECT_EQ(p.events.back().unix_ns, kHistoryT0 + 9999 * kHistorySec);  // the newest kept
   EXPECT_LE(std::filesystem::file_size(o.path), static_cast<uintmax_t>(2 * o.max_bytes));
 }
 
@@ -199,7 +204,7 @@ TEST_F(HistoryStoreTest, ADamagedFileIsMovedAsideAndANewOneBegun) {
     aside += e.path().filename().string().starts_with("history.db.corrupt-") ? 1 : 0;
   }
   EXPECT_EQ(aside, 1);
-  (*s)->Append(Event(kT0, "loss", "n1", 0, ""));
+  (*s)->Append(Event(kHistoryT0, "loss", "n1", 0, ""));
   (*s)->Flush();
   EXPECT_EQ((*s)->Query({})->events.size(), 1u);
 }
@@ -207,10 +212,10 @@ TEST_F(HistoryStoreTest, ADamagedFileIsMovedAsideAndANewOneBegun) {
 TEST_F(HistoryStoreTest, AFullQueueDropsAndCounts) {
   HistoryStore::Options o = Options();
   o.max_queued = 10;
-  o.flush_period_ns = 3600 * kSec;  // the writer sleeps: only the bound acts
+  o.flush_period_ns = 3600 * kHistorySec;  // the writer sleeps: only the bound acts
   auto s = HistoryStore::Open(o);
   ASSERT_TRUE(s.ok()) << s.status();
-  for (int i = 0; i < 15; ++i) (*s)->Append(Event(kT0 + i, "loss", "n1", 0, ""));
+  for (int i = 0; i < 15; ++i) (*s)->Append(Event(kHistoryT0 + i, "loss", "n1", 0, ""));
   EXPECT_EQ((*s)->stats().dropped_queue_full, 5u);
   (*s)->Flush();
   EXPECT_EQ((*s)->Query({})->events.size(), 10u);
@@ -250,7 +255,7 @@ TEST_F(HistoryStoreTest, KillNineWhileWritingNeverCorruptsTheFile) {
       auto s = HistoryStore::Open(o);
       if (!s.ok()) _exit(3);
       for (int64_t i = 0;; ++i) {
-        (*s)->Append(Event(kT0 + i, "microburst", "n1", 0, ""));
+        (*s)->Append(Event(kHistoryT0 + i, "microburst", "n1", 0, ""));
         if (i % 64 == 0) usleep(1000);
       }
     }

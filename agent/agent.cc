@@ -247,8 +247,8 @@ void Agent::SubmitReady(bool stopping) {
       gpu_timeline_->FillWindow(start, end, &gpu_stats, gpu_pids, &parts.gpu.emplace(), &completed);
       AttachJobs(gpu_ingest_->JobsByPid(), &parts.gpu->gpu);
       if (qp_ports_) {
-        std::shared_ptr<const ProcessPorts> qp = qp_ports_->Latest();
-        if (qp) AttachRdmaPorts(*qp, ports_, &parts.gpu->gpu);
+        std::shared_ptr<const ProcessPorts> qp = qp_ports_->Latest();  // never null
+        AttachRdmaPorts(*qp, ports_, &parts.gpu->gpu);
         collective_analyzer_->SetProcessPorts(std::move(qp));
       }
       for (v1::Collective& c : completed) {

@@ -57,8 +57,14 @@ bool IsPortName(std::string_view s) {
   return true;
 }
 
+// Past GpuState::kMaxPortPids, the pids not in `connected` leave first, lowest first.
 template <typename Value>
-void BoundByPid(const absl::flat_hash_set<int32_t>& connected, std::map<int32_t, Value>* kept);
+void BoundByPid(const absl::flat_hash_set<int32_t>& connected, std::map<int32_t, Value>* kept) {
+  for (auto it = kept->begin(); kept->size() > GpuState::kMaxPortPids && it != kept->end();) {
+    it = connected.contains(it->first) ? std::next(it) : kept->erase(it);
+  }
+  while (kept->size() > GpuState::kMaxPortPids) kept->erase(kept->begin());
+}
 
 // Records the ports each producer reports (GpuProducer.rdma_ports) into `kept`: a producer with
 // none leaves its entry alone (unknown now says nothing against what was seen). Past
@@ -78,15 +84,6 @@ void KeepProcessPorts(const v1::GpuIngestStats& ingest,
     (*kept)[p.pid()] = std::move(ports);
   }
   BoundByPid(connected, kept);
-}
-
-// Past GpuState::kMaxPortPids, the pids not in `connected` leave first, lowest first.
-template <typename Value>
-void BoundByPid(const absl::flat_hash_set<int32_t>& connected, std::map<int32_t, Value>* kept) {
-  for (auto it = kept->begin(); kept->size() > GpuState::kMaxPortPids && it != kept->end();) {
-    it = connected.contains(it->first) ? std::next(it) : kept->erase(it);
-  }
-  while (kept->size() > GpuState::kMaxPortPids) kept->erase(kept->begin());
 }
 
 // Records the job each process of the window belongs to (its communicators' and connected

@@ -97,8 +97,8 @@ class GpuState {
   static constexpr size_t kMaxLabelBytes = 64;
   static constexpr size_t kMaxKernelNameBytes = 256;
   static constexpr size_t kMaxProxyPeers = 32;
-  // Processes per node whose ports (and jobs) are kept, and ports kept per process (the agent sends at
-  // most 16, agent/qp_ports.h kMaxProducerPorts).
+  // Processes per node whose ports (and jobs) are kept, and ports kept per process (the agent sends
+  // at most 16, agent/qp_ports.h kMaxProducerPorts).
   static constexpr size_t kMaxPortPids = 1024;
   static constexpr size_t kMaxPortsPerPid = 16;
 

@@ -31,7 +31,8 @@ build: configure
 
 run: build
 	@echo "fabricscope: agent in standalone mode; live page at http://$(LISTEN)/, metrics at http://$(LISTEN)/metrics (Ctrl-C stops)"
-	$(BUILD)/agent/fabricscope-agent --http-listen=$(LISTEN) $(ARGS)
+	@mkdir -p $(BUILD)/run
+	$(BUILD)/agent/fabricscope-agent --http-listen=$(LISTEN) --history-path=$(BUILD)/run/history.db $(ARGS)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 300

@@ -317,6 +317,7 @@ absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
     ao.web_config = options_.web_config;
     ao.metrics = options_.metrics;
     ao.remote_write = options_.remote_write;
+    ao.history = options_.history;
     aggregator_ = std::make_unique<exporters::Aggregator>(ao);
     if (absl::Status s = aggregator_->Start(); !s.ok()) {
       aggregator_.reset();

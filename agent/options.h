@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
+#include "collectors/common/history_options.h"
 #include "collectors/common/option_table.h"
 #include "collectors/common/remote_write_options.h"
 #include "collectors/common/tls.h"
@@ -99,6 +100,8 @@ struct AgentOptions {
   std::string metrics = "basic";
   // Standalone mode: Prometheus remote-write of /metrics (`remote_write:`, --remote-write-*).
   common::RemoteWriteOptions remote_write;
+  // Standalone mode: the event history (`history:`, --history-*; exporters/README.md "History").
+  common::HistoryOptions history;
   // Streaming mode: HOST:PORT serving /healthz alone, for Kubernetes probes; empty = off.
   std::string health_listen;
   size_t ring_slots = 8192;

@@ -32,6 +32,7 @@ Aggregator::Aggregator(AggregatorOptions options)
 
 Aggregator::~Aggregator() {
   Stop();
+  StopHistory();
   state_.SetSharding(nullptr, nullptr);
   if (forwarder_) forwarder_->Stop(1000);
   watchdog_.Stop();
@@ -53,6 +54,66 @@ std::string Aggregator::StallReason() const {
   return absl::StrFormat("state locks held for %.0f s: ingest or rendering is stuck", stalled);
 }
 
+absl::Status Aggregator::OpenHistory() {
+  if (history_) return absl::OkStatus();
+  const common::HistoryOptions& h = options_.history;
+  const std::string path = common::HistoryDatabasePath(h);
+  if (path.empty() && h.jsonl.empty()) {
+    LOG(INFO) << "history: off (no --history-path, and no systemd state directory)";
+    return absl::OkStatus();
+  }
+  HistoryStore::Options o;
+  o.path = path;
+  o.retention_ns = h.retention_ns;
+  o.max_bytes = static_cast<int64_t>(h.max_bytes);
+  o.jsonl_path = h.jsonl;
+  o.jsonl_max_bytes = static_cast<int64_t>(h.jsonl_max_bytes);
+  auto store = HistoryStore::Open(o);
+  if (!store.ok()) {
+    const bool given = !h.path.empty() || !h.jsonl.empty();
+    if (given) {
+      return absl::Status(
+          store.status().code(),
+          absl::StrCat(store.status().message(), " (--history-path=off runs without a history)"));
+    }
+    LOG(ERROR) << store.status().message() << "; running without a history";
+    return absl::OkStatus();
+  }
+  history_ = *std::move(store);
+  history_metrics_ = std::make_unique<HistoryMetrics>(*history_);
+  recorder_ = std::make_shared<HistoryRecorder>(state_, *history_);
+  state_.SetObserver(recorder_);
+  ticker_stop_ = false;
+  history_ticker_ = std::thread([this] {
+    std::unique_lock<std::mutex> l(ticker_mu_);
+    while (!ticker_cv_.wait_for(l, std::chrono::seconds(1), [this] { return ticker_stop_; })) {
+      l.unlock();
+      recorder_->Tick(absl::ToUnixNanos(absl::Now()));
+      l.lock();
+    }
+  });
+  LOG(INFO) << "history: " << (path.empty() ? "no database" : path)
+            << (h.jsonl.empty() ? "" : absl::StrCat(", JSON lines to ", h.jsonl)) << "; kept "
+            << absl::FormatDuration(absl::Nanoseconds(h.retention_ns)) << ", at most "
+            << h.max_bytes << " bytes";
+  return absl::OkStatus();
+}
+
+void Aggregator::StopHistory() {
+  if (!history_) return;
+  {
+    std::lock_guard<std::mutex> l(ticker_mu_);
+    ticker_stop_ = true;
+  }
+  ticker_cv_.notify_all();
+  if (history_ticker_.joinable()) history_ticker_.join();
+  state_.SetObserver(nullptr);
+  recorder_->Drain();
+  recorder_.reset();
+  history_metrics_.reset();
+  history_.reset();  // writes what is queued
+}
+
 absl::Status Aggregator::StartHttp() {
   WebConfig web;
   if (!options_.web_config.empty()) {
@@ -64,6 +125,7 @@ absl::Status Aggregator::StartHttp() {
   http_->SetHealthCheck([this] { return StallReason(); });
   http_->SetWebConfig(std::move(web));
   http_->SetRole(options_.grpc_listen.empty() ? "agent (standalone)" : "aggregator");
+  http_->SetHistory(history_.get());
   auto http_port = http_->Start(options_.http_listen);
   if (!http_port.ok()) {
     http_.reset();
@@ -122,6 +184,7 @@ absl::Status Aggregator::ApplyPeers() {
 std::vector<const prometheus::Collectable*> Aggregator::Extras() const {
   std::vector<const prometheus::Collectable*> out = extra_;
   if (remote_writer_) out.push_back(remote_writer_.get());
+  if (history_metrics_) out.push_back(history_metrics_.get());
   return out;
 }
 
@@ -140,6 +203,7 @@ absl::Status Aggregator::Start() {
     remote_writer_ = *std::move(w);
   }
   watchdog_.Start();
+  if (absl::Status s = OpenHistory(); !s.ok()) return s;
   if (absl::Status s = ApplyPeers(); !s.ok()) return s;
   if (absl::Status s = StartHttp(); !s.ok()) return s;
   if (!options_.grpc_listen.empty()) {

@@ -1,13 +1,20 @@
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "collectors/common/history_options.h"
 #include "collectors/common/remote_write_options.h"
 #include "exporters/exposition/cluster_render.h"
+#include "exporters/exposition/history_metrics.h"
 #include "exporters/exposition/http_server.h"
+#include "exporters/history/history_recorder.h"
+#include "exporters/history/history_store.h"
 #include "exporters/ingest/telemetry_service.h"
 #include "exporters/remote_write/remote_write.h"
 #include "exporters/shard/forwarder.h"
@@ -31,6 +38,8 @@ struct AggregatorOptions {
   std::string metrics = "basic";
   // Prometheus remote-write of /metrics (`remote_write:`, --remote-write-*; read at start).
   common::RemoteWriteOptions remote_write;
+  // The event history (`history:`, --history-*; exporters/history/; read at start).
+  common::HistoryOptions history;
   // The cross-rank rules: persistent-straggler test and diagnosis (`collectives:` in the
   // config; read at start, a SIGHUP does not change them since the state is kept).
   CrossRankOptions collectives;
@@ -105,9 +114,16 @@ class Aggregator {
   const HttpServer* http() const { return http_.get(); }
   // The remote-write sender; null without remote_write urls.
   RemoteWriter* remote_writer() { return remote_writer_.get(); }
+  // The event history; null when off (common::HistoryDatabasePath empty and no JSON lines).
+  HistoryStore* history() { return history_.get(); }
 
  private:
   absl::Status StartHttp();  // http_ with the web config; http_ null on error
+  // Opens the event history once (the first Start; it outlives reloads) and starts feeding it.
+  // Errors: those of HistoryStore::Open for a path the user gave; the systemd default that
+  // cannot be used is logged and the history left off.
+  absl::Status OpenHistory();
+  void StopHistory();
   // Applies options_.peers: the ring handed to the state and the HTTP server, the forwarder
   // started, its streams moved to a changed list, or both dropped when the list is emptied.
   // Errors: those of MakePeerRing and of the shared token's file.
@@ -128,6 +144,13 @@ class Aggregator {
   std::shared_ptr<Forwarder> forwarder_;  // with --peers (shared with the state)
   std::string forwarder_key_;             // what forwarder_ was built with (ApplyPeers)
   LockWatchdog watchdog_;
+  std::unique_ptr<HistoryStore> history_;
+  std::shared_ptr<HistoryRecorder> recorder_;
+  std::unique_ptr<HistoryMetrics> history_metrics_;  // in Extras() while the history is on
+  std::thread history_ticker_;                       // HistoryRecorder::Tick every second
+  std::mutex ticker_mu_;
+  std::condition_variable ticker_cv_;
+  bool ticker_stop_ = false;
   int grpc_port_ = 0;
   int http_port_ = 0;
 };

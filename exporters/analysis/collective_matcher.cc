@@ -29,7 +29,9 @@ CollectiveMatcher::CollectiveMatcher(const CrossRankOptions& options)
   }
 }
 
-std::vector<BlameUpdate> CollectiveMatcher::Match(std::vector<RankReport>&& reports) {
+std::vector<BlameUpdate> CollectiveMatcher::Match(std::vector<RankReport>&& reports,
+                                                  std::vector<CollectiveInstance>* notable,
+                                                  const InstanceFilter* wanted) {
   // Shard by shard, each shard's lock taken once per batch. Batches of the ranks of one
   // communicator arrive together and name the same shards: a shard another thread holds is
   // skipped (TryLock) and come back to, so two ingest threads do not queue on one shard after
@@ -55,7 +57,7 @@ std::vector<BlameUpdate> CollectiveMatcher::Match(std::vector<RankReport>&& repo
     }
     CommShard& s = *shards_[shard_of(order[runs[pick].first])];
     for (size_t i = runs[pick].first; i < runs[pick].second; ++i) {
-      MatchOne(s, std::move(reports[order[i]]), &blames, &retired);
+      MatchOne(s, std::move(reports[order[i]]), Outputs{&blames, &retired, notable, wanted});
     }
     EvictExpired(s);
     s.mu.Unlock();
@@ -84,8 +86,7 @@ void CollectiveMatcher::EvictExpired(CommShard& s) {
   }
 }
 
-void CollectiveMatcher::MatchOne(CommShard& s, RankReport&& r, std::vector<BlameUpdate>* blames,
-                                 Retired* retired) {
+void CollectiveMatcher::MatchOne(CommShard& s, RankReport&& r, const Outputs& out) {
   s.newest_unix_ns = std::max(s.newest_unix_ns, r.entry.end_unix_ns);
   auto it = s.pending.find(r.key);
   if (it == s.pending.end()) {
@@ -114,12 +115,12 @@ void CollectiveMatcher::MatchOne(CommShard& s, RankReport&& r, std::vector<Blame
     Instance done = std::move(inst);
     s.pending.erase(it);
     pending_total_.fetch_sub(1, std::memory_order_relaxed);
-    Finish(s, r.key, std::move(done), blames, retired);
+    Finish(s, r.key, std::move(done), out);
   }
 }
 
 void CollectiveMatcher::Finish(CommShard& s, const InstanceKey& key, Instance&& inst,
-                               std::vector<BlameUpdate>* blames, Retired* retired) {
+                               const Outputs& out) {
   CollectiveInstance d;
   d.key = key;
   d.nranks = inst.nranks;
@@ -142,7 +143,7 @@ void CollectiveMatcher::Finish(CommShard& s, const InstanceKey& key, Instance&& 
   t.median_duration = durations[durations.size() / 2];
   const double w = classifier_.Classify(d, t, s.diagnosis);
   for (size_t i = 0; i < d.ranks.size(); ++i) {
-    blames->push_back(
+    out.blames->push_back(
         {d.ranks[i].node, d.ranks[i].rank, static_cast<int>(i) == d.bottleneck ? w : 0.0});
   }
   ++s.by_cause[static_cast<size_t>(d.cause)];
@@ -153,9 +154,13 @@ void CollectiveMatcher::Finish(CommShard& s, const InstanceKey& key, Instance&& 
   while (b < bounds.size() && skew_s > bounds[b]) ++b;
   ++s.skew_buckets[b];
   s.skew_sum += skew_s;
+  if (out.notable != nullptr && d.cause != v1::COLLECTIVE_CAUSE_NORMAL &&
+      (out.wanted == nullptr || (*out.wanted)(d))) {
+    out.notable->push_back(d);
+  }
   s.recent.push_back(std::move(d));
   while (s.recent.size() > options_.recent_instances) {
-    retired->push_back(std::move(s.recent.front()));
+    out.retired->push_back(std::move(s.recent.front()));
     s.recent.pop_front();
   }
 }

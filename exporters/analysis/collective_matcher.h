@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -36,8 +37,13 @@ class CollectiveMatcher {
   explicit CollectiveMatcher(const CrossRankOptions& options);
 
   // Matches the reports shard by shard; returns the straggler-score updates of the instances
-  // they completed (one per rank of each).
-  std::vector<BlameUpdate> Match(std::vector<RankReport>&& reports);
+  // they completed (one per rank of each). notable non-null: copies of the completed instances
+  // whose cause is not normal and that `wanted` accepts (called under the shard's lock; null =
+  // all) are appended to it (the event history's, exporters/history/).
+  using InstanceFilter = std::function<bool(const CollectiveInstance&)>;
+  std::vector<BlameUpdate> Match(std::vector<RankReport>&& reports,
+                                 std::vector<CollectiveInstance>* notable = nullptr,
+                                 const InstanceFilter* wanted = nullptr);
 
   // The skew histogram, counts by cause, instances, evicted and pending into *s, and the
   // diagnoses (Diagnoses()).
@@ -96,7 +102,15 @@ class CollectiveMatcher {
   using Retired = std::vector<CollectiveInstance>;
 
   // Adds one report to its shard; completes, evicts and finishes instances there.
-  void MatchOne(CommShard& s, RankReport&& r, std::vector<BlameUpdate>* blames, Retired* retired)
+  // What a batch's completed instances go to: the blames, the retired ring entries, and the
+  // notable copies with their filter (Match).
+  struct Outputs {
+    std::vector<BlameUpdate>* blames;
+    Retired* retired;
+    std::vector<CollectiveInstance>* notable;
+    const InstanceFilter* wanted;
+  };
+  void MatchOne(CommShard& s, RankReport&& r, const Outputs& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Pops the shard's oldest pending_order entry (not empty) and evicts its instance when still
   // pending; false for a stale entry.
@@ -104,9 +118,8 @@ class CollectiveMatcher {
   // Evicts the shard's instances that waited past pending_timeout_ns for their other ranks.
   void EvictExpired(CommShard& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // A complete instance: its skew and durations, its cause (CauseClassifier), the shard's
-  // counters, its ranks' blame, and the recent ring.
-  void Finish(CommShard& s, const InstanceKey& key, Instance&& inst,
-              std::vector<BlameUpdate>* blames, Retired* retired)
+  // counters, its ranks' blame, and the recent ring (and a copy in *notable, as Match says).
+  void Finish(CommShard& s, const InstanceKey& key, Instance&& inst, const Outputs& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The diagnosis.max_comms communicators seen most recently over all shards.
   absl::flat_hash_set<uint64_t> DiagnosedComms() const;

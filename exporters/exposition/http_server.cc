@@ -18,11 +18,13 @@
 #include "exporters/exposition/cross_rank_http.h"
 #include "exporters/exposition/exposition.h"
 #include "exporters/exposition/gpu_render.h"
+#include "exporters/exposition/history_http.h"
 #include "exporters/exposition/http_pool.h"
 #include "exporters/exposition/link_http.h"
 #include "exporters/exposition/metric_catalog.h"
 #include "exporters/exposition/page_assets.h"
 #include "exporters/heatmap/heatmap_svg.h"
+#include "exporters/history/history_store.h"
 #include "exporters/shard/peer_ring.h"
 #include "exporters/state/cluster_state.h"
 #include "glog/logging.h"
@@ -247,6 +249,7 @@ void HttpServer::RegisterDataRoutes() {
         JobLookup{[state = state_](uint64_t comm) { return state->JobOfComm(comm); },
                   [state = state_](const std::string& job) { return state->CommsOfJob(job); }});
     RegisterHeatmapIndex(*server_, std::move(pages));
+    RegisterHistoryRoutes(*server_, *state_, history_);
   }
   if (state_) {
     RegisterPageRoutes();
@@ -282,17 +285,19 @@ void HttpServer::RegisterPageRoutes() {
     *limit = std::min<size_t>(std::max<size_t>(*limit, 1), 10'000);
     return true;
   };
-  server_->Get("/api/status",
-               [this, limit_of](const httplib::Request& req, httplib::Response& res) {
-                 // {"role": ..., then StatusJson's fields}.
-                 size_t limit = 0;
-                 if (!limit_of(req, res, &limit)) return;
-                 std::string body = "{";
-                 AppendJsonField(&body, "role", role_);
-                 body += ",";
-                 body += StatusJson(*state_, limit).substr(1);
-                 res.set_content(body, "application/json");
-               });
+  server_->Get(
+      "/api/status", [this, limit_of](const httplib::Request& req, httplib::Response& res) {
+        // {"role": ..., then StatusJson's fields}.
+        size_t limit = 0;
+        if (!limit_of(req, res, &limit)) return;
+        std::string body = "{";
+        AppendJsonField(&body, "role", role_);
+        // Whether /api/history answers (the live page's History section asks).
+        absl::StrAppend(&body, ",\"history\":",
+                        history_ != nullptr && history_->has_database() ? "true" : "false", ",");
+        body += StatusJson(*state_, limit).substr(1);
+        res.set_content(body, "application/json");
+      });
   server_->Get("/api/ports", [this, limit_of](const httplib::Request& req, httplib::Response& res) {
     const std::string node = req.has_param("node") ? req.get_param_value("node") : "";
     size_t limit = 0;

@@ -20,6 +20,7 @@ namespace fabricscope::exporters {
 using common::WebConfig;
 
 class ClusterState;
+class HistoryStore;
 
 // The families of one /metrics render: each collectable's, in order (a ClusterMetrics's checked
 // against the metric catalog's label names in Debug builds, UndeclaredLabels). Also what
@@ -62,6 +63,9 @@ class HttpServer {
   void SetWebConfig(WebConfig config) { web_ = std::move(config); }
   // What /api/status calls this daemon ("aggregator", "agent (standalone)"). Call before Start.
   void SetRole(std::string role) { role_ = std::move(role); }
+  // The event history behind /api/history (null: off, a 503 that says how to turn it on) and
+  // the older part of /api/timeline. It must outlive the server. Call before Start.
+  void SetHistory(const HistoryStore* history) { history_ = history; }
 
   // The whole /metrics body as served. Debug builds (no NDEBUG) also check the state's families
   // against the metric catalog (UndeclaredLabels) and crash on a label name it does not declare.
@@ -80,6 +84,7 @@ class HttpServer {
   std::function<std::string()> health_check_;
   WebConfig web_;
   std::string role_ = "aggregator";
+  const HistoryStore* history_ = nullptr;
   std::thread thread_;
 };
 

@@ -34,6 +34,7 @@ enum class MetricArea : uint8_t {
   kDiagnosis,  // CrossRankAnalysis's per-communicator Diagnosis
   kImbalance,  // LinkAnalysis (rails) and GpuState (ranks), merged by name
   kRemoteWrite,  // RemoteWriter
+  kHistory,      // HistoryMetrics (exporters/exposition/history_metrics.h)
 };
 
 // "seconds", "bytes", "ratio", "bytes_per_second", "per_second"; "" for kNone.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "collectors/common/json_text.h"
 #include "exporters/analysis/heatmap_model.h"
 
 namespace fabricscope::exporters {
@@ -33,22 +34,10 @@ std::string XmlEscape(const std::string& s);
 std::string RenderHeatmapSvg(const HeatmapModel& model,
                              absl::string_view full_resolution_href = {});
 
-// Appends s as a JSON string literal (quotes, backslashes and control characters escaped).
-void AppendJsonString(std::string* out, absl::string_view s);
-
-// Appends v as a JSON number with 16 significant digits (null when not finite): enough for a
-// unix time in seconds to keep microseconds (1.8e9 s needs 16 digits for 1e-6 s), while short
-// decimals stay short (0.3, not 0.30000000000000004).
-void AppendJsonNumber(std::string* out, double v);
-// "key": value, for the JSON endpoints written by hand.
-inline void AppendJsonField(std::string* out, const char* key, double v) {
-  out->append("\"").append(key).append("\":");
-  AppendJsonNumber(out, v);
-}
-inline void AppendJsonField(std::string* out, const char* key, absl::string_view v) {
-  out->append("\"").append(key).append("\":");
-  AppendJsonString(out, v);
-}
+// The JSON appenders (collectors/common/json_text.h), used by every hand-written reply here.
+using common::AppendJsonField;
+using common::AppendJsonNumber;
+using common::AppendJsonString;
 
 // JSON for scripts and Grafana: {"title", "row_axis", "col_axis", "value_label", "scale_min",
 // "scale_max", "note", "start_unix_seconds", "bucket_seconds" (time axis) or "col_labels",

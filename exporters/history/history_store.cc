@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "exporters/history/history_jsonl.h"
 #include "glog/logging.h"
 
 namespace fabricscope::exporters {
@@ -29,7 +30,10 @@ constexpr const char* kHistorySchema =
     "CREATE INDEX IF NOT EXISTS events_time ON events(unix_ns, id);"
     "CREATE INDEX IF NOT EXISTS events_job ON events(job, unix_ns, id);"
     "CREATE INDEX IF NOT EXISTS events_comm ON events(comm, unix_ns, id);"
-    "CREATE INDEX IF NOT EXISTS events_node ON events(node, unix_ns, id);";
+    "CREATE INDEX IF NOT EXISTS events_node ON events(node, unix_ns, id);"
+    "CREATE TABLE IF NOT EXISTS job_nodes(job TEXT NOT NULL, node TEXT NOT NULL, "
+    "first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, PRIMARY KEY(job, node));"
+    "CREATE INDEX IF NOT EXISTS job_nodes_last ON job_nodes(last_ns);";
 
 std::string SqliteMessage(sqlite3* db, int rc) {
   return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -74,7 +78,16 @@ HistoryStore::HistoryStore(Options options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(Options options) {
   std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(options)));
-  if (absl::Status st = s->OpenDatabase(); !st.ok()) return st;
+  if (s->options_.path.empty() && s->options_.jsonl_path.empty()) {
+    return absl::InvalidArgumentError("history: neither a database nor a JSON-lines file given");
+  }
+  if (!s->options_.jsonl_path.empty()) {
+    if (absl::Status st = HistoryJsonl::Check(s->options_.jsonl_path); !st.ok()) return st;
+    s->jsonl_ = std::make_unique<HistoryJsonl>(s->options_.jsonl_path, s->options_.jsonl_max_bytes);
+  }
+  if (!s->options_.path.empty()) {
+    if (absl::Status st = s->OpenDatabase(); !st.ok()) return st;
+  }
   s->last_prune_ns_ = s->Now();
   {
     std::lock_guard<std::mutex> l(s->write_mu_);
@@ -175,6 +188,7 @@ void HistoryStore::Append(HistoryEvent event) {
 void HistoryStore::Loop() {
   for (;;) {
     std::vector<HistoryEvent> batch;
+    JobSpans spans;
     bool stop;
     {
       std::unique_lock<std::mutex> l(mu_);
@@ -182,11 +196,12 @@ void HistoryStore::Loop() {
                    [&] { return stop_ || queue_.size() >= kHistoryWakeAtQueued; });
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
       queue_.clear();
+      spans.swap(spans_);
       stop = stop_;
     }
     {
       std::lock_guard<std::mutex> l(write_mu_);
-      WriteBatch(&batch);
+      WriteBatch(&batch, &spans);
       if (Now() - last_prune_ns_ >= kHistoryPruneEveryNs) Prune();
     }
     if (stop) return;
@@ -195,30 +210,41 @@ void HistoryStore::Loop() {
 
 void HistoryStore::Flush() {
   std::vector<HistoryEvent> batch;
+  JobSpans spans;
   {
     std::lock_guard<std::mutex> l(mu_);
     batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
     queue_.clear();
+    spans.swap(spans_);
   }
   std::lock_guard<std::mutex> l(write_mu_);
-  WriteBatch(&batch);
+  WriteBatch(&batch, &spans);
   Prune();
 }
 
-void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
-  if (batch->empty()) return;
-  std::string error;
+void HistoryStore::NoteJobNode(const std::string& job, const std::string& node, int64_t unix_ns) {
+  if (job.empty() || node.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto [it, fresh] = spans_.try_emplace({job, node}, JobSpan{unix_ns, unix_ns});
+  if (!fresh) {
+    it->second.first = std::min(it->second.first, unix_ns);
+    it->second.last = std::max(it->second.last, unix_ns);
+  }
+}
+
+bool HistoryStore::WriteDatabase(std::vector<HistoryEvent>* batch, const JobSpans& spans,
+                                 std::string* error) {
   sqlite3_stmt* st = nullptr;
-  bool ok = SqliteExec(writer_, "BEGIN;", &error);
+  bool ok = SqliteExec(writer_, "BEGIN;", error);
   if (ok && sqlite3_prepare_v2(writer_,
                                "INSERT INTO events(unix_ns, end_unix_ns, kind, node, comm, job, "
                                "detail) VALUES(?, ?, ?, ?, ?, ?, ?);",
                                -1, &st, nullptr) != SQLITE_OK) {
     ok = false;
-    error = sqlite3_errmsg(writer_);
+    *error = sqlite3_errmsg(writer_);
   }
   for (size_t i = 0; ok && i < batch->size(); ++i) {
-    const HistoryEvent& e = (*batch)[i];
+    HistoryEvent& e = (*batch)[i];
     sqlite3_bind_int64(st, 1, e.unix_ns);
     sqlite3_bind_int64(st, 2, e.end_unix_ns);
     sqlite3_bind_text(st, 3, e.kind.data(), static_cast<int>(e.kind.size()), SQLITE_STATIC);
@@ -229,20 +255,72 @@ void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
                       SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) {
       ok = false;
-      error = sqlite3_errmsg(writer_);
+      *error = sqlite3_errmsg(writer_);
+    }
+    e.id = sqlite3_last_insert_rowid(writer_);
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  st = nullptr;
+  if (ok && !spans.empty() &&
+      sqlite3_prepare_v2(writer_,
+                         "INSERT INTO job_nodes(job, node, first_ns, last_ns) VALUES(?, ?, ?, ?) "
+                         "ON CONFLICT(job, node) DO UPDATE SET "
+                         "first_ns = min(first_ns, excluded.first_ns), "
+                         "last_ns = max(last_ns, excluded.last_ns);",
+                         -1, &st, nullptr) != SQLITE_OK) {
+    ok = false;
+    *error = sqlite3_errmsg(writer_);
+  }
+  for (auto it = spans.begin(); ok && it != spans.end(); ++it) {
+    const auto& [key, span] = *it;
+    sqlite3_bind_text(st, 1, key.first.data(), static_cast<int>(key.first.size()), SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key.second.data(), static_cast<int>(key.second.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, span.first);
+    sqlite3_bind_int64(st, 4, span.last);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      ok = false;
+      *error = sqlite3_errmsg(writer_);
     }
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
-  if (ok) ok = SqliteExec(writer_, "COMMIT;", &error);
+  if (ok) ok = SqliteExec(writer_, "COMMIT;", error);
+  if (!ok) {
+    std::string ignored;
+    SqliteExec(writer_, "ROLLBACK;", &ignored);
+  }
+  return ok;
+}
+
+void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch, JobSpans* spans) {
+  if (batch->empty() && spans->empty()) return;
+  std::string error, jsonl_error;
+  const bool ok = writer_ == nullptr || WriteDatabase(batch, *spans, &error);
+  // The JSON lines follow the database (with its ids) and do not wait for it: a full database
+  // does not stop the shippers' file, nor the reverse.
+  const size_t lines = jsonl_ ? jsonl_->Write(*batch, &jsonl_error) : 0;
   std::lock_guard<std::mutex> l(mu_);
+  if (jsonl_) {
+    stats_.jsonl_written += lines;
+    stats_.jsonl_dropped += batch->size() - lines;
+    stats_.jsonl_rotations = jsonl_->rotations();
+    if (lines < batch->size() && !jsonl_failing_) {
+      LOG(ERROR) << "history: " << batch->size() - lines << " JSON lines dropped: " << jsonl_error
+                 << " (counted until a write succeeds)";
+    }
+    jsonl_failing_ = lines < batch->size();
+  }
+  if (writer_ == nullptr) {
+    batch->clear();
+    spans->clear();
+    return;
+  }
   if (ok) {
     stats_.written += batch->size();
     if (failing_) LOG(INFO) << "history: writing again to " << options_.path;
     failing_ = false;
   } else {
-    std::string ignored;
-    SqliteExec(writer_, "ROLLBACK;", &ignored);
     stats_.dropped_write_error += batch->size();
     stats_.last_error = error;
     if (!failing_) {
@@ -250,18 +328,36 @@ void HistoryStore::WriteBatch(std::vector<HistoryEvent>* batch) {
                  << " failed: " << error << " (counted until a write succeeds)";
     }
     failing_ = true;
+    // The job spans are kept for the next try: they are few, and the morning-after query needs
+    // them.
+    for (const auto& [key, span] : *spans) {
+      auto [it, fresh] = spans_.try_emplace(key, span);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, span.first);
+        it->second.last = std::max(it->second.last, span.last);
+      }
+    }
   }
   batch->clear();
+  spans->clear();
 }
 
 void HistoryStore::Prune() {
   last_prune_ns_ = Now();
+  if (writer_ == nullptr) return;
   uint64_t by_age = 0, by_size = 0;
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(writer_, "DELETE FROM events WHERE unix_ns < ?;", -1, &st, nullptr) ==
       SQLITE_OK) {
     sqlite3_bind_int64(st, 1, last_prune_ns_ - options_.retention_ns);
     if (sqlite3_step(st) == SQLITE_DONE) by_age = static_cast<uint64_t>(sqlite3_changes(writer_));
+  }
+  sqlite3_finalize(st);
+  st = nullptr;
+  if (sqlite3_prepare_v2(writer_, "DELETE FROM job_nodes WHERE last_ns < ?;", -1, &st, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, last_prune_ns_ - options_.retention_ns);
+    sqlite3_step(st);
   }
   sqlite3_finalize(st);
   const auto used = [&] {
@@ -295,6 +391,38 @@ void HistoryStore::Prune() {
   stats_.used_bytes = bytes;
 }
 
+absl::StatusOr<std::vector<HistoryJob>> HistoryStore::Jobs(size_t limit,
+                                                           const std::string& job) const {
+  if (reader_ == nullptr) {
+    return absl::UnavailableError("history: no database (--history-path is empty)");
+  }
+  std::lock_guard<std::mutex> l(read_mu_);
+  sqlite3_stmt* st = nullptr;
+  const char* sql =
+      "SELECT job, min(first_ns), max(last_ns), group_concat(node, char(10)) FROM job_nodes "
+      "WHERE ?1 = '' OR job = ?1 GROUP BY job ORDER BY max(last_ns) DESC LIMIT ?2;";
+  if (sqlite3_prepare_v2(reader_, sql, -1, &st, nullptr) != SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat("history: ", sqlite3_errmsg(reader_)));
+  }
+  sqlite3_bind_text(st, 1, job.data(), static_cast<int>(job.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, static_cast<int64_t>(limit));
+  std::vector<HistoryJob> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    HistoryJob j;
+    j.job = SqliteText(st, 0);
+    j.first_unix_ns = sqlite3_column_int64(st, 1);
+    j.last_unix_ns = sqlite3_column_int64(st, 2);
+    j.nodes = absl::StrSplit(SqliteText(st, 3), '\n', absl::SkipEmpty());
+    std::sort(j.nodes.begin(), j.nodes.end());
+    out.push_back(std::move(j));
+  }
+  const std::string error = rc == SQLITE_DONE ? "" : sqlite3_errmsg(reader_);
+  sqlite3_finalize(st);
+  if (!error.empty()) return absl::UnavailableError(absl::StrCat("history: ", error));
+  return out;
+}
+
 HistoryStore::Stats HistoryStore::stats() const {
   std::lock_guard<std::mutex> l(mu_);
   Stats s = stats_;
@@ -303,6 +431,9 @@ HistoryStore::Stats HistoryStore::stats() const {
 }
 
 absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
+  if (reader_ == nullptr) {
+    return absl::UnavailableError("history: no database (--history-path is empty)");
+  }
   if (q.limit == 0 || q.limit > kMaxHistoryPage) {
     return absl::InvalidArgumentError(absl::StrCat("limit must be 1..", kMaxHistoryPage));
   }
@@ -318,10 +449,17 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
   std::string sql =
       "SELECT id, unix_ns, end_unix_ns, kind, node, comm, job, detail FROM events "
       "WHERE unix_ns >= ?1 AND unix_ns < ?2";
-  if (!q.job.empty()) sql += " AND job = ?3";
+  // A job's own events, and its nodes' node-level ones while it ran there (HistoryQuery).
+  if (!q.job.empty()) {
+    sql +=
+        " AND (job = ?3 OR (job = '' AND node != '' AND EXISTS (SELECT 1 FROM job_nodes j "
+        "WHERE j.job = ?3 AND j.node = events.node AND events.unix_ns >= j.first_ns - ?10 "
+        "AND events.unix_ns <= j.last_ns + ?12)))";
+  }
   if (!q.node.empty()) sql += " AND node = ?4";
   if (!q.kind.empty()) sql += " AND kind = ?5";
   if (q.comm != 0) sql += " AND comm = ?6";
+  if (q.comm_label >= 0) sql += " AND ((comm >> 32) & 4294967295) = ?11";
   if (!q.cursor.empty()) sql += " AND (unix_ns, id) > (?7, ?8)";
   sql += " ORDER BY unix_ns, id LIMIT ?9;";
   std::lock_guard<std::mutex> l(read_mu_);
@@ -338,6 +476,9 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
   sqlite3_bind_int64(st, 7, after_ns);
   sqlite3_bind_int64(st, 8, after_id);
   sqlite3_bind_int64(st, 9, static_cast<int64_t>(q.limit) + 1);
+  sqlite3_bind_int64(st, 10, kHistoryJobLeadNs);
+  sqlite3_bind_int64(st, 11, q.comm_label);
+  sqlite3_bind_int64(st, 12, kHistoryJobTailNs);
   HistoryPage page;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -24,10 +24,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +38,8 @@
 struct sqlite3;
 
 namespace fabricscope::exporters {
+
+class HistoryJsonl;  // exporters/history/history_jsonl.h
 
 // One thing that happened. `kind` is one of kHistoryKinds; `detail_json` a JSON object with the
 // kind's own fields (its schema: exporters/README.md "History"), stored as given.
@@ -61,19 +65,38 @@ inline constexpr const char* kHistoryKinds[] = {
     "link_state",       // a port's state or rate changed
     "node_joined",      // a node's first Hello (or a new agent instance)
     "node_expired",     // a node forgotten after --node-expiry of silence
+    "utilization",      // a node's ports over kHistoryUtilizationPeriodNs: mean and peak
 };
 bool IsHistoryKind(absl::string_view kind);
+// The period of a node's `utilization` events: what the timeline draws for a range older than
+// the per-port history held in memory (exporters/analysis/link_analysis.h, 10 s).
+inline constexpr int64_t kHistoryUtilizationPeriodNs = 10'000'000'000;
 
 // Filters of one page of the history: every set field must match. Time order, then id.
+// A job matches its own events and the node-level events (job "") of its nodes from
+// kHistoryJobLeadNs before the node first ran it to kHistoryJobTailNs after it last did
+// (HistoryStore::NoteJobNode, told at most every 10 s by the recorder):
+// the microbursts, loss and link changes its ranks lived through, a fault that was there before
+// the job began included.
 struct HistoryQuery {
   std::string job, node, kind;
-  uint64_t comm = 0;               // 0 = any
+  uint64_t comm = 0;               // the whole hash; 0 = any
+  int64_t comm_label = -1;         // its top 32 bits (common::CommLabel's); -1 = any
   int64_t from_unix_ns = 0;        // events that began at or after
   int64_t to_unix_ns = INT64_MAX;  // ... and before
   size_t limit = 100;              // at most kMaxHistoryPage
   std::string cursor;              // "" = from the start; else a page's next_cursor
 };
 inline constexpr size_t kMaxHistoryPage = 10'000;
+inline constexpr int64_t kHistoryJobLeadNs = 600'000'000'000;  // 10 min
+inline constexpr int64_t kHistoryJobTailNs = 10'000'000'000;   // 10 s
+
+// A job as the history knows it: the nodes that ran it and when (HistoryStore::NoteJobNode).
+struct HistoryJob {
+  std::string job;
+  int64_t first_unix_ns = 0, last_unix_ns = 0;
+  std::vector<std::string> nodes;
+};
 
 struct HistoryPage {
   std::vector<HistoryEvent> events;
@@ -83,7 +106,12 @@ struct HistoryPage {
 class HistoryStore {
  public:
   struct Options {
-    std::string path;                                        // the database file
+    // The database file; "" = no database (only the JSON-lines file, when jsonl_path is set;
+    // Query then fails).
+    std::string path;
+    // The same events as JSON lines (exporters/history/history_jsonl.h), size-rotated; "" = none.
+    std::string jsonl_path;
+    int64_t jsonl_max_bytes = int64_t{100} << 20;
     int64_t retention_ns = 7LL * 24 * 3600 * 1'000'000'000;  // 7 days
     int64_t max_bytes = int64_t{1} << 30;                    // 1 GiB of used pages
     int64_t flush_period_ns = 250'000'000;                   // one transaction per period
@@ -98,6 +126,7 @@ class HistoryStore {
     uint64_t queued = 0;
     int64_t used_bytes = 0;  // the database's used pages
     uint64_t corrupt_files_moved = 0;
+    uint64_t jsonl_written = 0, jsonl_dropped = 0, jsonl_rotations = 0;
     std::string last_error;
   };
 
@@ -110,18 +139,32 @@ class HistoryStore {
 
   // Queues an event; never blocks on the disk. Thread-safe.
   void Append(HistoryEvent event);
+  // Node `node` ran job `job` at unix_ns (kept as the first and last time per (job, node) and
+  // written with the next batch; bounded by retention like the events). Thread-safe.
+  void NoteJobNode(const std::string& job, const std::string& node, int64_t unix_ns);
   // Writes what is queued now and applies the bounds, on the caller's thread (tests, shutdown).
   void Flush();
   // One page of events. Errors: InvalidArgument for a malformed cursor or limit, naming it;
   // Unavailable when the database cannot be read.
   absl::StatusOr<HistoryPage> Query(const HistoryQuery& q) const;
+  // The jobs the history holds, the most recently seen first, at most `limit`; job non-empty:
+  // that one only. Errors: Unavailable as Query's.
+  absl::StatusOr<std::vector<HistoryJob>> Jobs(size_t limit, const std::string& job = "") const;
   Stats stats() const;
+  bool has_database() const { return writer_ != nullptr; }
 
  private:
   explicit HistoryStore(Options options);
   absl::Status OpenDatabase();
   void Loop();
-  void WriteBatch(std::vector<HistoryEvent>* batch);
+  struct JobSpan {
+    int64_t first = 0, last = 0;
+  };
+  using JobSpans = std::map<std::pair<std::string, std::string>, JobSpan>;
+  void WriteBatch(std::vector<HistoryEvent>* batch, JobSpans* spans);
+  // One transaction: the events (their ids set) and the job spans. False with *error when it
+  // failed and was rolled back.
+  bool WriteDatabase(std::vector<HistoryEvent>* batch, const JobSpans& spans, std::string* error);
   void Prune();
   int64_t Now() const;
 
@@ -133,9 +176,12 @@ class HistoryStore {
   mutable std::mutex mu_;  // queue_, stats_, stop_
   std::condition_variable cv_;
   std::deque<HistoryEvent> queue_;
+  JobSpans spans_;  // NoteJobNode's, until the next write
+  std::unique_ptr<HistoryJsonl> jsonl_;
   Stats stats_;
   bool stop_ = false;
-  bool failing_ = false;  // in a streak of failed writes (logged once)
+  bool failing_ = false;        // in a streak of failed writes (logged once)
+  bool jsonl_failing_ = false;  // ... of the JSON lines
   int64_t last_prune_ns_ = 0;
   std::thread thread_;
 };

@@ -41,6 +41,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
+  if (!same_instance && observer_) observer_->OnNodeJoined(hello);
   if (!same_instance) {
     n = NodeState();
     absl::MutexLock gpu_lock(&gpu_mu_);
@@ -70,6 +71,18 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
     n.contiguous = hello.resume_seq() - 1;
   }
   return n.contiguous;
+}
+
+void ClusterState::SetObserver(std::shared_ptr<StateObserver> observer) {
+  observer_ = std::move(observer);
+  if (!observer_) {
+    cross_rank_.SetInstanceSink(nullptr);
+    return;
+  }
+  StateObserver* o = observer_.get();
+  cross_rank_.SetInstanceSink(
+      [o](std::vector<CollectiveInstance>&& v) { o->OnInstances(std::move(v)); },
+      [o](const CollectiveInstance& i) { return o->WantsInstance(i); });
 }
 
 std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {
@@ -103,6 +116,7 @@ std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duratio
     }
     links_.ForgetNode(node);
     cross_rank_.ForgetNode(node);
+    if (observer_) observer_->OnNodeExpired(node, now);
     gone.push_back(node);
   }
   return gone;
@@ -201,6 +215,7 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
   }
   // After the job table: records forwarded to their owner carry the jobs this batch named.
   RankAnalyses(node, batch);
+  if (observer_) observer_->OnBatch(node, batch);
   return acked;
 }
 

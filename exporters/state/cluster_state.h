@@ -23,6 +23,7 @@
 #include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
 #include "exporters/state/job_table.h"
+#include "exporters/state/state_observer.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
 namespace fabricscope::exporters {
@@ -130,6 +131,10 @@ class ClusterState {
   // Matches forwarded records here (Forwarder's match_here: this aggregator owns their
   // communicators after a list change).
   void MatchForwarded(std::vector<v1::ForwardedAnalysis>&& records);
+
+  // Who hears of joined and expired nodes, stored batches and notable instances (the event
+  // history); null = nobody. Set before the first Hello: it is read without a lock.
+  void SetObserver(std::shared_ptr<StateObserver> observer);
 
   // The recent microbursts (MicroburstRecord), by node then start time; node_filter empty = all
   // nodes. limit > 0: only the `limit` latest by start time over those nodes (the live page's
@@ -300,6 +305,7 @@ class ClusterState {
   uint64_t window_gaps_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t expired_nodes_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> throttled_batches_total_{0};
+  std::shared_ptr<StateObserver> observer_;  // SetObserver's
   // Sharding (cluster_state_peers.cc): the ring, the forwarder and each peer's stream mark.
   struct PeerInbox {
     uint64_t instance = 0;

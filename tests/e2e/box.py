@@ -154,7 +154,8 @@ def start_aggregator():
     ensure_token()
     out = open(os.path.join(WORK, "aggregator.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", HUB, AGGREGATOR, f"--grpc-listen={HUB_ADDR}:0",
-                          "--http-listen=127.0.0.1:0", f"--auth-token-file={TOKEN_FILE}"],
+                          "--http-listen=127.0.0.1:0", f"--auth-token-file={TOKEN_FILE}",
+                          f"--history-path={os.path.join(WORK, 'history.db')}"],
                          stdout=subprocess.PIPE, stderr=out, text=True)
     PROCS.append(p)
     line = p.stdout.readline()

@@ -160,6 +160,14 @@ def check_live_page(http_port):
                             "document.querySelectorAll('#cd-recording polyline').length")
         check(detail.endswith("2") or "no flight recording" in detail,
               "live page: the flight-recorder samples are plotted, or the page says none came")
+        href = b.evaluate("document.getElementById('cd-timeline').getAttribute('href')")
+        check(href.startswith("/api/timeline?comm=c0c0c0c0&from="),
+              f"live page: the detail links its timeline (+-2 s): {href}")
+        rows = b.wait_for("#history rows", """(() => {
+            const r = [...document.querySelectorAll('#history tbody tr')];
+            return r.length ? r.map(tr => tr.textContent) : null; })()""", timeout=20)
+        check(any("compute_straggler" in r and "n3 rank 3" in r for r in rows),
+              f"live page: #history lists the straggler's instances ({len(rows)} rows)")
         b.screenshot(os.path.join(OUT, "live_page_cluster.png"))
         b.pump(0.5)
         errors = b.errors()
@@ -170,6 +178,59 @@ def check_live_page(http_port):
         check(False, f"live page: {e}")
     finally:
         b.close()
+
+
+def check_timeline(http_port, got):
+    """/api/timeline (issue 37) of one compute_straggler instance +-2 s, as the live page links
+    it, checked event by event: a process per node, a thread per rank; the instance's slice on
+    every rank, rank 3's starting last; flow arrows from rank 3's slice to each other rank's;
+    n3's port has a counter track that covers the instance; and the trace is the Trace Event
+    Format's JSON object form."""
+    inst = next((c for c in reversed(got) if c["cause"] == "compute_straggler" and
+                 c["bottleneck"] and c["bottleneck"]["rank"] == 3), None)
+    check(inst is not None, "timeline: a compute_straggler instance to draw")
+    if inst is None:
+        return
+    start = min(r["start_unix_seconds"] for r in inst["ranks"])
+    frm, to = start - 2, start + inst["duration_seconds"] + 2
+    body = http(http_port, f"/api/timeline?comm=c0c0c0c0&from={frm:.6f}&to={to:.6f}")
+    try:
+        trace = json.loads(body)
+    except ValueError:
+        check(False, f"timeline: JSON ({body[:200]!r})")
+        return
+    ev = trace["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    ranks = {(e["pid"], e["tid"]): e["args"]["rank"] for e in ev
+             if e["ph"] == "M" and e["name"] == "thread_name" and "rank" in e["args"]}
+    check(sorted(procs.values()) == [f"n{i}" for i in range(NODES)] and
+          sorted(ranks.values()) == list(range(NODES)),
+          f"timeline: a process per node and a thread per rank ({procs}, {sorted(ranks.values())})")
+    mine = [e for e in ev if e["ph"] == "X" and e.get("cat") == "collective" and
+            e["args"]["seq"] == inst["seq"]]
+    by_rank = {ranks.get((e["pid"], e["tid"])): e for e in mine}
+    check(sorted(by_rank) == list(range(NODES)),
+          f"timeline: instance {inst['seq']} has a slice on every rank ({sorted(by_rank)})")
+    if 3 in by_rank and len(by_rank) == NODES:
+        late = by_rank[3]
+        check(all(late["ts"] > e["ts"] for r, e in by_rank.items() if r != 3),
+              "timeline: rank 3's collective starts last")
+        check(abs(late["ts"] / 1e6 - (start - frm) - inst["skew_seconds"]) < 0.01,
+              "timeline: its start is the instance's skew after the first rank's")
+    flows = [e for e in ev if e["ph"] in "sf" and e.get("cat") == "straggler" and
+             e["args"]["seq"] == inst["seq"]]
+    starts = [ranks.get((e["pid"], e["tid"])) for e in flows if e["ph"] == "s"]
+    ends = sorted(ranks.get((e["pid"], e["tid"])) for e in flows if e["ph"] == "f")
+    check(starts == [3, 3, 3] and ends == [0, 1, 2],
+          f"timeline: flow arrows from rank 3 to the ranks that waited ({starts} -> {ends})")
+    n3 = next(p for p, n in procs.items() if n == "n3")
+    counter = sorted(e["ts"] for e in ev if e["ph"] == "C" and e["pid"] == n3)
+    # A counter's value holds until its next point: covered when one is at or before its start.
+    check(counter and counter[0] <= (start - frm) * 1e6,
+          f"timeline: n3's port counter track covers the instance ({len(counter)} points)")
+    check(trace.get("displayTimeUnit") == "ns" and trace["distributedInfo"]["backend"] == "nccl",
+          "timeline: displayTimeUnit and distributedInfo")
 
 
 # The two jobs of the shared phase: A, a ring over the four nodes; B, bulk transfers between n1
@@ -259,6 +320,7 @@ def main():
         check(s3 > 0.5 and others < 0.1,
               f"straggler score: rank 3 {s3:.2f}, the others at most {others:.2f}")
         check_live_page(http_port)
+        check_timeline(http_port, got)
         collectives_svg = http(http_port, "/heatmap/collectives?comm=c0c0c0c0")
 
         # A slow link: n1 trained down to a tenth.

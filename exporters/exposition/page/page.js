@@ -337,6 +337,13 @@ function renderDiagnosis(j) {
   fillTable($('#diagnosis'), rows.slice(0, TOP_ROWS));
 }
 
+// /api/timeline of a communicator from 2 s before `start` to 2 s after its end (Unix seconds).
+function timelineHref(comm, start, duration) {
+  const from = start - 2, to = start + (isFinite(duration) ? duration : 0) + 2;
+  return `/api/timeline?comm=${encodeURIComponent(comm)}&from=${from.toFixed(6)}` +
+    `&to=${to.toFixed(6)}`;
+}
+
 // ---- #slow-collectives ------------------------------------------------------------------------
 function renderSlow(j) {
   state.slow = j.collectives || [];
@@ -395,6 +402,8 @@ function selectCollective(i) {
     (c.job ? ` of job ${jobLabel(c.job)}` : '') + `: ${c.cause}, ` +
     `${fmtSeconds(c.duration_seconds)}, skew ${fmtSeconds(c.skew_seconds)}`;
   $('#cd-evidence').textContent = evidenceLine(c);
+  $('#cd-timeline').href = timelineHref(c.comm, Math.min(...c.ranks.map((r) => r.start_unix_seconds)),
+    c.duration_seconds);
   $('#cd-heatmap').src = '/heatmap/collectives?comm=' + encodeURIComponent(c.comm) +
     '&func=' + encodeURIComponent(c.func);
   const withRec = c.ranks.filter((r) => r.recording && r.recording.samples.length > 0);

@@ -89,9 +89,10 @@ TEST(LivePage, ServesItsCompiledInFilesWithAStrictPolicy) {
   auto port = server.Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
   httplib::Client c("127.0.0.1", *port);
-  ASSERT_EQ(kPageAssetCount, 4u);
+  ASSERT_EQ(kPageAssetCount, 5u);
   for (const auto& [path, file] : {std::pair<const char*, const char*>{"/", "index.html"},
                                    {"/page.js", "page.js"},
+                                   {"/history.js", "history.js"},
                                    {"/page.css", "page.css"},
                                    {"/favicon.svg", "favicon.svg"}}) {
     auto r = c.Get(path);
@@ -112,7 +113,8 @@ TEST(LivePage, ServesItsCompiledInFilesWithAStrictPolicy) {
     }
   }
   const std::string html = c.Get("/")->body;
-  for (const char* id : {"status", "links-heatmap", "microbursts", "slow-collectives", "loss"}) {
+  for (const char* id :
+       {"status", "links-heatmap", "microbursts", "slow-collectives", "history", "loss"}) {
     EXPECT_THAT(html, HasSubstr(std::string("<section id=\"") + id + "\""));
   }
   EXPECT_THAT(c.Get("/")->get_header_value("Content-Type"), HasSubstr("text/html"));

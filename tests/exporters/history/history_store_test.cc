@@ -221,6 +221,54 @@ TEST_F(HistoryStoreTest, AFullQueueDropsAndCounts) {
   EXPECT_EQ((*s)->Query({})->events.size(), 10u);
 }
 
+// A real full file system (a 1 MiB tmpfs mounted for the test; root only, as CI runs): the
+// writes that fail drop their events and count them, Append never waits, the JSON lines count
+// theirs too, and once space is freed the history writes again.
+TEST_F(HistoryStoreTest, AFullDiskIsACountedDropNeverAStall) {
+  const std::string mnt = dir_ + "/small";
+  std::filesystem::create_directory(mnt);
+  if (geteuid() != 0 ||
+      std::system(("mount -t tmpfs -o size=1m tmpfs " + mnt + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "mounting a tmpfs needs root";
+  }
+  {
+    HistoryStore::Options o;
+    o.path = mnt + "/history.db";
+    o.jsonl_path = mnt + "/history.jsonl";
+    auto s = HistoryStore::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    // Fill the rest of the file system with a plain file, leaving ~64 KiB.
+    {
+      std::ofstream filler(mnt + "/filler", std::ios::binary);
+      const std::string block(4096, 'x');
+      for (int i = 0; i < 256 - 16 && filler; ++i) filler << block;
+    }
+    const std::string detail = "{\"pad\":\"" + std::string(900, 'p') + "\"}";
+    for (int round = 0; round < 4; ++round) {
+      for (int i = 0; i < 200; ++i) {
+        HistoryEvent e = Event(kHistoryT0 + round * 1000 + i, "loss", "n1", 0, "");
+        e.detail_json = detail;
+        (*s)->Append(std::move(e));
+      }
+      (*s)->Flush();
+    }
+    HistoryStore::Stats st = (*s)->stats();
+    EXPECT_GT(st.dropped_write_error, 0u);
+    EXPECT_EQ(st.written + st.dropped_write_error, 800u);
+    EXPECT_GT(st.jsonl_dropped, 0u);
+    EXPECT_NE(st.last_error.find("full"), std::string::npos) << st.last_error;
+    // Space again: the next batch is written.
+    std::filesystem::remove(mnt + "/filler");
+    (*s)->Append(Event(kHistoryT0 + 9999, "loss", "n9", 0, ""));
+    (*s)->Flush();
+    EXPECT_EQ((*s)->stats().written, st.written + 1);
+    auto page = (*s)->Query(Q("", "n9"));
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ(page->events.size(), 1u);
+  }
+  EXPECT_EQ(std::system(("umount " + mnt).c_str()), 0);
+}
+
 TEST_F(HistoryStoreTest, BadQueriesAndPathsAreErrorsThatSayWhat) {
   auto s = HistoryStore::Open(Options());
   ASSERT_TRUE(s.ok()) << s.status();
@@ -281,6 +329,88 @@ TEST_F(HistoryStoreTest, KillNineWhileWritingNeverCorruptsTheFile) {
     held = now;
   }
   EXPECT_GT(held, 0u);
+}
+
+TEST_F(HistoryStoreTest, AJobHoldsItsNodesNodeLevelEventsWhileItRanThere) {
+  auto s = HistoryStore::Open(Options());
+  ASSERT_TRUE(s.ok()) << s.status();
+  HistoryStore& h = **s;
+  // Job 8812 ran on n1 from T0 + 20 min to T0 + 30 min.
+  h.NoteJobNode("8812", "n1", kHistoryT0 + 1200 * kHistorySec);
+  h.NoteJobNode("8812", "n1", kHistoryT0 + 1800 * kHistorySec);
+  const int64_t times[] = {0, 601, 900, 1500, 1810, 1811};  // seconds after T0
+  for (int64_t t : times) h.Append(Event(kHistoryT0 + t * kHistorySec, "loss", "n1", 0, ""));
+  h.Append(Event(kHistoryT0 + 1500 * kHistorySec, "loss", "n2", 0, ""));          // not its node
+  h.Append(Event(kHistoryT0 + 1500 * kHistorySec, "instance", "n2", 7, "8812"));  // its own
+  h.Flush();
+  auto page = h.Query(Q("8812"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  // From 10 min before it began (the fault already there), to 10 s after its last report.
+  std::vector<int64_t> want;
+  for (int64_t t : {601, 900, 1500, 1500, 1810}) want.push_back(kHistoryT0 + t * kHistorySec);
+  EXPECT_EQ(Times(*page), want);
+  auto jobs = h.Jobs(10);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].first_unix_ns, kHistoryT0 + 1200 * kHistorySec);
+  EXPECT_EQ((*jobs)[0].last_unix_ns, kHistoryT0 + 1800 * kHistorySec);
+}
+
+TEST_F(HistoryStoreTest, ACommunicatorIsFoundByItsLabel) {
+  auto s = HistoryStore::Open(Options());
+  ASSERT_TRUE(s.ok()) << s.status();
+  (*s)->Append(Event(kHistoryT0, "instance", "n1", 0x9f0c1a2b00000001ull, ""));
+  (*s)->Append(Event(kHistoryT0 + 1, "instance", "n1", 0x1111111100000001ull, ""));
+  // A hash with its top bit set is stored as a negative INTEGER; its label still matches.
+  (*s)->Append(Event(kHistoryT0 + 2, "instance", "n1", 0xf00dcafe12345678ull, ""));
+  (*s)->Flush();
+  for (const auto& [label, want] :
+       {std::pair<int64_t, int64_t>{0x9f0c1a2b, kHistoryT0}, {0xf00dcafe, kHistoryT0 + 2}}) {
+    HistoryQuery q;
+    q.comm_label = label;
+    auto page = (*s)->Query(q);
+    ASSERT_TRUE(page.ok());
+    EXPECT_EQ(Times(*page), std::vector<int64_t>{want});
+  }
+}
+
+TEST_F(HistoryStoreTest, JsonLinesAreWrittenAndRotatedBySize) {
+  HistoryStore::Options o = Options();
+  o.path = "";  // JSON lines alone
+  o.jsonl_path = dir_ + "/events.jsonl";
+  o.jsonl_max_bytes = 4096;
+  auto s = HistoryStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE((*s)->has_database());
+  EXPECT_EQ((*s)->Query(HistoryQuery()).status().code(), absl::StatusCode::kUnavailable);
+  for (int i = 0; i < 100; ++i) {
+    HistoryEvent e = Event(kHistoryT0 + i, "microburst", "n\"1", 0x9f0c1a2b5d6e7f80ull, "j");
+    (*s)->Append(std::move(e));
+  }
+  (*s)->Flush();
+  const HistoryStore::Stats st = (*s)->stats();
+  EXPECT_EQ(st.jsonl_written, 100u);
+  EXPECT_GE(st.jsonl_rotations, 1u);
+  size_t lines = 0;
+  std::string first;
+  for (const char* suffix : {".3", ".2", ".1", ""}) {
+    const std::string f = o.jsonl_path + suffix;
+    if (!std::filesystem::exists(f)) continue;
+    EXPECT_LE(std::filesystem::file_size(f), 4096u) << f;
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);) {
+      if (first.empty()) first = line;
+      ++lines;
+    }
+  }
+  // At most 3 rotated files are kept: the oldest lines are gone, never a partial one.
+  EXPECT_LE(lines, 100u);
+  EXPECT_GT(lines, 0u);
+  EXPECT_NE(first.find("\"kind\":\"microburst\",\"node\":\"n\\\"1\",\"comm\":\"9f0c1a2b\","
+                       "\"comm_hash\":\"9f0c1a2b5d6e7f80\",\"job\":\"j\",\"detail\":{\"t\":"),
+            std::string::npos)
+      << first;
+  EXPECT_NE(first.find("\"time\":\"2027-01-15T08:00:00.0000"), std::string::npos) << first;
 }
 
 }  // namespace

@@ -343,7 +343,7 @@ void HistoryRecorder::EndPeriod(const std::string& node, NodeTrack& t) {
 
 namespace {
 
-int64_t InstanceSecond(const CollectiveInstance& inst) {
+int64_t HistoryInstanceSecond(const CollectiveInstance& inst) {
   int64_t start = INT64_MAX;
   for (const RankEntry& r : inst.ranks) start = std::min(start, r.start_unix_ns);
   return start / 1'000'000'000;
@@ -353,7 +353,7 @@ int64_t InstanceSecond(const CollectiveInstance& inst) {
 
 bool HistoryRecorder::WantsInstance(const CollectiveInstance& inst) {
   if (inst.ranks.empty()) return false;
-  const int64_t second = InstanceSecond(inst);
+  const int64_t second = HistoryInstanceSecond(inst);
   absl::MutexLock lock(&inst_mu_);
   InstanceSlot& slot = inst_slots_[{inst.key.comm, static_cast<int>(inst.cause)}];
   if (slot.second != second) {
@@ -373,7 +373,7 @@ void HistoryRecorder::OnInstances(std::vector<CollectiveInstance>&& instances) {
     if (inst.ranks.empty()) continue;
     auto it = inst_slots_.find({inst.key.comm, static_cast<int>(inst.cause)});
     // Another thread's longer one of the same second may have come in since WantsInstance.
-    if (it == inst_slots_.end() || it->second.second != InstanceSecond(inst) ||
+    if (it == inst_slots_.end() || it->second.second != HistoryInstanceSecond(inst) ||
         it->second.best != inst.max_duration_ns) {
       continue;
     }

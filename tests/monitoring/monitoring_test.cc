@@ -233,7 +233,8 @@ const std::set<std::string> kRequiredAlerts = {"FabricscopePacketLoss",
                                                "FabricscopeSamplerOverruns",
                                                "FabricscopeTelemetryDropped",
                                                "FabricscopeCaptureDrops",
-                                               "FabricscopePluginDrops"};
+                                               "FabricscopePluginDrops",
+                                               "FabricscopeHistoryDropping"};
 
 TEST(Rules, EveryAlertHasSeverityAnnotationsAndARunbookSection) {
   YAML::Node root = YAML::LoadFile(kRules);

@@ -23,9 +23,9 @@
 #include "collectors/clock.h"
 #include "collectors/common/histogram_math.h"
 #include "collectors/common/stream_auth.h"
+#include "collectors/common/utf8.h"
 #include "collectors/sysfs_ports.h"
 #include "collectors/uplink/uplink.h"
-#include "collectors/utf8.h"
 #include "exporters/aggregator.h"
 #include "exporters/exposition/http_server.h"
 #include "glog/logging.h"
@@ -135,7 +135,7 @@ v1::Hello Agent::MakeHello() const {
   v1::Hello h;
   // Names from flags, the host and sysfs go into protobuf strings, which must be valid UTF-8
   // (an interface name may hold any byte but '/' and NUL).
-  h.set_node(collectors::ValidUtf8(options_.node));
+  h.set_node(common::ValidUtf8(options_.node));
   auto boot = collectors::ReadSmallFile(options_.procfs_root + "/sys/kernel/random/boot_id", 128);
   h.set_boot_id(boot.ok() ? std::string(absl::StripAsciiWhitespace(*boot)) : "");
   h.set_agent_version(kAgentVersion);
@@ -144,14 +144,14 @@ v1::Hello Agent::MakeHello() const {
   h.set_window_seconds(static_cast<double>(options_.window_ns) / 1e9);
   for (const PortDescriptor& p : ports_) {
     v1::PortInfo* pi = h.add_ports();
-    pi->set_device(collectors::ValidUtf8(p.device));
+    pi->set_device(common::ValidUtf8(p.device));
     pi->set_port(p.port);
     pi->set_link_layer(ToProto(p.link_layer));
     pi->set_line_rate_bytes_per_second(p.line_rate_bytes_per_second);
     pi->set_line_rate_source(ToProto(p.line_rate_source));
     pi->set_rdma(p.rdma);
     pi->set_node_level(p.node_level);
-    pi->set_netdev(collectors::ValidUtf8(p.netdev));
+    pi->set_netdev(common::ValidUtf8(p.netdev));
   }
   for (const std::string& a : InterfaceAddresses(ports_)) h.add_addresses(a);
   return h;

@@ -55,7 +55,9 @@ std::string Aggregator::StallReason() const {
 }
 
 absl::Status Aggregator::OpenHistory() {
-  if (history_) return absl::OkStatus();
+  // Read at the first start only: the recorder must be in place before the first batch.
+  if (history_opened_) return absl::OkStatus();
+  history_opened_ = true;
   const common::HistoryOptions& h = options_.history;
   const std::string path = common::HistoryDatabasePath(h);
   if (path.empty() && h.jsonl.empty()) {

@@ -144,6 +144,7 @@ class Aggregator {
   std::shared_ptr<Forwarder> forwarder_;  // with --peers (shared with the state)
   std::string forwarder_key_;             // what forwarder_ was built with (ApplyPeers)
   LockWatchdog watchdog_;
+  bool history_opened_ = false;  // OpenHistory ran (the first Start)
   std::unique_ptr<HistoryStore> history_;
   std::shared_ptr<HistoryRecorder> recorder_;
   std::unique_ptr<HistoryMetrics> history_metrics_;  // in Extras() while the history is on

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "collectors/common/utf8.h"
 
 namespace fabricscope::common {
 
@@ -16,8 +17,20 @@ void AppendJsonNumber(std::string* out, double v) {
 
 void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size();) {
+    const char ch = s[i];
     const unsigned char u = static_cast<unsigned char>(ch);
+    if (u >= 0x80) {
+      const size_t n = Utf8SequenceLength(std::string_view(s.data(), s.size()), i);
+      if (n == 0) {
+        out->append("\xEF\xBF\xBD");  // U+FFFD
+        ++i;
+      } else {
+        out->append(s.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
     if (ch == '"' || ch == '\\') {
       out->push_back('\\');
       out->push_back(ch);
@@ -26,6 +39,7 @@ void AppendJsonString(std::string* out, absl::string_view s) {
     } else {
       out->push_back(ch);
     }
+    ++i;
   }
   out->push_back('"');
 }

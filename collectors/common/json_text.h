@@ -10,7 +10,8 @@
 namespace fabricscope::common {
 
 // Appends s as a JSON string literal (quotes, backslashes and control characters escaped;
-// RFC 8259 §7). Bytes >= 0x80 pass as they are: the caller's strings are UTF-8.
+// RFC 8259 §7). A byte that does not start a valid UTF-8 sequence (a query parameter, a name
+// from outside) becomes U+FFFD, as common::ValidUtf8 repairs it: JSON text is UTF-8 (§8.1).
 void AppendJsonString(std::string* out, absl::string_view s);
 
 // Appends v as a JSON number with 16 significant digits (null when not finite): enough for a

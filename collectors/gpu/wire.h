@@ -27,7 +27,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "collectors/utf8.h"
+#include "collectors/common/utf8.h"
 
 namespace fabricscope::collectors::gpu {
 
@@ -223,7 +223,7 @@ inline void CopyFixed(char (&dst)[N], const char* src) {
   size_t i = 0;
   for (; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
   if (src[i] == '\0') return;  // nothing was cut
-  const size_t keep = Utf8Prefix(std::string_view(src, i + 1), i);
+  const size_t keep = common::Utf8Prefix(std::string_view(src, i + 1), i);
   std::memset(dst + keep, 0, i - keep);
 }
 

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "collectors/common/utf8.h"
 #include "collectors/gpu/wire.h"
-#include "collectors/utf8.h"
 
 namespace fabricscope::collectors::gpu {
 
@@ -61,7 +61,7 @@ std::string FixedString(const char (&s)[N]) {
   for (; n < N && s[n] != '\0'; ++n) ascii = ascii && static_cast<unsigned char>(s[n]) < 0x80;
   if (ascii) return std::string(s, n);
   size_t repaired = 0;
-  std::string out = ValidUtf8(std::string_view(s, n), &repaired);
+  std::string out = common::ValidUtf8(std::string_view(s, n), &repaired);
   RepairedStringBytes().fetch_add(repaired, std::memory_order_relaxed);
   return out;
 }

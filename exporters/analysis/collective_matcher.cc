@@ -30,8 +30,7 @@ CollectiveMatcher::CollectiveMatcher(const CrossRankOptions& options)
 }
 
 std::vector<BlameUpdate> CollectiveMatcher::Match(std::vector<RankReport>&& reports,
-                                                  std::vector<CollectiveInstance>* notable,
-                                                  const InstanceFilter* wanted) {
+                                                  const InstanceObserver* observe) {
   // Shard by shard, each shard's lock taken once per batch. Batches of the ranks of one
   // communicator arrive together and name the same shards: a shard another thread holds is
   // skipped (TryLock) and come back to, so two ingest threads do not queue on one shard after
@@ -57,7 +56,7 @@ std::vector<BlameUpdate> CollectiveMatcher::Match(std::vector<RankReport>&& repo
     }
     CommShard& s = *shards_[shard_of(order[runs[pick].first])];
     for (size_t i = runs[pick].first; i < runs[pick].second; ++i) {
-      MatchOne(s, std::move(reports[order[i]]), Outputs{&blames, &retired, notable, wanted});
+      MatchOne(s, std::move(reports[order[i]]), Outputs{&blames, &retired, observe});
     }
     EvictExpired(s);
     s.mu.Unlock();
@@ -154,10 +153,7 @@ void CollectiveMatcher::Finish(CommShard& s, const InstanceKey& key, Instance&& 
   while (b < bounds.size() && skew_s > bounds[b]) ++b;
   ++s.skew_buckets[b];
   s.skew_sum += skew_s;
-  if (out.notable != nullptr && d.cause != v1::COLLECTIVE_CAUSE_NORMAL &&
-      (out.wanted == nullptr || (*out.wanted)(d))) {
-    out.notable->push_back(d);
-  }
+  if (out.observe != nullptr && d.cause != v1::COLLECTIVE_CAUSE_NORMAL) (*out.observe)(d);
   s.recent.push_back(std::move(d));
   while (s.recent.size() > options_.recent_instances) {
     out.retired->push_back(std::move(s.recent.front()));

@@ -37,13 +37,12 @@ class CollectiveMatcher {
   explicit CollectiveMatcher(const CrossRankOptions& options);
 
   // Matches the reports shard by shard; returns the straggler-score updates of the instances
-  // they completed (one per rank of each). notable non-null: copies of the completed instances
-  // whose cause is not normal and that `wanted` accepts (called under the shard's lock; null =
-  // all) are appended to it (the event history's, exporters/history/).
-  using InstanceFilter = std::function<bool(const CollectiveInstance&)>;
+  // they completed (one per rank of each). observe non-null: called with each completed instance
+  // whose cause is not normal, under its shard's lock (the event history's,
+  // exporters/history/).
+  using InstanceObserver = std::function<void(const CollectiveInstance&)>;
   std::vector<BlameUpdate> Match(std::vector<RankReport>&& reports,
-                                 std::vector<CollectiveInstance>* notable = nullptr,
-                                 const InstanceFilter* wanted = nullptr);
+                                 const InstanceObserver* observe = nullptr);
 
   // The skew histogram, counts by cause, instances, evicted and pending into *s, and the
   // diagnoses (Diagnoses()).
@@ -103,12 +102,11 @@ class CollectiveMatcher {
 
   // Adds one report to its shard; completes, evicts and finishes instances there.
   // What a batch's completed instances go to: the blames, the retired ring entries, and the
-  // notable copies with their filter (Match).
+  // observer (Match).
   struct Outputs {
     std::vector<BlameUpdate>* blames;
     Retired* retired;
-    std::vector<CollectiveInstance>* notable;
-    const InstanceFilter* wanted;
+    const InstanceObserver* observe;
   };
   void MatchOne(CommShard& s, RankReport&& r, const Outputs& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);

@@ -76,13 +76,10 @@ void CrossRankAnalysis::OnForwarded(const v1::Batch& batch) {
 }
 
 void CrossRankAnalysis::MatchReports(std::vector<RankReport>&& reports, uint64_t dropped) {
-  std::vector<CollectiveInstance> notable;
   const std::vector<BlameUpdate> blames =
-      matcher_.Match(std::move(reports), instance_sink_ ? &notable : nullptr,
-                     instance_wanted_ ? &instance_wanted_ : nullptr);
+      matcher_.Match(std::move(reports), observe_ ? &observe_ : nullptr);
   if (dropped > 0) dropped_analyses_.fetch_add(dropped, std::memory_order_relaxed);
   ledger_.ApplyBlames(blames);
-  if (!notable.empty()) instance_sink_(std::move(notable));
 }
 
 CrossRankSnapshot CrossRankAnalysis::Snapshot() const {

@@ -104,14 +104,11 @@ class CrossRankAnalysis {
   HeatmapModel RanksHeatmap(const std::string& comm,
                             const std::set<uint64_t>* comms = nullptr) const;
 
-  // Called with the instances each batch completed whose cause is not normal and that `wanted`
-  // accepted, outside every lock of this analysis, on the ingest thread (the event history).
-  // `wanted` (null = all) runs under a communicator shard's lock, before the instance is copied:
-  // it must be quick and take no lock of this analysis. Set before the first batch.
-  using InstanceSink = std::function<void(std::vector<CollectiveInstance>&&)>;
-  void SetInstanceSink(InstanceSink sink, CollectiveMatcher::InstanceFilter wanted = nullptr) {
-    instance_sink_ = std::move(sink);
-    instance_wanted_ = std::move(wanted);
+  // Called with each completed instance whose cause is not normal (the event history), under
+  // its communicator shard's lock: it must be quick and take no lock of this analysis. Set
+  // before the first batch; null = none.
+  void SetInstanceObserver(CollectiveMatcher::InstanceObserver observe) {
+    observe_ = std::move(observe);
   }
 
   uint64_t pending() const { return matcher_.pending(); }
@@ -134,8 +131,7 @@ class CrossRankAnalysis {
   ReportBuilder reports_{names_, fabric_loss_};
   CollectiveMatcher matcher_;
   std::atomic<uint64_t> dropped_analyses_{0};  // outside kMaxRanksPerInstance
-  InstanceSink instance_sink_;
-  CollectiveMatcher::InstanceFilter instance_wanted_;
+  CollectiveMatcher::InstanceObserver observe_;
 };
 
 }  // namespace fabricscope::exporters

@@ -30,10 +30,33 @@ void HistoryBadRequest(httplib::Response& res, const std::string& why) {
   res.set_content(why + "\n", "text/plain; charset=utf-8");
 }
 
-// Unix seconds (fractions allowed, up to 4e9) or an RFC 3339 time. False when neither.
+// Decimal digits, with one '.' among them when `point`: no sign, blank, exponent or hex (which
+// SimpleAtod and SimpleAtoi would take).
+bool IsHistoryDecimal(const std::string& text, bool point) {
+  size_t points = 0, digits = 0;
+  for (char c : text) {
+    if (c == '.' && point) {
+      ++points;
+    } else if (absl::ascii_isdigit(c)) {
+      ++digits;
+    } else {
+      return false;
+    }
+  }
+  return digits > 0 && points <= 1;
+}
+
+// A count in [1, max] written in decimal digits. False otherwise.
+bool ParseHistoryCount(const std::string& text, size_t max, size_t* out) {
+  return IsHistoryDecimal(text, false) && text.size() <= 9 && absl::SimpleAtoi(text, out) &&
+         *out >= 1 && *out <= max;
+}
+
+// Unix seconds (decimal, fractions allowed, up to 4e9) or an RFC 3339 time. False when neither.
 bool ParseHistoryWhen(const std::string& text, int64_t* ns) {
   double s = 0;
-  if (absl::SimpleAtod(text, &s)) {
+  if (IsHistoryDecimal(text, true)) {
+    if (!absl::SimpleAtod(text, &s)) return false;
     if (!(s >= 0) || s > 4e9) return false;
     *ns = static_cast<int64_t>(s * 1e9);
     return true;
@@ -63,13 +86,21 @@ bool ParseHistoryComm(const std::string& text, HistoryQuery* q) {
   return true;
 }
 
-// The parameters of a request that `allowed` does not name: the first one, or "".
+// Why the request's parameters cannot be taken: one that `allowed` does not name, or one given
+// twice (which value would count?); "" when they can. The name is echoed only as far as it is
+// a plain identifier.
 std::string UnknownHistoryParam(const httplib::Request& req,
                                 std::initializer_list<const char*> allowed) {
+  auto shown = [](const std::string& key) {
+    std::string out;
+    for (char c : key.substr(0, 32)) out.push_back(absl::ascii_isalnum(c) || c == '_' ? c : '?');
+    return out.empty() ? std::string("(empty)") : out;
+  };
   for (const auto& [key, value] : req.params) {
     if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
-      return key;
+      return absl::StrCat("unknown parameter ", shown(key));
     }
+    if (req.params.count(key) > 1) return absl::StrCat("parameter ", key, " given twice");
   }
   return "";
 }
@@ -95,7 +126,8 @@ bool ParseHistoryFilters(const httplib::Request& req, HistoryQuery* q, httplib::
     }
   }
   if (q->to_unix_ns <= q->from_unix_ns) {
-    HistoryBadRequest(res, "to must be after from");
+    HistoryBadRequest(res, QueryParam(req, "to").empty() ? "to (by default now) must be after from"
+                                                         : "to must be after from");
     return false;
   }
   return true;
@@ -105,7 +137,7 @@ void HistoryStatsJson(std::string* out, const HistoryStore& h) {
   const HistoryStore::Stats s = h.stats();
   absl::StrAppend(out, "{\"written\":", s.written, ",\"queued\":", s.queued,
                   ",\"dropped_queue_full\":", s.dropped_queue_full,
-                  ",\"dropped_write_error\":", s.dropped_write_error,
+                  ",\"dropped_write_error\":", s.dropped_write_error, ",\"refused\":", s.refused,
                   ",\"deleted_retention\":", s.deleted_retention,
                   ",\"deleted_size\":", s.deleted_size, ",\"used_bytes\":", s.used_bytes, "}");
 }
@@ -113,11 +145,11 @@ void HistoryStatsJson(std::string* out, const HistoryStore& h) {
 void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
                       httplib::Response& res) {
   if (const std::string bad = UnknownHistoryParam(
-          req, {"job", "comm", "node", "kind", "from", "to", "limit", "cursor"});
+          req, {"job", "comm", "node", "kind", "from", "to", "limit", "cursor", "order"});
       !bad.empty()) {
-    return HistoryBadRequest(res, absl::StrCat("unknown parameter ", bad,
-                                               " (job, comm, node, "
-                                               "kind, from, to, limit, cursor)"));
+    return HistoryBadRequest(res, absl::StrCat(bad,
+                                               " (job, comm, node, kind, from, to, limit, cursor, "
+                                               "order)"));
   }
   if (history == nullptr || !history->has_database()) {
     res.status = 503;
@@ -134,11 +166,17 @@ void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
     return HistoryBadRequest(res, absl::StrCat("kind must be one of ", absl::StrJoin(kinds, ", ")));
   }
   if (auto v = QueryParam(req, "limit"); !v.empty()) {
-    if (!absl::SimpleAtoi(v, &q.limit) || q.limit == 0 || q.limit > kMaxHistoryPage) {
+    if (!ParseHistoryCount(v, kMaxHistoryPage, &q.limit)) {
       return HistoryBadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
     }
   }
   q.cursor = QueryParam(req, "cursor");
+  if (const std::string order = QueryParam(req, "order"); !order.empty()) {
+    if (order != "asc" && order != "desc") {
+      return HistoryBadRequest(res, "order must be asc (oldest first, the default) or desc");
+    }
+    q.newest_first = order == "desc";
+  }
   absl::StatusOr<HistoryPage> page = history->Query(q);
   if (!page.ok()) {
     const bool bad = page.status().code() == absl::StatusCode::kInvalidArgument;
@@ -162,7 +200,7 @@ void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
 void ServeHistoryJobs(const HistoryStore* history, const httplib::Request& req,
                       httplib::Response& res) {
   if (const std::string bad = UnknownHistoryParam(req, {"job", "limit"}); !bad.empty()) {
-    return HistoryBadRequest(res, absl::StrCat("unknown parameter ", bad, " (job, limit)"));
+    return HistoryBadRequest(res, absl::StrCat(bad, " (job, limit)"));
   }
   if (history == nullptr || !history->has_database()) {
     res.status = 503;
@@ -170,11 +208,13 @@ void ServeHistoryJobs(const HistoryStore* history, const httplib::Request& req,
   }
   size_t limit = 100;
   if (auto v = QueryParam(req, "limit"); !v.empty()) {
-    if (!absl::SimpleAtoi(v, &limit) || limit == 0 || limit > kMaxHistoryPage) {
+    if (!ParseHistoryCount(v, kMaxHistoryPage, &limit)) {
       return HistoryBadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
     }
   }
-  auto jobs = history->Jobs(limit, QueryParam(req, "job"));
+  const std::string job = QueryParam(req, "job");
+  if (job.size() > 128) return HistoryBadRequest(res, "job: at most 128 bytes");
+  auto jobs = history->Jobs(limit, job);
   if (!jobs.ok()) {
     res.status = 503;
     return res.set_content(std::string(jobs.status().message()) + "\n", "text/plain");
@@ -200,13 +240,14 @@ void ServeTimeline(const ClusterState& state, const HistoryStore* history,
                    const httplib::Request& req, httplib::Response& res) {
   if (const std::string bad = UnknownHistoryParam(req, {"job", "comm", "node", "from", "to"});
       !bad.empty()) {
-    return HistoryBadRequest(
-        res, absl::StrCat("unknown parameter ", bad, " (job, comm, node, from, to)"));
+    return HistoryBadRequest(res, absl::StrCat(bad, " (job, comm, node, from, to)"));
   }
   HistoryQuery q;
   q.to_unix_ns = absl::ToUnixNanos(absl::Now());
   if (!ParseHistoryFilters(req, &q, res)) return;
-  if (QueryParam(req, "from").empty()) q.from_unix_ns = q.to_unix_ns - 60'000'000'000;
+  if (QueryParam(req, "from").empty()) {
+    q.from_unix_ns = std::max<int64_t>(0, q.to_unix_ns - 60'000'000'000);
+  }
   if (q.to_unix_ns - q.from_unix_ns > kMaxTimelineNs) {
     return HistoryBadRequest(res,
                              "the range is over the limit of 10 minutes (600 s): ask for a "

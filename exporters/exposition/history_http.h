@@ -1,14 +1,15 @@
 #pragma once
 
 // The event history's endpoints (issue 37):
-//   /api/history        ?job=&comm=&node=&kind=&from=&to=&limit=&cursor=: a page of events in
-//                       time order, {"events":[...], "next_cursor", "history":{stats}}; each event
-//                       as its JSON line (exporters/history/history_jsonl.h). job: the job's
-//                       events and its nodes' node-level ones while it ran (HistoryQuery); comm:
-//                       the 8-hex-digit label or the 16-digit hash; kind: one of kHistoryKinds;
-//                       from, to: Unix seconds (fractions allowed) or RFC 3339; limit 1..10,000
-//                       (100); cursor: a page's next_cursor. Any other parameter, or a bad value,
-//                       is a 400 naming it. 503 when the history is off.
+//   /api/history        ?job=&comm=&node=&kind=&from=&to=&limit=&cursor=&order=: a page of events
+//                       in time order (order=desc: newest first, its cursors paging back),
+//                       {"events":[...], "next_cursor", "history":{stats}}; each event as its JSON
+//                       line (exporters/history/history_jsonl.h). job: the job's events and its
+//                       nodes' node-level ones while it ran (HistoryQuery); comm: the 8-hex-digit
+//                       label or the 16-digit hash; kind: one of kHistoryKinds; from, to: Unix
+//                       seconds (fractions allowed) or RFC 3339; limit 1..10,000 (100); cursor: a
+//                       page's next_cursor. Any other parameter, or a bad value, is a 400 naming
+//                       it. 503 when the history is off.
 //   /api/history/jobs   ?job=&limit=: the jobs the history knows, most recent first, with their
 //                       nodes and first and last times (the morning after, when the live job
 //                       table has forgotten them).

@@ -16,6 +16,7 @@ std::vector<prometheus::MetricFamily> HistoryMetrics::Collect() const {
            d(s.dropped_write_error));
   AddValue(f[Metric::kHistoryDroppedEventsTotal], {{"reason", "jsonl_write_error"}},
            d(s.jsonl_dropped));
+  AddValue(f[Metric::kHistoryDroppedEventsTotal], {{"reason", "refused"}}, d(s.refused));
   AddValue(f[Metric::kHistoryDeletedEventsTotal], {{"reason", "retention"}},
            d(s.deleted_retention));
   AddValue(f[Metric::kHistoryDeletedEventsTotal], {{"reason", "size"}}, d(s.deleted_size));

@@ -187,6 +187,29 @@ void TimelineFromMemory(const ClusterState& state, TimelineBuilder& b) {
   }
 }
 
+// Every time within [from - span, to + span] (span: the range's length), so that the trace's
+// offsets from `from` cannot overflow whatever an agent sent (hostile or broken clocks).
+void TimelineClampTimes(TimelineInput* in) {
+  const int64_t span = in->to_ns - in->from_ns;
+  const int64_t lo = in->from_ns - span, hi = in->to_ns + span;
+  auto clamp = [&](int64_t* t) { *t = std::clamp(*t, lo, hi); };
+  for (TimelineSlice& s : in->slices) {
+    clamp(&s.start_ns);
+    clamp(&s.end_ns);
+    s.end_ns = std::max(s.end_ns, s.start_ns);
+  }
+  for (TimelineKernel& k : in->kernels) {
+    clamp(&k.start_ns);
+    clamp(&k.end_ns);
+    k.end_ns = std::max(k.end_ns, k.start_ns);
+  }
+  for (TimelineWait& w : in->waits) clamp(&w.at_ns);
+  for (TimelineInstant& i : in->instants) clamp(&i.ns);
+  for (TimelineCounter& c : in->counters) {
+    for (TimelineCounter::Point& p : c.points) clamp(&p.ns);
+  }
+}
+
 // Each counter's points before the range: all but the last dropped, and that one moved to the
 // range's start (its value then: a counter holds until its next point).
 void TimelineClipCounters(TimelineInput* in) {
@@ -370,6 +393,7 @@ absl::StatusOr<TimelineInput> GatherTimeline(const ClusterState& state, const Hi
   } else {
     b.in.notes.push_back("no event history (--history-path): memory only");
   }
+  TimelineClampTimes(&b.in);
   TimelineClipCounters(&b.in);
   std::sort(b.in.slices.begin(), b.in.slices.end(),
             [](const TimelineSlice& x, const TimelineSlice& y) { return x.start_ns < y.start_ns; });

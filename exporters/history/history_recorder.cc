@@ -7,14 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "collectors/common/collective_vocabulary.h"
+#include "absl/time/clock.h"
 #include "collectors/common/json_text.h"
 #include "exporters/analysis/loss_patterns.h"
+#include "exporters/history/history_details.h"
 
 namespace fabricscope::exporters {
 
-using common::AppendJsonField;
-using common::AppendJsonNumber;
 using common::AppendJsonString;
 
 namespace {
@@ -23,123 +22,47 @@ std::string HistoryPortLabel(const v1::PortInfo& p) {
   return absl::StrCat(p.device(), ":", p.port());  // as /heatmap/links names a port
 }
 
-// {"k":v,...} from fields appended by the caller; `body` has no braces.
-HistoryEvent MakeHistoryEvent(int64_t unix_ns, int64_t end_unix_ns, std::string kind,
-                              std::string node, uint64_t comm, std::string job,
-                              std::string detail_json) {
-  HistoryEvent e;
-  e.unix_ns = unix_ns;
-  e.end_unix_ns = end_unix_ns;
-  e.kind = std::move(kind);
-  e.node = std::move(node);
-  e.comm = comm;
-  e.job = std::move(job);
-  e.detail_json = std::move(detail_json);
-  return e;
-}
+// A utilization figure as the agent sent it, 0 when it is not a finite number.
+double Finite(double v) { return std::isfinite(v) ? v : 0; }
 
-std::string HistoryObject(const std::string& body) { return absl::StrCat("{", body, "}"); }
+constexpr int64_t kHistorySecondNs = 1'000'000'000;
 
-void HistoryInt(std::string* out, const char* key, int64_t v) {
-  absl::StrAppend(out, out->empty() ? "" : ",", "\"", key, "\":", v);
-}
-void HistoryNum(std::string* out, const char* key, double v) {
-  if (!out->empty()) out->push_back(',');
-  AppendJsonField(out, key, v);
-}
-void HistoryStr(std::string* out, const char* key, absl::string_view v) {
-  if (!out->empty()) out->push_back(',');
-  AppendJsonField(out, key, v);
-}
-
-// The collective's own detail: what its node's agent found.
-std::string HistoryCollectiveDetail(const v1::Collective& c,
-                                    const std::vector<std::string>& labels) {
-  const v1::CollectiveAnalysis& a = c.analysis();
-  std::string d;
-  HistoryStr(&d, "func", c.func());
-  HistoryInt(&d, "seq", static_cast<int64_t>(c.seq()));
-  HistoryInt(&d, "rank", c.rank());
-  HistoryInt(&d, "nranks", c.nranks());
-  HistoryInt(&d, "pid", c.pid());
-  HistoryInt(&d, "bytes", static_cast<int64_t>(c.bytes()));
-  HistoryNum(&d, "busbw_bytes_per_second", c.busbw_bytes_per_second());
-  HistoryNum(&d, "duration_seconds", c.duration_seconds());
-  HistoryStr(&d, "cause", common::CollectiveCauseName(a.cause()));
-  HistoryStr(&d, "evidence", a.detail());
-  const bool known = a.port_index() >= 0 && static_cast<size_t>(a.port_index()) < labels.size();
-  HistoryStr(&d, "port", known ? labels[static_cast<size_t>(a.port_index())] : "");
-  absl::StrAppend(&d, ",\"slow\":", a.slow() ? "true" : "false");
-  HistoryNum(&d, "p99_seconds", a.p99_seconds());
-  HistoryInt(&d, "own_bytes", static_cast<int64_t>(a.own_bytes()));
-  HistoryInt(&d, "sharers_bytes", static_cast<int64_t>(a.sharers_bytes_total()));
-  return HistoryObject(d);
-}
-
-std::string HistoryInstanceDetail(const CollectiveInstance& inst) {
-  std::string d;
-  HistoryStr(&d, "func", inst.key.func.str());
-  HistoryInt(&d, "seq", static_cast<int64_t>(inst.key.seq));
-  HistoryInt(&d, "nranks", inst.nranks);
-  HistoryStr(&d, "cause", common::CollectiveCauseName(inst.cause));
-  HistoryStr(&d, "rule", EvidenceRuleName(inst.rule));
-  HistoryStr(&d, "evidence", inst.evidence);
-  HistoryNum(&d, "busbw_bytes_per_second", inst.busbw);
-  HistoryInt(&d, "skew_ns", inst.skew_ns);
-  HistoryInt(&d, "max_duration_ns", inst.max_duration_ns);
-  const bool has = inst.bottleneck >= 0 && static_cast<size_t>(inst.bottleneck) < inst.ranks.size();
-  const RankEntry* b = has ? &inst.ranks[static_cast<size_t>(inst.bottleneck)] : nullptr;
-  HistoryInt(&d, "bottleneck_rank", b != nullptr ? b->rank : -1);
-  HistoryStr(&d, "bottleneck_node", b != nullptr ? b->node.str() : "");
-  HistoryStr(&d, "bottleneck_port", b != nullptr ? b->port.str() : "");
-  d += ",\"ranks\":[";
-  const size_t n = std::min(inst.ranks.size(), HistoryRecorder::kMaxInstanceRanks);
-  for (size_t i = 0; i < n; ++i) {
-    const RankEntry& r = inst.ranks[i];
-    absl::StrAppend(&d, i > 0 ? "," : "", "[", r.rank, ",");
-    AppendJsonString(&d, r.node.str());
-    absl::StrAppend(&d, ",", r.start_unix_ns, ",", r.end_unix_ns, "]");
-  }
-  d += "]";
-  HistoryInt(&d, "ranks_omitted", static_cast<int64_t>(inst.ranks.size() - n));
-  return HistoryObject(d);
-}
-
-std::string HistoryDiagnosisDetail(const CommDiagnosis& g, bool ended) {
-  std::string d;
-  HistoryStr(&d, "cause", common::CollectiveCauseName(g.cause));
-  HistoryStr(&d, "rule", EvidenceRuleName(g.rule));
-  HistoryStr(&d, "port", g.port);
-  HistoryInt(&d, "rank", g.rank);
-  HistoryStr(&d, "func", g.func);
-  HistoryStr(&d, "sentence", g.sentence);
-  HistoryInt(&d, "affected", static_cast<int64_t>(g.affected));
-  HistoryInt(&d, "instances", static_cast<int64_t>(g.instances));
-  HistoryNum(&d, "p90_seconds", g.p90_s);
-  HistoryNum(&d, "baseline_p90_seconds", g.baseline_p90_s);
-  // The cost as the diagnosis states it (exporters/analysis/diagnosis.h): p90 over the baseline's
-  // p90, minus 1; null without a baseline.
-  HistoryNum(&d, "cost_ratio", g.baseline_p90_s > 0 ? g.p90_s / g.baseline_p90_s - 1 : NAN);
-  if (ended) absl::StrAppend(&d, ",\"ended\":true");
-  return HistoryObject(d);
-}
+// Floor division: the Unix second of a time (negative times included).
+int64_t SecondOf(int64_t ns) { return ns / kHistorySecondNs - (ns % kHistorySecondNs < 0); }
 
 }  // namespace
 
+int64_t HistoryRecorder::Now() const {
+  return now_ != nullptr ? now_() : absl::ToUnixNanos(absl::Now());
+}
+
+bool HistoryRecorder::InBounds(int64_t unix_ns) {
+  const int64_t now = Now();
+  if (unix_ns >= now - kMaxPastNs && unix_ns <= now + kMaxFutureNs) return true;
+  store_.CountRefused(1);
+  return false;
+}
+
+void HistoryRecorder::EndNode(const std::string& node, NodeTrack& t) {
+  for (PortTrack& p : t.ports) EndLoss(node, p);
+  EndPeriod(node, t);
+}
+
 void HistoryRecorder::OnNodeJoined(const v1::Hello& hello) {
   NodeTrack t;
-  for (const v1::PortInfo& p : hello.ports())
-    t.ports.push_back(PortTrack{HistoryPortLabel(p), {}, {}, {}, 0, {}, 0});
+  for (const v1::PortInfo& p : hello.ports()) {
+    t.ports.emplace_back();
+    t.ports.back().label = HistoryPortLabel(p);
+  }
   {
     absl::MutexLock lock(&mu_);
+    // A new instance of a known agent (a restart): what the old one had open ends here.
+    auto it = nodes_.find(hello.node());
+    if (it != nodes_.end()) EndNode(hello.node(), it->second);
     nodes_[hello.node()] = std::move(t);
   }
-  std::string d;
-  HistoryStr(&d, "agent_version", hello.agent_version());
-  HistoryStr(&d, "instance", absl::StrFormat("%016x", hello.instance_id()));
-  HistoryInt(&d, "ports", hello.ports_size());
-  store_.Append(MakeHistoryEvent(absl::ToUnixNanos(absl::Now()), 0, "node_joined", hello.node(), 0,
-                                 "", HistoryObject(d)));
+  store_.Append(
+      MakeHistoryEvent(Now(), 0, "node_joined", hello.node(), 0, "", HistoryJoinedDetail(hello)));
 }
 
 void HistoryRecorder::OnNodeExpired(const std::string& node, absl::Time now) {
@@ -147,8 +70,7 @@ void HistoryRecorder::OnNodeExpired(const std::string& node, absl::Time now) {
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(node);
     if (it != nodes_.end()) {
-      for (PortTrack& p : it->second.ports) EndLoss(node, p);
-      EndPeriod(node, it->second);
+      EndNode(node, it->second);
       nodes_.erase(it);
     }
   }
@@ -161,10 +83,12 @@ void HistoryRecorder::OnBatch(const std::string& node, const v1::Batch& batch) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   NodeTrack& t = it->second;
-  const int64_t end = batch.window_end_ns() + batch.unix_offset_ns();
+  t.last_seen = Now();
+  int64_t end = 0;
+  if (!HistoryAdd(batch.window_end_ns(), batch.unix_offset_ns(), &end) || !InBounds(end)) return;
   if (batch.has_gpu()) {
     // Each (job, node) told to the store at most every kJobNoteNs: its span's ends move by
-    // no more than that (the query's 10 min lead covers it).
+    // no more than that (the query's lead and tail cover it).
     const int jobs = std::min(batch.gpu().jobs_size(), static_cast<int>(kMaxJobsPerBatch));
     for (int i = 0; i < jobs; ++i) {
       const std::string& id = batch.gpu().jobs(i).id();
@@ -181,27 +105,21 @@ void HistoryRecorder::OnBatch(const std::string& node, const v1::Batch& batch) {
 
 template <typename Make>
 void HistoryRecorder::Offer(const std::string& key, int64_t start_ns, int64_t duration, Make make) {
-  const int64_t second = start_ns / 1'000'000'000;
+  if (!InBounds(start_ns)) return;
   absl::MutexLock lock(&pick_mu_);
-  Pick& p = picks_[key];
-  if (p.count > 0 && p.second != second) WritePick(p);
-  p.second = second;
-  ++p.count;
-  if (duration > p.duration) {
+  auto it = picks_.find({key, SecondOf(start_ns)});
+  if (it == picks_.end()) {
+    if (picks_.size() >= kMaxPicks) {
+      store_.CountRefused(1);
+      return;
+    }
+    it = picks_.emplace(std::make_pair(key, SecondOf(start_ns)), Pick{}).first;
+  }
+  Pick& p = it->second;
+  if (p.count++ == 0 || duration > p.duration) {
     p.duration = duration;
     p.event = make();
   }
-}
-
-void HistoryRecorder::WritePick(Pick& p) {
-  if (p.count == 0) return;
-  std::string& d = p.event.detail_json;
-  if (d.size() >= 2 && d.back() == '}') {
-    d.pop_back();
-    absl::StrAppend(&d, ",\"similar_in_second\":", p.count - 1, "}");
-  }
-  store_.Append(std::move(p.event));
-  p = Pick{};
 }
 
 void HistoryRecorder::RecordCollectives(const std::string& node, const v1::Batch& batch) {
@@ -213,6 +131,12 @@ void HistoryRecorder::RecordCollectives(const std::string& node, const v1::Batch
     const bool network = cause == v1::COLLECTIVE_CAUSE_NETWORK_SATURATED ||
                          cause == v1::COLLECTIVE_CAUSE_NETWORK_LOSSY;
     if (!c.analysis().slow() && !network) continue;
+    int64_t start = 0, end = 0;
+    if (!HistoryAdd(c.start_ns(), batch.unix_offset_ns(), &start) ||
+        !HistoryAdd(c.end_ns(), batch.unix_offset_ns(), &end) || end < start) {
+      store_.CountRefused(1);
+      continue;
+    }
     if (!labels_read) {
       labels_read = true;
       absl::MutexLock lock(&mu_);
@@ -221,8 +145,6 @@ void HistoryRecorder::RecordCollectives(const std::string& node, const v1::Batch
         for (const PortTrack& p : it->second.ports) labels.push_back(p.label);
       }
     }
-    const int64_t start = c.start_ns() + batch.unix_offset_ns();
-    const int64_t end = c.end_ns() + batch.unix_offset_ns();
     Offer(absl::StrCat("c|", node, "|", c.comm_hash(), "|", static_cast<int>(cause)), start,
           end - start, [&] {
             return MakeHistoryEvent(start, end, "collective", node, c.comm_hash(),
@@ -233,33 +155,37 @@ void HistoryRecorder::RecordCollectives(const std::string& node, const v1::Batch
 
 void HistoryRecorder::RecordWindow(const std::string& node, const v1::Batch& batch, NodeTrack& t) {
   const int64_t off = batch.unix_offset_ns();
-  const int64_t start = batch.window_start_ns() + off, end = batch.window_end_ns() + off;
+  int64_t start = 0, end = 0;
+  if (!HistoryAdd(batch.window_start_ns(), off, &start) ||
+      !HistoryAdd(batch.window_end_ns(), off, &end)) {
+    return;
+  }
   for (const v1::Microburst& m : batch.microbursts()) {
-    if (m.port_index() >= t.ports.size()) continue;
+    int64_t at = 0, until = 0;
+    if (m.port_index() >= t.ports.size() || !HistoryAdd(m.start_ns(), off, &at) ||
+        !HistoryAdd(at, std::max<int64_t>(0, m.duration_ns()), &until)) {
+      continue;
+    }
     const std::string& port = t.ports[m.port_index()].label;
     const char* dir = m.direction() == v1::DIRECTION_RECEIVE ? "receive" : "transmit";
-    const int64_t start = m.start_ns() + off;
     // The largest burst (by bytes) of each port and direction in a second.
-    Offer(absl::StrCat("m|", node, "|", port, "|", dir), start, static_cast<int64_t>(m.bytes()),
-          [&] {
-            std::string d;
-            HistoryStr(&d, "port", port);
-            HistoryStr(&d, "direction", dir);
-            HistoryNum(&d, "peak_utilization", m.peak_utilization());
-            HistoryInt(&d, "bytes", static_cast<int64_t>(m.bytes()));
-            return MakeHistoryEvent(start, start + m.duration_ns(), "microburst", node, 0, "",
-                                    HistoryObject(d));
+    Offer(absl::StrCat("m|", node, "|", port, "|", dir), at,
+          static_cast<int64_t>(std::min<uint64_t>(m.bytes(), INT64_MAX)), [&] {
+            return MakeHistoryEvent(
+                at, until, "microburst", node, 0, "",
+                HistoryMicroburstDetail(port, dir, m.peak_utilization(), m.bytes()));
           });
   }
-  for (const v1::LinkEvent& e : batch.link_events()) {
-    if (e.port_index() >= t.ports.size()) continue;
-    std::string d;
-    HistoryStr(&d, "port", t.ports[e.port_index()].label);
-    HistoryStr(&d, "what", e.what());
-    HistoryInt(&d, "old", static_cast<int64_t>(e.old_value()));
-    HistoryInt(&d, "new", static_cast<int64_t>(e.new_value()));
-    store_.Append(
-        MakeHistoryEvent(e.time_ns() + off, 0, "link_state", node, 0, "", HistoryObject(d)));
+  const int links = std::min(batch.link_events_size(), static_cast<int>(kMaxLinkEventsPerBatch));
+  for (int i = 0; i < links; ++i) {
+    const v1::LinkEvent& e = batch.link_events(i);
+    int64_t at = 0;
+    if (e.port_index() >= t.ports.size() || !HistoryAdd(e.time_ns(), off, &at) || !InBounds(at)) {
+      continue;
+    }
+    store_.Append(MakeHistoryEvent(
+        at, 0, "link_state", node, 0, "",
+        HistoryLinkDetail(t.ports[e.port_index()].label, e.what(), e.old_value(), e.new_value())));
   }
   // Captured losses are per flow, not per port: they count into every open episode's figure of
   // the node's captured interface, here the ports whose counters also saw loss.
@@ -280,15 +206,15 @@ void HistoryRecorder::RecordWindow(const std::string& node, const v1::Batch& bat
       EndLoss(node, p);
     }
     if (w.utilization_valid()) {
-      p.tx.mean_sum += w.transmit().mean_utilization();
-      p.tx.peak = std::max(p.tx.peak, w.transmit().peak_utilization());
+      p.tx.mean_sum += Finite(w.transmit().mean_utilization());
+      p.tx.peak = std::max(p.tx.peak, Finite(w.transmit().peak_utilization()));
       ++p.tx.windows;
-      p.rx.mean_sum += w.receive().mean_utilization();
-      p.rx.peak = std::max(p.rx.peak, w.receive().peak_utilization());
+      p.rx.mean_sum += Finite(w.receive().mean_utilization());
+      p.rx.peak = std::max(p.rx.peak, Finite(w.receive().peak_utilization()));
       ++p.rx.windows;
     }
     for (const v1::PriorityPause& pp : w.derived().pause()) {
-      p.pause_ratio = std::max(p.pause_ratio, pp.time_ratio());
+      p.pause_ratio = std::max(p.pause_ratio, Finite(pp.time_ratio()));
     }
   }
   t.last_end = std::max(t.last_end, end);
@@ -297,11 +223,8 @@ void HistoryRecorder::RecordWindow(const std::string& node, const v1::Batch& bat
 
 void HistoryRecorder::EndLoss(const std::string& node, PortTrack& p) {
   if (p.loss.start == 0) return;
-  std::string d;
-  HistoryStr(&d, "port", p.label);
-  HistoryInt(&d, "loss_events", static_cast<int64_t>(p.loss.events));
-  HistoryInt(&d, "captured_loss_events", static_cast<int64_t>(p.loss.captured));
-  store_.Append(MakeHistoryEvent(p.loss.start, p.loss.last, "loss", node, 0, "", HistoryObject(d)));
+  store_.Append(MakeHistoryEvent(p.loss.start, p.loss.last, "loss", node, 0, "",
+                                 HistoryLossDetail(p.label, p.loss.events, p.loss.captured)));
   p.loss = LossEpisode{};
 }
 
@@ -341,118 +264,90 @@ void HistoryRecorder::EndPeriod(const std::string& node, NodeTrack& t) {
   t.period_start = 0;
 }
 
-namespace {
-
-int64_t HistoryInstanceSecond(const CollectiveInstance& inst) {
+void HistoryRecorder::OnInstance(const CollectiveInstance& inst) {
+  if (inst.ranks.empty()) return;
   int64_t start = INT64_MAX;
   for (const RankEntry& r : inst.ranks) start = std::min(start, r.start_unix_ns);
-  return start / 1'000'000'000;
-}
-
-}  // namespace
-
-bool HistoryRecorder::WantsInstance(const CollectiveInstance& inst) {
-  if (inst.ranks.empty()) return false;
-  const int64_t second = HistoryInstanceSecond(inst);
+  const int64_t now = Now();
   absl::MutexLock lock(&inst_mu_);
-  InstanceSlot& slot = inst_slots_[{inst.key.comm, static_cast<int>(inst.cause)}];
-  if (slot.second != second) {
-    if (slot.pick) inst_ready_.emplace_back(std::move(*slot.pick), slot.count);
-    slot = InstanceSlot{};
-    slot.second = second;
+  // As InBounds, without the store's lock under the matcher's (counted when written instead).
+  if (start < now - kMaxPastNs || start > now + kMaxFutureNs) return;
+  const std::tuple<uint64_t, int, int64_t> key{inst.key.comm, static_cast<int>(inst.cause),
+                                               SecondOf(start)};
+  auto it = inst_picks_.find(key);
+  if (it == inst_picks_.end()) {
+    if (inst_picks_.size() >= kMaxPicks) return;
+    it = inst_picks_.emplace(key, InstancePick{}).first;
   }
-  ++slot.count;
-  if (inst.max_duration_ns <= slot.best) return false;
-  slot.best = inst.max_duration_ns;
-  return true;
-}
-
-void HistoryRecorder::OnInstances(std::vector<CollectiveInstance>&& instances) {
-  absl::MutexLock lock(&inst_mu_);
-  for (CollectiveInstance& inst : instances) {
-    if (inst.ranks.empty()) continue;
-    auto it = inst_slots_.find({inst.key.comm, static_cast<int>(inst.cause)});
-    // Another thread's longer one of the same second may have come in since WantsInstance.
-    if (it == inst_slots_.end() || it->second.second != HistoryInstanceSecond(inst) ||
-        it->second.best != inst.max_duration_ns) {
-      continue;
-    }
-    it->second.pick = std::move(inst);
+  InstancePick& p = it->second;
+  if (p.count++ == 0 || inst.max_duration_ns > p.duration) {
+    p.duration = inst.max_duration_ns;
+    p.instance = inst;  // the one copy: only the longest of its second so far
   }
 }
 
-void HistoryRecorder::PickInstances(int64_t before_second) {
-  std::vector<std::pair<CollectiveInstance, uint32_t>> ready;
+void HistoryRecorder::WriteInstance(const CollectiveInstance& inst, uint32_t count) {
+  int64_t start = INT64_MAX, end = INT64_MIN;
+  for (const RankEntry& r : inst.ranks) {
+    start = std::min(start, r.start_unix_ns);
+    end = std::max(end, r.end_unix_ns);
+  }
+  const bool has = inst.bottleneck >= 0 && static_cast<size_t>(inst.bottleneck) < inst.ranks.size();
+  store_.Append(MakeHistoryEvent(
+      start, end, "instance",
+      has ? inst.ranks[static_cast<size_t>(inst.bottleneck)].node.str() : "", inst.key.comm,
+      JobOf(inst.key.comm), WithSimilar(HistoryInstanceDetail(inst), count - 1)));
+}
+
+void HistoryRecorder::WritePicks(int64_t before_second) {
+  std::vector<std::pair<CollectiveInstance, uint32_t>> instances;
   {
     absl::MutexLock lock(&inst_mu_);
-    ready.swap(inst_ready_);
-    for (auto it = inst_slots_.begin(); it != inst_slots_.end();) {
-      if (it->second.second >= before_second) {
+    for (auto it = inst_picks_.begin(); it != inst_picks_.end();) {
+      if (std::get<2>(it->first) >= before_second) {
         ++it;
         continue;
       }
-      if (it->second.pick) ready.emplace_back(std::move(*it->second.pick), it->second.count);
-      inst_slots_.erase(it++);
+      if (it->second.instance)
+        instances.emplace_back(std::move(*it->second.instance), it->second.count);
+      inst_picks_.erase(it++);
     }
   }
-  for (const auto& [inst, count] : ready) {
-    int64_t start = INT64_MAX, end = 0;
-    for (const RankEntry& r : inst.ranks) {
-      start = std::min(start, r.start_unix_ns);
-      end = std::max(end, r.end_unix_ns);
+  for (const auto& [inst, count] : instances) WriteInstance(inst, count);
+  absl::MutexLock lock(&pick_mu_);
+  for (auto it = picks_.begin(); it != picks_.end();) {
+    if (it->first.second >= before_second) {
+      ++it;
+      continue;
     }
-    const bool has =
-        inst.bottleneck >= 0 && static_cast<size_t>(inst.bottleneck) < inst.ranks.size();
-    std::string detail = HistoryInstanceDetail(inst);
-    detail.pop_back();
-    absl::StrAppend(&detail, ",\"similar_in_second\":", count - 1, "}");
-    store_.Append(
-        MakeHistoryEvent(start, end, "instance",
-                         has ? inst.ranks[static_cast<size_t>(inst.bottleneck)].node.str() : "",
-                         inst.key.comm, JobOf(inst.key.comm), std::move(detail)));
+    Pick& p = it->second;
+    p.event.detail_json = WithSimilar(std::move(p.event.detail_json), p.count - 1);
+    store_.Append(std::move(p.event));
+    it = picks_.erase(it);
   }
 }
 
 void HistoryRecorder::Drain() {
-  PickInstances(INT64_MAX);
-  {
-    absl::MutexLock lock(&pick_mu_);
-    for (auto& [key, p] : picks_) WritePick(p);
-    picks_.clear();
-  }
+  WritePicks(INT64_MAX);
   absl::MutexLock lock(&mu_);
-  for (auto& [node, t] : nodes_) {
-    for (PortTrack& p : t.ports) EndLoss(node, p);
-    EndPeriod(node, t);
-  }
+  for (auto& [node, t] : nodes_) EndNode(node, t);
 }
 
 void HistoryRecorder::Tick(int64_t now_unix_ns) {
-  // Seconds before the last: no more of theirs is coming (batches arrive within the agents'
-  // window, 1 s).
-  PickInstances(now_unix_ns / 1'000'000'000 - 1);
-  {
-    // Picks of seconds before the last: no more of theirs is coming (batches arrive within the
-    // agents' window, 1 s).
-    absl::MutexLock lock(&pick_mu_);
-    for (auto it = picks_.begin(); it != picks_.end();) {
-      if (it->second.second < now_unix_ns / 1'000'000'000 - 1) {
-        WritePick(it->second);
-        it = picks_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  WritePicks(SecondOf(now_unix_ns) - kPickGraceSeconds);
   {
     absl::MutexLock lock(&mu_);
-    // A node whose batches stopped (its agent gone, or expiring) ends what it had open.
+    // A node whose batches stopped (its agent gone, or expiring) ends what it had open; by the
+    // aggregator's clock, not the agent's.
     for (auto& [node, t] : nodes_) {
-      if (t.last_end == 0 || now_unix_ns - t.last_end < kHistoryUtilizationPeriodNs) continue;
-      for (PortTrack& p : t.ports) EndLoss(node, p);
-      EndPeriod(node, t);
+      if (t.last_seen == 0 || now_unix_ns - t.last_seen < kHistoryUtilizationPeriodNs) continue;
+      EndNode(node, t);
     }
   }
+  TrackDiagnoses(now_unix_ns);
+}
+
+void HistoryRecorder::TrackDiagnoses(int64_t now_unix_ns) {
   std::map<uint64_t, CommDiagnosis> now;
   for (CommDiagnosis& g : state_.cross_rank().Diagnoses()) {
     if (g.cause != v1::COLLECTIVE_CAUSE_NORMAL) now[g.comm] = std::move(g);

@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,33 +55,43 @@ namespace fabricscope::exporters {
 
 class HistoryRecorder : public StateObserver {
  public:
-  static constexpr size_t kMaxInstanceRanks = 64;  // ranks listed in an instance's detail
   static constexpr int64_t kMaxLossEpisodeNs = 60'000'000'000;
   static constexpr size_t kMaxJobsPerBatch = 64;  // GpuWindow.jobs read per batch
   static constexpr size_t kMaxJobIdBytes = 128;
   static constexpr int64_t kJobNoteNs = 10'000'000'000;
+  static constexpr size_t kMaxLinkEventsPerBatch = 16;
   // A port's utilization entry is written when one of its figures moved by more than this since
   // its last entry, or its last entry is this old.
   static constexpr double kUtilizationStep = 0.05;
   static constexpr int64_t kUtilizationKeyframeNs = 60'000'000'000;
+  // A second's pick is written this long after the second (by the aggregator's clock): a
+  // collective reaches the aggregator up to a few seconds after it ended (the agent's analysis
+  // waits for its port samples, then for its window's batch).
+  static constexpr int64_t kPickGraceSeconds = 10;
+  // Events timed outside [now - kMaxPastNs, now + kMaxFutureNs] (a hostile or broken clock) are
+  // not kept, and the picks held at once are bounded; both counted as refused by the store.
+  static constexpr int64_t kMaxPastNs = 3'600'000'000'000;
+  static constexpr int64_t kMaxFutureNs = 60'000'000'000;
+  static constexpr size_t kMaxPicks = 100'000;
 
   // `state` is read back for communicators' jobs and diagnoses; both must outlive this.
-  HistoryRecorder(const ClusterState& state, HistoryStore& store) : state_(state), store_(store) {}
+  // now_unix_ns: the aggregator's clock (tests move it); null = absl::Now.
+  HistoryRecorder(const ClusterState& state, HistoryStore& store,
+                  int64_t (*now_unix_ns)() = nullptr)
+      : state_(state), store_(store), now_(now_unix_ns) {}
 
   void OnNodeJoined(const v1::Hello& hello) override;
   void OnBatch(const std::string& node, const v1::Batch& batch) override;
   void OnNodeExpired(const std::string& node, absl::Time now) override;
-  // The per-second pick of instances: WantsInstance (under the matcher's shard lock) counts each
-  // and accepts only one longer than the second's longest so far, so that only those are copied;
-  // OnInstances keeps the copies; Tick() writes the pick of each finished second.
-  bool WantsInstance(const CollectiveInstance& instance) override;
-  void OnInstances(std::vector<CollectiveInstance>&& instances) override;
-  // Reads the diagnoses for changes, writes the per-second picks of seconds before the last, and
-  // ends the loss episodes and utilization periods of nodes that went quiet. Call about once a
-  // second; `now` is Unix ns.
+  // Counts the instance in its (communicator, cause, second) and keeps a copy when it is the
+  // longest of them so far (under the matcher's shard lock: inst_mu_ only, nothing else).
+  void OnInstance(const CollectiveInstance& instance) override;
+  // Reads the diagnoses for changes, writes the picks of the seconds kPickGraceSeconds before
+  // `now`, and ends the loss episodes and utilization periods of nodes that sent nothing for
+  // kHistoryUtilizationPeriodNs. Call about once a second; `now` is Unix ns (the aggregator's).
   void Tick(int64_t now_unix_ns);
-  // Writes everything held back (per-second picks, open loss episodes and utilization periods)
-  // at its own times: before the store closes.
+  // Writes everything held back (picks, open loss episodes and utilization periods) at its own
+  // times: before the store closes.
   void Drain();
 
  private:
@@ -102,8 +113,9 @@ class HistoryRecorder : public StateObserver {
   };
   struct NodeTrack {
     std::vector<PortTrack> ports;
-    int64_t period_start = 0;  // Unix ns of the open utilization period; 0 none
-    int64_t last_end = 0;
+    int64_t period_start = 0;                   // Unix ns of the open utilization period; 0 none
+    int64_t last_end = 0;                       // the agent's clock: its last window's end
+    int64_t last_seen = 0;                      // the aggregator's clock: its last batch
     std::map<std::string, int64_t> jobs_noted;  // job -> when last told to the store
   };
   struct DiagnosisKey {
@@ -114,44 +126,47 @@ class HistoryRecorder : public StateObserver {
       return cause == o.cause && node == o.node && port == o.port && rank == o.rank;
     }
   };
-  // The longest event of one key in one second (instances, collectives), and how many there were.
+  // The longest event of one key in one second (collectives, microbursts), and how many.
   struct Pick {
-    int64_t second = 0;
-    int64_t duration = -1;
+    int64_t duration = 0;
     uint32_t count = 0;
     HistoryEvent event;
   };
-  // Offers an event of `key` lasting `duration`; `make` builds it only when it becomes the pick.
-  // A new second writes the previous pick first.
+  struct InstancePick {
+    int64_t duration = 0;
+    uint32_t count = 0;
+    std::optional<CollectiveInstance> instance;
+  };
+  int64_t Now() const;
+  // Whether an event of that time is kept (counted as refused when not).
+  bool InBounds(int64_t unix_ns);
+  // Offers an event of `key` starting at start_ns and lasting `duration`: counted in its second,
+  // and built by `make` when it is the first or the longest so far.
   template <typename Make>
   void Offer(const std::string& key, int64_t start_ns, int64_t duration, Make make);
-  void WritePick(Pick& p);  // appends p's event with its similar_in_second; p emptied
   void RecordCollectives(const std::string& node, const v1::Batch& batch);
-  // Writes the picks of the seconds before `before_second` (Unix seconds) and those already
-  // finished by a later one.
-  void PickInstances(int64_t before_second);
   void RecordWindow(const std::string& node, const v1::Batch& batch, NodeTrack& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLoss(const std::string& node, PortTrack& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndPeriod(const std::string& node, NodeTrack& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndNode(const std::string& node, NodeTrack& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the picks of the seconds before `before_second` (Unix seconds).
+  void WritePicks(int64_t before_second);
+  void WriteInstance(const CollectiveInstance& inst, uint32_t count);
+  void TrackDiagnoses(int64_t now_unix_ns);
   std::string JobOf(uint64_t comm) const { return state_.JobOfComm(comm).id(); }
 
   const ClusterState& state_;
   HistoryStore& store_;
+  int64_t (*const now_)();
   absl::Mutex mu_;
   std::map<std::string, NodeTrack> nodes_ ABSL_GUARDED_BY(mu_);
-  struct InstanceSlot {
-    int64_t second = INT64_MIN;
-    int64_t best = -1;  // the longest max_duration_ns offered in it
-    uint32_t count = 0;
-    std::optional<CollectiveInstance> pick;
-  };
-  absl::Mutex inst_mu_;  // taken under a matcher shard's lock (WantsInstance): nothing inside
-  // (communicator, cause) -> its current second
-  absl::flat_hash_map<std::pair<uint64_t, int>, InstanceSlot> inst_slots_ ABSL_GUARDED_BY(inst_mu_);
-  std::vector<std::pair<CollectiveInstance, uint32_t>> inst_ready_ ABSL_GUARDED_BY(inst_mu_);
+  absl::Mutex inst_mu_;  // taken under a matcher shard's lock (OnInstance): nothing inside
+  // (communicator, cause, second) -> its pick
+  absl::flat_hash_map<std::tuple<uint64_t, int, int64_t>, InstancePick> inst_picks_
+      ABSL_GUARDED_BY(inst_mu_);
   absl::Mutex pick_mu_;
-  std::map<std::string, Pick> picks_ ABSL_GUARDED_BY(pick_mu_);
+  std::map<std::pair<std::string, int64_t>, Pick> picks_ ABSL_GUARDED_BY(pick_mu_);
   absl::Mutex diag_mu_;
   std::map<uint64_t, std::pair<DiagnosisKey, CommDiagnosis>> diagnoses_ ABSL_GUARDED_BY(diag_mu_);
 };

@@ -31,6 +31,7 @@ constexpr const char* kHistorySchema =
     "CREATE INDEX IF NOT EXISTS events_job ON events(job, unix_ns, id);"
     "CREATE INDEX IF NOT EXISTS events_comm ON events(comm, unix_ns, id);"
     "CREATE INDEX IF NOT EXISTS events_node ON events(node, unix_ns, id);"
+    "CREATE INDEX IF NOT EXISTS events_kind ON events(kind, unix_ns, id);"
     "CREATE TABLE IF NOT EXISTS job_nodes(job TEXT NOT NULL, node TEXT NOT NULL, "
     "first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, PRIMARY KEY(job, node));"
     "CREATE INDEX IF NOT EXISTS job_nodes_last ON job_nodes(last_ns);";
@@ -253,11 +254,12 @@ bool HistoryStore::WriteDatabase(std::vector<HistoryEvent>* batch, const JobSpan
     sqlite3_bind_text(st, 6, e.job.data(), static_cast<int>(e.job.size()), SQLITE_STATIC);
     sqlite3_bind_text(st, 7, e.detail_json.data(), static_cast<int>(e.detail_json.size()),
                       SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) {
+    if (sqlite3_step(st) == SQLITE_DONE) {
+      e.id = sqlite3_last_insert_rowid(writer_);
+    } else {
       ok = false;
       *error = sqlite3_errmsg(writer_);
     }
-    e.id = sqlite3_last_insert_rowid(writer_);
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
@@ -289,6 +291,7 @@ bool HistoryStore::WriteDatabase(std::vector<HistoryEvent>* batch, const JobSpan
   if (!ok) {
     std::string ignored;
     SqliteExec(writer_, "ROLLBACK;", &ignored);
+    for (HistoryEvent& e : *batch) e.id = 0;  // rolled back: those ids will be used again
   }
   return ok;
 }
@@ -383,7 +386,13 @@ void HistoryStore::Prune() {
     if (!done) break;
   }
   std::string ignored;
-  if (by_age + by_size > 0) SqliteExec(writer_, "PRAGMA incremental_vacuum;", &ignored);
+  if (by_age + by_size > 0) {
+    // The freed pages go back to the file system: moved to the file's end and cut off, which
+    // in WAL mode happens at a checkpoint
+    // (https://sqlite.org/pragma.html#pragma_incremental_vacuum).
+    SqliteExec(writer_, "PRAGMA incremental_vacuum;", &ignored);
+    SqliteExec(writer_, "PRAGMA wal_checkpoint(TRUNCATE);", &ignored);
+  }
   const int64_t bytes = used();
   std::lock_guard<std::mutex> l(mu_);
   stats_.deleted_retention += by_age;
@@ -440,8 +449,12 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
   int64_t after_ns = 0, after_id = -1;
   if (!q.cursor.empty()) {
     std::vector<absl::string_view> parts = absl::StrSplit(q.cursor, ':');
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &after_ns) ||
-        !absl::SimpleAtoi(parts[1], &after_id) || after_id < 0) {
+    auto digits = [](absl::string_view t) {
+      return !t.empty() && t.size() <= 19 &&
+             std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (parts.size() != 2 || !digits(parts[0]) || !digits(parts[1]) ||
+        !absl::SimpleAtoi(parts[0], &after_ns) || !absl::SimpleAtoi(parts[1], &after_id)) {
       return absl::InvalidArgumentError(
           "cursor must be the next_cursor of a previous page (UNIX_NS:ID)");
     }
@@ -459,9 +472,12 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
   if (!q.node.empty()) sql += " AND node = ?4";
   if (!q.kind.empty()) sql += " AND kind = ?5";
   if (q.comm != 0) sql += " AND comm = ?6";
-  if (q.comm_label >= 0) sql += " AND ((comm >> 32) & 4294967295) = ?11";
-  if (!q.cursor.empty()) sql += " AND (unix_ns, id) > (?7, ?8)";
-  sql += " ORDER BY unix_ns, id LIMIT ?9;";
+  if (q.comm_label >= 0) sql += " AND comm != 0 AND ((comm >> 32) & 4294967295) = ?11";
+  if (!q.cursor.empty()) {
+    sql += q.newest_first ? " AND (unix_ns, id) < (?7, ?8)" : " AND (unix_ns, id) > (?7, ?8)";
+  }
+  sql += q.newest_first ? " ORDER BY unix_ns DESC, id DESC LIMIT ?9;"
+                        : " ORDER BY unix_ns, id LIMIT ?9;";
   std::lock_guard<std::mutex> l(read_mu_);
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(reader_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {

@@ -86,6 +86,7 @@ struct HistoryQuery {
   int64_t to_unix_ns = INT64_MAX;  // ... and before
   size_t limit = 100;              // at most kMaxHistoryPage
   std::string cursor;              // "" = from the start; else a page's next_cursor
+  bool newest_first = false;       // descending time order (its cursors page backwards)
 };
 inline constexpr size_t kMaxHistoryPage = 10'000;
 inline constexpr int64_t kHistoryJobLeadNs = 600'000'000'000;  // 10 min
@@ -122,6 +123,7 @@ class HistoryStore {
   struct Stats {
     uint64_t written = 0;
     uint64_t dropped_queue_full = 0, dropped_write_error = 0;
+    uint64_t refused = 0;  // CountRefused's: not offered (a time out of bounds, a full table)
     uint64_t deleted_retention = 0, deleted_size = 0;
     uint64_t queued = 0;
     int64_t used_bytes = 0;  // the database's used pages
@@ -139,6 +141,12 @@ class HistoryStore {
 
   // Queues an event; never blocks on the disk. Thread-safe.
   void Append(HistoryEvent event);
+  // Events its feeder did not offer (a time out of bounds, a bound of its own), counted with
+  // the store's drops (fabricscope_history_dropped_events_total{reason="refused"}).
+  void CountRefused(uint64_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.refused += n;
+  }
   // Node `node` ran job `job` at unix_ns (kept as the first and last time per (job, node) and
   // written with the next batch; bounded by retention like the events). Thread-safe.
   void NoteJobNode(const std::string& job, const std::string& node, int64_t unix_ns);

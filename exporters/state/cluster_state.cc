@@ -34,6 +34,14 @@ absl::Status ClusterState::CheckCapacity(const v1::Hello& hello) {
 
 absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   absl::MutexLock ingest(&IngestLock(hello.node()));
+  bool joined = false;
+  absl::StatusOr<uint64_t> acked = StoreHello(hello, &joined);
+  // Told once stored, outside mu_ (still under the stripe: before any batch of the instance).
+  if (acked.ok() && joined && observer_) observer_->OnNodeJoined(hello);
+  return acked;
+}
+
+absl::StatusOr<uint64_t> ClusterState::StoreHello(const v1::Hello& hello, bool* joined) {
   absl::MutexLock lock(&mu_);
   // Checked again under the lock that stores the node: another new node may have got in since
   // a CheckCapacity.
@@ -41,7 +49,7 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
   NodeState& n = nodes_[hello.node()];
   const bool same_instance =
       n.hello.instance_id() == hello.instance_id() && n.hello.node() == hello.node();
-  if (!same_instance && observer_) observer_->OnNodeJoined(hello);
+  *joined = !same_instance;
   if (!same_instance) {
     n = NodeState();
     absl::MutexLock gpu_lock(&gpu_mu_);
@@ -76,13 +84,11 @@ absl::StatusOr<uint64_t> ClusterState::OnHello(const v1::Hello& hello) {
 void ClusterState::SetObserver(std::shared_ptr<StateObserver> observer) {
   observer_ = std::move(observer);
   if (!observer_) {
-    cross_rank_.SetInstanceSink(nullptr);
+    cross_rank_.SetInstanceObserver(nullptr);
     return;
   }
   StateObserver* o = observer_.get();
-  cross_rank_.SetInstanceSink(
-      [o](std::vector<CollectiveInstance>&& v) { o->OnInstances(std::move(v)); },
-      [o](const CollectiveInstance& i) { return o->WantsInstance(i); });
+  cross_rank_.SetInstanceObserver([o](const CollectiveInstance& i) { o->OnInstance(i); });
 }
 
 std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duration expiry) {

@@ -220,6 +220,8 @@ class ClusterState {
   }
 
  private:
+  // OnHello under mu_ (the caller holds the stripe); *joined: a new node or instance.
+  absl::StatusOr<uint64_t> StoreHello(const v1::Hello& hello, bool* joined);
   // A new node past options_.max_nodes, counted as node_limit. Errors: ResourceExhausted.
   absl::Status CheckNodeLimitLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Burst {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "collectors/utf8.h"
+#include "collectors/common/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -25,7 +25,7 @@ void JobTable::ForgetComms(const std::string& id, const Entry& e) {
 std::string JobTable::Cap(const std::string& s) {
   if (s.size() <= kMaxFieldBytes) return s;
   ++truncated_;
-  return s.substr(0, collectors::Utf8Prefix(s, kMaxFieldBytes));
+  return s.substr(0, common::Utf8Prefix(s, kMaxFieldBytes));
 }
 
 JobTable::Entry* JobTable::Touch(const v1::Job& job, absl::Time now) {
@@ -80,7 +80,7 @@ void JobTable::OnWindow(const std::string& node, const v1::GpuWindow& w, absl::T
     if (c.job_id().empty()) continue;
     const std::string id =
         c.job_id().size() > kMaxFieldBytes
-            ? c.job_id().substr(0, collectors::Utf8Prefix(c.job_id(), kMaxFieldBytes))
+            ? c.job_id().substr(0, common::Utf8Prefix(c.job_id(), kMaxFieldBytes))
             : c.job_id();
     auto it = listed.contains(id) ? jobs_.find(id) : jobs_.end();
     if (it == jobs_.end()) continue;  // only jobs this window listed (bounded above)

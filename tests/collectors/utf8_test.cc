@@ -1,4 +1,4 @@
-#include "collectors/utf8.h"
+#include "collectors/common/utf8.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "collectors/gpu/wire_decode.h"
 #include "gtest/gtest.h"
 
-namespace fabricscope::collectors {
+namespace fabricscope::common {
 namespace {
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -55,20 +55,20 @@ TEST(Utf8, PrefixEndsOnACharacterBoundary) {
 // and the agent's decode makes whatever arrives valid UTF-8, counting the repaired bytes.
 TEST(Utf8, FixedFieldsAreCutAtCharacterBoundariesAndRepairedAtDecode) {
   char field[8];
-  gpu::CopyFixed(field, "abcde\xE2\x86\x92");  // the arrow would need bytes 5..7 of 8
+  collectors::gpu::CopyFixed(field, "abcde\xE2\x86\x92");  // the arrow would need bytes 5..7 of 8
   EXPECT_EQ(std::string(field), "abcde");
-  gpu::CopyFixed(field, "abcd\xE2\x86\x92zz");  // fits: 7 bytes + NUL
+  collectors::gpu::CopyFixed(field, "abcd\xE2\x86\x92zz");  // fits: 7 bytes + NUL
   EXPECT_EQ(std::string(field), "abcd\xE2\x86\x92");
-  gpu::CopyFixed(field, "abc");
+  collectors::gpu::CopyFixed(field, "abc");
   EXPECT_EQ(std::string(field), "abc");
 
   char raw[8] = {'k', '\xFF', 'n', '\xC3', 0, 0, 0, 0};
-  const uint64_t before = gpu::RepairedStringBytes().load();
-  EXPECT_EQ(gpu::FixedString(raw), "k" + kFffd + "n" + kFffd);
-  EXPECT_EQ(gpu::RepairedStringBytes().load() - before, 2u);
+  const uint64_t before = collectors::gpu::RepairedStringBytes().load();
+  EXPECT_EQ(collectors::gpu::FixedString(raw), "k" + kFffd + "n" + kFffd);
+  EXPECT_EQ(collectors::gpu::RepairedStringBytes().load() - before, 2u);
   char ascii[4] = {'a', 'b', 'c', 'd'};  // no NUL: stops at N
-  EXPECT_EQ(gpu::FixedString(ascii), "abcd");
+  EXPECT_EQ(collectors::gpu::FixedString(ascii), "abcd");
 }
 
 }  // namespace
-}  // namespace fabricscope::collectors
+}  // namespace fabricscope::common

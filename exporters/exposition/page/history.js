@@ -1,7 +1,7 @@
 // fabricscope live page, #history: the last HISTORY_HOURS of the event history's cross-rank
 // instances whose cause was not normal (/api/history?kind=instance), for the job chosen in #job
-// (page.js state.job), drawn as one dot per instance in a row per cause over time, with the
-// latest in a table; each row's link downloads its timeline (±2 s, /api/timeline). Read every
+// (page.js state.job), newest first, drawn as one dot per instance in a row per cause over time,
+// with the latest in a table; each row's link downloads its timeline (±2 s, /api/timeline). Read every
 // HISTORY_REFRESH_MS; uses page.js's helpers. Strings from the server go into textContent only.
 'use strict';
 
@@ -16,7 +16,8 @@ async function fetchHistory(from, job) {
   const events = [];
   let cursor = '';
   for (let page = 0; page < HISTORY_PAGES; ++page) {
-    let url = `/api/history?kind=instance&from=${from.toFixed(0)}&limit=${HISTORY_PAGE}`;
+    let url = `/api/history?kind=instance&order=desc&from=${from.toFixed(0)}` +
+      `&limit=${HISTORY_PAGE}`;
     if (job) url += '&job=' + encodeURIComponent(job);
     if (cursor) url += '&cursor=' + encodeURIComponent(cursor);
     const r = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
@@ -25,9 +26,10 @@ async function fetchHistory(from, job) {
     const j = await r.json();
     events.push(...j.events);
     cursor = j.next_cursor;
-    if (!cursor) return { events, more: false };
+    if (!cursor) return { events: events.reverse(), more: false };
   }
-  return { events, more: true };
+  // The newest 10,000: older ones are not drawn.
+  return { events: events.reverse(), more: true };
 }
 
 function plotHistory(events, from, to) {

@@ -124,6 +124,25 @@ TEST_F(HistoryHttpTest, EveryBadParameterIsA400NamingIt) {
       {"/api/timeline?from=1000&to=1601", "over the limit of 10 minutes"},
       {"/api/timeline?kind=microburst", "unknown parameter kind"},
       {"/api/timeline?from=2026-13-01T00:00:00Z", "from must be"},
+      // Found by a helper that tried to break them: repeated, hex, signed and blank values, a
+      // negative cursor, a name that is no identifier, a long job on /api/history/jobs.
+      {"/api/history?limit=5&limit=abc", "parameter limit given twice"},
+      {"/api/history?kind=loss&kind=bogus", "parameter kind given twice"},
+      {"/api/history?to=0x6B000000", "to must be Unix seconds"},
+      {"/api/timeline?from=0x6B000000&to=0x6B000100", "from must be Unix seconds"},
+      {"/api/history?limit=%2B5", "limit must be a count"},
+      {"/api/history?limit=%205", "limit must be a count"},
+      {"/api/history?from=5%20", "from must be Unix seconds"},
+      {"/api/history?cursor=-1:0", "cursor must be the next_cursor"},
+      {"/api/history?cursor=%201:%2B1", "cursor must be the next_cursor"},
+      {"/api/history?order=sideways", "order must be asc"},
+      {"/api/history?%3Cscript%3E=1", "unknown parameter ?script?"},
+      {"/api/history/"
+       "jobs?job="
+       "jjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjj"
+       "jjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjj",
+       "job: at most 128 bytes"},
+      {"/api/timeline?from=4000000000", "to (by default now) must be after from"},
   };
   for (const auto& [path, says] : cases) {
     auto r = Get(path);
@@ -134,6 +153,21 @@ TEST_F(HistoryHttpTest, EveryBadParameterIsA400NamingIt) {
   auto r = Get("/api/timeline?job=no-such-job");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404) << r->body;
+  // A name that is not UTF-8 comes back repaired (U+FFFD): the trace is valid JSON.
+  r = Get("/api/timeline?node=%FF%FE");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"scope\":\"node=\xEF\xBF\xBD\xEF\xBF\xBD\""), std::string::npos)
+      << r->body.substr(0, 300);
+  // comm=00000000 is no communicator's label: events without one do not match it.
+  r = Get("/api/history?comm=00000000");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("\"events\":[]"), std::string::npos) << r->body;
+  // Newest first, paging back.
+  r = Get("/api/history?order=desc&limit=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"next_cursor\":\"\""), std::string::npos) << r->body;
   // RFC 3339 times are taken as well as Unix seconds.
   r = Get("/api/history?from=2020-01-01T00:00:00Z&to=2090-01-01T00:00:00.5Z&comm=9f0c1a2b");
   ASSERT_TRUE(r);

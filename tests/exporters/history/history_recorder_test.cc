@@ -245,6 +245,7 @@ TEST_F(HistoryRecorderTest, EveryKindWithItsNodeCommunicatorAndJob) {
 
 TEST_F(HistoryRecorderTest, TheTimelineOfAStragglerEventByEvent) {
   Run(12);
+  recorder_->Drain();  // the picks of the last seconds, held for late batches
   store_->Flush();
   TimelineScope scope;
   scope.job = "8812";
@@ -361,19 +362,51 @@ TEST_F(HistoryRecorderTest, OneInstanceASecondPerCommunicatorAndCause) {
     r.end_unix_ns = r.start_unix_ns + v[i].max_duration_ns;
     v[i].ranks.push_back(r);
   }
-  // As the matcher does: each offered under its shard's lock, only the wanted ones copied.
-  std::vector<CollectiveInstance> wanted;
-  for (CollectiveInstance& i : v) {
-    if (recorder_->WantsInstance(i)) wanted.push_back(i);
-  }
-  EXPECT_EQ(wanted.size(), 7u);  // seq 0-6, each longer than all before it; not 7-9
-  recorder_->OnInstances(std::move(wanted));
-  EXPECT_TRUE(Events("instance").empty());  // the second is not over
-  recorder_->Tick(base_ + 3 * kSec);
+  // As the matcher does, each under its shard's lock; out of order within the second.
+  for (int i : {3, 9, 0, 6, 1, 2, 8, 4, 5, 7}) recorder_->OnInstance(v[static_cast<size_t>(i)]);
+  // An instance of the next second, before the first second's pick is written: its own pick.
+  CollectiveInstance next = v[0];
+  next.key.seq = 10;
+  next.ranks[0].start_unix_ns = base_ + kSec + 10 * kMs;
+  recorder_->OnInstance(next);
+  recorder_->Tick(base_ + 10 * kSec);
+  EXPECT_TRUE(Events("instance").empty());  // within the grace period of late batches
+  recorder_->Tick(base_ + 11 * kSec);
   const std::vector<HistoryEvent> inst = Events("instance");
   ASSERT_EQ(inst.size(), 1u);
   EXPECT_NE(inst[0].detail_json.find("\"seq\":6,"), std::string::npos) << inst[0].detail_json;
   EXPECT_NE(inst[0].detail_json.find("\"similar_in_second\":9}"), std::string::npos);
+  recorder_->Tick(base_ + 12 * kSec);
+  const std::vector<HistoryEvent> both = Events("instance");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_NE(both[1].detail_json.find("\"seq\":10,"), std::string::npos);
+  EXPECT_NE(both[1].detail_json.find("\"similar_in_second\":0}"), std::string::npos);
+}
+
+// An agent whose clock or offset is wild: times that overflow, times hours away, NaN
+// utilization. Nothing kept from them but counts, never an overflow (UBSan in CI) or bad JSON.
+TEST_F(HistoryRecorderTest, HostileTimesAndFiguresAreRefusedAndCounted) {
+  Hellos();
+  v1::Batch b = Window(1, 3);
+  b.set_unix_offset_ns(INT64_MAX - 5);  // every time overflows
+  ASSERT_TRUE(state_.OnBatch(RecNode(1), 101, b).ok());
+  v1::Batch later = Window(1, 4);
+  later.set_unix_offset_ns(base_ + 7200 * kSec);  // two hours ahead
+  later.mutable_collectives(0)->mutable_analysis()->set_slow(true);
+  ASSERT_TRUE(state_.OnBatch(RecNode(1), 101, later).ok());
+  v1::Batch nan = Window(2, 5);
+  nan.mutable_ports(0)->mutable_transmit()->set_mean_utilization(NAN);
+  nan.mutable_ports(0)->mutable_transmit()->set_peak_utilization(INFINITY);
+  ASSERT_TRUE(state_.OnBatch(RecNode(2), 102, nan).ok());
+  recorder_->Drain();
+  EXPECT_TRUE(Events("microburst").empty());
+  EXPECT_TRUE(Events("collective").empty());
+  EXPECT_GE(store_->stats().refused, 2u);
+  const std::vector<HistoryEvent> util = Events("utilization");
+  ASSERT_EQ(util.size(), 1u);
+  EXPECT_EQ(util[0].node, "n2");
+  EXPECT_NE(util[0].detail_json.find("\"mlx5_0:1\":[0,0,0.3,0.35,0]"), std::string::npos)
+      << util[0].detail_json;
 }
 
 TEST_F(HistoryRecorderTest, TheTimelineRefusesAnUnknownJobAndTooManyEvents) {

@@ -172,10 +172,10 @@ TEST_F(HistoryStoreTest, TheSizeBoundDeletesTheOldestFirst) {
   o.max_bytes = 512 << 10;
   auto s = HistoryStore::Open(o);
   ASSERT_TRUE(s.ok()) << s.status();
-  for (int round = 0; round < 4; ++round) {
-    for (int i = 0; i < 2500; ++i) {
+  for (int round = 0; round < 8; ++round) {
+    for (int i = 0; i < 1250; ++i) {
       HistoryEvent e =
-          Event(kHistoryT0 + (round * 2500 + i) * kHistorySec, "collective", "n1", 0, "8812");
+          Event(kHistoryT0 + (round * 1250 + i) * kHistorySec, "collective", "n1", 0, "8812");
       e.detail_json = absl::StrCat("{\"pad\":\"", std::string(200, 'x'), "\"}");
       (*s)->Append(std::move(e));
     }

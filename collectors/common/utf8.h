@@ -1,7 +1,8 @@
 #pragma once
 
 // UTF-8 repair for strings that come from outside (producer datagrams, interface and device
-// names from sysfs) before they go into a protobuf `string` field, which must be valid UTF-8:
+// names from sysfs, HTTP query parameters) before they go into a protobuf `string` field or a
+// JSON text, which must be valid UTF-8 (RFC 8259 §8.1):
 // one invalid byte makes the whole message unserializable (protobuf's SerializeToString fails),
 // and a batch that cannot be sent would block the agent's uplink queue behind it.
 //
@@ -12,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace fabricscope::collectors {
+namespace fabricscope::common {
 
 // Length (1-4) of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one
 // (a stray continuation byte, an overlong or surrogate form, a sequence cut by the end).
@@ -73,4 +74,4 @@ inline size_t Utf8Prefix(std::string_view s, size_t n) {
   return (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80 ? n : end;
 }
 
-}  // namespace fabricscope::collectors
+}  // namespace fabricscope::common

@@ -1,6 +1,7 @@
 #include "exporters/exposition/timeline_gather.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -144,6 +145,41 @@ void TimelineFromMemory(const ClusterState& state, TimelineBuilder& b) {
                                           .pid = k.pid,
                                           .start_ns = k.start_unix_ns,
                                           .end_ns = k.end_unix_ns});
+  }
+  // The agents' own samples where they attached them (the finest resolution the aggregator
+  // holds: the sampling period), each recording's port a track of its own.
+  std::map<std::pair<std::string, std::string>, TimelineCounter> sampled;
+  for (const LinkRecording& rec : state.links().FlightRecordings(sc.node)) {
+    if (!b.filter.Node(rec.node)) continue;
+    const v1::FlightRecording& r = rec.r;
+    const int n = std::min({r.time_ns_size(), r.transmit_utilization_size(),
+                            r.receive_utilization_size()});
+    const std::string port = absl::StrCat(rec.device, ":", rec.port);
+    for (int i = 0; i < n; ++i) {
+      int64_t t = 0;
+      if (__builtin_add_overflow(r.time_ns(i), rec.offset_ns, &t) || t < sc.from_ns ||
+          t >= sc.to_ns) {
+        continue;
+      }
+      TimelineCounter& c = sampled[{rec.node, port}];
+      c.node = rec.node;
+      c.port = port;
+      c.track = "samples (flight recorder)";
+      const float tx = r.transmit_utilization(i), rx = r.receive_utilization(i);
+      c.points.push_back({t, std::isfinite(tx) ? tx : 0.0, std::isfinite(rx) ? rx : 0.0});
+    }
+  }
+  for (auto& [key, c] : sampled) {
+    // Two recordings of one port may overlap (two slow collectives close together).
+    std::sort(c.points.begin(), c.points.end(),
+              [](const auto& x, const auto& y) { return x.ns < y.ns; });
+    c.points.erase(std::unique(c.points.begin(), c.points.end(),
+                               [](const auto& x, const auto& y) { return x.ns == y.ns; }),
+                   c.points.end());
+    b.in.counters.push_back(std::move(c));
+  }
+  if (!sampled.empty()) {
+    b.in.notes.push_back("flight-recorder samples: the agents' own, at their sampling period");
   }
   // Per-port utilization at the stored resolution, for the part of the range still held.
   LinkAnalysis::LinkQuery q;

@@ -148,7 +148,7 @@ void TraceFlows(std::string* out, bool* first, const TimelineInput& in, const Tr
 
 void TraceCounters(std::string* out, bool* first, const TimelineInput& in, const TraceIds& ids) {
   for (const TimelineCounter& c : in.counters) {
-    const std::string name = absl::StrCat(c.port, " utilization");
+    const std::string name = absl::StrCat(c.port, " ", c.track);
     for (const TimelineCounter::Point& p : c.points) {
       BeginTraceEvent(out, first, "C", ids.pid.at(c.node), 0);
       *out += ",\"name\":";

@@ -17,7 +17,9 @@
 //     each end binds to the enclosing slice): from the late rank's collective, at its start, to
 //     every rank that waited for it.
 //   - "Counter Events" (ph "C", process-local): per port "<port> utilization" with the series
-//     transmit and receive, 0..1, at the finest resolution held.
+//     transmit and receive, 0..1 (1 ms buckets for what memory holds, else the history's 10 s
+//     entries), and "<port> samples (flight recorder)" at the agent's sampling period where it
+//     attached its samples (around a slow collective, a burst with loss).
 //   - "Instant Events" (ph "i", "s": "p", process scope): microbursts, loss episodes, link state
 //     changes and diagnosis changes, their fields in args.
 // Times: ts is µs since otherData.from_unix_ns (fractions keep ns), since absolute Unix µs need
@@ -58,6 +60,10 @@ struct TimelineKernel {
 
 struct TimelineCounter {  // one port's utilization track
   std::string node, port;
+  // What the track holds, after the port in its name: "utilization" (1 ms buckets from memory,
+  // 10 s entries from the history) or "samples (flight recorder)" (the agent's own samples at
+  // its sampling period, attached around a slow collective or a burst with loss).
+  std::string track = "utilization";
   struct Point {
     int64_t ns = 0;
     double transmit = 0, receive = 0;

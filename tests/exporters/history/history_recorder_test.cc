@@ -94,6 +94,22 @@ class HistoryRecorderTest : public ::testing::Test {
       m->set_peak_utilization(0.99);
       m->set_bytes(150'000'000);
     }
+    if (r == 1 && w == 3) {
+      // The agent's samples around it (agent/flight_recorder.h): 10 at 100 us, twice (two
+      // recordings overlapping, as two slow collectives' would).
+      for (int copy = 0; copy < 2; ++copy) {
+        v1::FlightRecording* fr = b.add_flight_recordings();
+        fr->set_reason("burst_with_loss");
+        for (int i = 0; i < 10; ++i) {
+          fr->add_time_ns(static_cast<int64_t>(w) * kSec + 200 * kMs + i * 100'000);
+          fr->add_interval_ns(100'000);
+          fr->add_transmit_bytes(600'000);
+          fr->add_receive_bytes(0);
+          fr->add_transmit_utilization(i == 5 ? 0.99f : 0.5f);
+          fr->add_receive_utilization(0);
+        }
+      }
+    }
     if (r == 1 && (w == 4 || w == 5)) {
       v1::ErrorCounter* e = pw->add_errors();
       e->set_kind("port_rcv_errors");
@@ -268,6 +284,7 @@ TEST_F(HistoryRecorderTest, TheTimelineOfAStragglerEventByEvent) {
   };
   std::vector<Slice> slices;
   size_t flow_starts = 0, flow_ends = 0, counters = 0, instants = 0;
+  std::vector<std::pair<double, double>> sampled;  // (ts, transmit) of n1's recorded samples
   double counter_first = 1e300, counter_last = -1;
   for (simdjson::dom::element e : events) {
     std::string_view ph, name;
@@ -302,6 +319,11 @@ TEST_F(HistoryRecorderTest, TheTimelineOfAStragglerEventByEvent) {
       if (ph == "s") {
         EXPECT_EQ(rank_of.at({pid, tid}), kRecLate) << name;
       }
+    } else if (ph == "C" && name == "mlx5_0:1 samples (flight recorder)") {
+      EXPECT_EQ(process.at(pid), "n1");
+      double tx = -1;
+      ASSERT_EQ(e["args"]["transmit"].get_double().get(tx), simdjson::SUCCESS);
+      sampled.push_back({ts, tx});
     } else if (ph == "C") {
       ++counters;
       counter_first = std::min(counter_first, ts);
@@ -338,6 +360,12 @@ TEST_F(HistoryRecorderTest, TheTimelineOfAStragglerEventByEvent) {
   EXPECT_GE(counters, 4u);
   EXPECT_LE(counter_first, 0.0 + 1e-3);
   EXPECT_EQ(instants, 3u + 1u);  // microburst, loss, link_state, diagnosis_began
+  // The flight recorder's 10 samples once (the overlapping copy deduplicated), at their own
+  // 100 us spacing, the burst's 99% among them: 2.2 s after the range's start.
+  ASSERT_EQ(sampled.size(), 10u);
+  EXPECT_NEAR(sampled[0].first, 2.2e6, 1e-3);
+  EXPECT_NEAR(sampled[1].first - sampled[0].first, 100.0, 1e-3);
+  EXPECT_NEAR(sampled[5].second, 0.99, 1e-6);
   std::string_view backend;
   ASSERT_EQ(doc["distributedInfo"]["backend"].get_string().get(backend), simdjson::SUCCESS);
   EXPECT_EQ(backend, "nccl");

@@ -152,8 +152,8 @@ void TimelineFromMemory(const ClusterState& state, TimelineBuilder& b) {
   for (const LinkRecording& rec : state.links().FlightRecordings(sc.node)) {
     if (!b.filter.Node(rec.node)) continue;
     const v1::FlightRecording& r = rec.r;
-    const int n = std::min({r.time_ns_size(), r.transmit_utilization_size(),
-                            r.receive_utilization_size()});
+    const int n =
+        std::min({r.time_ns_size(), r.transmit_utilization_size(), r.receive_utilization_size()});
     const std::string port = absl::StrCat(rec.device, ":", rec.port);
     for (int i = 0; i < n; ++i) {
       int64_t t = 0;

@@ -172,6 +172,49 @@ absl::Status CheckBatchPorts(const v1::Batch& batch, size_t ports, const char** 
   return invalid;
 }
 
+// Bounds of a batch's times (CheckBatchTimes): an offset within ±2^62 ns (±146 years) and every
+// monotonic time or duration within ±2^61 ns (73 years of uptime), so that any sum of an
+// offset and a time, or difference of two times, fits an int64.
+constexpr int64_t kMaxOffsetNs = int64_t{1} << 62;
+constexpr int64_t kMaxMonotonicNs = int64_t{1} << 61;
+
+bool TimeOk(int64_t t) { return t >= -kMaxMonotonicNs && t <= kMaxMonotonicNs; }
+
+// The first time field of the batch out of its bound, as "collectives[3].end_ns"; "" if none.
+std::string BadBatchTime(const v1::Batch& b) {
+  if (b.unix_offset_ns() < -kMaxOffsetNs || b.unix_offset_ns() > kMaxOffsetNs) {
+    return "unix_offset_ns";
+  }
+  if (!TimeOk(b.window_start_ns())) return "window_start_ns";
+  if (!TimeOk(b.window_end_ns())) return "window_end_ns";
+  for (int i = 0; i < b.microbursts_size(); ++i) {
+    const v1::Microburst& m = b.microbursts(i);
+    if (!TimeOk(m.start_ns()) || !TimeOk(m.duration_ns()))
+      return absl::StrCat("microbursts[", i, "]");
+  }
+  for (int i = 0; i < b.link_events_size(); ++i) {
+    if (!TimeOk(b.link_events(i).time_ns())) return absl::StrCat("link_events[", i, "].time_ns");
+  }
+  for (int i = 0; i < b.collectives_size(); ++i) {
+    const v1::Collective& c = b.collectives(i);
+    for (int64_t t : {c.enqueue_start_ns(), c.enqueue_end_ns(), c.start_ns(), c.end_ns()}) {
+      if (!TimeOk(t)) return absl::StrCat("collectives[", i, "]");
+    }
+  }
+  for (int i = 0; i < b.kernel_spans_size(); ++i) {
+    const v1::KernelSpan& k = b.kernel_spans(i);
+    if (!TimeOk(k.start_ns()) || !TimeOk(k.end_ns())) return absl::StrCat("kernel_spans[", i, "]");
+  }
+  for (int i = 0; i < b.flight_recordings_size(); ++i) {
+    const v1::FlightRecording& r = b.flight_recordings(i);
+    bool ok = TimeOk(r.from_ns()) && TimeOk(r.to_ns());
+    for (int64_t t : r.time_ns()) ok = ok && TimeOk(t);
+    for (int64_t t : r.interval_ns()) ok = ok && TimeOk(t);
+    if (!ok) return absl::StrCat("flight_recordings[", i, "]");
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::Status CheckAgentBatch(const v1::Batch& batch, size_t ports, const char** reason) {
@@ -181,6 +224,12 @@ absl::Status CheckAgentBatch(const v1::Batch& batch, size_t ports, const char** 
         "batch ", batch.seq(), ": forwarded records come from peer aggregators, not agents"));
   }
   if (absl::Status s = CheckBatchPorts(batch, ports, reason); !s.ok()) return s;
+  if (const std::string bad = BadBatchTime(batch); !bad.empty()) {
+    *reason = "time";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch ", batch.seq(), ": ", bad,
+        " out of bounds (an offset within 2^62 ns, times and durations within 2^61 ns)"));
+  }
   // Histograms as the text format needs them: increasing finite bounds, cumulative counts.
   if (absl::Status h = CheckHistograms(batch); !h.ok()) {
     *reason = "histogram";
@@ -268,6 +317,11 @@ absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits) {
     const v1::ForwardedAnalysis& r = batch.forwarded(i);
     const std::string at = absl::StrCat("forwarded[", i, "].");
     if (r.node().empty()) return absl::InvalidArgumentError(at + "node: empty");
+    if (r.unix_offset_ns() < -kMaxOffsetNs || r.unix_offset_ns() > kMaxOffsetNs ||
+        !TimeOk(r.collective().start_ns()) || !TimeOk(r.collective().end_ns()) ||
+        !TimeOk(r.collective().enqueue_start_ns()) || !TimeOk(r.collective().enqueue_end_ns())) {
+      return absl::InvalidArgumentError(at + "times out of bounds");
+    }
     absl::Status s = common::CheckLabelValue(r.node(), limits.max_node_bytes, at + "node");
     // A port label is "device:port": a device label, a colon and up to 10 digits.
     if (s.ok()) s = common::CheckLabelValue(r.port(), limits.max_label_bytes + 11, at + "port");

@@ -47,7 +47,9 @@ absl::Status CheckForwarded(const v1::Batch& batch, const HelloLimits& limits);
 // Batch.forwarded (only a peer aggregator's stream carries it; *reason "forwarded"); every port
 // window, microburst and utilization series on a port index below `ports` ("port_index"); each
 // series within the agent's own bounds, --series-bucket 10 us..window and a window of at most
-// 1 h (agent/options.cc; "series"); then CheckHistograms ("histogram"). Errors: InvalidArgument
+// 1 h (agent/options.cc; "series"); the unix offset within ±2^62 ns and every time and duration
+// within ±2^61 ns, so that no sum of them overflows ("time"); then CheckHistograms
+// ("histogram"). Errors: InvalidArgument
 // naming the batch's seq and what is wrong, with *reason set.
 absl::Status CheckAgentBatch(const v1::Batch& batch, size_t ports, const char** reason);
 

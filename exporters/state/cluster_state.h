@@ -171,10 +171,11 @@ class ClusterState {
   // histogram (one the text format cannot carry), communicator_limit and rank_pair_limit (a GPU
   // window past limits: max_communicators_per_node, max_rank_pairs_per_node; CheckGpuWindow:
   // only the GPU window is dropped, the rest of the batch stored), forwarded (an agent's batch
-  // carrying Batch.forwarded, or a peer's carrying anything else).
+  // carrying Batch.forwarded, or a peer's carrying anything else), time (an offset, time or
+  // duration whose sums could overflow: exporters/ingest/message_checks.h CheckAgentBatch).
   static constexpr const char* kRejectedBatchReasons[] = {
-      "before_hello", "seq_jump",           "port_index",      "series",
-      "histogram",    "communicator_limit", "rank_pair_limit", "forwarded"};
+      "before_hello",       "seq_jump",        "port_index", "series", "histogram",
+      "communicator_limit", "rank_pair_limit", "forwarded",  "time"};
   void CountRefusedStream(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     ++refused_streams_[reason];

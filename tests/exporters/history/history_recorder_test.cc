@@ -16,8 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/timeline_gather.h"
 #include "exporters/exposition/timeline_json.h"
+#include "exporters/ingest/admission.h"
 #include "exporters/state/cluster_state.h"
 #include "gtest/gtest.h"
 #include "simdjson.h"
@@ -415,9 +417,16 @@ TEST_F(HistoryRecorderTest, OneInstanceASecondPerCommunicatorAndCause) {
 // utilization. Nothing kept from them but counts, never an overflow (UBSan in CI) or bad JSON.
 TEST_F(HistoryRecorderTest, HostileTimesAndFiguresAreRefusedAndCounted) {
   Hellos();
+  // Through admission, as every agent's batch comes: every time would overflow, so the batch is
+  // refused whole before the state or the recorder see it.
+  Admission admission(state_, AdmissionLimits{});
   v1::Batch b = Window(1, 3);
-  b.set_unix_offset_ns(INT64_MAX - 5);  // every time overflows
-  ASSERT_TRUE(state_.OnBatch(RecNode(1), 101, b).ok());
+  b.set_unix_offset_ns(INT64_MAX - 5);
+  ASSERT_TRUE(admission.OnBatch(RecNode(1), 101, b).ok());  // acked: resending cannot fix it
+  v1::Batch late_collective = Window(1, 3);
+  late_collective.set_seq(5);
+  late_collective.mutable_collectives(0)->set_end_ns(INT64_MAX);
+  ASSERT_TRUE(admission.OnBatch(RecNode(1), 101, late_collective).ok());
   v1::Batch later = Window(1, 4);
   later.set_unix_offset_ns(base_ + 7200 * kSec);  // two hours ahead
   later.mutable_collectives(0)->mutable_analysis()->set_slow(true);
@@ -429,7 +438,16 @@ TEST_F(HistoryRecorderTest, HostileTimesAndFiguresAreRefusedAndCounted) {
   recorder_->Drain();
   EXPECT_TRUE(Events("microburst").empty());
   EXPECT_TRUE(Events("collective").empty());
-  EXPECT_GE(store_->stats().refused, 2u);
+  EXPECT_GE(store_->stats().refused, 2u);  // the collective and the microburst 2 h ahead
+  std::vector<prometheus::MetricFamily> f = ClusterMetrics(state_).Collect();
+  double time_refused = 0;
+  for (const auto& fam : f) {
+    if (fam.name != "fabricscope_aggregator_rejected_batches_total") continue;
+    for (const auto& m : fam.metric) {
+      if (m.label.at(0).value == "time") time_refused = m.counter.value;
+    }
+  }
+  EXPECT_EQ(time_refused, 2);
   const std::vector<HistoryEvent> util = Events("utilization");
   ASSERT_EQ(util.size(), 1u);
   EXPECT_EQ(util[0].node, "n2");

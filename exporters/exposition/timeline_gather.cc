@@ -259,6 +259,24 @@ void TimelineClipCounters(TimelineInput* in) {
   }
 }
 
+// Reads the history's pages of `q` into `take`, up to a little past max_events (the caller's
+// count refuses the rest); a read that fails ends it with a note.
+template <typename Take>
+size_t TimelineReadHistory(const HistoryStore& history, HistoryQuery q, size_t max_events,
+                           Take take) {
+  q.limit = kMaxHistoryPage;
+  size_t read = 0;
+  for (;;) {
+    absl::StatusOr<HistoryPage> page = history.Query(q);
+    if (!page.ok()) break;
+    for (const HistoryEvent& e : page->events) take(e);
+    read += page->events.size();
+    if (page->next_cursor.empty() || read > max_events) break;
+    q.cursor = page->next_cursor;
+  }
+  return read;
+}
+
 // The history's utilization event: one point per port not drawn finer from memory.
 void TimelineFromUtilization(const HistoryEvent& e, simdjson::dom::object o, TimelineBuilder& b) {
   simdjson::dom::object ports;
@@ -402,28 +420,29 @@ absl::StatusOr<TimelineInput> GatherTimeline(const ClusterState& state, const Hi
     q.comm = scope.comm;
     q.comm_label = scope.comm_label;
     // Collectives and instances are stored at their start: one that began up to a minute before
-    // the range may end inside it.
+    // the range may end inside it (and a utilization entry holds until the next, a minute at most).
     q.from_unix_ns = std::max<int64_t>(0, scope.from_ns - 60'000'000'000);
     q.to_unix_ns = scope.to_ns;
-    q.limit = kMaxHistoryPage;
     simdjson::dom::parser parser;
-    size_t read = 0;
-    for (;;) {
-      absl::StatusOr<HistoryPage> page = history->Query(q);
-      if (!page.ok()) {
-        b.in.notes.push_back(absl::StrCat("history unreadable: ", page.status().message()));
-        break;
-      }
-      for (const HistoryEvent& e : page->events) {
-        // Jobs are known for communicators whose events name them.
-        if (!scope.job.empty() && e.job == scope.job && e.comm != 0) {
-          b.filter.job_comms.insert(e.comm);
-        }
-        TimelineFromEvent(e, parser, b);
-      }
-      read += page->events.size();
-      if (page->next_cursor.empty() || read > max_events) break;
-      q.cursor = page->next_cursor;
+    size_t read = TimelineReadHistory(*history, q, max_events, [&](const HistoryEvent& e) {
+      // Jobs are known for communicators whose events name them.
+      if (!scope.job.empty() && e.job == scope.job && e.comm != 0)
+        b.filter.job_comms.insert(e.comm);
+      TimelineFromEvent(e, parser, b);
+    });
+    // A communicator's timeline: its ranks' nodes' own events too (utilization, bursts, loss,
+    // link changes), which name no communicator. (A job's query holds its nodes' already; a
+    // node's holds all of that node's.)
+    if (scope.job.empty() && scope.node.empty() && (scope.comm != 0 || scope.comm_label >= 0)) {
+      std::set<std::string> nodes;
+      for (const TimelineSlice& s : b.in.slices) nodes.insert(s.node);
+      HistoryQuery nq;
+      nq.node_level = true;
+      nq.from_unix_ns = q.from_unix_ns;
+      nq.to_unix_ns = q.to_unix_ns;
+      read += TimelineReadHistory(*history, nq, max_events, [&](const HistoryEvent& e) {
+        if (nodes.contains(e.node)) TimelineFromEvent(e, parser, b);
+      });
     }
     b.in.notes.push_back(absl::StrCat(read, " history events read"));
   } else {

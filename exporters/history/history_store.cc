@@ -472,6 +472,7 @@ absl::StatusOr<HistoryPage> HistoryStore::Query(const HistoryQuery& q) const {
   if (!q.node.empty()) sql += " AND node = ?4";
   if (!q.kind.empty()) sql += " AND kind = ?5";
   if (q.comm != 0) sql += " AND comm = ?6";
+  if (q.node_level) sql += " AND comm = 0 AND job = ''";
   if (q.comm_label >= 0) sql += " AND comm != 0 AND ((comm >> 32) & 4294967295) = ?11";
   if (!q.cursor.empty()) {
     sql += q.newest_first ? " AND (unix_ns, id) < (?7, ?8)" : " AND (unix_ns, id) > (?7, ?8)";

@@ -87,6 +87,7 @@ struct HistoryQuery {
   size_t limit = 100;              // at most kMaxHistoryPage
   std::string cursor;              // "" = from the start; else a page's next_cursor
   bool newest_first = false;       // descending time order (its cursors page backwards)
+  bool node_level = false;         // only events of no communicator and no job
 };
 inline constexpr size_t kMaxHistoryPage = 10'000;
 inline constexpr int64_t kHistoryJobLeadNs = 600'000'000'000;  // 10 min

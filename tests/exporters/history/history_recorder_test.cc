@@ -455,6 +455,31 @@ TEST_F(HistoryRecorderTest, HostileTimesAndFiguresAreRefusedAndCounted) {
       << util[0].detail_json;
 }
 
+// A communicator's timeline holds its ranks' nodes' port tracks and instants too, though those
+// events name no communicator (they are read for the nodes its slices are on).
+TEST_F(HistoryRecorderTest, ACommunicatorsTimelineHoldsItsNodesPortTracks) {
+  Run(12);
+  recorder_->Drain();
+  store_->Flush();
+  TimelineScope scope;
+  scope.comm_label = static_cast<int64_t>(kRecComm >> 32);
+  scope.from_ns = base_ + 3 * kSec;
+  scope.to_ns = base_ + 5 * kSec;
+  auto in = GatherTimeline(state_, store_.get(), scope, 500'000);
+  ASSERT_TRUE(in.ok()) << in.status();
+  std::set<std::string> nodes;
+  for (const TimelineCounter& c : in->counters) {
+    if (c.track != "utilization") continue;
+    ASSERT_FALSE(c.points.empty());
+    EXPECT_EQ(c.points[0].ns, scope.from_ns);  // the entry of 0-10 s, its value at the start
+    nodes.insert(c.node);
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "n1", "n2", "n3"}));
+  bool burst = false;
+  for (const TimelineInstant& i : in->instants) burst = burst || i.name.find("microburst") == 0;
+  EXPECT_TRUE(burst);
+}
+
 TEST_F(HistoryRecorderTest, TheTimelineRefusesAnUnknownJobAndTooManyEvents) {
   Run(3);
   store_->Flush();

@@ -349,7 +349,7 @@ void HistoryRecorder::Tick(int64_t now_unix_ns) {
 
 void HistoryRecorder::TrackDiagnoses(int64_t now_unix_ns) {
   std::map<uint64_t, CommDiagnosis> now;
-  for (CommDiagnosis& g : state_.cross_rank().Diagnoses()) {
+  for (CommDiagnosis& g : state_.OwnedDiagnoses()) {
     if (g.cause != v1::COLLECTIVE_CAUSE_NORMAL) now[g.comm] = std::move(g);
   }
   absl::MutexLock lock(&diag_mu_);

@@ -196,6 +196,9 @@ class ClusterState {
   const LinkAnalysis& links() const { return links_; }
   // Cross-rank matching of the collective analyses (exporters/analysis/cross_rank.h).
   const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
+  // CrossRankAnalysis::Diagnoses of the communicators this aggregator owns (sharded: another
+  // peer's, kept from before a peer-list change, left out).
+  std::vector<CommDiagnosis> OwnedDiagnoses() const;
 
   // GPU timelines (exporters/state/gpu_state.h): recent collectives and kernel spans, the newest
   // `limit` per node (0 = all kept); node_filter empty = all nodes.

@@ -141,6 +141,13 @@ void ClusterState::DropUnownedComms(CrossRankSnapshot* s) const {
   std::erase_if(s->diagnoses, [&ring](const CommDiagnosis& d) { return !ring->Owns(d.comm); });
 }
 
+std::vector<CommDiagnosis> ClusterState::OwnedDiagnoses() const {
+  CrossRankSnapshot s;
+  s.diagnoses = cross_rank_.Diagnoses();
+  DropUnownedComms(&s);
+  return std::move(s.diagnoses);
+}
+
 PeerCounters ClusterState::Peers() const {
   PeerCounters out;
   std::shared_ptr<Forwarder> forwarder;

@@ -329,6 +329,17 @@ TEST_F(ShardedAggregators, APeerAddedAtRunTimeMovesOwnershipWithoutDoubleCountin
   }
   EXPECT_EQ(exported.size(), static_cast<size_t>(kComms));
   for (const auto& [comm, n] : exported) EXPECT_EQ(n, 1) << "communicator " << comm;
+  // What the event history records (ClusterState::OwnedDiagnoses): the same, one aggregator per
+  // communicator, though the former owner still holds the diagnosis.
+  std::map<uint64_t, int> recorded;
+  size_t held = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (const CommDiagnosis& d : State(i).OwnedDiagnoses()) ++recorded[d.comm];
+    held += State(i).cross_rank().Diagnoses().size();
+  }
+  EXPECT_EQ(recorded.size(), static_cast<size_t>(kComms));
+  for (const auto& [comm, n] : recorded) EXPECT_EQ(n, 1) << "communicator " << comm;
+  EXPECT_GT(held, static_cast<size_t>(kComms));  // the moved ones are held twice
 }
 
 // /api/collectives/slow?comm= and the heat maps of a communicator another aggregator owns:

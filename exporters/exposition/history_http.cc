@@ -25,11 +25,6 @@ namespace fabricscope::exporters {
 
 namespace {
 
-void HistoryBadRequest(httplib::Response& res, const std::string& why) {
-  res.status = 400;
-  res.set_content(why + "\n", "text/plain; charset=utf-8");
-}
-
 // Decimal digits, with one '.' among them when `point`: no sign, blank, exponent or hex (which
 // SimpleAtod and SimpleAtoi would take).
 bool IsHistoryDecimal(const std::string& text, bool point) {
@@ -110,24 +105,24 @@ std::string UnknownHistoryParam(const httplib::Request& req,
 bool ParseHistoryFilters(const httplib::Request& req, HistoryQuery* q, httplib::Response& res) {
   q->job = QueryParam(req, "job");
   q->node = QueryParam(req, "node");
-  if (q->job.size() > 128) return HistoryBadRequest(res, "job: at most 128 bytes"), false;
-  if (q->node.size() > 256) return HistoryBadRequest(res, "node: at most 256 bytes"), false;
+  if (q->job.size() > 128) return BadRequest(res, "job: at most 128 bytes"), false;
+  if (q->node.size() > 256) return BadRequest(res, "node: at most 256 bytes"), false;
   if (auto c = QueryParam(req, "comm"); !c.empty() && !ParseHistoryComm(c, q)) {
-    HistoryBadRequest(res, "comm must be a communicator's 8-hex-digit label or 16-digit hash");
+    BadRequest(res, "comm must be a communicator's 8-hex-digit label or 16-digit hash");
     return false;
   }
   for (const auto& [key, dst] : {std::pair<const char*, int64_t*>{"from", &q->from_unix_ns},
                                  std::pair<const char*, int64_t*>{"to", &q->to_unix_ns}}) {
     if (auto v = QueryParam(req, key); !v.empty() && !ParseHistoryWhen(v, dst)) {
-      HistoryBadRequest(res, absl::StrCat(key,
-                                          " must be Unix seconds (up to 4e9) or an RFC 3339 "
-                                          "time such as 2026-12-06T02:13:00Z"));
+      BadRequest(res, absl::StrCat(key,
+                                   " must be Unix seconds (up to 4e9) or an RFC 3339 "
+                                   "time such as 2026-12-06T02:13:00Z"));
       return false;
     }
   }
   if (q->to_unix_ns <= q->from_unix_ns) {
-    HistoryBadRequest(res, QueryParam(req, "to").empty() ? "to (by default now) must be after from"
-                                                         : "to must be after from");
+    BadRequest(res, QueryParam(req, "to").empty() ? "to (by default now) must be after from"
+                                                  : "to must be after from");
     return false;
   }
   return true;
@@ -147,9 +142,9 @@ void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
   if (const std::string bad = UnknownHistoryParam(
           req, {"job", "comm", "node", "kind", "from", "to", "limit", "cursor", "order"});
       !bad.empty()) {
-    return HistoryBadRequest(res, absl::StrCat(bad,
-                                               " (job, comm, node, kind, from, to, limit, cursor, "
-                                               "order)"));
+    return BadRequest(res, absl::StrCat(bad,
+                                        " (job, comm, node, kind, from, to, limit, cursor, "
+                                        "order)"));
   }
   if (history == nullptr || !history->has_database()) {
     res.status = 503;
@@ -163,24 +158,24 @@ void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
   q.kind = QueryParam(req, "kind");
   if (!q.kind.empty() && !IsHistoryKind(q.kind)) {
     std::vector<std::string> kinds(std::begin(kHistoryKinds), std::end(kHistoryKinds));
-    return HistoryBadRequest(res, absl::StrCat("kind must be one of ", absl::StrJoin(kinds, ", ")));
+    return BadRequest(res, absl::StrCat("kind must be one of ", absl::StrJoin(kinds, ", ")));
   }
   if (auto v = QueryParam(req, "limit"); !v.empty()) {
     if (!ParseHistoryCount(v, kMaxHistoryPage, &q.limit)) {
-      return HistoryBadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
+      return BadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
     }
   }
   q.cursor = QueryParam(req, "cursor");
   if (const std::string order = QueryParam(req, "order"); !order.empty()) {
     if (order != "asc" && order != "desc") {
-      return HistoryBadRequest(res, "order must be asc (oldest first, the default) or desc");
+      return BadRequest(res, "order must be asc (oldest first, the default) or desc");
     }
     q.newest_first = order == "desc";
   }
   absl::StatusOr<HistoryPage> page = history->Query(q);
   if (!page.ok()) {
     const bool bad = page.status().code() == absl::StatusCode::kInvalidArgument;
-    if (bad) return HistoryBadRequest(res, std::string(page.status().message()));
+    if (bad) return BadRequest(res, std::string(page.status().message()));
     res.status = 503;
     return res.set_content(std::string(page.status().message()) + "\n", "text/plain");
   }
@@ -200,7 +195,7 @@ void ServeHistoryPage(const HistoryStore* history, const httplib::Request& req,
 void ServeHistoryJobs(const HistoryStore* history, const httplib::Request& req,
                       httplib::Response& res) {
   if (const std::string bad = UnknownHistoryParam(req, {"job", "limit"}); !bad.empty()) {
-    return HistoryBadRequest(res, absl::StrCat(bad, " (job, limit)"));
+    return BadRequest(res, absl::StrCat(bad, " (job, limit)"));
   }
   if (history == nullptr || !history->has_database()) {
     res.status = 503;
@@ -209,11 +204,11 @@ void ServeHistoryJobs(const HistoryStore* history, const httplib::Request& req,
   size_t limit = 100;
   if (auto v = QueryParam(req, "limit"); !v.empty()) {
     if (!ParseHistoryCount(v, kMaxHistoryPage, &limit)) {
-      return HistoryBadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
+      return BadRequest(res, absl::StrCat("limit must be a count in 1..", kMaxHistoryPage));
     }
   }
   const std::string job = QueryParam(req, "job");
-  if (job.size() > 128) return HistoryBadRequest(res, "job: at most 128 bytes");
+  if (job.size() > 128) return BadRequest(res, "job: at most 128 bytes");
   auto jobs = history->Jobs(limit, job);
   if (!jobs.ok()) {
     res.status = 503;
@@ -240,7 +235,7 @@ void ServeTimeline(const ClusterState& state, const HistoryStore* history,
                    const httplib::Request& req, httplib::Response& res) {
   if (const std::string bad = UnknownHistoryParam(req, {"job", "comm", "node", "from", "to"});
       !bad.empty()) {
-    return HistoryBadRequest(res, absl::StrCat(bad, " (job, comm, node, from, to)"));
+    return BadRequest(res, absl::StrCat(bad, " (job, comm, node, from, to)"));
   }
   HistoryQuery q;
   q.to_unix_ns = absl::ToUnixNanos(absl::Now());
@@ -249,11 +244,11 @@ void ServeTimeline(const ClusterState& state, const HistoryStore* history,
     q.from_unix_ns = std::max<int64_t>(0, q.to_unix_ns - 60'000'000'000);
   }
   if (q.to_unix_ns - q.from_unix_ns > kMaxTimelineNs) {
-    return HistoryBadRequest(res,
-                             "the range is over the limit of 10 minutes (600 s): ask for a "
-                             "shorter one");
+    return BadRequest(res,
+                      "the range is over the limit of 10 minutes (600 s): ask for a "
+                      "shorter one");
   }
-  if (q.to_unix_ns <= q.from_unix_ns) return HistoryBadRequest(res, "to must be after from");
+  if (q.to_unix_ns <= q.from_unix_ns) return BadRequest(res, "to must be after from");
   const TimelineScope scope{.job = q.job,
                             .node = q.node,
                             .comm = q.comm,

@@ -31,11 +31,6 @@ std::string PathWithQuery(const std::string& path,
 
 namespace {
 
-void BadRequest(httplib::Response& res, const std::string& msg) {
-  res.status = 400;
-  res.set_content(msg + "\n", "text/plain");
-}
-
 // SVG is capped lower than JSON: one rect per run of equal color is ~70 bytes, and a browser
 // draws 250,000 of them (~17 MB) in about a second; 1,000,000 distinct cells make ~70 MB.
 constexpr size_t kSvgMaxCells = 250'000;
@@ -46,6 +41,11 @@ constexpr size_t kSvgMaxCells = 250'000;
 constexpr size_t kSvgViewportCols = 1'000;
 
 }  // namespace
+
+void BadRequest(httplib::Response& res, const std::string& msg) {
+  res.status = 400;
+  res.set_content(msg + "\n", "text/plain");
+}
 
 void ServeHeatmap(const httplib::Request& req, httplib::Response& res, HeatmapModel model,
                   size_t max_cells) {

@@ -45,6 +45,9 @@ using JobTransfers = std::function<bool(const std::string& job, std::set<uint64_
 void RegisterLinkRoutes(httplib::Server& server, const LinkAnalysis& links,
                         std::vector<HeatmapPage>* pages, JobTransfers jobs = nullptr);
 
+// 400 with `msg` (and a newline) as plain text: a request parameter this server cannot take.
+void BadRequest(httplib::Response& res, const std::string& msg);
+
 // The query parameter `name` of req, "" when absent.
 std::string QueryParam(const httplib::Request& req, const char* name);
 

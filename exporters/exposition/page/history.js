@@ -97,11 +97,13 @@ async function refreshHistoryLoop() {
   const to = Date.now() / 1000, from = to - HISTORY_HOURS * 3600;
   const job = state.job;
   try {
-    // /api/status says whether this daemon keeps a history: no request that can only fail.
-    const st = await fetch('/api/status?limit=1', { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-    if (!st.ok) throw new Error(`/api/status: ${st.status}`);
-    const on = (await st.json()).history;
-    renderHistory(on ? await fetchHistory(from, job) : null, from, to, job);
+    // Whether this daemon keeps a history, from the /api/status page.js reads every second: no
+    // request that can only fail. Not known yet (the first read still on its way): ask again soon.
+    if (state.history === undefined) {
+      setTimeout(refreshHistoryLoop, REFRESH_MS);
+      return;
+    }
+    renderHistory(state.history ? await fetchHistory(from, job) : null, from, to, job);
   } catch (err) {
     $('#history-line').textContent = 'history unavailable: ' + err.message;
   }

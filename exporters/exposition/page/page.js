@@ -126,6 +126,7 @@ async function getJson(path) {
 // ---- #status ----------------------------------------------------------------------------------
 function renderStatus(s) {
   $('#role').textContent = s.role;
+  state.history = s.history;  // whether /api/history answers (history.js)
   const worst = s.nodes.reduce((w, n) => (n.p99_interval_seconds !== null &&
     (!w || n.p99_interval_seconds > w.p99_interval_seconds) ? n : w), null);
   const p99 = worst ? (worst.p99_interval_above ? '> ' : '≤ ') +

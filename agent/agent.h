@@ -99,6 +99,8 @@ class Agent {
   // --aggregator with its spool and /healthz. Errors: the aggregator's, the token file's, the
   // spool's, the health server's.
   absl::Status OpenSink(std::unique_ptr<exporters::Aggregator> serving);
+  // Standalone: the in-process aggregator's recording fetch asks this agent's pipeline.
+  void AnswerOwnRecordingRequests();
   // The live packet capture on --capture-interface, if set. Errors: CaptureRunner::Start's.
   absl::Status OpenCapture();
   // The GPU socket, timeline and collective analysis, if --gpu-socket is set (a socket that

@@ -305,10 +305,21 @@ void Agent::ComputeResolutions() {
 
 // Start's steps (agent/agent.cc), in order.
 
+// Standalone: the in-process aggregator's timeline fetches this agent's own flight recorder
+// (exporters/state/recording_fetch.h); the pipeline outlives the aggregator (agent.h).
+void Agent::AnswerOwnRecordingRequests() {
+  const std::string node = common::ValidUtf8(options_.node);
+  aggregator_->state().recording_fetch().SetSender(
+      [this, node](const std::string& asked, const v1::RecordingRequest& r) {
+        return asked == node && pipeline_->recording_inbox().Push(r);
+      });
+}
+
 absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
   if (options_.aggregator.empty() && serving) {
     aggregator_ = std::move(serving);
     sink_ = std::make_unique<LocalSink>(aggregator_->admission(), MakeHello());
+    AnswerOwnRecordingRequests();
   } else if (options_.aggregator.empty()) {
     serving.reset();
     exporters::AggregatorOptions ao;
@@ -324,11 +335,15 @@ absl::Status Agent::OpenSink(std::unique_ptr<exporters::Aggregator> serving) {
       return s;
     }
     sink_ = std::make_unique<LocalSink>(aggregator_->admission(), MakeHello());
+    AnswerOwnRecordingRequests();
   } else {
     uplink::UplinkOptions uo;
     uo.target = options_.aggregator;
     uo.max_queued_batches = options_.max_queued_batches;
     uo.tls = options_.tls;
+    uo.on_recording_request = [this](const v1::RecordingRequest& r) {
+      pipeline_->recording_inbox().Push(r);
+    };
     if (!options_.auth_token_file.empty()) {
       auto token = common::ReadTokenFile(options_.auth_token_file, "--auth-token-file");
       if (!token.ok()) return token.status();

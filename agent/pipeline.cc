@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agent/derived.h"
+#include "collectors/clock.h"
 #include "collectors/common/utilization_codec.h"
 #include "collectors/counter_meaning.h"
 #include "glog/logging.h"
@@ -468,12 +469,19 @@ void Pipeline::CloseWindow(int64_t end_ns) {
   current_.set_window_start_ns(window_start_ns_);
   current_.set_window_end_ns(end_ns);
   AttachBurstsWithLoss(PortsWithLoss());
+  if (std::vector<v1::RecordingRequest> asked = inbox_.Take(); !asked.empty()) {
+    AnswerRecordingRequests(recorder_, asked, collectors::MeasureUnixOffsetNs(),
+                            options_.requested_samples_max, &current_);
+    requests_answered_ += asked.size();
+  }
   for (size_t pi = 0; pi < state_.size(); ++pi) ClosePortWindow(pi, end_ns);
   v1::FlightRecorderStats* fr = current_.mutable_flight_recorder();
   fr->set_bytes(recorder_.bytes());
   fr->set_seconds(recorder_.seconds());
   fr->set_recordings_total(recordings_total_);
   fr->set_recordings_dropped_total(recordings_dropped_);
+  fr->set_requests_answered_total(requests_answered_);
+  fr->set_requests_dropped_total(inbox_.dropped());
   ready_.push_back(std::move(current_));
   current_ = v1::Batch();
   StartWindow(end_ns);

@@ -10,6 +10,7 @@
 #include "agent/flight_recorder.h"
 #include "agent/histogram.h"
 #include "agent/microburst.h"
+#include "agent/recording_requests.h"
 #include "agent/utilization_series.h"
 #include "collectors/counter.h"
 #include "collectors/port.h"
@@ -37,6 +38,10 @@ struct PipelineOptions {
   int64_t flight_margin_ns = 20'000'000;
   size_t flight_recordings_per_window = 8;
   size_t flight_samples_per_window = 4096;
+  // What one answer to the aggregator's RecordingRequest may hold (agent/recording_requests.h):
+  // 65,536 samples are about 2 MB on the wire, an eighth of the aggregator's 16 MiB message
+  // limit (exporters/ingest/telemetry_service.h), and 4 s of 8 ports at 1 ms.
+  size_t requested_samples_max = 65536;
 };
 
 // Sees every non-zero increase of a port's error or other (kError/kOther) counter, with the
@@ -74,7 +79,11 @@ class CounterDeltaObserver {
 // or for netdevs of the node's TCP RetransSegs; see IsLossSignal in pipeline.cc), the recorder's
 // samples around the burst are attached (Batch.flight_recordings, reason "burst_with_loss").
 //
-// Not thread-safe: owned by the pipeline thread. Allocates only when a window closes.
+// When a window closes, the aggregator's requests for samples waiting in recording_inbox() are
+// answered into its batch (Batch.flight_recordings, reason "requested").
+//
+// Not thread-safe (recording_inbox() aside): owned by the pipeline thread. Allocates only when
+// a window closes.
 class Pipeline {
  public:
   Pipeline(std::vector<collectors::PortDescriptor> ports, PipelineOptions options);
@@ -109,6 +118,8 @@ class Pipeline {
   // The pipeline thread may read it (e.g. to attach samples around a slow collective); its
   // bytes() never changes after construction and may be read from any thread.
   const FlightRecorder& flight_recorder() const { return recorder_; }
+  // Any thread may push requests; they are answered at the next window's close.
+  RecordingInbox& recording_inbox() { return inbox_; }
 
  private:
   struct CounterState {
@@ -185,6 +196,8 @@ class Pipeline {
   std::vector<v1::Batch> ready_;
   FlightRecorder recorder_;
   std::vector<uint32_t> touched_;  // ports with a pending flight sample in this tick
+  RecordingInbox inbox_;
+  uint64_t requests_answered_ = 0;
   uint64_t recordings_total_ = 0;
   uint64_t recordings_dropped_ = 0;
   CounterDeltaObserver* observer_ = nullptr;

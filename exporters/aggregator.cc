@@ -223,6 +223,12 @@ absl::Status Aggregator::Start() {
       return grpc_port.status();
     }
     grpc_port_ = *grpc_port;
+    // The timeline's on-demand fetch of flight-recorder samples goes over the agents' streams.
+    TelemetryService* service = &grpc_->service();
+    state_.recording_fetch().SetSender(
+        [service](const std::string& node, const v1::RecordingRequest& r) {
+          return service->RequestRecording(node, r);
+        });
   }
   if (remote_writer_) remote_writer_->Start();
   return absl::OkStatus();
@@ -278,6 +284,7 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
 
 void Aggregator::Stop() {
   if (remote_writer_) remote_writer_->Stop();
+  if (grpc_) state_.recording_fetch().SetSender(nullptr);  // before the streams go
   if (grpc_) grpc_->Stop();
   if (http_) http_->Stop();
   grpc_.reset();

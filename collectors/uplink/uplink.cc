@@ -246,6 +246,9 @@ grpc::Status GrpcUplink::RunStream(v1::Telemetry::Stub& stub, std::stop_token& s
                   << " (Hello acknowledged), resuming at batch " << cursor;
       }
       if (in.has_ack()) OnAck(in.ack().seq());
+      if (in.has_recording_request() && options_.on_recording_request) {
+        options_.on_recording_request(in.recording_request());
+      }
     }
     absl::MutexLock lock(&mu_);
     stream_broken_ = true;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -31,6 +32,9 @@ struct UplinkOptions {
   // it must outlive the uplink. With one, a batch evicted from the full memory queue stays on disk
   // and is read back when its turn comes, and what earlier agent processes left is replayed first.
   Spool* spool = nullptr;
+  // Called on the stream's reader thread for each RecordingRequest the aggregator sends
+  // (proto/fabricscope/v1/telemetry.proto); must not block. Empty = requests are ignored.
+  std::function<void(const v1::RecordingRequest&)> on_recording_request = nullptr;
 };
 
 // One gRPC bidirectional stream to the aggregator. Batches are numbered, queued in memory and
@@ -51,7 +55,8 @@ struct UplinkOptions {
 // (ReplayLeftovers).
 //
 // Threading: Submit() from one producer thread, never blocks on the network. One internal
-// thread writes the stream; a second reads acks while a stream is up.
+// thread writes the stream; a second reads acks (and hands RecordingRequests to
+// UplinkOptions::on_recording_request) while a stream is up.
 class GrpcUplink final : public BatchSink {
  public:
   GrpcUplink(UplinkOptions options, v1::Hello hello);

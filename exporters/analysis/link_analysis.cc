@@ -71,6 +71,7 @@ void LinkAnalysis::OnHello(const v1::Hello& hello) {
       n.ports.size() != static_cast<size_t>(hello.ports_size())) {
     n = NodeLinks();
     n.instance_id = hello.instance_id();
+    n.window_seconds = hello.window_seconds();
     n.ports.resize(static_cast<size_t>(hello.ports_size()));
     for (PortLinks& p : n.ports) {
       p.tx.Init(ring_buckets_, kUtilizationMissing);
@@ -145,7 +146,8 @@ void LinkAnalysis::CheckAnomaly(const std::string& node, NodeLinks& n, std::dequ
   while (history.size() > options_.baseline_windows) history.pop_front();
 }
 
-void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
+void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch,
+                           std::vector<LinkRecording>* requested) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
@@ -215,12 +217,18 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch) {
   for (const v1::FlightRecording& r : batch.flight_recordings()) {
     if (r.port_index() >= n.ports.size()) continue;
     const v1::PortInfo& info = n.ports[r.port_index()].info;
+    if (r.request_id() != 0) {
+      if (requested)
+        requested->push_back(LinkRecording{r, offset, node, info.device(), info.port()});
+      continue;
+    }
     n.recordings.push_back(LinkRecording{r, offset, node, info.device(), info.port()});
     while (n.recordings.size() > options_.recent_recordings_per_node) n.recordings.pop_front();
   }
   if (batch.has_flight_recorder()) {
     n.has_flight_recorder = true;
     n.flight_recorder_bytes = batch.flight_recorder().bytes();
+    n.flight_recorder_seconds = batch.flight_recorder().seconds();
   }
   if (++n.batches_since_period >= options_.period_every_batches &&
       n.period_bytes.latest != INT64_MIN) {
@@ -492,6 +500,15 @@ LossPatterns LinkAnalysis::Patterns() const {
     }
   }
   return AnalyzeLossPatterns(in);
+}
+
+LinkAnalysis::RecorderInfo LinkAnalysis::FlightRecorderOf(const std::string& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || !it->second.has_flight_recorder) return {};
+  const double s = it->second.flight_recorder_seconds, w = it->second.window_seconds;
+  return RecorderInfo{.seconds = std::isfinite(s) && s > 0 ? s : 0,
+                      .window_seconds = std::isfinite(w) && w > 0 ? w : 0};
 }
 
 std::vector<LinkRecording> LinkAnalysis::FlightRecordings(absl::string_view node_filter) const {

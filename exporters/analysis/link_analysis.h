@@ -96,7 +96,17 @@ class LinkAnalysis {
   }
   // Takes and releases the lock (LockWatchdog).
   void ProbeLock() const { absl::MutexLock lock(&mu_); }
-  void OnBatch(const std::string& node, const v1::Batch& batch);
+  // Recordings the agent sent in answer to a RecordingRequest (FlightRecording.request_id set)
+  // are not kept with the recent ones: they are appended to *requested (null: dropped), with
+  // their port resolved, for the request's waiter (exporters/state/recording_fetch.h).
+  void OnBatch(const std::string& node, const v1::Batch& batch,
+               std::vector<LinkRecording>* requested = nullptr);
+  // A node's flight recorder as its Hello and latest batch describe it.
+  struct RecorderInfo {
+    double seconds = 0;         // samples kept (FlightRecorderStats.seconds); 0 = none
+    double window_seconds = 0;  // how often its batches come (Hello.window_seconds)
+  };
+  RecorderInfo FlightRecorderOf(const std::string& node) const;
 
   // The per-node figures at this moment, rendered as metrics by
   // exporters/exposition/link_render.h.
@@ -190,6 +200,8 @@ class LinkAnalysis {
     std::deque<std::vector<PriorityLoss>> priority_loss;
     std::deque<LinkRecording> recordings;
     uint64_t flight_recorder_bytes = 0;
+    double flight_recorder_seconds = 0;
+    double window_seconds = 0;
     bool has_flight_recorder = false;
   };
 

@@ -317,6 +317,12 @@ void CollectCounters(const AggregatorCounters& c, FamilySet& f) {
   AddValue(f[Metric::kAggregatorThrottledBatchesTotal], {},
            static_cast<double>(c.throttled_batches));
   AddValue(f[Metric::kAggregatorNodes], {}, static_cast<double>(c.nodes));
+  for (const auto& [outcome, n] : c.recording_fetches) {
+    AddValue(f[Metric::kAggregatorRecordingFetchesTotal], {{"outcome", outcome}},
+             static_cast<double>(n));
+  }
+  AddValue(f[Metric::kAggregatorRecordingAnswersDroppedTotal], {},
+           static_cast<double>(c.recording_answers_dropped));
 }
 
 // The peer inbox's and the forwarder's series (sharded aggregators).

@@ -15,6 +15,7 @@
 #include "collectors/common/collective_vocabulary.h"
 #include "collectors/common/json_text.h"
 #include "exporters/exposition/link_http.h"
+#include "exporters/exposition/timeline_fetch.h"
 #include "exporters/exposition/timeline_gather.h"
 #include "exporters/exposition/timeline_json.h"
 #include "exporters/history/history_jsonl.h"
@@ -260,6 +261,7 @@ void ServeTimeline(const ClusterState& state, const HistoryStore* history,
     res.status = in.status().code() == absl::StatusCode::kNotFound ? 404 : 400;
     return res.set_content(std::string(in.status().message()) + "\n", "text/plain; charset=utf-8");
   }
+  AddFetchedSamples(state, scope, kMaxTimelineEvents, kTimelineFetchWait, &*in);
   res.set_header("Content-Disposition", absl::StrCat("attachment; filename=\"fabricscope-timeline-",
                                                      q.from_unix_ns / 1'000'000'000, ".json\""));
   res.set_content(RenderTimelineJson(*in), "application/json");

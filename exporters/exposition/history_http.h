@@ -22,10 +22,15 @@
 //                       per-port utilization the aggregator still holds in memory (1 ms buckets
 //                       for the last 10 s), and the history's events for the rest (10 s
 //                       utilization, slow and classified collectives, instances); otherData.notes
-//                       says which.
+//                       says which. For the part of the range the agents' flight recorders still
+//                       hold (their last 10 s by default), their raw samples are fetched over
+//                       their streams (exporters/exposition/timeline_fetch.h): the answer waits
+//                       up to kTimelineFetchWait plus the nodes' window for them.
 
 #include <cstddef>
 #include <cstdint>
+
+#include "absl/time/time.h"
 
 namespace httplib {
 class Server;
@@ -38,6 +43,9 @@ class HistoryStore;
 
 inline constexpr int64_t kMaxTimelineNs = 600'000'000'000;  // 10 min
 inline constexpr size_t kMaxTimelineEvents = 500'000;
+// How long a timeline waits for fetched samples beyond the nodes' longest window (their answers
+// come in their next batch).
+inline constexpr absl::Duration kTimelineFetchWait = absl::Milliseconds(1500);
 
 // history null: the history is off (/api/history answers 503, the timeline uses memory only).
 // Both must outlive the server.

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -59,6 +60,17 @@ class AgentStreamReactor final
 
   void Supersede() override { superseded_.store(true); }
 
+  bool Request(const v1::RecordingRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    if (reading_done_ || write_failed_ || finished_ ||
+        requests_.size() >= TelemetryService::kMaxQueuedRequests) {
+      return false;
+    }
+    requests_.push_back(request);
+    if (!writing_) WriteNextLocked();
+    return true;
+  }
+
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent closed its side, or the stream broke
       absl::MutexLock lock(&mu_);
@@ -76,7 +88,7 @@ class AgentStreamReactor final
     }
     pending_ack_ = *ack;
     ack_dirty_ = true;
-    if (!writing_ && !write_failed_) WriteAckLocked();
+    if (!writing_ && !write_failed_) WriteNextLocked();
     const absl::Duration wait = in_.has_batch() ? TakeToken() : absl::ZeroDuration();
     if (wait <= absl::ZeroDuration()) {
       StartRead(&in_);
@@ -94,8 +106,8 @@ class AgentStreamReactor final
     if (!ok) {
       // The stream is gone: the outstanding read fails too, and OnReadDone finishes.
       write_failed_ = true;
-    } else if (ack_dirty_ && !reading_done_) {
-      WriteAckLocked();
+    } else if ((ack_dirty_ || !requests_.empty()) && !reading_done_) {
+      WriteNextLocked();
       return;
     }
     MaybeFinishLocked();
@@ -215,9 +227,18 @@ class AgentStreamReactor final
     return tokens_ >= 0 ? absl::ZeroDuration() : absl::Seconds(-tokens_ / rate);
   }
 
-  void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    out_.mutable_ack()->set_seq(pending_ack_);
-    ack_dirty_ = false;
+  // The ack when a newer one is due, else the oldest queued request. Call only when no write is
+  // in flight.
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ack_dirty_) {
+      out_.mutable_ack()->set_seq(pending_ack_);
+      ack_dirty_ = false;
+    } else if (!requests_.empty()) {
+      *out_.mutable_recording_request() = std::move(requests_.front());
+      requests_.pop_front();
+    } else {
+      return;
+    }
     writing_ = true;
     StartWrite(&out_);
   }
@@ -251,6 +272,7 @@ class AgentStreamReactor final
   v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::RecordingRequest> requests_ ABSL_GUARDED_BY(mu_);  // to write after acks
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -307,6 +329,13 @@ absl::Status TelemetryService::Claim(const std::string& node, uint64_t instance,
       absl::StrCat("node \"", node,
                    "\" already has a live stream from another agent; one agent per node name (a "
                    "dead stream is closed by keepalive within 30 s)"));
+}
+
+bool TelemetryService::RequestRecording(const std::string& node,
+                                        const v1::RecordingRequest& request) {
+  absl::MutexLock lock(&live_mu_);
+  auto it = live_.find(node);
+  return it != live_.end() && it->second.who->Request(request);
 }
 
 void TelemetryService::Release(const std::string& node, Claimant* who) {

@@ -45,7 +45,8 @@ struct StreamPolicy {
 
 // gRPC Telemetry service on the callback API: one reactor per agent stream. A reactor reads the
 // Hello, then Batches, applies each to the ClusterState, and writes an Ack after each; with one
-// write in flight at a time, a newer ack replaces a pending one (acks are cumulative).
+// write in flight at a time, a newer ack replaces a pending one (acks are cumulative). Between
+// acks it writes the RecordingRequests the timeline's fetch queued (RequestRecording), in order.
 // Malformed input (no Hello first, bad port index) ends that stream with INVALID_ARGUMENT or
 // FAILED_PRECONDITION and is counted; it never affects other agents.
 //
@@ -96,7 +97,14 @@ class TelemetryService final : public v1::Telemetry::CallbackService {
    public:
     virtual ~Claimant() = default;
     virtual void Supersede() = 0;  // a newer stream of the same instance took the node
+    // Queues `request` to be written on the stream. False when the stream is ending or already
+    // has kMaxQueuedRequests waiting. Called under the registry's lock; must not call back.
+    virtual bool Request(const v1::RecordingRequest& request) = 0;
   };
+  static constexpr size_t kMaxQueuedRequests = 8;
+  // Sends a RecordingRequest to `node`'s agent over its live stream (exporters/state/
+  // recording_fetch.h's sender). False when the node has no live stream or its queue is full.
+  bool RequestRecording(const std::string& node, const v1::RecordingRequest& request);
   // Errors: AlreadyExists (counted) when another instance holds `node`.
   absl::Status Claim(const std::string& node, uint64_t instance, const std::string& peer,
                      Claimant* who);
@@ -135,6 +143,7 @@ class TelemetryServer {
   // Errors: Unavailable when it cannot bind.
   absl::StatusOr<int> Start(const std::string& listen);
   void SetTokens(std::shared_ptr<const TokenAuth> tokens) { service_.SetTokens(std::move(tokens)); }
+  TelemetryService& service() { return service_; }
   // Cancels open streams and stops, waiting at most `grace_ms` for them.
   void Stop(int grace_ms = 1000);
 

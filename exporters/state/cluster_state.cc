@@ -213,7 +213,11 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
     if (!batch.early()) StoreWindowLocked(n, batch, std::move(prepared));
     acked = n.contiguous;
   }
-  if (!batch.early()) links_.OnBatch(node, batch);
+  if (!batch.early()) {
+    std::vector<LinkRecording> requested;
+    links_.OnBatch(node, batch, &requested);
+    if (!requested.empty()) fetch_.Answer(node, std::move(requested));
+  }
   {
     absl::MutexLock lock(&gpu_mu_);
     gpu_.OnBatch(node, batch);
@@ -440,6 +444,12 @@ ClusterSnapshot ClusterState::Snapshot() const {
                   .count();
   }
   s.counters.throttled_batches = throttled_batches_total_.load(std::memory_order_relaxed);
+  const RecordingFetch::Stats fs = fetch_.stats();
+  s.counters.recording_fetches = {{"answered", fs.answered_total},
+                                  {"timed_out", fs.timed_out_total},
+                                  {"unreachable", fs.unreachable_total},
+                                  {"busy", fs.busy_total}};
+  s.counters.recording_answers_dropped = fs.late_total;
   {
     absl::MutexLock lock(&gpu_mu_);
     const auto locked = std::chrono::steady_clock::now();

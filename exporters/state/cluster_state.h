@@ -23,6 +23,7 @@
 #include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
 #include "exporters/state/job_table.h"
+#include "exporters/state/recording_fetch.h"
 #include "exporters/state/state_observer.h"
 #include "fabricscope/v1/telemetry.pb.h"
 
@@ -194,6 +195,9 @@ class ClusterState {
   // Link and traffic analysis fed with every Hello and stored batch
   // (exporters/analysis/link_analysis.h).
   const LinkAnalysis& links() const { return links_; }
+  // The on-demand fetch of agents' flight-recorder samples (its own lock; the timeline reads
+  // through a const state, hence mutable). Answers arrive with each node's regular batches.
+  RecordingFetch& recording_fetch() const { return fetch_; }
   // Cross-rank matching of the collective analyses (exporters/analysis/cross_rank.h).
   const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
   // CrossRankAnalysis::Diagnoses of the communicators this aggregator owns (sharded: another
@@ -299,6 +303,7 @@ class ClusterState {
   mutable absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(gpu_mu_);
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
   LinkAnalysis links_;            // thread-safe on its own (lock order: after mu_ and gpu_mu_)
+  mutable RecordingFetch fetch_;  // thread-safe on its own; taken with no other lock held
   CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
   mutable absl::Mutex gpu_mu_;
   GpuState gpu_ ABSL_GUARDED_BY(gpu_mu_);

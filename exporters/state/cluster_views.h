@@ -54,6 +54,10 @@ struct AggregatorCounters {
   uint64_t batches = 0, duplicate_batches = 0, lost_batches = 0, expired_nodes = 0;
   uint64_t window_gaps = 0, throttled_batches = 0, nodes = 0;
   std::map<std::string, uint64_t> rejected_batches, refused_streams;  // by reason
+  // The timeline's on-demand fetch (RecordingFetch::Stats): nodes asked, by outcome (answered,
+  // timed_out, unreachable, busy), and answers nobody waited for.
+  std::map<std::string, uint64_t> recording_fetches;
+  uint64_t recording_answers_dropped = 0;
 };
 
 // Sharded aggregators (issue 18): what peers forwarded here, and what this one forwards.

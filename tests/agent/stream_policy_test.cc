@@ -184,7 +184,12 @@ TEST_F(StreamPolicyTest, TheSameInstanceReconnectingTakesTheNodeOver) {
 TEST(StreamRegistry, TheSameInstanceFromAnotherHostIsADuplicate) {
   struct Recorder : exporters::TelemetryService::Claimant {
     void Supersede() override { superseded = true; }
+    bool Request(const v1::RecordingRequest& r) override {
+      requests.push_back(r.id());
+      return true;
+    }
     bool superseded = false;
+    std::vector<uint64_t> requests;
   };
   exporters::ClusterState state;
   exporters::TelemetryService service(state);
@@ -195,6 +200,14 @@ TEST(StreamRegistry, TheSameInstanceFromAnotherHostIsADuplicate) {
   EXPECT_EQ(Refused(state, "duplicate"), 1);
   EXPECT_TRUE(service.Claim("node-a", 5, "ipv4:10.0.0.7:40002", &reconnect).ok());
   EXPECT_TRUE(live.superseded);
+  // A recording request goes to the stream that holds the node now, and to no other.
+  v1::RecordingRequest req;
+  req.set_id(31);
+  EXPECT_TRUE(service.RequestRecording("node-a", req));
+  EXPECT_FALSE(service.RequestRecording("node-b", req));
+  EXPECT_EQ(reconnect.requests, std::vector<uint64_t>{31});
+  EXPECT_TRUE(live.requests.empty());
+  EXPECT_TRUE(forger.requests.empty());
   // The superseded stream's end does not free the node its successor holds.
   service.Release("node-a", &live);
   EXPECT_TRUE(absl::IsAlreadyExists(service.Claim("node-a", 6, "ipv4:10.0.0.7:40003", &forger)));

@@ -11,7 +11,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "collectors/uplink/spool.h"
+#include "simdjson.h"
 #include "tests/common/fake_tree.h"
 #include "tests/common/promtool.h"
 #include "tests/common/subprocess.h"
@@ -208,6 +211,71 @@ TEST(AgentAggregator, TwoAgentsAreTwoNodes) {
   const PromtoolResult lint = PromtoolCheckMetrics(body);
   EXPECT_TRUE(lint.ok) << "promtool check metrics: " << lint.output;
   for (auto& a : agents) EXPECT_EQ(a->Stop(SIGTERM), 0);
+}
+
+// The timeline of the last seconds asks the agent for its own samples over its stream
+// (RecordingRequest) and draws them: one track of the port at the sampling period, in which the
+// one sample that saw the counter step carries the traffic.
+TEST(AgentAggregator, TheTimelineFetchesTheAgentsFlightRecorderOverItsStream) {
+  FakeTree tree;
+  tree.CopyTestdata("sysfs-real/class", "class");
+  tree.Write("agent.yaml", "node: it-node\n");
+  Aggregator agg("127.0.0.1:0");
+  ASSERT_TRUE(agg.Start()) << agg.proc.Output();
+  Subprocess agent({FABRICSCOPE_AGENT_BIN, "--config=" + tree.Path("agent.yaml"),
+                    "--sysfs-root=" + tree.root(), "--procfs-root=" + tree.root(),
+                    "--interfaces=mlx5_0", "--window=200ms", "--sample-period=1ms", "--status=off",
+                    "--gpu-socket=off", absl::StrCat("--aggregator=127.0.0.1:", agg.grpc_port)});
+  ASSERT_TRUE(agent.Start());
+  std::string body;
+  // Sampling for more than the range asked below: 8 windows of 200 ms stored.
+  ASSERT_TRUE(WaitFor([&] {
+    body = agg.Metrics();
+    return Scrape(body, kTx) == 4.0 * kRawXmitWords &&
+           Scrape(body, "fabricscope_aggregator_batches_total") >= 8;
+  })) << body
+      << agent.Output();
+  tree.Write(kXmitFile, absl::StrCat(kRawXmitWords + 250'000, "\n"));  // 1 MB in one step
+  ASSERT_TRUE(WaitFor([&] {
+    return Scrape(body = agg.Metrics(), kTx) == 4.0 * (kRawXmitWords + 250'000);
+  })) << body;
+  const int64_t to = absl::ToUnixNanos(absl::Now());
+  httplib::Client c("127.0.0.1", agg.http_port);
+  c.set_read_timeout(30);
+  auto r = c.Get(absl::StrFormat("/api/timeline?node=it-node&from=%.3f&to=%.3f",
+                                 static_cast<double>(to - 1'000'000'000) / 1e9,
+                                 static_cast<double>(to) / 1e9));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r->body).get(doc), simdjson::SUCCESS);
+  size_t points = 0, moving = 0;
+  for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+    std::string_view ph, name;
+    if (e["ph"].get(ph) || ph != "C" || e["name"].get(name) ||
+        name != "mlx5_0:1 samples (flight recorder)") {
+      continue;
+    }
+    ++points;
+    double tx = 0;
+    ASSERT_EQ(e["args"]["transmit"].get(tx), simdjson::SUCCESS);
+    moving += tx > 0 ? 1 : 0;
+  }
+  // 1 s at 1 ms is 1,000 samples where the sampler keeps its period; a busy 2-core machine may
+  // take longer between reads, never ten times longer.
+  EXPECT_GE(points, 100u) << r->body.substr(0, 2000);
+  EXPECT_EQ(moving, 1u);
+  std::string notes;
+  for (simdjson::dom::element n : doc["otherData"]["notes"].get_array()) {
+    notes += std::string(n.get_string().value()) + "\n";
+  }
+  EXPECT_NE(notes.find("answered 1 of 1 nodes"), std::string::npos) << notes;
+  body = agg.Metrics();
+  EXPECT_EQ(Scrape(body, "fabricscope_aggregator_recording_fetches_total{outcome=\"answered\"}"), 1)
+      << body;
+  EXPECT_EQ(agent.Stop(SIGTERM), 0) << agent.Output();
+  EXPECT_EQ(agg.proc.Stop(SIGTERM), 0);
 }
 
 }  // namespace

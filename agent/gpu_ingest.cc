@@ -135,6 +135,12 @@ class GpuIngest::Visitor final : public gpu::RecordVisitor {
       Commit();
     }
   }
+  void OnChannels(const gpu::ChannelSpansRecord& r) override {
+    if (GpuEvent* e = Begin(gpu::RecordType::kChannels, GpuOf(r.comm_hash))) {
+      e->channels = r;
+      Commit();
+    }
+  }
   void OnKernel(const gpu::KernelRecord& r) override {
     if (GpuEvent* e = Begin(gpu::RecordType::kKernel, static_cast<int32_t>(r.device))) {
       e->kernel = r;

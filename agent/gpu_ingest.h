@@ -67,6 +67,7 @@ struct GpuEvent {
     collectors::gpu::CollectiveRecord collective;
     collectors::gpu::ProxyOpRecord proxy_op;
     collectors::gpu::KernelRecord kernel;
+    collectors::gpu::ChannelSpansRecord channels;
   };
 };
 static_assert(std::is_trivially_copyable_v<GpuEvent>);

@@ -18,6 +18,22 @@ GpuTimeline::GpuTimeline(GpuTimelineOptions options)
 
 namespace {
 
+// The entry of `key` in `pending` (records waiting for their collective), made when new; past
+// `max` keys the oldest is forgotten (erasing one already taken is a no-op).
+template <typename Map>
+typename Map::mapped_type& PendingEntry(Map& pending, std::deque<typename Map::key_type>& order,
+                                        const typename Map::key_type& key, size_t max) {
+  auto [it, inserted] = pending.try_emplace(key);
+  if (inserted) {
+    order.push_back(key);
+    if (order.size() > max) {
+      pending.erase(order.front());
+      order.pop_front();
+    }
+  }
+  return it->second;
+}
+
 // end - start in seconds, 0 unless end > start; exact for any two int64 times (the difference
 // of two int64 values fits in uint64 when end > start).
 double SpanSeconds(int64_t start_ns, int64_t end_ns) {
@@ -193,18 +209,21 @@ void GpuTimeline::Add(const GpuEvent& e) {
         }
       }
       if (r.op_seq == UINT64_MAX) return;
-      ProxyKey key{r.comm_hash, r.rank, gpu::FixedString(r.func), r.op_seq};
-      auto [it, inserted] = proxy_.try_emplace(key);
-      if (inserted) {
-        proxy_order_.push_back(key);
-        if (proxy_order_.size() > kMaxPendingProxyKeys) {
-          proxy_.erase(proxy_order_.front());
-          proxy_order_.pop_front();
-        }
-      }
-      PeerBytes& p = it->second[r.peer];
+      PeerBytes& p = PendingEntry(proxy_, proxy_order_,
+                                  ProxyKey{r.comm_hash, r.rank, gpu::FixedString(r.func), r.op_seq},
+                                  kMaxPendingProxyKeys)[r.peer];
       (r.is_send != 0 ? p.sent : p.received) += r.bytes;
       ++p.ops;
+      return;
+    }
+    case gpu::RecordType::kChannels: {
+      const gpu::ChannelSpansRecord& r = e.channels;
+      std::vector<gpu::ChannelSpan>& spans = PendingEntry(
+          channels_, channel_order_, ProxyKey{r.comm_hash, r.rank, gpu::FixedString(r.func), r.seq},
+          kMaxPendingProxyKeys);
+      for (int i = 0; i < r.count && spans.size() < kMaxChannelSpans; ++i) {
+        spans.push_back(r.spans[i]);
+      }
       return;
     }
     case gpu::RecordType::kKernel:
@@ -262,6 +281,19 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective
       p->set_ops(peers[i].second.ops);
     }
     proxy_.erase(it);  // its key stays in proxy_order_ until it ages out; erase is idempotent
+  }
+  if (auto ch = channels_.find(
+          ProxyKey{c.comm_hash(), c.rank(), gpu::FixedString(e.collective.func), c.seq()});
+      ch != channels_.end()) {
+    std::sort(ch->second.begin(), ch->second.end(),
+              [](const auto& a, const auto& b) { return a.channel < b.channel; });
+    for (const gpu::ChannelSpan& span : ch->second) {
+      v1::ChannelSpan* out = c.add_channel_spans();
+      out->set_channel(span.channel);
+      out->set_start_ns(span.start_ns);
+      out->set_end_ns(span.end_ns);
+    }
+    channels_.erase(ch);
   }
   if (send && out != nullptr) out->push_back(std::move(c));
 }

@@ -113,6 +113,7 @@ class GpuTimeline {
   static constexpr size_t kMaxSummaryNames = 256;
   static constexpr int kMaxProxyPeers = 32;
   static constexpr size_t kMaxPendingProxyKeys = 16384;
+  static constexpr size_t kMaxChannelSpans = 64;  // per collective: NCCL's MAXCHANNELS
 
   using ProxyKey = std::tuple<uint64_t, int32_t, std::string, uint64_t>;  // comm, rank, func, seq
   struct PeerBytes {
@@ -149,6 +150,9 @@ class GpuTimeline {
   std::deque<GpuEvent> pending_kernels_;
   std::map<ProxyKey, std::map<int32_t, PeerBytes>> proxy_;
   std::deque<ProxyKey> proxy_order_;
+  // Channel spans (ChannelSpansRecord) waiting for their collective, by the same key and bound.
+  std::map<ProxyKey, std::vector<collectors::gpu::ChannelSpan>> channels_;
+  std::deque<ProxyKey> channel_order_;
   std::map<std::pair<uint64_t, std::string>, Totals> totals_;  // (comm, func)
   std::map<uint32_t, DeviceTotals> devices_;
   std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> rank_pairs_;

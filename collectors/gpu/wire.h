@@ -45,6 +45,7 @@ enum class RecordType : uint16_t {
   kProxyOp = 3,     // ProxyOpRecord: one proxy operation (network transfers to/from one peer)
   kKernel = 4,      // KernelRecord: one GPU kernel or memcpy from CUPTI activity
   kJob = 5,         // JobRecord: the job this process claims (sent first on every connection)
+  kChannels = 6,    // ChannelSpansRecord: the kernel time of up to 4 channels of one operation
 };
 
 struct DatagramHeader {
@@ -137,6 +138,35 @@ struct ProxyOpRecord {
 };
 static_assert(sizeof(ProxyOpRecord) == 80);
 
+// One channel's share of an operation's kernel: NCCL profiler KernelCh events (ABI §6.4), its
+// GPU start and stop timers fitted to CPU CLOCK_MONOTONIC with the same offset as the operation's
+// CollectiveRecord (kernel_channel timing).
+struct ChannelSpan {
+  int64_t start_ns;
+  int64_t end_ns;
+  uint8_t channel;  // NCCL's channel id (0..63: src/include/device.h MAXCHANNELS)
+  uint8_t reserved[7];
+};
+static_assert(sizeof(ChannelSpan) == 24);
+
+// Up to kSpans channels of one operation, sent before its CollectiveRecord (an operation on 32
+// channels takes 8). Only with the plugin's FABRICSCOPE_NCCL_CHANNEL_SPANS=1 (collectors/nccl/
+// profiler.h PluginOptions::channel_spans); the agent joins them to the operation by (comm_hash,
+// rank, func, seq), as it joins ProxyOpRecords.
+struct ChannelSpansRecord {
+  static constexpr int kSpans = 4;
+  uint64_t comm_hash;
+  uint64_t seq;  // the CollectiveRecord's seq
+  int32_t rank;
+  uint8_t kind;   // OpKind of the operation
+  uint8_t count;  // spans used, 1..kSpans
+  uint16_t reserved;
+  char func[16];  // the CollectiveRecord's func
+  ChannelSpan spans[kSpans];
+};
+static_assert(sizeof(ChannelSpansRecord) == 136);
+static_assert(sizeof(ChannelSpansRecord) <= 152, "the plugin's Room() reserves a CollectiveRecord");
+
 enum class ActivityKind : uint8_t { kKernel = 1, kMemcpy = 2 };
 
 struct KernelRecord {
@@ -207,6 +237,10 @@ struct RecordTypeOf<ProxyOpRecord> {
 template <>
 struct RecordTypeOf<KernelRecord> {
   static constexpr RecordType kValue = RecordType::kKernel;
+};
+template <>
+struct RecordTypeOf<ChannelSpansRecord> {
+  static constexpr RecordType kValue = RecordType::kChannels;
 };
 template <>
 struct RecordTypeOf<JobRecord> {

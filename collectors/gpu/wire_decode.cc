@@ -1,5 +1,6 @@
 #include "collectors/gpu/wire_decode.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,8 @@ size_t StructSize(uint16_t type) {
       return sizeof(KernelRecord);
     case RecordType::kJob:
       return sizeof(JobRecord);
+    case RecordType::kChannels:
+      return sizeof(ChannelSpansRecord);
   }
   return 0;
 }
@@ -145,6 +148,14 @@ absl::Status DecodeDatagram(absl::Span<const uint8_t> datagram, RecordVisitor& v
         KernelRecord r = Load<KernelRecord>(payload);
         Terminate(r.name);
         visitor.OnKernel(r);
+        break;
+      }
+      case RecordType::kChannels: {
+        ChannelSpansRecord r = Load<ChannelSpansRecord>(payload);
+        Terminate(r.func);
+        // A count past the array is a lying producer: clamped, never read past the spans.
+        r.count = std::min<uint8_t>(r.count, ChannelSpansRecord::kSpans);
+        visitor.OnChannels(r);
         break;
       }
       case RecordType::kJob:

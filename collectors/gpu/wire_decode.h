@@ -26,6 +26,9 @@ class RecordVisitor {
   // The producer's claimed job (a record type added after the others: visitors that predate it
   // ignore it). Only layout kJobRecordVersion is delivered; others count as unknown records.
   virtual void OnJob(const JobRecord& record) { (void)record; }
+  // Per-channel kernel spans (opt-in in the NCCL plugin; visitors that predate them ignore them).
+  // count is at most ChannelSpansRecord::kSpans.
+  virtual void OnChannels(const ChannelSpansRecord& record) { (void)record; }
 };
 
 struct DecodeResult {

@@ -111,7 +111,13 @@ class Plugin {
   bool TryClose(const OpRef& r, int64_t now, bool force);
   void ForceCloseOrphans(bool all);
   void ExpireProxyOps(int64_t now);
-  void EmitOp(const OpSlot& s, bool ctx_alive);
+  void EmitOp(OpSlot& s, bool ctx_alive);
+  // Pushes a stopped, timed KernelCh slot onto its open op's channel list (channel_spans).
+  // False when the op was closed meanwhile: the caller frees the slot.
+  static bool LinkChannel(OpSlot& op, KernelChSlot& s, uint32_t index);
+  // Flush thread, as it closes an op: takes the op's channel list (closing it), sends the spans
+  // (GPU times + offset) as ChannelSpansRecords before the op's record, and frees the slots.
+  void EmitChannels(OpSlot& s, const gpu::CollectiveRecord& r, int64_t offset);
   template <typename T>
   void Emit(const T& record);
   // Sends the datagram being built. A full socket (the agent reads slower than we close) holds

@@ -39,6 +39,7 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   s.proxy_bytes.store(0, std::memory_order_relaxed);
   s.proxy_ops.store(0, std::memory_order_relaxed);
   s.kernel_ch_done.store(0, std::memory_order_relaxed);
+  s.channel_list.store(kChannelListEmpty, std::memory_order_relaxed);
   s.child_progress.store(0, std::memory_order_relaxed);
   s.seen_progress = 0;
   s.seen_at_ns = now;
@@ -227,6 +228,7 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
   s.parent_gen = parent.gen;
   s.ctx_index = ctx_index;
   s.gpu_start = d.kernel_ch.p_timer;
+  s.channel = d.kernel_ch.channel_id;
   s.gpu_end.store(0, std::memory_order_relaxed);
   s.chain_handle.store(nullptr, std::memory_order_relaxed);
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
@@ -250,6 +252,7 @@ void Plugin::StopKernelCh(const Handle& h) {
   const uint64_t gs = s.gpu_start;
   const uint64_t ge = s.gpu_end.load(std::memory_order_relaxed);
   OpSlot& op = ops_[s.parent_index];
+  bool kept = false;  // linked to the op for its channel spans: the flush thread frees it
   if (IsOpen(op.word, s.parent_gen)) {
     ContextSlot& ctx = contexts_[s.ctx_index];
     // pTimer 0 or end <= start: this channel's timers are missing (ABI §6.9).
@@ -284,10 +287,21 @@ void Plugin::StopKernelCh(const Handle& h) {
     // The estimate at hand goes with the collective: its communicator may be finalized before
     // the flush thread converts its GPU times (Plugin::EmitOp).
     if (timed || last) op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
+    // Linked before kernel_ch_done counts it: the flush thread closes the op only after that.
+    if (timed && options_.channel_spans) kept = LinkChannel(op, s, h.index);
     op.kernel_ch_done.fetch_add(1, std::memory_order_release);
   }
   if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
-  FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);
+  if (!kept) FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);
+}
+
+bool Plugin::LinkChannel(OpSlot& op, KernelChSlot& s, uint32_t index) {
+  uint32_t head = op.channel_list.load(std::memory_order_acquire);
+  do {
+    if (head == kChannelListClosed) return false;  // the flush thread closed the op meanwhile
+    s.next_in_op = head;
+  } while (!op.channel_list.compare_exchange_weak(head, index, std::memory_order_acq_rel));
+  return true;
 }
 
 void* Plugin::StartCeColl(void* context, const EventDescrV6& d) {

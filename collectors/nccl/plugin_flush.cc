@@ -189,7 +189,7 @@ void Plugin::ExpireProxyOps(int64_t now) {
   }
 }
 
-void Plugin::EmitOp(const OpSlot& s, bool ctx_alive) {
+void Plugin::EmitOp(OpSlot& s, bool ctx_alive) {
   CollectiveRecord r{};
   r.comm_hash = s.comm_hash;
   r.seq = s.seq;
@@ -238,7 +238,37 @@ void Plugin::EmitOp(const OpSlot& s, bool ctx_alive) {
   }
   r.timing_source = static_cast<uint8_t>(source);
   timing_counts_[static_cast<int>(source) & 3].fetch_add(1, std::memory_order_relaxed);
+  EmitChannels(s, r, source == gpu::TimingSource::kKernelChannel ? offset : kNone64);
   Emit(r);
+}
+
+void Plugin::EmitChannels(OpSlot& s, const CollectiveRecord& r, int64_t offset) {
+  uint32_t i = s.channel_list.exchange(kChannelListClosed, std::memory_order_acq_rel);
+  gpu::ChannelSpansRecord c{};
+  c.comm_hash = r.comm_hash;
+  c.seq = r.seq;
+  c.rank = r.rank;
+  c.kind = r.kind;
+  std::memcpy(c.func, r.func, sizeof(c.func));
+  // At most 64 slots are linked (one per channel, ContextSlot::kMaxChannels); the bound guards
+  // the walk against a corrupted link all the same.
+  for (int n = 0; i < options_.pool_kernel_ch && n <= ContextSlot::kMaxChannels; ++n) {
+    KernelChSlot& k = kernel_ch_[i];
+    const uint32_t next = k.next_in_op;
+    if (offset != kNone64 && c.count < gpu::ChannelSpansRecord::kSpans) {
+      gpu::ChannelSpan& span = c.spans[c.count++];
+      span.start_ns = static_cast<int64_t>(k.gpu_start) + offset;
+      span.end_ns = static_cast<int64_t>(k.gpu_end.load(std::memory_order_relaxed)) + offset;
+      span.channel = k.channel;
+      if (c.count == gpu::ChannelSpansRecord::kSpans) {
+        Emit(c);
+        c.count = 0;
+      }
+    }
+    FreeSlot(k.word, kernel_ch_free_, i, WordGen(k.word.load(std::memory_order_relaxed)));
+    i = next;
+  }
+  if (c.count > 0) Emit(c);
 }
 
 template <typename T>
@@ -251,8 +281,14 @@ void Plugin::Emit(const T& record) {
 bool Plugin::Room(bool final_pass) {
   if (held_size_ > 0 && !RetryHeld(final_pass)) return false;
   static_assert(sizeof(CollectiveRecord) >= sizeof(ProxyOpRecord));
-  if (writer_.size() + sizeof(gpu::RecordHeader) + sizeof(CollectiveRecord) <=
-      gpu::kMaxDatagramBytes) {
+  // With channel spans, room for an op's every channel too (at most 64: 16 records).
+  constexpr size_t kChannelRecords = ContextSlot::kMaxChannels / gpu::ChannelSpansRecord::kSpans;
+  const size_t need =
+      sizeof(gpu::RecordHeader) + sizeof(CollectiveRecord) +
+      (options_.channel_spans
+           ? kChannelRecords * (sizeof(gpu::RecordHeader) + sizeof(gpu::ChannelSpansRecord))
+           : 0);
+  if (writer_.size() + need <= gpu::kMaxDatagramBytes) {
     return true;
   }
   return SendDatagram(final_pass);

@@ -167,6 +167,7 @@ PluginOptions PluginOptions::FromEnvironment() {
   if (chain != nullptr) o.chain_path = chain;
   const int linger_ms = internal::ParseMask(std::getenv(kLingerEnv), 0);
   if (linger_ms >= 1 && linger_ms <= 60'000) o.linger_ns = int64_t{linger_ms} * 1'000'000;
+  o.channel_spans = internal::ParseMask(std::getenv(kChannelSpansEnv), 0) == 1;
   o.socket_path = gpu::ResolveSocketPath();
   return o;
 }

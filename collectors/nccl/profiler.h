@@ -54,6 +54,8 @@ inline constexpr char kChainEnv[] = "FABRICSCOPE_NCCL_CHAIN";       // path of a
 // (src/proxy.cc ncclProxyOpToArgs), after the Coll stopped; one started later than this is not
 // attached to its collective.
 inline constexpr char kLingerEnv[] = "FABRICSCOPE_NCCL_LINGER_MS";
+// "1": send each operation's per-channel kernel spans (PluginOptions::channel_spans).
+inline constexpr char kChannelSpansEnv[] = "FABRICSCOPE_NCCL_CHANNEL_SPANS";
 
 struct PluginOptions {
   int event_mask = kDefaultEventMask;
@@ -78,10 +80,18 @@ struct PluginOptions {
   int64_t max_wait_ns = 10'000'000'000;
   int64_t mask_check_period_ns = 1'000'000'000;
   int64_t offset_window_ns = 10'000'000'000;  // GPU->CPU offset: min over the last 1-2 windows
+  // Per-channel kernel spans (gpu::ChannelSpansRecord), for the timeline's deep dive: a stopped
+  // KernelCh's slot is linked to its operation instead of freed (one compare-and-swap on the
+  // proxy thread, where the free list's push was), and the flush thread sends its GPU times
+  // with the operation and frees it. Off by default: 24 bytes per channel per operation on the
+  // wire and in the agent's batches (an all-reduce on 32 channels: 8 records, 1.1 KB), and the
+  // KernelCh slots stay held until their operation closes (one flush period).
+  bool channel_spans = false;
 
   // Defaults overridden by the environment: FABRICSCOPE_NCCL_EVENT_MASK,
   // FABRICSCOPE_NCCL_MASK_FILE, FABRICSCOPE_NCCL_POOL_EVENTS (scales all three pools),
-  // FABRICSCOPE_NCCL_CHAIN, FABRICSCOPE_NCCL_LINGER_MS, FABRICSCOPE_GPU_SOCKET (wire.h).
+  // FABRICSCOPE_NCCL_CHAIN, FABRICSCOPE_NCCL_LINGER_MS, FABRICSCOPE_NCCL_CHANNEL_SPANS,
+  // FABRICSCOPE_GPU_SOCKET (wire.h).
   static PluginOptions FromEnvironment();
 };
 

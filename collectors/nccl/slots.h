@@ -170,6 +170,9 @@ struct ContextSlot {
 // Kinds of pooled op (a CollectiveRecord when closed).
 enum OpSlotKind : uint8_t { kOpColl = 0, kOpP2p = 1, kOpCe = 2 };
 
+inline constexpr uint32_t kChannelListEmpty = UINT32_MAX;
+inline constexpr uint32_t kChannelListClosed = UINT32_MAX - 1;
+
 struct alignas(64) OpSlot {
   std::atomic<uint64_t> word{0};
   uint32_t ctx_index = 0;
@@ -206,6 +209,10 @@ struct alignas(64) OpSlot {
   uint64_t seen_progress = 0;
   int64_t seen_at_ns = 0;
   std::atomic<void*> chain_handle{nullptr};  // the chained plugin's handle (chain.h)
+  // With PluginOptions::channel_spans: the stopped KernelCh slots of this op, linked through
+  // KernelChSlot::next_in_op (a lock-free stack the proxy thread pushes to); the flush thread
+  // swaps in kChannelListClosed when it closes the op, after which a stop frees its own slot.
+  std::atomic<uint32_t> channel_list{kChannelListEmpty};
 };
 
 // Not cache-line aligned: one proxy thread writes them (the memory goes to the pool size).
@@ -235,6 +242,8 @@ struct alignas(64) KernelChSlot {
   uint64_t gpu_start = 0;
   std::atomic<uint64_t> gpu_end{0};
   std::atomic<void*> chain_handle{nullptr};
+  uint32_t next_in_op = kChannelListEmpty;  // OpSlot::channel_list's link
+  uint8_t channel = 0;                      // NCCL's channel id (EventDescrV5 kernel_ch)
 };
 
 // Pending op reference kept by the flush thread.

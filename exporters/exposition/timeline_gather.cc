@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectors/common/collective_vocabulary.h"
+#include "exporters/exposition/timeline_fetch.h"
 #include "exporters/history/history_store.h"
 #include "exporters/state/cluster_state.h"
 #include "simdjson.h"
@@ -61,6 +62,7 @@ struct TimelineBuilder {
     if (have.busbw < 0) have.busbw = s.busbw;
     if (have.pid == 0) have.pid = s.pid;
     if (have.nranks == 0) have.nranks = s.nranks;
+    if (have.channels.empty()) have.channels = s.channels;
     return have;
   }
 
@@ -108,17 +110,22 @@ void TimelineFromMemory(const ClusterState& state, TimelineBuilder& b) {
   for (const CollectiveRecord& r : state.RecentCollectives(sc.node, 0)) {
     if (!b.filter.Comm(r.comm_hash) || !b.filter.Node(r.node)) continue;
     if (r.start_unix_ns <= 0 || !b.filter.Overlaps(r.start_unix_ns, r.end_unix_ns)) continue;
-    b.Slice(TimelineSlice{.node = r.node,
-                          .comm = r.comm_hash,
-                          .rank = r.rank,
-                          .nranks = r.nranks,
-                          .pid = r.pid,
-                          .func = r.func,
-                          .seq = r.seq,
-                          .bytes = r.bytes,
-                          .busbw = r.busbw_bytes_per_second,
-                          .start_ns = r.start_unix_ns,
-                          .end_ns = r.end_unix_ns});
+    TimelineSlice& s = b.Slice(TimelineSlice{.node = r.node,
+                                             .comm = r.comm_hash,
+                                             .rank = r.rank,
+                                             .nranks = r.nranks,
+                                             .pid = r.pid,
+                                             .func = r.func,
+                                             .seq = r.seq,
+                                             .bytes = r.bytes,
+                                             .busbw = r.busbw_bytes_per_second,
+                                             .start_ns = r.start_unix_ns,
+                                             .end_ns = r.end_unix_ns});
+    if (s.channels.empty()) {
+      for (const CollectiveRecord::ChannelSpan& c : r.channel_spans) {
+        s.channels.push_back({c.channel, c.start_unix_ns, c.end_unix_ns});
+      }
+    }
   }
   for (const CollectiveInstance& inst : state.cross_rank().Slowest(0)) {
     if (!b.filter.Comm(inst.key.comm)) continue;
@@ -148,37 +155,11 @@ void TimelineFromMemory(const ClusterState& state, TimelineBuilder& b) {
   }
   // The agents' own samples where they attached them (the finest resolution the aggregator
   // holds: the sampling period), each recording's port a track of its own.
-  std::map<std::pair<std::string, std::string>, TimelineCounter> sampled;
-  for (const LinkRecording& rec : state.links().FlightRecordings(sc.node)) {
-    if (!b.filter.Node(rec.node)) continue;
-    const v1::FlightRecording& r = rec.r;
-    const int n =
-        std::min({r.time_ns_size(), r.transmit_utilization_size(), r.receive_utilization_size()});
-    const std::string port = absl::StrCat(rec.device, ":", rec.port);
-    for (int i = 0; i < n; ++i) {
-      int64_t t = 0;
-      if (__builtin_add_overflow(r.time_ns(i), rec.offset_ns, &t) || t < sc.from_ns ||
-          t >= sc.to_ns) {
-        continue;
-      }
-      TimelineCounter& c = sampled[{rec.node, port}];
-      c.node = rec.node;
-      c.port = port;
-      c.track = "samples (flight recorder)";
-      const float tx = r.transmit_utilization(i), rx = r.receive_utilization(i);
-      c.points.push_back({t, std::isfinite(tx) ? tx : 0.0, std::isfinite(rx) ? rx : 0.0});
-    }
-  }
-  for (auto& [key, c] : sampled) {
-    // Two recordings of one port may overlap (two slow collectives close together).
-    std::sort(c.points.begin(), c.points.end(),
-              [](const auto& x, const auto& y) { return x.ns < y.ns; });
-    c.points.erase(std::unique(c.points.begin(), c.points.end(),
-                               [](const auto& x, const auto& y) { return x.ns == y.ns; }),
-                   c.points.end());
-    b.in.counters.push_back(std::move(c));
-  }
-  if (!sampled.empty()) {
+  const size_t before = b.in.counters.size();
+  AddSampleTracks(
+      state.links().FlightRecordings(sc.node), sc.from_ns, sc.to_ns,
+      [&b](const std::string& node) { return b.filter.Node(node); }, &b.in);
+  if (b.in.counters.size() > before) {
     b.in.notes.push_back("flight-recorder samples: the agents' own, at their sampling period");
   }
   // Per-port utilization at the stored resolution, for the part of the range still held.
@@ -243,6 +224,32 @@ void TimelineClampTimes(TimelineInput* in) {
   for (TimelineInstant& i : in->instants) clamp(&i.ns);
   for (TimelineCounter& c : in->counters) {
     for (TimelineCounter::Point& p : c.points) clamp(&p.ns);
+  }
+}
+
+// Channel spans nest: each cut to its collective and to the CUPTI kernel of its process that
+// overlaps the collective most (the plugin's and CUPTI's GPU clocks are fitted to the CPU
+// separately, microseconds apart); a span left empty is dropped. Call after the clamp.
+void TimelineNestChannels(TimelineInput* in) {
+  for (TimelineSlice& s : in->slices) {
+    if (s.channels.empty()) continue;
+    int64_t lo = s.start_ns, hi = s.end_ns, best = 0;
+    for (const TimelineKernel& k : in->kernels) {
+      if (k.node != s.node || k.pid != s.pid) continue;
+      const int64_t overlap = std::min(k.end_ns, s.end_ns) - std::max(k.start_ns, s.start_ns);
+      if (overlap > best) {
+        best = overlap;
+        lo = std::max(k.start_ns, s.start_ns);
+        hi = std::min(k.end_ns, s.end_ns);
+      }
+    }
+    std::vector<TimelineSlice::Channel> kept;
+    for (TimelineSlice::Channel c : s.channels) {
+      c.start_ns = std::clamp(c.start_ns, lo, hi);
+      c.end_ns = std::clamp(c.end_ns, lo, hi);
+      if (c.end_ns > c.start_ns) kept.push_back(c);
+    }
+    s.channels = std::move(kept);
   }
 }
 
@@ -328,18 +335,32 @@ bool TimelineFromEvent(const HistoryEvent& e, simdjson::dom::parser& parser, Tim
   };
   if (e.kind == "collective") {
     if (!b.filter.Comm(e.comm)) return true;
-    b.Slice(TimelineSlice{.node = e.node,
-                          .comm = e.comm,
-                          .rank = static_cast<int32_t>(num("rank", -1)),
-                          .nranks = static_cast<int32_t>(num("nranks", 0)),
-                          .pid = static_cast<int32_t>(num("pid", 0)),
-                          .func = str("func"),
-                          .cause = str("cause"),
-                          .seq = static_cast<uint64_t>(num("seq", 0)),
-                          .bytes = static_cast<uint64_t>(num("bytes", 0)),
-                          .busbw = num("busbw_bytes_per_second", -1),
-                          .start_ns = e.unix_ns,
-                          .end_ns = end});
+    TimelineSlice& s = b.Slice(TimelineSlice{.node = e.node,
+                                             .comm = e.comm,
+                                             .rank = static_cast<int32_t>(num("rank", -1)),
+                                             .nranks = static_cast<int32_t>(num("nranks", 0)),
+                                             .pid = static_cast<int32_t>(num("pid", 0)),
+                                             .func = str("func"),
+                                             .cause = str("cause"),
+                                             .seq = static_cast<uint64_t>(num("seq", 0)),
+                                             .bytes = static_cast<uint64_t>(num("bytes", 0)),
+                                             .busbw = num("busbw_bytes_per_second", -1),
+                                             .start_ns = e.unix_ns,
+                                             .end_ns = end});
+    simdjson::dom::array spans;
+    if (s.channels.empty() && o["channels"].get_array().get(spans) == simdjson::SUCCESS) {
+      for (simdjson::dom::element span : spans) {
+        simdjson::dom::array f;
+        int64_t channel = 0, start = 0, stop = 0;
+        if (span.get_array().get(f) != simdjson::SUCCESS || f.size() != 3 ||
+            f.at(0).get_int64().get(channel) != simdjson::SUCCESS ||
+            f.at(1).get_int64().get(start) != simdjson::SUCCESS ||
+            f.at(2).get_int64().get(stop) != simdjson::SUCCESS || channel < 0 || channel > 255) {
+          continue;
+        }
+        s.channels.push_back({static_cast<uint32_t>(channel), start, stop});
+      }
+    }
     return true;
   }
   if (e.kind == "instance") {
@@ -449,6 +470,7 @@ absl::StatusOr<TimelineInput> GatherTimeline(const ClusterState& state, const Hi
     b.in.notes.push_back("no event history (--history-path): memory only");
   }
   TimelineClampTimes(&b.in);
+  TimelineNestChannels(&b.in);
   TimelineClipCounters(&b.in);
   std::sort(b.in.slices.begin(), b.in.slices.end(),
             [](const TimelineSlice& x, const TimelineSlice& y) { return x.start_ns < y.start_ns; });

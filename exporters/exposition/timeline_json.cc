@@ -110,6 +110,15 @@ void TraceSlices(std::string* out, bool* first, const TimelineInput& in, const T
     *out += ",\"cause\":";
     AppendJsonString(out, s.cause);
     *out += "}}";
+    for (const TimelineSlice::Channel& c : s.channels) {
+      BeginTraceEvent(out, first, "X", ids.pid.at(s.node),
+                      ids.rank_tid.at({s.node, s.comm, s.rank}));
+      absl::StrAppend(out, ",\"cat\":\"kernel_channel\",\"name\":\"channel ", c.channel, "\"");
+      AppendTraceTs(out, "ts", c.start_ns, in.from_ns);
+      AppendTraceTs(out, "dur", c.start_ns + std::max<int64_t>(0, c.end_ns - c.start_ns),
+                    c.start_ns);
+      absl::StrAppend(out, ",\"args\":{\"channel\":", c.channel, ",\"seq\":", s.seq, "}}");
+    }
   }
   for (const TimelineKernel& k : in.kernels) {
     BeginTraceEvent(out, first, "X", ids.pid.at(k.node), ids.proc_tid.at({k.node, k.pid}));
@@ -199,6 +208,7 @@ void TraceDistributedInfo(std::string* out, const TimelineInput& in, const Trace
 
 size_t TimelineEventCount(const TimelineInput& in) {
   size_t n = in.slices.size() + in.kernels.size() + 2 * in.waits.size() + in.instants.size();
+  for (const TimelineSlice& s : in.slices) n += s.channels.size();
   for (const TimelineCounter& c : in.counters) n += c.points.size();
   // TraceMetadata: two per node and per rank's thread, one per other thread.
   const TraceIds ids = AssignTraceIds(in);

@@ -12,7 +12,10 @@
 //   - "Complete Events" (ph "X", ts and dur in µs): each rank's collective (args: func, seq,
 //     bytes, busbw_gbps, cause, comm) and, on the same thread inside it, the NCCL kernels
 //     CUPTI saw in its process (nested by their times, as the section says complete events on
-//     one thread nest).
+//     one thread nest), and inside those each channel's share of the kernel, "channel N" (cat
+//     "kernel_channel", from the NCCL profiler's KernelCh events where the plugin sends them,
+//     FABRICSCOPE_NCCL_CHANNEL_SPANS=1), clamped to the kernel CUPTI saw around them (the two
+//     clocks are fitted separately) and to the collective.
 //   - "Flow Events" (ph "s" and "f", cat "straggler", one id per waiting rank, "bp": "e" so that
 //     each end binds to the enclosing slice): from the late rank's collective, at its start, to
 //     every rank that waited for it.
@@ -40,6 +43,11 @@ struct TimelineSlice {  // one rank's collective
   uint64_t seq = 0, bytes = 0;
   double busbw = -1;                 // bytes/s; < 0 unknown
   int64_t start_ns = 0, end_ns = 0;  // Unix
+  struct Channel {
+    uint32_t channel = 0;
+    int64_t start_ns = 0, end_ns = 0;  // Unix, inside the slice
+  };
+  std::vector<Channel> channels = {};  // its kernel's per-channel spans, when the plugin sent them
 };
 
 struct TimelineWait {  // the late rank, and one rank that waited for it

@@ -56,8 +56,8 @@ std::string WithSimilar(std::string detail, uint32_t n) {
   return detail;
 }
 
-std::string HistoryCollectiveDetail(const v1::Collective& c,
-                                    const std::vector<std::string>& labels) {
+std::string HistoryCollectiveDetail(const v1::Collective& c, const std::vector<std::string>& labels,
+                                    int64_t unix_offset_ns) {
   const v1::CollectiveAnalysis& a = c.analysis();
   std::string d;
   HistoryStr(&d, "func", c.func());
@@ -76,6 +76,21 @@ std::string HistoryCollectiveDetail(const v1::Collective& c,
   HistoryNum(&d, "p99_seconds", a.p99_seconds());
   HistoryUint(&d, "own_bytes", a.own_bytes());
   HistoryUint(&d, "sharers_bytes", a.sharers_bytes_total());
+  if (c.channel_spans_size() > 0) {
+    d += ",\"channels\":[";
+    bool first = true;
+    for (int i = 0; i < c.channel_spans_size() && i < 64; ++i) {
+      const v1::ChannelSpan& ch = c.channel_spans(i);
+      int64_t start = 0, end = 0;
+      if (!HistoryAdd(ch.start_ns(), unix_offset_ns, &start) ||
+          !HistoryAdd(ch.end_ns(), unix_offset_ns, &end)) {
+        continue;
+      }
+      absl::StrAppend(&d, first ? "" : ",", "[", ch.channel(), ",", start, ",", end, "]");
+      first = false;
+    }
+    d += "]";
+  }
   return HistoryObject(d);
 }
 

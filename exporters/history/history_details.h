@@ -27,9 +27,11 @@ inline bool HistoryAdd(int64_t a, int64_t b, int64_t* out) {
   return !__builtin_add_overflow(a, b, out);
 }
 
-// A rank's analysed collective; labels: its node's port labels by index.
-std::string HistoryCollectiveDetail(const v1::Collective& c,
-                                    const std::vector<std::string>& labels);
+// A rank's analysed collective; labels: its node's port labels by index. Its channel spans, when
+// the plugin sent them, as "channels": [[channel, start_unix_ns, end_unix_ns], ...] (monotonic +
+// unix_offset_ns; a span whose sum overflows is left out).
+std::string HistoryCollectiveDetail(const v1::Collective& c, const std::vector<std::string>& labels,
+                                    int64_t unix_offset_ns);
 // A cross-rank instance with at most kMaxInstanceRanks ranks.
 std::string HistoryInstanceDetail(const CollectiveInstance& inst);
 // A communicator's diagnosis; `ended`: it lost its cause.

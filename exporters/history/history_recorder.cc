@@ -148,7 +148,8 @@ void HistoryRecorder::RecordCollectives(const std::string& node, const v1::Batch
     Offer(absl::StrCat("c|", node, "|", c.comm_hash(), "|", static_cast<int>(cause)), start,
           end - start, [&] {
             return MakeHistoryEvent(start, end, "collective", node, c.comm_hash(),
-                                    JobOf(c.comm_hash()), HistoryCollectiveDetail(c, labels));
+                                    JobOf(c.comm_hash()),
+                                    HistoryCollectiveDetail(c, labels, batch.unix_offset_ns()));
           });
   }
 }

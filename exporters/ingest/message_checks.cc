@@ -200,6 +200,11 @@ std::string BadBatchTime(const v1::Batch& b) {
     for (int64_t t : {c.enqueue_start_ns(), c.enqueue_end_ns(), c.start_ns(), c.end_ns()}) {
       if (!TimeOk(t)) return absl::StrCat("collectives[", i, "]");
     }
+    for (const v1::ChannelSpan& ch : c.channel_spans()) {
+      if (!TimeOk(ch.start_ns()) || !TimeOk(ch.end_ns())) {
+        return absl::StrCat("collectives[", i, "].channel_spans");
+      }
+    }
   }
   for (int i = 0; i < b.kernel_spans_size(); ++i) {
     const v1::KernelSpan& k = b.kernel_spans(i);

@@ -198,6 +198,8 @@ uint32_t GpuState::BatchStrings::Id(std::string_view s) {
 void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Collective& c,
                              BatchStrings& strings) {
   const size_t peers = std::min<size_t>(static_cast<size_t>(c.proxy_peers_size()), kMaxProxyPeers);
+  const size_t spans = std::min<size_t>(static_cast<size_t>(c.channel_spans_size()),
+                                        CollectiveRecord::kMaxChannelSpans);
   const CollectiveProfile profile{
       .comm_hash = c.comm_hash(),
       .rank = c.rank(),
@@ -238,7 +240,13 @@ void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Colle
       .busbw_bytes_per_second = c.busbw_bytes_per_second(),
       .profile = profile_id,
       .proxy_peers = static_cast<uint8_t>(peers),
+      .channel_spans = static_cast<uint8_t>(spans),
   };
+  for (size_t i = 0; i < spans; ++i) {
+    const v1::ChannelSpan& ch = c.channel_spans(static_cast<int>(i));
+    n.channel_spans.push_back(
+        {UnixNs(ch.start_ns(), unix_offset_ns), UnixNs(ch.end_ns(), unix_offset_ns), ch.channel()});
+  }
   for (size_t i = 0; i < peers; ++i) {
     const v1::ProxyPeer& p = c.proxy_peers(static_cast<int>(i));
     n.proxy_peers.push_back(ProxyPeer{p.peer(), p.bytes_sent(), p.bytes_received()});
@@ -248,6 +256,7 @@ void GpuState::AddCollective(NodeGpu& n, int64_t unix_offset_ns, const v1::Colle
     ReleaseCollective(evicted);
     // The oldest collective's peers are the oldest in the FIFO.
     n.proxy_peers.erase(n.proxy_peers.begin(), n.proxy_peers.begin() + evicted.proxy_peers);
+    n.channel_spans.erase(n.channel_spans.begin(), n.channel_spans.begin() + evicted.channel_spans);
   }
 }
 
@@ -446,7 +455,11 @@ std::vector<CollectiveRecord> GpuState::RecentCollectives(absl::string_view node
     const size_t skip =
         limit > 0 && n.collectives.size() > limit ? n.collectives.size() - limit : 0;
     size_t peer_index = 0;  // of collective i's first proxy peer in n.proxy_peers
-    for (size_t i = 0; i < skip; ++i) peer_index += n.collectives[i].proxy_peers;
+    size_t span_index = 0;  // likewise in n.channel_spans
+    for (size_t i = 0; i < skip; ++i) {
+      peer_index += n.collectives[i].proxy_peers;
+      span_index += n.collectives[i].channel_spans;
+    }
     for (size_t i = skip; i < n.collectives.size(); ++i) {
       const Collective& c = n.collectives[i];
       const CollectiveProfile& p = profiles_.Get(c.profile);
@@ -482,6 +495,10 @@ std::vector<CollectiveRecord> GpuState::RecentCollectives(absl::string_view node
         const ProxyPeer& pp = n.proxy_peers[peer_index++];
         r.proxy_peers.push_back({pp.peer, pp.bytes_sent, pp.bytes_received});
       }
+      r.channel_spans.assign(
+          n.channel_spans.begin() + static_cast<ptrdiff_t>(span_index),
+          n.channel_spans.begin() + static_cast<ptrdiff_t>(span_index + c.channel_spans));
+      span_index += c.channel_spans;
     }
   }
   return out;

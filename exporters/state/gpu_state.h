@@ -226,7 +226,8 @@ class GpuState {
     double algbw_bytes_per_second;
     double busbw_bytes_per_second;
     uint32_t profile;
-    uint8_t proxy_peers;  // its peers, in order, in NodeGpu::proxy_peers
+    uint8_t proxy_peers;    // its peers, in order, in NodeGpu::proxy_peers
+    uint8_t channel_spans;  // its channel spans, in order, in NodeGpu::channel_spans
   };
   struct ProxyPeer {
     int32_t peer;
@@ -264,7 +265,8 @@ class GpuState {
     v1::GpuWindow last;
     bool have = false;
     Recent<Collective> collectives;
-    std::deque<ProxyPeer> proxy_peers;  // of the collectives, oldest first
+    std::deque<ProxyPeer> proxy_peers;                        // of the collectives, oldest first
+    std::deque<CollectiveRecord::ChannelSpan> channel_spans;  // likewise
     Recent<Kernel> kernels;
     // (comm, func) -> the last window in which it ran with a known duration.
     std::map<std::pair<uint64_t, std::string>, LastBusBw> last_busbw;

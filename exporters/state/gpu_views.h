@@ -80,6 +80,14 @@ struct CollectiveRecord {
     uint64_t bytes_sent, bytes_received;
   };
   std::vector<ProxyPeer> proxy_peers;
+  // Each channel's share of its kernel (v1::Collective.channel_spans), Unix ns; empty unless the
+  // plugin sends them (FABRICSCOPE_NCCL_CHANNEL_SPANS=1). At most kMaxChannelSpans.
+  struct ChannelSpan {
+    int64_t start_unix_ns, end_unix_ns;
+    uint32_t channel;
+  };
+  static constexpr size_t kMaxChannelSpans = 64;
+  std::vector<ChannelSpan> channel_spans;
 };
 
 // One stored CUPTI kernel or memcpy span (GpuState::RecentKernels). Times are Unix ns

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,24 @@ inline GpuEvent ProxyOp(uint64_t comm, uint64_t seq, int32_t peer, bool send, ui
   r.peer = peer;
   r.is_send = send ? 1 : 0;
   gpu::CopyFixed(r.func, "AllReduce");
+  return e;
+}
+
+// Channel spans of collective (comm, seq) of rank 1: {channel, start, end} each, at most 4.
+inline GpuEvent Channels(uint64_t comm, uint64_t seq,
+                         std::vector<std::tuple<uint8_t, int64_t, int64_t>> spans) {
+  GpuEvent e = Event(gpu::RecordType::kChannels, 4242, 3, 0);
+  gpu::ChannelSpansRecord& r = e.channels;
+  r.comm_hash = comm;
+  r.seq = seq;
+  r.rank = 1;
+  gpu::CopyFixed(r.func, "AllReduce");
+  for (const auto& [channel, start, end] : spans) {
+    r.spans[r.count].channel = channel;
+    r.spans[r.count].start_ns = start;
+    r.spans[r.count].end_ns = end;
+    ++r.count;
+  }
   return e;
 }
 

@@ -98,9 +98,9 @@ int64_t Produce(const std::string& path, uint64_t comm, int32_t rank, int32_t de
 }
 
 struct Drained {
-  std::vector<GpuEvent> comms, collectives, proxies, kernels;
+  std::vector<GpuEvent> comms, collectives, proxies, kernels, channels;
   size_t total() const {
-    return comms.size() + collectives.size() + proxies.size() + kernels.size();
+    return comms.size() + collectives.size() + proxies.size() + kernels.size() + channels.size();
   }
 };
 
@@ -122,6 +122,9 @@ void DrainInto(GpuIngest& ingest, Drained* d, size_t max = SIZE_MAX) {
         break;
       case gpu::RecordType::kKernel:
         d->kernels.push_back(*e);
+        break;
+      case gpu::RecordType::kChannels:
+        d->channels.push_back(*e);
         break;
       case gpu::RecordType::kJob:  // never queued (GpuIngest keeps it per connection)
         ADD_FAILURE() << "a JobRecord reached the queue";

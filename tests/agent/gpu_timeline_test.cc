@@ -135,6 +135,31 @@ TEST(GpuTimeline, JoinsProxyOpsAndCountsRankPairs) {
   EXPECT_EQ(b.gpu().rank_pairs(0).bytes_total(), 1800u);
 }
 
+// Channel spans (two records of one collective, out of channel order, one of another collective)
+// join their collective by (comm, rank, func, seq), sorted by channel.
+TEST(GpuTimeline, JoinsChannelSpansInChannelOrder) {
+  GpuTimeline t;
+  t.Add(Channels(5, 8, {{3, 150, 190}, {0, 100, 200}, {2, 120, 180}, {1, 110, 170}}));
+  t.Add(Channels(5, 8, {{4, 101, 199}}));
+  t.Add(Channels(5, 9, {{0, 300, 400}}));  // another collective's
+  t.Add(Collective(5, 8, "AllReduce", 4096, 100, 200));
+  t.Add(Collective(5, 9, "AllReduce", 4096, 300, 400));
+  t.Add(Collective(5, 10, "AllReduce", 4096, 500, 600));  // none sent for it
+  v1::Batch b;
+  FillWindow(t, 0, 1000, {}, &b);
+  ASSERT_EQ(b.collectives_size(), 3);
+  const v1::Collective& c = b.collectives(0);
+  ASSERT_EQ(c.seq(), 8u);
+  ASSERT_EQ(c.channel_spans_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(c.channel_spans(i).channel(), static_cast<uint32_t>(i));
+  EXPECT_EQ(c.channel_spans(0).start_ns(), 100);
+  EXPECT_EQ(c.channel_spans(3).end_ns(), 190);
+  EXPECT_EQ(c.channel_spans(4).start_ns(), 101);
+  ASSERT_EQ(b.collectives(1).channel_spans_size(), 1);
+  EXPECT_EQ(b.collectives(1).channel_spans(0).start_ns(), 300);
+  EXPECT_EQ(b.collectives(2).channel_spans_size(), 0);
+}
+
 TEST(GpuTimeline, CapsTheBatchButCountsEverythingInTheTotals) {
   GpuTimelineOptions o;
   o.max_collectives_per_batch = 2;

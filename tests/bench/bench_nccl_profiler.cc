@@ -253,8 +253,9 @@ Stats RecordLatency(int n, size_t* received) {
 
 // Both orders of a collective with its children on a fresh plugin instance (chained to the no-op
 // plugin when `chain`): children_first[0] and nccl_order[1].
-void CollectiveRows(int iterations, bool chain, Stats out[2]) {
+void CollectiveRows(int iterations, bool chain, Stats out[2], bool channel_spans = false) {
   nccl::PluginOptions o;
+  o.channel_spans = channel_spans;
   o.socket_path = "/nonexistent/fabricscope-bench.sock";  // agent absent: records are dropped
   o.mask_file = "";
   o.flush_period_ns = 1'000'000;
@@ -289,7 +290,8 @@ auto StepEvent(const nccl::ProfilerV5* t, void* c, void* parent) {
 struct Results {
   Stats coll_p, coll_e, kch_p, kch_e, step_p, step_e, coll_c, kch_c;
   uint64_t proxy_events = 0;
-  Stats plain[2], chained[2], empty[2];  // whole collectives: children first[0], NCCL order[1]
+  Stats plain[2], chained[2], spans[2],
+      empty[2];  // whole collectives: children first[0], NCCL order[1]
   Stats latency;
   size_t received = 0;
   nccl::PluginStats stats;
@@ -369,6 +371,12 @@ void PrintReport(const Results& r, const nccl::PluginOptions& o) {
   Row("collective+children, NCCL order (Coll stop 1st)", r.plain[1], r.empty[1]);
   Row("same, chained to a no-op plugin, children 1st", r.chained[0], r.empty[0]);
   Row("same, chained to a no-op plugin, NCCL order", r.chained[1], r.empty[1]);
+  Row("same, channel spans on, children first", r.spans[0], r.empty[0]);
+  Row("same, channel spans on, NCCL order", r.spans[1], r.empty[1]);
+  std::printf(
+      "channel spans (FABRICSCOPE_NCCL_CHANNEL_SPANS=1) on NCCL's threads, p50 per collective: "
+      "%.2fx / %.2fx the plain rows (children first / NCCL order)\n",
+      r.spans[0].p50 / r.plain[0].p50, r.spans[1].p50 / r.plain[1].p50);
   double worst = 0;
   for (const Stats* s : {&r.plain[0], &r.plain[1], &r.chained[0], &r.chained[1]}) {
     worst = std::max(worst, s->p99 - r.empty[s == &r.plain[0] || s == &r.chained[0] ? 0 : 1].p99);
@@ -421,6 +429,7 @@ int main(int argc, char** argv) {
   // A whole collective with its children, both orders; plain and chained; the empty baseline.
   CollectiveRows(iterations, false, r.plain);
   CollectiveRows(iterations, true, r.chained);
+  CollectiveRows(iterations, false, r.spans, true);
   for (int order = 0; order < 2; ++order) {
     auto one = [empty_ctx, order](uint64_t i) {
       CollectiveWithChildren(g_empty, empty_ctx, i, order == 0);

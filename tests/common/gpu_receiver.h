@@ -64,6 +64,7 @@ class GpuReceiver : public collectors::gpu::RecordVisitor {
   }
   void OnProxyOp(const collectors::gpu::ProxyOpRecord& r) override { proxy_ops.push_back(r); }
   void OnKernel(const collectors::gpu::KernelRecord& r) override { kernels.push_back(r); }
+  void OnChannels(const collectors::gpu::ChannelSpansRecord& r) override { channels.push_back(r); }
 
   // Records received so far (Collective + ProxyOp), thread-safe.
   size_t event_records() {
@@ -92,6 +93,7 @@ class GpuReceiver : public collectors::gpu::RecordVisitor {
   std::vector<collectors::gpu::CollectiveRecord> collectives;
   std::vector<collectors::gpu::ProxyOpRecord> proxy_ops;
   std::vector<collectors::gpu::KernelRecord> kernels;
+  std::vector<collectors::gpu::ChannelSpansRecord> channels;
   std::vector<collectors::gpu::DatagramHeader> headers;
 
  private:

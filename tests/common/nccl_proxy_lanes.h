@@ -88,6 +88,8 @@ struct Expected {
   bool kernel_after_proxy = false;  // this schedule ran every KernelCh after every ProxyOp stop
   bool child_before_stop = false;   // a child started before the Coll's stop
   std::string kernel_log;           // per KernelCh: channel, handle, GPU start and end (failures)
+  // Valid KernelCh timers by channel: GPU start and end (the plugin's channel spans).
+  std::map<int, std::pair<int64_t, int64_t>> channel_gpu;
 };
 struct ExpectedProxyOp {
   uint64_t comm_hash = 0;  // 0 for PXN
@@ -294,6 +296,7 @@ inline void LaneKernelStop(ProxyJob& j, const KernelWork& k, KernelLane& kl) {
   if (k.timers == TimerKind::kValid && kl.handle != nullptr) {
     e.gpu_start_min = std::min(e.gpu_start_min, kl.gpu_start);
     e.gpu_end_max = std::max(e.gpu_end_max, gpu_end);
+    e.channel_gpu[k.channel] = {kl.gpu_start, gpu_end};
   }
   e.kernel_log += " ch" + std::to_string(k.channel) + " " +
                   std::to_string(reinterpret_cast<uintptr_t>(kl.handle)) + " [" +

@@ -15,6 +15,7 @@ class CollectingVisitor : public RecordVisitor {
   void OnCollective(const CollectiveRecord& r) override { collectives.push_back(r); }
   void OnProxyOp(const ProxyOpRecord& r) override { proxy_ops.push_back(r); }
   void OnKernel(const KernelRecord& r) override { kernels.push_back(r); }
+  void OnChannels(const ChannelSpansRecord& r) override { channels.push_back(r); }
   size_t total() const {
     return comms.size() + collectives.size() + proxy_ops.size() + kernels.size();
   }
@@ -22,6 +23,7 @@ class CollectingVisitor : public RecordVisitor {
   std::vector<CollectiveRecord> collectives;
   std::vector<ProxyOpRecord> proxy_ops;
   std::vector<KernelRecord> kernels;
+  std::vector<ChannelSpansRecord> channels;
 };
 
 CommRecord MakeComm() {
@@ -149,6 +151,33 @@ TEST(WireTest, RoundTripsEveryRecordType) {
   ASSERT_EQ(v.kernels.size(), 1u);
   const KernelRecord kr = MakeKernel();
   EXPECT_EQ(std::memcmp(&v.kernels[0], &kr, sizeof(kr)), 0);
+}
+
+// Channel spans round-trip; a count past the record's 4 spans (a lying producer) is cut to 4, so
+// no reader walks past the array.
+TEST(WireTest, ChannelSpansRoundTripAndALyingCountIsCut) {
+  std::vector<uint8_t> buf(kMaxDatagramBytes);
+  DatagramWriter w(buf.data(), buf.size(), Source::kNcclProfiler, 9);
+  ChannelSpansRecord r{};
+  r.comm_hash = 77;
+  r.seq = 42;
+  r.rank = 1;
+  r.count = 2;
+  CopyFixed(r.func, "AllReduce");
+  r.spans[0] = ChannelSpan{100, 200, 3, {}};
+  r.spans[1] = ChannelSpan{110, 190, 7, {}};
+  ASSERT_TRUE(w.Append(r));
+  r.count = 200;
+  ASSERT_TRUE(w.Append(r));
+  const size_t n = w.Finish(1, 0, 0);
+  CollectingVisitor v;
+  ASSERT_TRUE(DecodeDatagram(absl::MakeConstSpan(buf.data(), n), v, nullptr).ok());
+  ASSERT_EQ(v.channels.size(), 2u);
+  EXPECT_EQ(v.channels[0].count, 2);
+  EXPECT_EQ(v.channels[0].spans[1].channel, 7);
+  EXPECT_EQ(v.channels[0].spans[1].end_ns, 190);
+  EXPECT_EQ(FixedString(v.channels[0].func), "AllReduce");
+  EXPECT_EQ(v.channels[1].count, ChannelSpansRecord::kSpans);
 }
 
 TEST(WireTest, WriterRefusesRecordsThatDoNotFitAndResets) {

@@ -38,7 +38,10 @@ class ProfilerPluginTest : public ::testing::Test {
     unsetenv("FABRICSCOPE_NCCL_POOL_EVENTS");
     HarnessLog::Get().Clear();
   }
-  void TearDown() override { unsetenv("FABRICSCOPE_GPU_SOCKET"); }
+  void TearDown() override {
+    unsetenv("FABRICSCOPE_GPU_SOCKET");
+    unsetenv("FABRICSCOPE_NCCL_CHANNEL_SPANS");
+  }
 
   void WriteMask(int mask) {
     FILE* f = std::fopen(mask_file_.c_str(), "w");
@@ -79,6 +82,23 @@ class ProfilerPluginTest : public ::testing::Test {
     comms[1].nranks = 2;
     comms[1].name = "tp";
     return comms;
+  }
+
+  // The plugin loaded against `rx` (started here, standing in for the agent), `comm` initialized.
+  std::unique_ptr<FakeNccl> LoadAgainst(GpuReceiver& rx, FakeNccl::Comm& comm) {
+    if (!rx.Start()) {
+      ADD_FAILURE() << "receiver did not start";
+      return nullptr;
+    }
+    setenv("FABRICSCOPE_GPU_SOCKET", rx.path().c_str(), 1);
+    std::string error;
+    auto nccl = FakeNccl::Load(kPlugin, &error);
+    if (nccl == nullptr) {
+      ADD_FAILURE() << error;
+      return nullptr;
+    }
+    EXPECT_EQ(nccl->Init(comm), 0);
+    return nccl;
   }
 
   FakeTree dir_;  // removed with the fixture
@@ -313,6 +333,83 @@ TEST_F(ProfilerPluginTest, CallerTimedAllReduceKeepsItsInterval) {
   EXPECT_GE(r.start_ns, start);
   EXPECT_LE(r.start_ns, start + 50'000'000);
   EXPECT_EQ(e->proxy_bytes, r.proxy_bytes);
+}
+
+// FABRICSCOPE_NCCL_CHANNEL_SPANS=1: every KernelCh-timed operation's channels arrive, before its
+// record, each with the GPU times the harness gave that channel fitted by the operation's own
+// offset (so their union is the operation's interval). A pool of 16 KernelCh slots for 300
+// operations on 4 channels: the slots the spans hold are all given back as operations close.
+TEST_F(ProfilerPluginTest, ChannelSpansArriveWithTheirOperationWhenAsked) {
+  setenv("FABRICSCOPE_NCCL_CHANNEL_SPANS", "1", 1);
+  setenv("FABRICSCOPE_NCCL_POOL_EVENTS", "16", 1);
+  GpuReceiver rx;
+  FakeNccl::Comm comm;
+  comm.hash = 77;
+  comm.rank = 1;
+  comm.nranks = 4;
+  auto nccl = LoadAgainst(rx, comm);
+  ASSERT_NE(nccl, nullptr);
+  std::vector<std::shared_ptr<Expected>> issued;
+  size_t due = 0;  // each operation's record and its proxy ops' (ChannelSpans not counted)
+  for (int i = 0; i < 300; ++i) {
+    issued.push_back(nccl->Run(comm, FakeNccl::AllReduceSpec(1 << 20, 1, 4, 4, 256 << 10)));
+    nccl->Drain();
+    // One at a time, each closed before the next: a slot a span kept and never gave back would
+    // leave the next operations without KernelCh after 4 of them.
+    due += 1 + issued.back()->proxy_ops;
+    ASSERT_TRUE(WaitFor([&] { return rx.event_records() >= due; })) << "operation " << i;
+  }
+  EXPECT_EQ(nccl->Finalize(comm), 0);
+  rx.Stop();
+  std::map<uint64_t, std::vector<gpu::ChannelSpan>> spans;  // by seq
+  for (const gpu::ChannelSpansRecord& c : rx.channels) {
+    EXPECT_EQ(c.comm_hash, 77u);
+    EXPECT_EQ(c.rank, 1);
+    EXPECT_STREQ(c.func, "AllReduce");
+    for (int k = 0; k < c.count; ++k) spans[c.seq].push_back(c.spans[k]);
+  }
+  size_t timed = 0;
+  for (const gpu::CollectiveRecord& r : rx.collectives) {
+    const Expected* e = nullptr;
+    for (const auto& x : issued) e = x->seq == r.seq ? x.get() : e;
+    ASSERT_NE(e, nullptr) << r.seq;
+    if (r.timing_source != static_cast<uint8_t>(gpu::TimingSource::kKernelChannel)) continue;
+    ++timed;
+    const std::vector<gpu::ChannelSpan>& got = spans[r.seq];
+    ASSERT_EQ(got.size(), e->channel_gpu.size()) << "seq " << r.seq;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (const gpu::ChannelSpan& g : got) {
+      const auto it = e->channel_gpu.find(g.channel);
+      ASSERT_NE(it, e->channel_gpu.end()) << "channel " << int{g.channel};
+      EXPECT_EQ(g.end_ns - g.start_ns, it->second.second - it->second.first);
+      lo = std::min(lo, g.start_ns);
+      hi = std::max(hi, g.end_ns);
+    }
+    EXPECT_EQ(lo, r.start_ns);
+    EXPECT_EQ(hi, r.end_ns);
+  }
+  // Every operation kept its KernelCh timing: no slot was lost to a span.
+  EXPECT_EQ(timed, 300u);
+}
+
+TEST_F(ProfilerPluginTest, NoChannelSpansByDefault) {
+  GpuReceiver rx;
+  FakeNccl::Comm comm;
+  comm.hash = 78;
+  comm.nranks = 2;
+  auto nccl = LoadAgainst(rx, comm);
+  ASSERT_NE(nccl, nullptr);
+  std::vector<std::shared_ptr<Expected>> issued;
+  for (int i = 0; i < 5; ++i) {
+    issued.push_back(nccl->Run(comm, FakeNccl::AllReduceSpec(1 << 20, 0, 2, 4, 256 << 10)));
+  }
+  nccl->Drain();
+  EXPECT_EQ(nccl->Finalize(comm), 0);
+  size_t due = 0;
+  for (const auto& e : issued) due += 1 + e->proxy_ops;
+  ASSERT_TRUE(WaitFor([&] { return rx.event_records() >= due; }));
+  rx.Stop();
+  EXPECT_TRUE(rx.channels.empty());
 }
 
 // The v4 table (NCCL 2.27): init argument order and the 104-byte descriptor with a one-byte type

@@ -151,6 +151,14 @@ class HistoryRecorderTest : public ::testing::Test {
     a->set_detail(absl::StrCat("rank ", r));
     a->set_slow(r == 0 && (w == 7 || w == 8));  // above the p99 of its kind, by its agent
     a->add_ports()->set_port_index(0);
+    if (channel_spans_ && r == 0 && w == 7) {  // the plugin's per-channel spans of a slow one
+      for (uint32_t ch = 0; ch < 2; ++ch) {
+        v1::ChannelSpan* span = col->add_channel_spans();
+        span->set_channel(ch);
+        span->set_start_ns(col->start_ns() + 2 * kMs + ch * kMs);
+        span->set_end_ns(col->end_ns() - 3 * kMs + ch * kMs);
+      }
+    }
     return b;
   }
   void Run(uint64_t windows) {
@@ -177,6 +185,7 @@ class HistoryRecorderTest : public ::testing::Test {
   std::unique_ptr<HistoryStore> store_;
   std::shared_ptr<HistoryRecorder> recorder_;
   int64_t base_ = 0;
+  bool channel_spans_ = false;
 };
 
 TEST_F(HistoryRecorderTest, EveryKindWithItsNodeCommunicatorAndJob) {
@@ -478,6 +487,42 @@ TEST_F(HistoryRecorderTest, ACommunicatorsTimelineHoldsItsNodesPortTracks) {
   bool burst = false;
   for (const TimelineInstant& i : in->instants) burst = burst || i.name.find("microburst") == 0;
   EXPECT_TRUE(burst);
+}
+
+// A slow collective's channel spans are kept with it in the history, and the timeline nests them
+// in its slice from memory and, the morning after, from the history alone.
+TEST_F(HistoryRecorderTest, ChannelSpansStayWithTheSlowCollective) {
+  channel_spans_ = true;
+  Run(9);
+  recorder_->Drain();
+  store_->Flush();
+  const int64_t start = base_ + 7 * kSec + 100 * kMs;  // rank 0's seq 7
+  const std::string want =
+      absl::StrCat("\"channels\":[[0,", start + 2 * kMs, ",", start + 127 * kMs, "],[1,",
+                   start + 3 * kMs, ",", start + 128 * kMs, "]]");
+  bool stored = false;
+  for (const HistoryEvent& e : Events("collective")) {
+    stored = stored || e.detail_json.find(want) != std::string::npos;
+  }
+  EXPECT_TRUE(stored) << want;
+  TimelineScope scope;
+  scope.node = "n0";
+  scope.from_ns = base_ + 7 * kSec;
+  scope.to_ns = base_ + 8 * kSec;
+  ClusterState morning_after;  // knows nothing: the history alone
+  for (const ClusterState* state : {&state_, &morning_after}) {
+    auto in = GatherTimeline(*state, store_.get(), scope, 500'000);
+    ASSERT_TRUE(in.ok()) << in.status();
+    const TimelineSlice* slow = nullptr;
+    for (const TimelineSlice& sl : in->slices) slow = sl.seq == 7 && sl.rank == 0 ? &sl : slow;
+    ASSERT_NE(slow, nullptr);
+    ASSERT_EQ(slow->channels.size(), 2u);
+    EXPECT_EQ(slow->channels[1].channel, 1u);
+    EXPECT_EQ(slow->channels[1].start_ns, start + 3 * kMs);
+    EXPECT_EQ(slow->channels[1].end_ns, start + 128 * kMs);
+    const std::string json = RenderTimelineJson(*in);
+    EXPECT_NE(json.find("\"cat\":\"kernel_channel\",\"name\":\"channel 1\""), std::string::npos);
+  }
 }
 
 TEST_F(HistoryRecorderTest, TheTimelineRefusesAnUnknownJobAndTooManyEvents) {

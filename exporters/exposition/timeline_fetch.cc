@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "exporters/exposition/timeline_gather.h"
 #include "exporters/state/cluster_state.h"
 
@@ -133,8 +134,10 @@ void AddFetchedSamples(const ClusterState& state, const TimelineScope& scope, si
   size_t truncated = 0;
   for (const LinkRecording& r : got.recordings) truncated += r.r.truncated() ? 1 : 0;
   std::string note = absl::StrCat(
-      "flight-recorder samples fetched from the agents for the last part of the range (from ",
-      plan.from_ns, " ns): answered ", got.answered.size(), " of ", plan.nodes.size(), " nodes");
+      "flight-recorder samples fetched from the agents from ",
+      absl::FormatTime(absl::RFC3339_full, absl::FromUnixNanos(plan.from_ns), absl::UTCTimeZone()),
+      " (what their recorders still hold): answered ", got.answered.size(), " of ",
+      plan.nodes.size(), " nodes");
   auto list = [&note](const char* what, const std::vector<std::string>& nodes) {
     if (!nodes.empty()) absl::StrAppend(&note, "; ", what, ": ", absl::StrJoin(nodes, ", "));
   };

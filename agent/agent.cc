@@ -352,6 +352,9 @@ void Agent::RestoreHwLifespan() {
 
 void Agent::Stop() {
   if (!pipeline_thread_.joinable()) return;
+  // The timeline's fetch must not reach this agent's pipeline once it goes (a reload hands the
+  // aggregator to the next agent, which sets its own).
+  if (aggregator_) aggregator_->state().recording_fetch().SetSender(nullptr);
   if (gpu_ingest_) gpu_ingest_->Stop();  // what it queued is drained below
   for (SamplerGroup& g : groups_) {
     if (g.sampler) g.sampler->Stop();
@@ -372,6 +375,8 @@ void Agent::Stop() {
 std::unique_ptr<exporters::Aggregator> Agent::StopAndReleaseAggregator() {
   if (!pipeline_thread_.joinable()) return nullptr;
   std::unique_ptr<exporters::Aggregator> serving = std::move(aggregator_);
+  if (serving)
+    serving->state().recording_fetch().SetSender(nullptr);  // the next agent sets its own
   Stop();  // the last window goes into serving's state through the LocalSink
   return serving;
 }

@@ -306,12 +306,15 @@ void Agent::ComputeResolutions() {
 // Start's steps (agent/agent.cc), in order.
 
 // Standalone: the in-process aggregator's timeline fetches this agent's own flight recorder
-// (exporters/state/recording_fetch.h); the pipeline outlives the aggregator (agent.h).
+// (exporters/state/recording_fetch.h). Agent::Stop and StopAndReleaseAggregator clear it
+// before the pipeline can go (a reload keeps the aggregator and hands it to the next agent).
 void Agent::AnswerOwnRecordingRequests() {
   const std::string node = common::ValidUtf8(options_.node);
   aggregator_->state().recording_fetch().SetSender(
       [this, node](const std::string& asked, const v1::RecordingRequest& r) {
-        return asked == node && pipeline_->recording_inbox().Push(r);
+        using Sent = exporters::RecordingFetch::Sent;
+        if (asked != node) return Sent::kNotConnected;
+        return pipeline_->recording_inbox().Push(r) ? Sent::kSent : Sent::kBusy;
       });
 }
 

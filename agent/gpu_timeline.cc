@@ -285,13 +285,21 @@ void GpuTimeline::AttachCollective(const GpuEvent& e, std::vector<v1::Collective
   if (auto ch = channels_.find(
           ProxyKey{c.comm_hash(), c.rank(), gpu::FixedString(e.collective.func), c.seq()});
       ch != channels_.end()) {
-    std::sort(ch->second.begin(), ch->second.end(),
-              [](const auto& a, const auto& b) { return a.channel < b.channel; });
-    for (const gpu::ChannelSpan& span : ch->second) {
-      v1::ChannelSpan* out = c.add_channel_spans();
-      out->set_channel(span.channel);
-      out->set_start_ns(span.start_ns);
-      out->set_end_ns(span.end_ns);
+    std::vector<gpu::ChannelSpan>& spans = ch->second;
+    if (!send || out == nullptr) {
+      // not sent: its spans go with it
+    } else if (window_channel_spans_ + spans.size() > kMaxChannelSpansPerWindow) {
+      window_channel_spans_omitted_ += spans.size();
+    } else {
+      window_channel_spans_ += spans.size();
+      std::sort(spans.begin(), spans.end(),
+                [](const auto& a, const auto& b) { return a.channel < b.channel; });
+      for (const gpu::ChannelSpan& span : spans) {
+        v1::ChannelSpan* cs = c.add_channel_spans();
+        cs->set_channel(span.channel);
+        cs->set_start_ns(span.start_ns);
+        cs->set_end_ns(span.end_ns);
+      }
     }
     channels_.erase(ch);
   }
@@ -374,6 +382,8 @@ void GpuTimeline::FillWindow(int64_t window_start_ns, int64_t window_end_ns,
   overflow_collectives_ = 0;
   window_collectives_ = 0;
   w->set_collectives_not_sent(not_sent);
+  w->set_channel_spans_omitted(window_channel_spans_omitted_);
+  window_channel_spans_ = window_channel_spans_omitted_ = 0;
 
   // Kernel spans: NCCL kernels first, then the rest, up to the cap; the others summarized.
   std::vector<const GpuEvent*> due;

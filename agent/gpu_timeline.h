@@ -114,6 +114,8 @@ class GpuTimeline {
   static constexpr int kMaxProxyPeers = 32;
   static constexpr size_t kMaxPendingProxyKeys = 16384;
   static constexpr size_t kMaxChannelSpans = 64;  // per collective: NCCL's MAXCHANNELS
+  // Per window (early batches included): about 330 KB of a batch (about 20 bytes each).
+  static constexpr size_t kMaxChannelSpansPerWindow = 16384;
 
   using ProxyKey = std::tuple<uint64_t, int32_t, std::string, uint64_t>;  // comm, rank, func, seq
   struct PeerBytes {
@@ -163,7 +165,10 @@ class GpuTimeline {
   CommRegistry registry_;  // the communicators of totals_, rank_pairs_ and comms_
   int64_t clock_ns_ = 0;   // the registry's clock: the latest window end or event receipt
   uint64_t comms_evicted_ = 0;
-  size_t window_collectives_ = 0;      // taken since the last FillWindow (the per-window bound)
+  size_t window_collectives_ = 0;  // taken since the last FillWindow (the per-window bound)
+  // Channel spans sent, and left out past kMaxChannelSpansPerWindow, since the last FillWindow.
+  size_t window_channel_spans_ = 0;
+  uint64_t window_channel_spans_omitted_ = 0;
   uint64_t overflow_collectives_ = 0;  // dropped from pending (max_pending), not yet reported
 };
 

@@ -1,17 +1,22 @@
 #include "agent/recording_requests.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace fabricscope::agent {
 
 namespace {
 
-// unix - offset, saturated: an aggregator's nonsense range selects nothing rather than wrapping.
+// The times an aggregator admits in a batch: |t| <= 2^61 ns (exporters/ingest/message_checks.cc
+// TimeOk); a recording's from/to outside them would have the whole batch refused.
+constexpr int64_t kTimeBound = int64_t{1} << 61;
+
+// unix - offset, clamped to the admitted times: an aggregator's nonsense range selects nothing
+// rather than wrapping or poisoning the batch.
 int64_t ToMonotonic(int64_t unix_ns, int64_t offset_ns) {
   int64_t out = 0;
-  if (!__builtin_sub_overflow(unix_ns, offset_ns, &out)) return out;
-  return unix_ns < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  if (__builtin_sub_overflow(unix_ns, offset_ns, &out))
+    out = unix_ns < 0 ? -kTimeBound : kTimeBound;
+  return std::clamp(out, -kTimeBound, kTimeBound);
 }
 
 }  // namespace
@@ -37,7 +42,7 @@ std::vector<v1::RecordingRequest> RecordingInbox::Take() {
 size_t AnswerRecordingRequests(const FlightRecorder& recorder,
                                const std::vector<v1::RecordingRequest>& requests,
                                int64_t unix_offset_ns, size_t max_samples, v1::Batch* batch) {
-  size_t attached = 0;
+  size_t attached = 0;  // max_samples is the whole window's: the batch stays within its bound
   for (const v1::RecordingRequest& req : requests) {
     std::vector<size_t> ports;
     if (req.port_index_size() == 0) {
@@ -49,9 +54,9 @@ size_t AnswerRecordingRequests(const FlightRecorder& recorder,
         }
       }
     }
-    const size_t bound =
-        req.max_samples() > 0 ? std::min<size_t>(req.max_samples(), max_samples) : max_samples;
-    const size_t share = ports.empty() ? 0 : std::max<size_t>(1, bound / ports.size());
+    const size_t left = max_samples - attached;
+    const size_t bound = req.max_samples() > 0 ? std::min<size_t>(req.max_samples(), left) : left;
+    const size_t share = ports.empty() ? 0 : bound / ports.size();
     const int64_t from = ToMonotonic(req.from_unix_ns(), unix_offset_ns);
     const int64_t to = ToMonotonic(req.to_unix_ns(), unix_offset_ns);
     for (size_t p : ports) {

@@ -40,11 +40,13 @@ class RecordingInbox {
 // Answers `requests` into *batch: per request, one FlightRecording per asked port that exists
 // (every port when it names none), reason "requested", request_id = the request's id, holding
 // the recorder's samples whose end lies in [from, to], converted to CLOCK_MONOTONIC by
-// unix_offset_ns (unix = monotonic + offset, collectors/clock.h). A request's samples are
-// bounded by min(its max_samples, max_samples) when it set one, else max_samples, shared
-// equally by its ports (the earliest of each kept, FlightRecording.truncated set where cut).
-// A port the recorder holds nothing of in the range still gets its (empty) recording, so that
-// every request is answered. Returns the samples attached.
+// unix_offset_ns (unix = monotonic + offset, collectors/clock.h) and clamped to the times the
+// aggregator admits (|t| <= 2^61 ns). max_samples bounds the whole answer (all requests: one
+// batch); a request gets what its predecessors left, less when its own max_samples says so,
+// shared equally by its ports (the earliest of each kept, FlightRecording.truncated set where
+// cut). A port the recorder holds nothing of in the range, or that the bound leaves no share,
+// still gets its (empty) recording, so that every request is answered. Returns the samples
+// attached.
 size_t AnswerRecordingRequests(const FlightRecorder& recorder,
                                const std::vector<v1::RecordingRequest>& requests,
                                int64_t unix_offset_ns, size_t max_samples, v1::Batch* batch);

@@ -227,7 +227,15 @@ absl::Status Aggregator::Start() {
     TelemetryService* service = &grpc_->service();
     state_.recording_fetch().SetSender(
         [service](const std::string& node, const v1::RecordingRequest& r) {
-          return service->RequestRecording(node, r);
+          switch (service->RequestRecording(node, r)) {
+            case TelemetryService::RequestOutcome::kQueued:
+              return RecordingFetch::Sent::kSent;
+            case TelemetryService::RequestOutcome::kQueueFull:
+              return RecordingFetch::Sent::kBusy;
+            case TelemetryService::RequestOutcome::kNoStream:
+              break;
+          }
+          return RecordingFetch::Sent::kNotConnected;
         });
   }
   if (remote_writer_) remote_writer_->Start();
@@ -284,7 +292,7 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
 
 void Aggregator::Stop() {
   if (remote_writer_) remote_writer_->Stop();
-  if (grpc_) state_.recording_fetch().SetSender(nullptr);  // before the streams go
+  state_.recording_fetch().SetSender(nullptr);  // before the streams (or the agent) go
   if (grpc_) grpc_->Stop();
   if (http_) http_->Stop();
   grpc_.reset();

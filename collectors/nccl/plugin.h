@@ -115,6 +115,9 @@ class Plugin {
   // Pushes a stopped, timed KernelCh slot onto its open op's channel list (channel_spans).
   // False when the op was closed meanwhile: the caller frees the slot.
   static bool LinkChannel(OpSlot& op, KernelChSlot& s, uint32_t index);
+  // LinkChannel while fewer than half the KernelCh pool are linked; else (or when the op
+  // closed) false and the span counted dropped. The caller frees the slot on false.
+  bool KeepForSpans(OpSlot& op, KernelChSlot& s, uint32_t index);
   // Flush thread, as it closes an op: takes the op's channel list (closing it), sends the spans
   // (GPU times + offset) as ChannelSpansRecords before the op's record, and frees the slots.
   void EmitChannels(OpSlot& s, const gpu::CollectiveRecord& r, int64_t offset);
@@ -171,6 +174,9 @@ class Plugin {
   std::atomic<uint64_t> datagrams_{0};
   std::atomic<uint64_t> connects_{0};
   std::atomic<uint64_t> expired_proxy_ops_{0};
+  // Channel spans: KernelCh slots linked to open ops, and spans not sent (KeepForSpans).
+  std::atomic<uint32_t> channel_slots_held_{0};
+  std::atomic<uint64_t> channel_spans_dropped_{0};
   std::atomic<uint64_t> timing_counts_[4] = {};  // closed ops per gpu::TimingSource
 
   std::mutex mu_;

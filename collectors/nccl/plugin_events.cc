@@ -251,9 +251,13 @@ void Plugin::StopKernelCh(const Handle& h) {
   if (!MarkStopped(s.word, h.gen)) return;
   const uint64_t gs = s.gpu_start;
   const uint64_t ge = s.gpu_end.load(std::memory_order_relaxed);
-  OpSlot& op = ops_[s.parent_index];
+  // Copied: once linked to its op (channel spans), the slot may be freed and reused by the flush
+  // thread at any moment; nothing of it is read after LinkChannel.
+  const uint32_t parent_index = s.parent_index;
+  const uint32_t parent_gen = s.parent_gen;
+  OpSlot& op = ops_[parent_index];
   bool kept = false;  // linked to the op for its channel spans: the flush thread frees it
-  if (IsOpen(op.word, s.parent_gen)) {
+  if (IsOpen(op.word, parent_gen)) {
     ContextSlot& ctx = contexts_[s.ctx_index];
     // pTimer 0 or end <= start: this channel's timers are missing (ABI §6.9).
     const bool timed = gs != 0 && ge > gs && ge < static_cast<uint64_t>(INT64_MAX);
@@ -288,11 +292,23 @@ void Plugin::StopKernelCh(const Handle& h) {
     // the flush thread converts its GPU times (Plugin::EmitOp).
     if (timed || last) op.offset_snapshot.store(OffsetEstimate(ctx), std::memory_order_relaxed);
     // Linked before kernel_ch_done counts it: the flush thread closes the op only after that.
-    if (timed && options_.channel_spans) kept = LinkChannel(op, s, h.index);
+    if (timed && options_.channel_spans) kept = KeepForSpans(op, s, h.index);
     op.kernel_ch_done.fetch_add(1, std::memory_order_release);
   }
-  if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
+  if (Detach(op.word, parent_gen)) op_free_.Push(parent_index);
   if (!kept) FreeSlot(s.word, kernel_ch_free_, h.index, h.gen);
+}
+
+bool Plugin::KeepForSpans(OpSlot& op, KernelChSlot& s, uint32_t index) {
+  // At most half the KernelCh pool waits for its op to close (a full socket can hold every op
+  // for seconds): the other half stays for the kernels that time the next collectives.
+  if (channel_slots_held_.fetch_add(1, std::memory_order_relaxed) >= options_.pool_kernel_ch / 2 ||
+      !LinkChannel(op, s, index)) {
+    channel_slots_held_.fetch_sub(1, std::memory_order_relaxed);
+    channel_spans_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
 }
 
 bool Plugin::LinkChannel(OpSlot& op, KernelChSlot& s, uint32_t index) {
@@ -369,6 +385,7 @@ PluginStats Plugin::Stats() const {
   s.datagrams_sent = datagrams_.load(std::memory_order_relaxed);
   s.connects = connects_.load(std::memory_order_relaxed);
   s.expired_proxy_ops = expired_proxy_ops_.load(std::memory_order_relaxed);
+  s.channel_spans_dropped = channel_spans_dropped_.load(std::memory_order_relaxed);
   for (int i = 0; i < 4; ++i)
     s.closed_by_timing[i] = timing_counts_[i].load(std::memory_order_relaxed);
   s.pool_bytes = MemoryBytes();

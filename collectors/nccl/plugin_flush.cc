@@ -250,12 +250,15 @@ void Plugin::EmitChannels(OpSlot& s, const CollectiveRecord& r, int64_t offset) 
   c.rank = r.rank;
   c.kind = r.kind;
   std::memcpy(c.func, r.func, sizeof(c.func));
-  // At most 64 slots are linked (one per channel, ContextSlot::kMaxChannels); the bound guards
-  // the walk against a corrupted link all the same.
-  for (int n = 0; i < options_.pool_kernel_ch && n <= ContextSlot::kMaxChannels; ++n) {
+  // One slot per channel is linked (NCCL runs up to 64, ContextSlot::kMaxChannels, which is what
+  // Room() reserved records for); every one is freed, however many, and the walk is bounded by
+  // the pool all the same.
+  int sent = 0;
+  for (uint32_t n = 0; i < options_.pool_kernel_ch && n < options_.pool_kernel_ch; ++n) {
     KernelChSlot& k = kernel_ch_[i];
     const uint32_t next = k.next_in_op;
-    if (offset != kNone64 && c.count < gpu::ChannelSpansRecord::kSpans) {
+    if (offset != kNone64 && sent < ContextSlot::kMaxChannels) {
+      ++sent;
       gpu::ChannelSpan& span = c.spans[c.count++];
       span.start_ns = static_cast<int64_t>(k.gpu_start) + offset;
       span.end_ns = static_cast<int64_t>(k.gpu_end.load(std::memory_order_relaxed)) + offset;
@@ -266,6 +269,7 @@ void Plugin::EmitChannels(OpSlot& s, const CollectiveRecord& r, int64_t offset) 
       }
     }
     FreeSlot(k.word, kernel_ch_free_, i, WordGen(k.word.load(std::memory_order_relaxed)));
+    channel_slots_held_.fetch_sub(1, std::memory_order_relaxed);
     i = next;
   }
   if (c.count > 0) Emit(c);

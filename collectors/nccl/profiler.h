@@ -85,7 +85,9 @@ struct PluginOptions {
   // proxy thread, where the free list's push was), and the flush thread sends its GPU times
   // with the operation and frees it. Off by default: 24 bytes per channel per operation on the
   // wire and in the agent's batches (an all-reduce on 32 channels: 8 records, 1.1 KB), and the
-  // KernelCh slots stay held until their operation closes (one flush period).
+  // KernelCh slots stay held until their operation closes (one flush period; longer while the
+  // agent's socket is full): at most half the pool, past which spans are dropped and counted
+  // (PluginStats::channel_spans_dropped), so that kernels keep their slots.
   bool channel_spans = false;
 
   // Defaults overridden by the environment: FABRICSCOPE_NCCL_EVENT_MASK,
@@ -105,6 +107,9 @@ struct PluginStats {
   uint64_t expired_proxy_ops = 0;     // ProxyOps NCCL never stopped, closed after max_wait_ns
   uint64_t closed_by_timing[4] = {};  // Collective records per gpu::TimingSource
   uint64_t chain_dropped = 0;         // events not forwarded to the chained plugin (pool full)
+  // Channel spans not sent: half the KernelCh pool already held by spans of open ops, or the op
+  // closed before its channel stopped (PluginOptions::channel_spans).
+  uint64_t channel_spans_dropped = 0;
   size_t pool_bytes = 0;  // memory of pools, queues and buffers allocated at the first init
   int contexts = 0;
   bool chained = false;  // a chained plugin is loaded and initialized

@@ -229,6 +229,7 @@ void LinkAnalysis::OnBatch(const std::string& node, const v1::Batch& batch,
     n.has_flight_recorder = true;
     n.flight_recorder_bytes = batch.flight_recorder().bytes();
     n.flight_recorder_seconds = batch.flight_recorder().seconds();
+    n.flight_recorder_requests_dropped = batch.flight_recorder().requests_dropped_total();
   }
   if (++n.batches_since_period >= options_.period_every_batches &&
       n.period_bytes.latest != INT64_MIN) {
@@ -449,6 +450,7 @@ LinkSnapshot LinkAnalysis::Snapshot() const {
     s.imbalance[0] = n.imbalance[0];
     s.imbalance[1] = n.imbalance[1];
     if (n.has_flight_recorder) s.flight_recorder_bytes = n.flight_recorder_bytes;
+    s.flight_recorder_requests_dropped = n.flight_recorder_requests_dropped;
     if (cluster_loss == 0) continue;
     for (const PortLinks& p : n.ports) {
       if (p.loss.empty()) continue;

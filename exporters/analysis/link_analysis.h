@@ -66,6 +66,7 @@ struct LinkSnapshot {
     std::map<std::string, uint64_t> anomalies_total;  // by kind
     double imbalance[2] = {NAN, NAN};                 // transmit, receive; NaN unknown
     std::optional<uint64_t> flight_recorder_bytes;
+    uint64_t flight_recorder_requests_dropped = 0;  // FlightRecorderStats.requests_dropped_total
   };
   std::vector<Node> nodes;
   struct PortLoss {
@@ -201,6 +202,7 @@ class LinkAnalysis {
     std::deque<LinkRecording> recordings;
     uint64_t flight_recorder_bytes = 0;
     double flight_recorder_seconds = 0;
+    uint64_t flight_recorder_requests_dropped = 0;
     double window_seconds = 0;
     bool has_flight_recorder = false;
   };

@@ -16,6 +16,7 @@ void AddLinkFamilies(const LinkSnapshot& s, std::vector<prometheus::MetricFamily
   auto imbalance = MakeFamily(Metric::kTrafficImbalanceRatio);  // scope="rails"
   auto concentration = MakeFamily(Metric::kLossConcentrationRatio);
   auto recorder = MakeFamily(Metric::kFlightRecorderBytes);
+  auto requests_dropped = MakeFamily(Metric::kFlightRecorderRequestsDroppedTotal);
   auto series = MakeFamily(Metric::kAggregatorLinkSeriesBytes);
   for (const LinkSnapshot::Node& n : s.nodes) {
     if (n.period) {
@@ -33,6 +34,8 @@ void AddLinkFamilies(const LinkSnapshot& s, std::vector<prometheus::MetricFamily
     }
     if (n.flight_recorder_bytes) {
       AddValue(recorder, {{"node", n.name}}, static_cast<double>(*n.flight_recorder_bytes));
+      AddValue(requests_dropped, {{"node", n.name}},
+               static_cast<double>(n.flight_recorder_requests_dropped));
     }
   }
   for (const LinkSnapshot::PortLoss& p : s.loss_concentration) {
@@ -40,8 +43,8 @@ void AddLinkFamilies(const LinkSnapshot& s, std::vector<prometheus::MetricFamily
              {{"node", p.node}, {"device", p.device}, {"port", absl::StrCat(p.port)}}, p.share);
   }
   AddValue(series, {}, static_cast<double>(s.series_bytes));
-  for (prometheus::MetricFamily* f :
-       {&period, &strength, &anomalies, &imbalance, &concentration, &recorder, &series}) {
+  for (prometheus::MetricFamily* f : {&period, &strength, &anomalies, &imbalance, &concentration,
+                                      &recorder, &requests_dropped, &series}) {
     if (!f->metric.empty()) out->push_back(std::move(*f));
   }
 }

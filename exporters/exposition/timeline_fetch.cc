@@ -23,6 +23,7 @@ constexpr const char* kSampleTrack = "samples (flight recorder)";
 // [from_ns, to_ns); each with the earliest time its recorder still holds and its window.
 struct FetchPlan {
   std::vector<std::string> nodes;
+  std::vector<std::string> no_recorder;  // not known here, or without a flight recorder
   size_t left_out = 0;
   int64_t from_ns = INT64_MAX;  // the earliest of the nodes' held ranges, clamped to the scope
   double longest_window = 0;
@@ -41,7 +42,10 @@ FetchPlan PlanFetch(const ClusterState& state, const TimelineScope& scope,
   const int64_t now = absl::ToUnixNanos(absl::Now());
   for (const std::string& node : candidates) {
     const LinkAnalysis::RecorderInfo r = state.links().FlightRecorderOf(node);
-    if (r.seconds <= 0) continue;
+    if (r.seconds <= 0) {
+      if (plan.no_recorder.size() < kFetchMaxNodes) plan.no_recorder.push_back(node);
+      continue;
+    }
     const int64_t held_from = now - static_cast<int64_t>(std::min(r.seconds, 3600.0) * 1e9);
     if (scope.to_ns <= held_from) continue;
     if (plan.nodes.size() >= kFetchMaxNodes) {
@@ -50,7 +54,8 @@ FetchPlan PlanFetch(const ClusterState& state, const TimelineScope& scope,
     }
     plan.nodes.push_back(node);
     plan.from_ns = std::min(plan.from_ns, std::max(scope.from_ns, held_from));
-    plan.longest_window = std::max(plan.longest_window, std::min(r.window_seconds, 60.0));
+    plan.longest_window =
+        std::max(plan.longest_window, std::min(r.window_seconds, kFetchMaxWindowSeconds));
   }
   return plan;
 }
@@ -104,6 +109,11 @@ void AddSampleTracks(const std::vector<LinkRecording>& recordings, int64_t from_
 void AddFetchedSamples(const ClusterState& state, const TimelineScope& scope, size_t max_events,
                        absl::Duration wait, TimelineInput* in) {
   const FetchPlan plan = PlanFetch(state, scope, *in);
+  if (!plan.no_recorder.empty()) {
+    in->notes.push_back(absl::StrCat("no flight-recorder samples fetched from ",
+                                     absl::StrJoin(plan.no_recorder, ", "),
+                                     ": not known here, or without a flight recorder"));
+  }
   if (plan.nodes.empty()) return;
   const size_t have = TimelineEventCount(*in);
   const size_t budget = std::min(kFetchMaxSamples, max_events > have ? max_events - have : 0);
@@ -146,8 +156,8 @@ void AddFetchedSamples(const ClusterState& state, const TimelineScope& scope, si
   list("not asked (fetches already running)", got.busy);
   if (plan.left_out > 0) absl::StrAppend(&note, "; ", plan.left_out, " more nodes not asked");
   if (truncated > 0) {
-    absl::StrAppend(&note, "; ", truncated, " ports cut at ", per_node,
-                    " samples per node (the earliest kept)");
+    absl::StrAppend(&note, "; ", truncated, " ports cut at ", std::min<size_t>(per_node, 65536),
+                    " samples per node or their agent's own bound (the earliest kept)");
   }
   in->notes.push_back(std::move(note));
 }

@@ -25,6 +25,9 @@ struct TimelineScope;
 // own bound (agent/pipeline.h requested_samples_max, 65,536).
 inline constexpr size_t kFetchMaxSamples = 200'000;
 inline constexpr size_t kFetchMaxNodes = 64;
+// A node's window counts up to this much in a fetch's wait (its answer comes with its next
+// batch): a node with longer windows is not waited for, and its wait ends "no answer in time".
+inline constexpr double kFetchMaxWindowSeconds = 5;
 
 // Adds the samples of `recordings` whose time lies in [from_ns, to_ns) (Unix) as
 // "samples (flight recorder)" counter tracks of in->counters, one per (node, port), merged with
@@ -36,10 +39,11 @@ void AddSampleTracks(const std::vector<LinkRecording>& recordings, int64_t from_
 // Fetches the samples of the part of scope's range that the flight recorders still hold from the
 // trace's nodes (scope.node, else the nodes of in's slices and counters; at most
 // kFetchMaxNodes, in name order) that stream to this aggregator, waiting at most `wait` plus
-// the longest window of those nodes (their answers come in their next batch), and adds them
-// (AddSampleTracks) within max_events (none when the trace is already at it). in->notes says
-// which nodes answered, timed out, were not connected or were left out. Nothing happens when the
-// range ends before what any recorder holds.
+// the longest window of those nodes, each counted up to kFetchMaxWindowSeconds (their answers
+// come in their next batch), and adds them (AddSampleTracks) within max_events (none when the
+// trace is already at it). in->notes says which nodes answered, timed out, were not connected,
+// were busy or left out, and which hold no flight recorder here. Nothing is asked when the
+// range ends before what every recorder holds.
 void AddFetchedSamples(const ClusterState& state, const TimelineScope& scope, size_t max_events,
                        absl::Duration wait, TimelineInput* in);
 

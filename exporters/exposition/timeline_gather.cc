@@ -231,16 +231,36 @@ void TimelineClampTimes(TimelineInput* in) {
 // overlaps the collective most (the plugin's and CUPTI's GPU clocks are fitted to the CPU
 // separately, microseconds apart); a span left empty is dropped. Call after the clamp.
 void TimelineNestChannels(TimelineInput* in) {
+  // The kernels of each process by start, with the longest one's length: a slice looks only at
+  // the kernels that can overlap it (O(log n) to find them, not a scan of every kernel).
+  struct ProcessKernels {
+    std::vector<std::pair<int64_t, int64_t>> spans;  // (start, end), by start
+    int64_t longest = 0;
+  };
+  std::map<std::pair<std::string, int32_t>, ProcessKernels> kernels;
+  for (const TimelineSlice& s : in->slices) {
+    if (!s.channels.empty()) kernels.try_emplace({s.node, s.pid});
+  }
+  if (kernels.empty()) return;
+  for (const TimelineKernel& k : in->kernels) {
+    auto it = kernels.find({k.node, k.pid});
+    if (it == kernels.end()) continue;
+    it->second.spans.emplace_back(k.start_ns, k.end_ns);
+    it->second.longest = std::max(it->second.longest, k.end_ns - k.start_ns);
+  }
+  for (auto& [key, pk] : kernels) std::sort(pk.spans.begin(), pk.spans.end());
   for (TimelineSlice& s : in->slices) {
     if (s.channels.empty()) continue;
     int64_t lo = s.start_ns, hi = s.end_ns, best = 0;
-    for (const TimelineKernel& k : in->kernels) {
-      if (k.node != s.node || k.pid != s.pid) continue;
-      const int64_t overlap = std::min(k.end_ns, s.end_ns) - std::max(k.start_ns, s.start_ns);
+    const ProcessKernels& pk = kernels.at({s.node, s.pid});
+    auto k = std::lower_bound(pk.spans.begin(), pk.spans.end(),
+                              std::make_pair(s.start_ns - pk.longest, INT64_MIN));
+    for (; k != pk.spans.end() && k->first < s.end_ns; ++k) {
+      const int64_t overlap = std::min(k->second, s.end_ns) - std::max(k->first, s.start_ns);
       if (overlap > best) {
         best = overlap;
-        lo = std::max(k.start_ns, s.start_ns);
-        hi = std::min(k.end_ns, s.end_ns);
+        lo = std::max(k->first, s.start_ns);
+        hi = std::min(k->second, s.end_ns);
       }
     }
     std::vector<TimelineSlice::Channel> kept;

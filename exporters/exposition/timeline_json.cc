@@ -23,6 +23,9 @@ struct TraceIds {
   std::map<std::string, int> pid;                                      // node -> trace pid
   std::map<std::tuple<std::string, uint64_t, int32_t>, int> rank_tid;  // (node, comm, rank)
   std::map<std::pair<std::string, int32_t>, int> proc_tid;             // (node, os pid) -> tid
+  // A thread per (node, comm, rank, channel) with channel spans: channels run in parallel, and
+  // complete events on one thread must nest ("Complete Events"), so each channel has its own.
+  std::map<std::tuple<std::string, uint64_t, int32_t, uint32_t>, int> channel_tid;
   int next_tid = 1;
 };
 
@@ -47,6 +50,14 @@ TraceIds AssignTraceIds(const TimelineInput& in) {
   }
   for (const auto& k : in.kernels) {
     if (ids.proc_tid.try_emplace({k.node, k.pid}, ids.next_tid).second) ++ids.next_tid;
+  }
+  for (const TimelineSlice* s : by_rank) {
+    for (const TimelineSlice::Channel& c : s->channels) {
+      if (ids.channel_tid.try_emplace({s->node, s->comm, s->rank, c.channel}, ids.next_tid)
+              .second) {
+        ++ids.next_tid;
+      }
+    }
   }
   return ids;
 }
@@ -87,6 +98,17 @@ void TraceMetadata(std::string* out, bool* first, const TimelineInput& in, const
     BeginTraceEvent(out, first, "M", pid, tid);
     absl::StrAppend(out, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", rank, "}}");
   }
+  for (const auto& [key, tid] : ids.channel_tid) {
+    const auto& [node, comm, rank, channel] = key;
+    const int pid = ids.pid.at(node);
+    BeginTraceEvent(out, first, "M", pid, tid);
+    *out += ",\"name\":\"thread_name\",\"args\":{\"name\":";
+    AppendJsonString(out, absl::StrCat("rank ", rank, " channel ", channel));
+    absl::StrAppend(out, ",\"rank\":", rank, ",\"world_size\":", nranks[{node, comm, rank}],
+                    ",\"comm\":\"", common::CommLabel(comm), "\",\"channel\":", channel, "}}");
+    BeginTraceEvent(out, first, "M", pid, tid);  // after its rank's thread, in channel order
+    absl::StrAppend(out, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", rank, "}}");
+  }
   std::set<int> rank_tids;
   for (const auto& [key, tid] : ids.rank_tid) rank_tids.insert(tid);
   for (const auto& [key, tid] : ids.proc_tid) {
@@ -112,7 +134,7 @@ void TraceSlices(std::string* out, bool* first, const TimelineInput& in, const T
     *out += "}}";
     for (const TimelineSlice::Channel& c : s.channels) {
       BeginTraceEvent(out, first, "X", ids.pid.at(s.node),
-                      ids.rank_tid.at({s.node, s.comm, s.rank}));
+                      ids.channel_tid.at({s.node, s.comm, s.rank, c.channel}));
       absl::StrAppend(out, ",\"cat\":\"kernel_channel\",\"name\":\"channel ", c.channel, "\"");
       AppendTraceTs(out, "ts", c.start_ns, in.from_ns);
       AppendTraceTs(out, "dur", c.start_ns + std::max<int64_t>(0, c.end_ns - c.start_ns),
@@ -216,7 +238,7 @@ size_t TimelineEventCount(const TimelineInput& in) {
   for (const auto& [key, tid] : ids.rank_tid) rank_tids.insert(tid);
   size_t other = 0;
   for (const auto& [key, tid] : ids.proc_tid) other += rank_tids.contains(tid) ? 0 : 1;
-  return n + 2 * ids.pid.size() + 2 * ids.rank_tid.size() + other;
+  return n + 2 * ids.pid.size() + 2 * (ids.rank_tid.size() + ids.channel_tid.size()) + other;
 }
 
 std::string RenderTimelineJson(const TimelineInput& in) {

@@ -12,10 +12,11 @@
 //   - "Complete Events" (ph "X", ts and dur in µs): each rank's collective (args: func, seq,
 //     bytes, busbw_gbps, cause, comm) and, on the same thread inside it, the NCCL kernels
 //     CUPTI saw in its process (nested by their times, as the section says complete events on
-//     one thread nest), and inside those each channel's share of the kernel, "channel N" (cat
-//     "kernel_channel", from the NCCL profiler's KernelCh events where the plugin sends them,
-//     FABRICSCOPE_NCCL_CHANNEL_SPANS=1), clamped to the kernel CUPTI saw around them (the two
-//     clocks are fitted separately) and to the collective.
+//     one thread nest). Each channel's share of the kernel, "channel N" (cat "kernel_channel",
+//     from the NCCL profiler's KernelCh events where the plugin sends them,
+//     FABRICSCOPE_NCCL_CHANNEL_SPANS=1), on a thread of its own under the rank's ("rank R
+//     channel N": channels run in parallel, and events on one thread must nest), cut to the
+//     collective and to the kernel CUPTI saw around it (the two clocks are fitted separately).
 //   - "Flow Events" (ph "s" and "f", cat "straggler", one id per waiting rank, "bp": "e" so that
 //     each end binds to the enclosing slice): from the late rank's collective, at its start, to
 //     every rank that waited for it.

@@ -60,15 +60,14 @@ class AgentStreamReactor final
 
   void Supersede() override { superseded_.store(true); }
 
-  bool Request(const v1::RecordingRequest& request) override {
+  TelemetryService::RequestOutcome Request(const v1::RecordingRequest& request) override {
+    using Outcome = TelemetryService::RequestOutcome;
     absl::MutexLock lock(&mu_);
-    if (reading_done_ || write_failed_ || finished_ ||
-        requests_.size() >= TelemetryService::kMaxQueuedRequests) {
-      return false;
-    }
+    if (reading_done_ || write_failed_ || finished_) return Outcome::kNoStream;
+    if (requests_.size() >= TelemetryService::kMaxQueuedRequests) return Outcome::kQueueFull;
     requests_.push_back(request);
     if (!writing_) WriteNextLocked();
-    return true;
+    return Outcome::kQueued;
   }
 
   void OnReadDone(bool ok) override {
@@ -331,11 +330,11 @@ absl::Status TelemetryService::Claim(const std::string& node, uint64_t instance,
                    "dead stream is closed by keepalive within 30 s)"));
 }
 
-bool TelemetryService::RequestRecording(const std::string& node,
-                                        const v1::RecordingRequest& request) {
+TelemetryService::RequestOutcome TelemetryService::RequestRecording(
+    const std::string& node, const v1::RecordingRequest& request) {
   absl::MutexLock lock(&live_mu_);
   auto it = live_.find(node);
-  return it != live_.end() && it->second.who->Request(request);
+  return it == live_.end() ? RequestOutcome::kNoStream : it->second.who->Request(request);
 }
 
 void TelemetryService::Release(const std::string& node, Claimant* who) {

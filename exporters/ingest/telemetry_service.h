@@ -91,20 +91,22 @@ class TelemetryService final : public v1::Telemetry::CallbackService {
 
   uint64_t streams_total() const { return streams_total_.load(); }
 
+  enum class RequestOutcome { kQueued, kNoStream, kQueueFull };
   // The live-stream registry, used by the reactors (telemetry_service.cc). A live stream is one
   // whose Hello was accepted and whose reactor has not finished.
   class Claimant {
    public:
     virtual ~Claimant() = default;
     virtual void Supersede() = 0;  // a newer stream of the same instance took the node
-    // Queues `request` to be written on the stream. False when the stream is ending or already
-    // has kMaxQueuedRequests waiting. Called under the registry's lock; must not call back.
-    virtual bool Request(const v1::RecordingRequest& request) = 0;
+    // Queues `request` to be written on the stream: kQueued, or kNoStream when the stream is
+    // ending, or kQueueFull when kMaxQueuedRequests already wait. Called under the registry's
+    // lock; must not call back.
+    virtual RequestOutcome Request(const v1::RecordingRequest& request) = 0;
   };
   static constexpr size_t kMaxQueuedRequests = 8;
   // Sends a RecordingRequest to `node`'s agent over its live stream (exporters/state/
-  // recording_fetch.h's sender). False when the node has no live stream or its queue is full.
-  bool RequestRecording(const std::string& node, const v1::RecordingRequest& request);
+  // recording_fetch.h's sender): kNoStream when the node has none.
+  RequestOutcome RequestRecording(const std::string& node, const v1::RecordingRequest& request);
   // Errors: AlreadyExists (counted) when another instance holds `node`.
   absl::Status Claim(const std::string& node, uint64_t instance, const std::string& peer,
                      Claimant* who);

@@ -59,7 +59,8 @@ using BatchCheck = absl::FunctionRef<BatchVerdict(const v1::Batch& batch, size_t
 // batches are ordered by one of kIngestStripes locks (by node name), and what they store is
 // split over locks held briefly and never nested the other way: mu_ (the nodes' windows and
 // counters), gpu_mu_ (the GPU state), then the link and cross-rank analyses' own (the latter
-// sharded by communicator). Lock order: stripe, mu_, gpu_mu_, an analysis's. Snapshot() takes
+// sharded by communicator). Lock order: stripe, mu_, gpu_mu_, an analysis's; the recording
+// fetch's (fetch_) after the stripe, never with mu_ or gpu_mu_ held. Snapshot() takes
 // views under each lock in turn; rendering happens after, outside every lock.
 class ClusterState {
  public:
@@ -302,8 +303,11 @@ class ClusterState {
   mutable std::array<absl::Mutex, kIngestStripes> ingest_mu_;
   mutable absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(gpu_mu_);
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
-  LinkAnalysis links_;            // thread-safe on its own (lock order: after mu_ and gpu_mu_)
-  mutable RecordingFetch fetch_;  // thread-safe on its own; taken with no other lock held
+  LinkAnalysis links_;  // thread-safe on its own (lock order: after mu_ and gpu_mu_)
+  // Thread-safe on its own. Its lock is taken under a node's ingest stripe (answers) and, on an
+  // HTTP thread, holds while its sender takes the stream registry's and a reactor's locks
+  // (exporters/ingest/telemetry_service.h): stripe -> fetch -> registry -> reactor.
+  mutable RecordingFetch fetch_;
   CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
   mutable absl::Mutex gpu_mu_;
   GpuState gpu_ ABSL_GUARDED_BY(gpu_mu_);

@@ -33,16 +33,21 @@ namespace fabricscope::exporters {
 class RecordingFetch {
  public:
   static constexpr size_t kMaxConcurrent = 4;
-  // Sends `request` to `node`. False when the node has no live stream (nothing will answer).
-  // Called under this class's mutex: must not call back into it.
-  using Sender = std::function<bool(const std::string& node, const v1::RecordingRequest&)>;
+  // What a sender did with a request: sent (an answer may come), or not because the node has
+  // no live stream here, or because its stream already has requests queued (busy).
+  enum class Sent { kSent, kNotConnected, kBusy };
+  // Sends `request` to `node`. Called under this class's mutex: must not call back into it.
+  using Sender = std::function<Sent(const std::string& node, const v1::RecordingRequest&)>;
 
   // Replaces the sender; null = none (every node unreachable). After it returns, the old sender
-  // is never called again: clear it before what it sends through goes away.
+  // is never called again: clear it before what it sends through goes away. Fetches waiting
+  // then end at once, their unanswered nodes unreachable (the streams are going: a shutdown
+  // does not wait for their deadlines).
   void SetSender(Sender sender);
 
   struct Result {
     std::vector<LinkRecording> recordings;  // every answer's recordings, node by node
+    // busy: not asked, four fetches already running, or the node's stream had requests queued.
     std::vector<std::string> answered, timed_out, unreachable, busy;
   };
   // Asks every node in `nodes` for its samples with end in [from_unix_ns, to_unix_ns], at most
@@ -69,8 +74,12 @@ class RecordingFetch {
   };
   mutable absl::Mutex mu_;
   Sender sender_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Random per process, so that an answer an agent replays from before an aggregator restart
+  // (its spool, its unacked queue) does not pass for the answer to a new request.
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = FirstRequestId();
+  static uint64_t FirstRequestId();
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sender_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by SetSender: waiters end
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -100,13 +101,13 @@ TEST(AnswerRecordingRequests, EveryPortConvertedToMonotonicWithItsId) {
 TEST(AnswerRecordingRequests, TheBoundIsSharedByThePortsAndMarksTheCut) {
   const FlightRecorder rec = RecRecorder();
   v1::Batch b;
-  // Two ports asked (one twice, one unknown): 30 samples asked for at most, 15 each; the agent's
-  // own bound (20) caps a request's larger one.
+  // Two ports asked (one twice, one unknown) with 30 samples at most, under the window's bound
+  // of 20: 10 each. The second request finds the window's bound spent: answered, empty, cut.
   EXPECT_EQ(AnswerRecordingRequests(rec,
                                     {RecAsk(1, 1 * kMs, 100 * kMs, {1, 0, 1, 9}, 30),
                                      RecAsk(2, 1 * kMs, 100 * kMs, {0}, 1000)},
                                     kRecOffset, 20, &b),
-            10u + 10u + 20u);
+            20u);
   ASSERT_EQ(b.flight_recordings_size(), 3);
   EXPECT_EQ(b.flight_recordings(0).port_index(), 1u);
   EXPECT_EQ(b.flight_recordings(0).time_ns_size(), 10);   // min(30, 20) / 2 ports
@@ -114,8 +115,14 @@ TEST(AnswerRecordingRequests, TheBoundIsSharedByThePortsAndMarksTheCut) {
   EXPECT_TRUE(b.flight_recordings(0).truncated());
   EXPECT_EQ(b.flight_recordings(1).port_index(), 0u);
   EXPECT_EQ(b.flight_recordings(2).request_id(), 2u);
-  EXPECT_EQ(b.flight_recordings(2).time_ns_size(), 20);
+  EXPECT_EQ(b.flight_recordings(2).time_ns_size(), 0);
   EXPECT_TRUE(b.flight_recordings(2).truncated());
+  // With room left, the second request gets what the first did not use.
+  v1::Batch c;
+  EXPECT_EQ(AnswerRecordingRequests(
+                rec, {RecAsk(3, 1 * kMs, 5 * kMs, {0}), RecAsk(4, 1 * kMs, 100 * kMs, {1})},
+                kRecOffset, 20, &c),
+            5u + 15u);
 }
 
 TEST(AnswerRecordingRequests, HostileRangesSelectNothingAndNeverWrap) {
@@ -131,6 +138,11 @@ TEST(AnswerRecordingRequests, HostileRangesSelectNothingAndNeverWrap) {
   far.set_to_unix_ns(std::numeric_limits<int64_t>::max());
   EXPECT_EQ(AnswerRecordingRequests(rec, {r, far}, kRecOffset, 65536, &b), 0u);
   EXPECT_EQ(b.flight_recordings_size(), 6);  // answered, empty
+  // Within the times the aggregator admits (|t| <= 2^61 ns), or it would refuse the whole batch.
+  for (const v1::FlightRecording& fr : b.flight_recordings()) {
+    EXPECT_LE(std::abs(fr.from_ns()), int64_t{1} << 61);
+    EXPECT_LE(std::abs(fr.to_ns()), int64_t{1} << 61);
+  }
   // An offset that would overflow the subtraction saturates too.
   v1::Batch c;
   EXPECT_EQ(AnswerRecordingRequests(rec, {RecAsk(5, 0, 100 * kMs)},

@@ -184,9 +184,9 @@ TEST_F(StreamPolicyTest, TheSameInstanceReconnectingTakesTheNodeOver) {
 TEST(StreamRegistry, TheSameInstanceFromAnotherHostIsADuplicate) {
   struct Recorder : exporters::TelemetryService::Claimant {
     void Supersede() override { superseded = true; }
-    bool Request(const v1::RecordingRequest& r) override {
+    exporters::TelemetryService::RequestOutcome Request(const v1::RecordingRequest& r) override {
       requests.push_back(r.id());
-      return true;
+      return exporters::TelemetryService::RequestOutcome::kQueued;
     }
     bool superseded = false;
     std::vector<uint64_t> requests;
@@ -203,8 +203,9 @@ TEST(StreamRegistry, TheSameInstanceFromAnotherHostIsADuplicate) {
   // A recording request goes to the stream that holds the node now, and to no other.
   v1::RecordingRequest req;
   req.set_id(31);
-  EXPECT_TRUE(service.RequestRecording("node-a", req));
-  EXPECT_FALSE(service.RequestRecording("node-b", req));
+  using Outcome = exporters::TelemetryService::RequestOutcome;
+  EXPECT_EQ(service.RequestRecording("node-a", req), Outcome::kQueued);
+  EXPECT_EQ(service.RequestRecording("node-b", req), Outcome::kNoStream);
   EXPECT_EQ(reconnect.requests, std::vector<uint64_t>{31});
   EXPECT_TRUE(live.requests.empty());
   EXPECT_TRUE(forger.requests.empty());

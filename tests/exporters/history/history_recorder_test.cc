@@ -152,12 +152,18 @@ class HistoryRecorderTest : public ::testing::Test {
     a->set_slow(r == 0 && (w == 7 || w == 8));  // above the p99 of its kind, by its agent
     a->add_ports()->set_port_index(0);
     if (channel_spans_ && r == 0 && w == 7) {  // the plugin's per-channel spans of a slow one
-      for (uint32_t ch = 0; ch < 2; ++ch) {
+      for (uint32_t ch = 0; ch < 3; ++ch) {    // channel 2 after the kernel CUPTI saw
         v1::ChannelSpan* span = col->add_channel_spans();
         span->set_channel(ch);
-        span->set_start_ns(col->start_ns() + 2 * kMs + ch * kMs);
-        span->set_end_ns(col->end_ns() - 3 * kMs + ch * kMs);
+        span->set_start_ns(col->start_ns() + (ch == 2 ? 128 : 2 + ch) * kMs);
+        span->set_end_ns(col->end_ns() - (ch == 2 ? 1 : 3 - ch) * kMs);
       }
+      v1::KernelSpan* k = b.add_kernel_spans();  // its NCCL kernel, as CUPTI saw it
+      k->set_pid(col->pid());
+      k->set_is_nccl(true);
+      k->set_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+      k->set_start_ns(col->start_ns() + 2'500'000);
+      k->set_end_ns(col->start_ns() + 127'500'000);
     }
     return b;
   }
@@ -497,9 +503,9 @@ TEST_F(HistoryRecorderTest, ChannelSpansStayWithTheSlowCollective) {
   recorder_->Drain();
   store_->Flush();
   const int64_t start = base_ + 7 * kSec + 100 * kMs;  // rank 0's seq 7
-  const std::string want =
-      absl::StrCat("\"channels\":[[0,", start + 2 * kMs, ",", start + 127 * kMs, "],[1,",
-                   start + 3 * kMs, ",", start + 128 * kMs, "]]");
+  const std::string want = absl::StrCat(
+      "\"channels\":[[0,", start + 2 * kMs, ",", start + 127 * kMs, "],[1,", start + 3 * kMs, ",",
+      start + 128 * kMs, "],[2,", start + 128 * kMs, ",", start + 129 * kMs, "]]");
   bool stored = false;
   for (const HistoryEvent& e : Events("collective")) {
     stored = stored || e.detail_json.find(want) != std::string::npos;
@@ -516,12 +522,39 @@ TEST_F(HistoryRecorderTest, ChannelSpansStayWithTheSlowCollective) {
     const TimelineSlice* slow = nullptr;
     for (const TimelineSlice& sl : in->slices) slow = sl.seq == 7 && sl.rank == 0 ? &sl : slow;
     ASSERT_NE(slow, nullptr);
-    ASSERT_EQ(slow->channels.size(), 2u);
+    if (state == &state_) {
+      // Memory holds the CUPTI kernel: the spans are cut to it, and channel 2 (after it) goes.
+      ASSERT_EQ(slow->channels.size(), 2u);
+      EXPECT_EQ(slow->channels[0].start_ns, start + 2'500'000);
+      EXPECT_EQ(slow->channels[1].end_ns, start + 127'500'000);
+    } else {
+      // The history keeps no kernels: the spans are cut to the collective only.
+      ASSERT_EQ(slow->channels.size(), 3u);
+      EXPECT_EQ(slow->channels[1].start_ns, start + 3 * kMs);
+      EXPECT_EQ(slow->channels[1].end_ns, start + 128 * kMs);
+    }
     EXPECT_EQ(slow->channels[1].channel, 1u);
-    EXPECT_EQ(slow->channels[1].start_ns, start + 3 * kMs);
-    EXPECT_EQ(slow->channels[1].end_ns, start + 128 * kMs);
+    // Each channel on a thread of its own under the rank's (parallel channels must not share
+    // one: complete events on a thread nest).
     const std::string json = RenderTimelineJson(*in);
-    EXPECT_NE(json.find("\"cat\":\"kernel_channel\",\"name\":\"channel 1\""), std::string::npos);
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    ASSERT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS);
+    std::map<int64_t, std::string> thread;  // tid -> name
+    std::map<std::string, int64_t> channel_tid;
+    for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+      std::string_view ph, name, cat;
+      int64_t tid = 0;
+      if (e["ph"].get(ph) || e["tid"].get(tid)) continue;
+      if (ph == "M" && !e["name"].get(name) && name == "thread_name") {
+        thread[tid] = std::string(e["args"]["name"].get_string().value());
+      } else if (ph == "X" && !e["cat"].get(cat) && cat == "kernel_channel") {
+        channel_tid[std::string(e["name"].get_string().value())] = tid;
+      }
+    }
+    EXPECT_EQ(thread[channel_tid["channel 0"]], "rank 0 channel 0");
+    EXPECT_EQ(thread[channel_tid["channel 1"]], "rank 0 channel 1");
+    EXPECT_NE(channel_tid["channel 0"], channel_tid["channel 1"]);
   }
 }
 

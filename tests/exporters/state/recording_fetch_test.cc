@@ -18,17 +18,22 @@ namespace {
 
 using testing::WaitFor;
 
-// Stands in for the stream registry: keeps what was sent, refuses the nodes in `offline`.
+// Stands in for the stream registry: keeps what was sent, refuses the nodes in `offline` (no
+// stream) and in `full` (requests already queued).
 struct FetchStreams {
   absl::Mutex mu;
   std::vector<std::pair<std::string, v1::RecordingRequest>> sent;
-  std::vector<std::string> offline;
+  std::vector<std::string> offline, full;
   RecordingFetch::Sender Sender() {
     return [this](const std::string& node, const v1::RecordingRequest& r) {
       absl::MutexLock lock(&mu);
-      if (std::find(offline.begin(), offline.end(), node) != offline.end()) return false;
+      auto in = [&node](const std::vector<std::string>& v) {
+        return std::find(v.begin(), v.end(), node) != v.end();
+      };
+      if (in(offline)) return RecordingFetch::Sent::kNotConnected;
+      if (in(full)) return RecordingFetch::Sent::kBusy;
       sent.emplace_back(node, r);
-      return true;
+      return RecordingFetch::Sent::kSent;
     };
   }
   size_t count() {
@@ -109,19 +114,25 @@ TEST(RecordingFetch, AnAnswerFromAnotherNodeOrWithAnUnknownIdIsDropped) {
   EXPECT_EQ(fetch.stats().late_total, 2u);
 }
 
-TEST(RecordingFetch, NodesWithoutAStreamAndNoSenderAreUnreachableAtOnce) {
+TEST(RecordingFetch, NodesWithoutAStreamOrWithAFullQueueEndAtOnce) {
   FetchStreams streams;
   streams.offline = {"n2"};
+  streams.full = {"n3"};
   RecordingFetch fetch;
   RecordingFetch::Result got = fetch.Fetch({"n1"}, 0, kSec, 0, absl::Seconds(30));
   EXPECT_EQ(got.unreachable, std::vector<std::string>{"n1"});  // no sender yet
   fetch.SetSender(streams.Sender());
-  got = fetch.Fetch({"n2"}, 0, kSec, 0, absl::Seconds(30));  // nothing to wait for
+  got = fetch.Fetch({"n2", "n3"}, 0, kSec, 0, absl::Seconds(30));  // nothing to wait for
   EXPECT_EQ(got.unreachable, std::vector<std::string>{"n2"});
+  EXPECT_EQ(got.busy, std::vector<std::string>{"n3"});  // its stream's queue is full
   EXPECT_EQ(fetch.stats().unreachable_total, 2u);
+  EXPECT_EQ(fetch.stats().busy_total, 1u);
 }
 
-TEST(RecordingFetch, AtMostFourFetchesRunAndSetSenderDoesNotWaitForThem) {
+// Four fetches at most; a fifth asks no one. Clearing the sender (the aggregator stopping) ends
+// the waits at once, their nodes unreachable, well before their 30 s deadline; answers after
+// that are late.
+TEST(RecordingFetch, AtMostFourFetchesRunAndClearingTheSenderEndsThem) {
   FetchStreams streams;
   RecordingFetch fetch;
   fetch.SetSender(streams.Sender());
@@ -134,12 +145,18 @@ TEST(RecordingFetch, AtMostFourFetchesRunAndSetSenderDoesNotWaitForThem) {
   const RecordingFetch::Result busy = fetch.Fetch({"n1", "n2"}, 0, kSec, 0, absl::Seconds(30));
   EXPECT_EQ(busy.busy, (std::vector<std::string>{"n1", "n2"}));
   EXPECT_EQ(fetch.stats().busy_total, 2u);
-  fetch.SetSender(nullptr);  // returns while the four wait
+  const absl::Time before = absl::Now();
+  fetch.SetSender(nullptr);
+  for (std::thread& t : waiters) t.join();
+  EXPECT_LT(absl::Now() - before, absl::Seconds(10));
+  for (const RecordingFetch::Result& r : got) {
+    EXPECT_TRUE(r.answered.empty());
+    EXPECT_EQ(r.unreachable, std::vector<std::string>{"n1"});
+  }
   for (size_t i = 0; i < RecordingFetch::kMaxConcurrent; ++i) {
     fetch.Answer("n1", {FetchAnswer(streams.at(i).second, "n1", 1)});
   }
-  for (std::thread& t : waiters) t.join();
-  for (const RecordingFetch::Result& r : got) EXPECT_EQ(r.answered.size(), 1u);
+  EXPECT_EQ(fetch.stats().late_total, RecordingFetch::kMaxConcurrent);
   EXPECT_EQ(fetch.Fetch({"n1"}, 0, kSec, 0, absl::Seconds(30)).unreachable.size(), 1u);
 }
 

@@ -99,7 +99,7 @@ struct PluginOptions {
 
 // Counters of the live plugin (all zero when no communicator is initialized).
 struct PluginStats {
-  uint64_t records_emitted = 0;  // Collective + ProxyOp records closed and handed to a datagram
+  uint64_t records_emitted = 0;  // Collective, ProxyOp, ChannelSpans records put in datagrams
   uint64_t records_sent = 0;     // of those, in datagrams the kernel accepted
   uint64_t dropped = 0;          // records dropped (full pool/queue, failed send)
   uint64_t datagrams_sent = 0;

@@ -71,6 +71,11 @@ class GpuReceiver : public collectors::gpu::RecordVisitor {
     std::lock_guard<std::mutex> lock(mu_);
     return collectives.size() + proxy_ops.size();
   }
+  // ChannelSpansRecords received so far (not in event_records()), thread-safe.
+  size_t channel_records() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return channels.size();
+  }
   size_t comm_records() {
     std::lock_guard<std::mutex> lock(mu_);
     return comms.size();

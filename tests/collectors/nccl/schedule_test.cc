@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -150,6 +153,83 @@ TEST_P(SeededScheduleTest, EveryRecordExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, SeededScheduleTest, ::testing::Values(6, 5, 4));
+
+// The same seeded schedules with FABRICSCOPE_NCCL_CHANNEL_SPANS=1: KernelCh slots are linked to
+// their ops while the flush thread closes ops at random points against them (several in
+// flight). Every record stays exact, nothing is dropped, and every kernel-timed collective's
+// spans are its valid channels with the union of their times its interval.
+TEST_F(ScheduleTest, ChannelSpansInSeededSchedulesStayExact) {
+  setenv("FABRICSCOPE_NCCL_CHANNEL_SPANS", "1", 1);
+  FakeNccl::Options options;
+  options.inline_proxy = true;
+  std::string error;
+  auto nccl = FakeNccl::Load(kPluginPath, &error, options);
+  ASSERT_NE(nccl, nullptr) << error;
+  std::vector<FakeNccl::Comm> comms = TwoComms();
+  for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);  // the first init reads the environment
+  unsetenv("FABRICSCOPE_NCCL_CHANNEL_SPANS");
+  Checker checker;
+  std::vector<std::shared_ptr<FakeNccl::Expected>> all;
+  for (int seed = 1; seed <= 2000; ++seed) {
+    nccl->Reseed(static_cast<uint64_t>(seed));
+    FakeNccl::Comm& c = comms[seed % 2];
+    std::vector<std::shared_ptr<FakeNccl::Expected>> v;
+    if (seed % 3 == 0) {
+      v = nccl->RunGroup(c,
+                         {MakeSpec(seed, c.rank, c.nranks), MakeSpec(seed + 1, c.rank, c.nranks)});
+    } else {
+      v.push_back(nccl->Run(c, MakeSpec(seed, c.rank, c.nranks)));
+    }
+    if (seed % 5 == 0) nccl->Drain();
+    checker.Add(v);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  nccl->Drain();
+  checker.AddProxy(nccl->expected_proxy_ops());
+  const uint64_t issued = nccl->issued();
+  for (auto& c : comms) EXPECT_EQ(nccl->Finalize(c), 0);
+  uint64_t records = 0, sent = 0, dropped = 0;
+  ASSERT_TRUE(HarnessLog::Get().LastFinalStats(&records, &sent, &dropped));
+  EXPECT_EQ(dropped, 0u);
+  // What was sent: the harness's records and the channel records.
+  ASSERT_TRUE(WaitFor([&] { return rx_.event_records() + rx_.channel_records() >= sent; }));
+  rx_.Stop();
+  EXPECT_EQ(rx_.event_records(), issued);
+  EXPECT_EQ(rx_.event_records() + rx_.channels.size(), sent);
+  EXPECT_EQ(checker.Check(rx_), rx_.event_records());
+  // By (comm, rank, func, seq): NCCL numbers each function's collectives on its own.
+  std::map<std::tuple<uint64_t, int32_t, std::string, uint64_t>, std::vector<gpu::ChannelSpan>>
+      spans;
+  for (const gpu::ChannelSpansRecord& r : rx_.channels) {
+    for (int k = 0; k < r.count; ++k) {
+      spans[{r.comm_hash, r.rank, gpu::FixedString(r.func), r.seq}].push_back(r.spans[k]);
+    }
+  }
+  size_t timed = 0;
+  for (const gpu::CollectiveRecord& r : rx_.collectives) {
+    if (r.timing_source != static_cast<uint8_t>(gpu::TimingSource::kKernelChannel)) continue;
+    const std::vector<gpu::ChannelSpan>& got =
+        spans[{r.comm_hash, r.rank, gpu::FixedString(r.func), r.seq}];
+    const FakeNccl::Expected* e = nullptr;
+    for (const auto& x : all) {
+      if (x->coll_emitted && x->comm_hash == r.comm_hash && x->seq == r.seq &&
+          x->spec.func == std::string(r.func)) {
+        e = x.get();
+      }
+    }
+    ASSERT_NE(e, nullptr) << r.seq;
+    ASSERT_EQ(got.size(), e->channel_gpu.size()) << "seq " << r.seq;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (const gpu::ChannelSpan& g : got) {
+      lo = std::min(lo, g.start_ns);
+      hi = std::max(hi, g.end_ns);
+    }
+    EXPECT_EQ(lo, r.start_ns);
+    EXPECT_EQ(hi, r.end_ns);
+    ++timed;
+  }
+  EXPECT_GT(timed, 1500u);
+}
 
 // A collective whose KernelCh never come (NCCL lost them) while the rank keeps issuing: once a
 // later collective of the communicator completed its kernel, the first closes after the 100 ms

@@ -124,19 +124,23 @@ struct ProxyOpRecord {
                      // when unknown
   int64_t start_ns;  // CPU CLOCK_MONOTONIC
   int64_t end_ns;
-  uint64_t bytes;      // sum of its proxy steps' transfer sizes
+  uint64_t bytes;      // sum of its proxy steps' transfer sizes (estimated: see flags)
   int32_t rank;        // this rank
   int32_t peer;        // the remote rank it exchanged data with
-  int32_t steps;       // network transfers completed
+  int32_t steps;       // network transfers completed (estimated: the transfers NCCL announced)
   int32_t chunk_size;  // bytes per step as announced by NCCL
   int32_t pid;         // process that created the op (differs from the sender under PXN)
   uint8_t channel;
   uint8_t is_send;  // 1 = network send path, 0 = receive
   uint8_t kind;     // OpKind of the parent
-  uint8_t reserved;
-  char func[16];  // function of the parent operation
+  uint8_t flags;    // kProxyOpBytesEstimated; 0 from plugins before issue 38
+  char func[16];    // function of the parent operation
 };
 static_assert(sizeof(ProxyOpRecord) == 80);
+// ProxyOpRecord::flags: no ProxyStep event was counted (the default mask subscribes none), so
+// `bytes` is estimated from the ProxyOp descriptor and its collective
+// (collectors/nccl/proxy_bytes.h EstimateProxyOpBytes) and `steps` is NCCL's announced count.
+inline constexpr uint8_t kProxyOpBytesEstimated = 1;
 
 // One channel's share of an operation's kernel: NCCL profiler KernelCh events (ABI §6.4), its
 // GPU start and stop timers fitted to CPU CLOCK_MONOTONIC with the same offset as the operation's

@@ -102,6 +102,9 @@ class Plugin {
   uint32_t BeginOp(void* context, const void* parent_obj, uint8_t kind);
   // Stops a ProxyOp; end_ns 0 = now (a real stop), else the time of its last step (expired).
   void StopProxyOpAt(const Handle& h, int64_t end_ns);
+  // Fills a stopped ProxyOp's record without step events: bytes from EstimateProxyOpBytes,
+  // steps = the descriptor's nSteps, flags |= kProxyOpBytesEstimated.
+  void EstimateBytes(ProxyOpSlot& s);
 
   // ---- Flush thread (plugin_flush.cc) ----
   void FlushLoop();

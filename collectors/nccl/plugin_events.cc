@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "collectors/nccl/plugin.h"
+#include "collectors/nccl/proxy_bytes.h"
 
 namespace fabricscope::collectors::nccl::internal {
 
@@ -157,6 +158,7 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   }
   s.bytes.store(0, std::memory_order_relaxed);
   s.steps.store(0, std::memory_order_relaxed);
+  s.announced_steps = d.proxy_op.n_steps;
   s.chain_handle.store(nullptr, std::memory_order_relaxed);
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindProxyOp, gen, index);
@@ -193,6 +195,10 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
   r.end_ns = end_ns != 0 ? end_ns : MonotonicNowNs();
   r.bytes = s.bytes.load(std::memory_order_relaxed);
   r.steps = s.steps.load(std::memory_order_relaxed);
+  // No ProxyStep event counted (the default mask leaves them out): the bytes from the
+  // descriptor and the collective (proxy_bytes.h), for ops NCCL itself stopped (only NET ones,
+  // src/transport/net.cc; an expired op moved nothing on the network as far as we know).
+  if (r.steps == 0 && end_ns == 0) EstimateBytes(s);
   if (s.has_parent) {
     OpSlot& op = ops_[s.parent_index];
     if (IsOpen(op.word, s.parent_gen)) {
@@ -206,6 +212,24 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
   }
   if (!proxy_records_.TryPush(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
   FreeSlot(s.word, proxy_free_, h.index, h.gen);
+}
+
+void Plugin::EstimateBytes(ProxyOpSlot& s) {
+  ProxyOpRecord& r = s.record;
+  ProxyOpParent parent;
+  if (s.has_parent) {  // attached: the op's fields stay as its start wrote them
+    const OpSlot& op = ops_[s.parent_index];
+    parent.func = op.func;
+    parent.algo = op.algo;
+    parent.proto = op.proto;
+    parent.bytes = op.count * DatatypeSize(op.datatype);
+    parent.nranks = op.nranks;
+    parent.nchannels = op.nchannels;
+    parent.p2p = op.kind == kOpP2p;
+  }
+  r.bytes = EstimateProxyOpBytes(s.announced_steps, r.chunk_size, s.has_parent ? &parent : nullptr);
+  r.steps = s.announced_steps;
+  r.flags |= gpu::kProxyOpBytesEstimated;
 }
 
 void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {

@@ -35,13 +35,13 @@
 
 namespace fabricscope::collectors::nccl {
 
-// Default activation mask: Coll | ProxyOp | ProxyStep | KernelCh = 2|8|16|64 = 90. ProxyStep is
-// on because the bytes per proxy op (and so the rank-pair traffic) come only from its states;
-// its cost is one start, three state records and one stop per network transfer on the proxy
-// thread (collectors/nccl/README.md "NCCL profiler plugin" has the measured figure). Mask 74 drops
-// it.
-inline constexpr int kDefaultEventMask =
-    kEventColl | kEventProxyOp | kEventProxyStep | kEventKernelCh;
+// Default activation mask: Coll | ProxyOp | KernelCh = 2|8|64 = 74, the events whose evidence
+// the diagnosis uses (collectors/nccl/README.md "What each event costs and gives"): the Coll's
+// identity and bytes, the ProxyOps' peers, channels and (estimated, proxy_bytes.h) bytes, the
+// KernelCh GPU times. ProxyStep (16) is the deep dive's: exact wire bytes per op, at one start,
+// three state records and one stop per transfer on NCCL's proxy thread; switch it on at run
+// time with the mask file (90), without restarting the job.
+inline constexpr int kDefaultEventMask = kEventColl | kEventProxyOp | kEventKernelCh;
 
 // Environment variables (read at the first init).
 inline constexpr char kEventMaskEnv[] = "FABRICSCOPE_NCCL_EVENT_MASK";  // decimal or 0x hex

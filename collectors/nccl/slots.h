@@ -226,6 +226,7 @@ struct ProxyOpSlot {
   gpu::ProxyOpRecord record{};
   std::atomic<uint64_t> bytes{0};
   std::atomic<int32_t> steps{0};
+  int32_t announced_steps = 0;  // the descriptor's nSteps (one per ProxyStep event NCCL would send)
   // Flush thread only (ExpireProxyOps): the generation, step count and time it last saw.
   uint32_t seen_gen = UINT32_MAX;
   int32_t seen_steps = 0;

@@ -146,6 +146,7 @@ class FakeNccl {
         w.is_send = dir == 0;
         w.peer = w.is_send ? (rank + 1) % nranks : (rank + nranks - 1) % nranks;
         w.channel = static_cast<uint8_t>(c);
+        w.chunk_size = static_cast<int32_t>(chunk * 4);  // ProxyWork::chunk_size: ring SIMPLE
         for (size_t left = moved; left > 0;) {
           const size_t step = std::min(left, chunk);
           w.step_bytes.push_back(step);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectors/nccl/profiler_abi.h"
+#include "collectors/nccl/proxy_bytes.h"
 #include "tests/common/nccl_proxy_engine.h"
 
 namespace fabricscope::testing {
@@ -43,6 +44,10 @@ struct ProxyWork {
   uint8_t channel = 0;
   std::vector<size_t> step_bytes;  // transSize per step
   bool pxn = false;                // created by another process: pid and pointers foreign
+  // The descriptor's chunkSize: NCCL's args->chunkSize * sliceSteps
+  // (src/plugin/profiler.cc ncclProfilerStartProxyOpEvent), which for ring SIMPLE is
+  // chunkSteps (4) times what one step moves (collectors/nccl/proxy_bytes.h).
+  int32_t chunk_size = 131072;
 };
 // One kernel channel's timers. kMissing: NCCL never reports this channel.
 enum class TimerKind { kValid, kZeroStart, kEndBeforeStart, kMissing };
@@ -98,6 +103,8 @@ struct ExpectedProxyOp {
   uint8_t channel = 0, is_send = 0;
   int32_t steps = 0;
   uint64_t bytes = 0;
+  int32_t chunk_size = 0;
+  bool estimated = false;  // no ProxyStep events: bytes and steps from the descriptor
   std::string func;
   int64_t start_lo = 0, start_hi = 0, end_lo = 0, end_hi = 0;
 };
@@ -159,7 +166,7 @@ inline void LaneStartProxyOp(ProxyJob& j, size_t i) {
   d.proxy_op.channel_id = p.channel;
   d.proxy_op.peer = p.peer;
   d.proxy_op.n_steps = static_cast<int>(p.step_bytes.size());
-  d.proxy_op.chunk_size = 131072;
+  d.proxy_op.chunk_size = p.chunk_size;
   d.proxy_op.is_send = p.is_send ? 1 : 0;
   // PXN: another process's parent and context; dereferencing them would crash (ABI §6.6).
   d.parent_obj = p.pxn ? reinterpret_cast<void*>(0xdead0000beef0000) : j.coll_handle;
@@ -178,6 +185,7 @@ inline void LaneStartProxyOp(ProxyJob& j, size_t i) {
   o.x.pid = d.proxy_op.pid;
   o.x.channel = p.channel;
   o.x.is_send = p.is_send ? 1 : 0;
+  o.x.chunk_size = p.chunk_size;
   o.x.func = p.pxn || !live ? "" : j.expected->spec.func;
   o.started = true;
   // A NULL handle here means a full pool: dropped by the plugin, issued for the harness.
@@ -218,6 +226,31 @@ inline void LaneStep(ProxyJob& j, size_t i, size_t k) {
   o.last_step = h;
 }
 
+// Without ProxyStep events the plugin reports the descriptor's step count and its estimate of
+// the bytes (collectors/nccl/proxy_bytes.h, tested against NCCL's chunking on its own); here
+// the harness checks that each op gets it with its own collective's fields, or none (PXN).
+inline void ExpectEstimate(const Expected& e, const ProxyWork& p, bool attached,
+                           ExpectedProxyOp& x) {
+  const CollSpec& s = e.spec;
+  size_t type_size = 4;
+  if (s.datatype != nullptr && std::string(s.datatype) == "ncclInt8") type_size = 1;
+  if (s.datatype != nullptr && std::string(s.datatype).find("16") != std::string::npos) {
+    type_size = 2;
+  }
+  collectors::nccl::ProxyOpParent parent;
+  parent.func = s.func;
+  parent.algo = s.algo;
+  parent.proto = s.proto;
+  parent.bytes = s.count * type_size;
+  parent.nranks = e.nranks;
+  parent.nchannels = static_cast<int32_t>(std::max<size_t>(1, s.kernels.size()));  // as posted
+  parent.p2p = s.p2p;
+  x.steps = static_cast<int32_t>(p.step_bytes.size());
+  x.bytes =
+      collectors::nccl::EstimateProxyOpBytes(x.steps, p.chunk_size, attached ? &parent : nullptr);
+  x.estimated = true;
+}
+
 // ProxyOp stops: every sub of one args (same peer and direction here) stops once all are done
 // (src/transport/net.cc:1362-1365, 1632-1636).
 inline void LaneFinishProxyOp(ProxyJob& j, size_t i) {
@@ -243,6 +276,7 @@ inline void LaneFinishProxyOp(ProxyJob& j, size_t i) {
     a.proxy_step.trans_size = 1 << 30;
     j.table->record_event_state(
         o.last_step, p.is_send ? kStateProxyStepSendWait : kStateProxyStepRecvFlushWait, &a);
+    if (!e.steps_emitted && o.handle != nullptr) ExpectEstimate(e, p, !p.pxn && live, o.x);
     if (!p.pxn && live && o.handle != nullptr) {
       ++e.proxy_ops;
       e.proxy_bytes += o.x.bytes;

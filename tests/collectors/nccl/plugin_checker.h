@@ -157,7 +157,8 @@ class Checker {
       EXPECT_LE(r.start_ns, x.start_hi);
       EXPECT_GE(r.end_ns, x.end_lo);
       EXPECT_LE(r.end_ns, x.end_hi);
-      EXPECT_EQ(r.chunk_size, 131072);
+      EXPECT_EQ(r.chunk_size, x.chunk_size);
+      EXPECT_EQ(r.flags, x.estimated ? gpu::kProxyOpBytesEstimated : 0);
     }
     return matched;
   }

@@ -172,7 +172,11 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
   }
   pipeline_thread_ = std::jthread([this](std::stop_token st) { PipelineLoop(st); });
   for (SamplerGroup& g : groups_) {
-    if (g.sampler) g.sampler->Start();
+    if (!g.sampler) continue;
+    if (absl::Status s = g.sampler->Start(); !s.ok()) {
+      Stop();  // the samplers started so far, the pipeline, capture and the aggregator
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -71,6 +71,8 @@ std::string HostName() {
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  // Before any thread: a sampler that cannot get its CPU or priority is refused here, clearly.
+  if (absl::Status s = CheckThreadSched(SamplerSchedOf(options)); !s.ok()) return s;
   if (options.node.empty()) options.node = HostName();
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   auto chosen = ChoosePorts(agent->options_, agent->notes_);
@@ -261,7 +263,10 @@ absl::Status Agent::BuildPipeline() {
     g->ring = std::make_unique<collectors::SpscSlotRing>(o.ring_slots, g->layout.slot_bytes());
     std::vector<collectors::Collector*> raw;
     for (const auto& c : g->collectors) raw.push_back(c.get());
-    g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, SamplerOptions{g->period_ns});
+    SamplerOptions so{g->period_ns, {}};
+    // --sampler-cpu and --sampler-priority are for the fast thread, the one on a 100 us clock.
+    if (g == &fast) so.sched = SamplerSchedOf(o);
+    g->sampler = std::make_unique<Sampler>(raw, *g->ring, g->layout, so);
   }
   ComputeResolutions();
   return absl::OkStatus();

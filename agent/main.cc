@@ -235,11 +235,14 @@ class AgentDaemon {
 
 // Least privilege before any thread starts (capabilities are per thread, and threads inherit
 // their creator's): CAP_NET_RAW while capture is configured, CAP_CHOWN while the GPU socket is
-// to get a group, nothing else (agent/privileges.h).
+// to get a group, CAP_SYS_NICE while the sampler runs at SCHED_FIFO, nothing else
+// (agent/privileges.h).
 void DropPrivileges(const AgentOptions& options) {
   std::vector<unsigned> keep;
   if (!options.capture_interface.empty()) keep.push_back(CAP_NET_RAW);
   if (!options.gpu_socket.empty() && !options.gpu_socket_group.empty()) keep.push_back(CAP_CHOWN);
+  // SCHED_FIFO for the sampler, set when (and each time a reload) starts its thread.
+  if (fabricscope::agent::SamplerSchedOf(options).fifo_priority > 0) keep.push_back(CAP_SYS_NICE);
   if (auto caps = fabricscope::agent::DropCapabilitiesExcept(keep); caps.ok()) {
     LOG(INFO) << "capabilities kept: " << *caps;
   } else {

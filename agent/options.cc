@@ -133,6 +133,10 @@ absl::Status CheckSizes(const AgentOptions& o) {
 
 }  // namespace
 
+ThreadSched SamplerSchedOf(const AgentOptions& o) {
+  return ThreadSched{o.sampler_cpu, ParseSamplerPriority(o.sampler_priority).value_or(0)};
+}
+
 absl::Status ValidateOptions(const AgentOptions& o) {
   auto check = [](const MicroburstThresholds& t, const std::string& where) -> absl::Status {
     if (!(t.enter > 0 && t.enter <= 10 && t.exit > 0 && t.exit <= t.enter)) {
@@ -158,6 +162,7 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError("series bucket must be 10us..window");
   }
   if (absl::Status s = CheckSizes(o); !s.ok()) return s;
+  if (auto fifo = ParseSamplerPriority(o.sampler_priority); !fifo.ok()) return fifo.status();
   if (!o.node.empty()) {
     if (absl::Status s = common::CheckLabelValue(o.node, common::kMaxNodeNameBytes, "--node");
         !s.ok()) {

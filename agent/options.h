@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/collective_options.h"
 #include "agent/microburst.h"
+#include "agent/thread_sched.h"
 #include "collectors/common/history_options.h"
 #include "collectors/common/option_table.h"
 #include "collectors/common/remote_write_options.h"
@@ -39,7 +40,11 @@ struct AgentOptions {
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
   int64_t sample_period_ns = 1'000'000;  // 1 ms; 100 us supported
-  int64_t window_ns = 1'000'000'000;     // summary window
+  // The fast sampler thread's CPU (-1 = unpinned) and priority ("normal" or "fifo:N",
+  // agent/thread_sched.h ParseSamplerPriority; checked by ValidateOptions).
+  int sampler_cpu = -1;
+  std::string sampler_priority = "normal";
+  int64_t window_ns = 1'000'000'000;  // summary window
   // Second sampler thread for everything but byte/packet counters: error counters,
   // hw_counters (cached by the driver for hw_counters/lifespan, 10 ms by default), ethtool
   // statistics, TCP counters and link state. Slow or firmware-backed reads there never delay
@@ -155,6 +160,10 @@ absl::Status LoadYamlConfig(const std::string& path, AgentOptions* options);
 absl::StatusOr<uint32_t> ParseFileMode(const std::string& text);
 // Parses comma-separated numeric uids ("0,1000"). Errors: InvalidArgument naming the entry.
 absl::StatusOr<std::vector<uint32_t>> ParseUidList(const std::string& text);
+
+// The fast sampler thread's scheduling from --sampler-cpu and --sampler-priority (a priority
+// ValidateOptions refused reads as normal).
+ThreadSched SamplerSchedOf(const AgentOptions& options);
 
 // Checks every option against its bounds in AgentOptionTable() (options built in code too),
 // then the cross-field rules (exit <= enter, window >= 10 x period, slow period >= period,

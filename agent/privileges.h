@@ -15,8 +15,9 @@ namespace fabricscope::agent {
 //
 // Capabilities belong to each thread, and a thread starts with its creator's: the agent calls
 // this from main before any thread starts. It keeps CAP_NET_RAW while packet capture is
-// configured (a SIGHUP reload opens a new AF_PACKET socket) and CAP_CHOWN while the GPU socket
-// is given a group, nothing else: sysfs and procfs counters are world-readable, the ethtool
+// configured (a SIGHUP reload opens a new AF_PACKET socket), CAP_CHOWN while the GPU socket
+// is given a group and CAP_SYS_NICE while --sampler-priority asks for SCHED_FIFO (a reload starts
+// a new sampler thread), nothing else: sysfs and procfs counters are world-readable, the ethtool
 // ioctls it makes are unprivileged (net/ethtool/ioctl.c), and as root it still owns the
 // root-owned files it opens or writes (umad devices, hw_counters/lifespan). A reload that turns
 // capture on where it was off then fails with EPERM: that needs a restart.

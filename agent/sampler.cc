@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
 
 #include "agent/histogram.h"
 #include "collectors/clock.h"
@@ -31,8 +32,20 @@ Sampler::Sampler(std::vector<collectors::Collector*> collectors, collectors::Sps
 
 Sampler::~Sampler() { Stop(); }
 
-void Sampler::Start() {
-  thread_ = std::jthread([this](std::stop_token st) { Run(st); });
+absl::Status Sampler::Start() {
+  std::promise<absl::Status> applied;
+  std::future<absl::Status> result = applied.get_future();
+  // The promise moves into the thread: it outlives the set_value that wakes Start.
+  thread_ = std::jthread([this, applied = std::move(applied)](std::stop_token st) mutable {
+    pthread_setname_np(pthread_self(), "fs-sampler");
+    absl::Status s = ApplyThreadSched(options_.sched);
+    const bool ok = s.ok();
+    applied.set_value(std::move(s));
+    if (ok) Run(st);
+  });
+  absl::Status s = result.get();
+  if (!s.ok()) thread_.join();
+  return s;
 }
 
 void Sampler::Stop() {
@@ -66,7 +79,14 @@ int64_t Sampler::cpu_ns() const {
 }
 
 void Sampler::Run(std::stop_token stop) {
-  pthread_setname_np(pthread_self(), "fs-sampler");
+  Loop(stop);
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  cpu_ns_at_exit_.store(static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec,
+                        std::memory_order_relaxed);
+}
+
+void Sampler::Loop(std::stop_token stop) {
   // The default 50 us timer slack (prctl(2) PR_SET_TIMERSLACK) alone would make every 100 us
   // tick late; ask for the tightest wake-up the kernel offers this thread.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -110,10 +130,6 @@ void Sampler::Run(std::stop_token stop) {
       deadline += ((now - deadline) / period + 1) * period;
     }
   }
-  timespec cpu{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-  cpu_ns_at_exit_.store(static_cast<int64_t>(cpu.tv_sec) * 1'000'000'000 + cpu.tv_nsec,
-                        std::memory_order_relaxed);
 }
 
 }  // namespace fabricscope::agent

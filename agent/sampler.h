@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "agent/thread_sched.h"
 #include "agent/tick.h"
 #include "collectors/collector.h"
 #include "collectors/spsc_ring.h"
@@ -15,6 +17,7 @@ namespace fabricscope::agent {
 
 struct SamplerOptions {
   int64_t period_ns = 1'000'000;  // 1 ms; must run at 100 us
+  ThreadSched sched;              // CPU and priority of the thread (agent/thread_sched.h)
 };
 
 // The sampler thread: ticks on absolute CLOCK_MONOTONIC deadlines (clock_nanosleep with
@@ -34,7 +37,9 @@ class Sampler {
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
 
-  void Start();
+  // Starts the thread, which first applies options.sched to itself; returns once it did.
+  // Errors: ApplyThreadSched's (the thread has then exited: nothing to stop).
+  absl::Status Start();
   void Stop();  // joins the thread; idempotent
 
   uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
@@ -48,6 +53,7 @@ class Sampler {
 
  private:
   void Run(std::stop_token stop);
+  void Loop(std::stop_token stop);
 
   std::vector<collectors::Collector*> collectors_;
   std::vector<size_t> offsets_;  // first counter index of each collector in the tick

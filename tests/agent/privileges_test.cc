@@ -15,6 +15,8 @@
 #include <functional>
 #include <string>
 
+#include "tests/common/subprocess.h"
+
 namespace fabricscope::agent {
 namespace {
 
@@ -36,14 +38,7 @@ bool CanOpenPacketSocket() {
   return true;
 }
 
-// Runs `body` in a child; returns its exit status (0 = every check held).
-int InChild(const std::function<int()>& body) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(body());
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
+using ::fabricscope::testing::InChild;
 
 TEST(Privileges, OnlyTheKeptCapabilityRemainsAndTheKernelHonoursIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (capabilities to drop)";

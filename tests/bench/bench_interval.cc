@@ -8,7 +8,9 @@
 // read against what this machine's timer allows.
 //
 // Flags: --seconds=S (per run, default 3), --tree=sysfs|tmpfs|regular-file (default: sysfs when
-// this machine has 16 netdev counter files, else tmpfs), --periods_us=1000,100.
+// this machine has 16 netdev counter files, else tmpfs), --periods_us=1000,100, --under-load
+// (then the 100 us sampler under 2 x nproc spinning threads, unpinned and normal, pinned
+// (--sampler-cpu), SCHED_FIFO 10 (--sampler-priority) and both, against the bare timer loop).
 
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -169,7 +171,8 @@ struct SamplerResult {
   double proc_cpu_pct = -1;        // /proc/self/task/<tid> CPU time / wall time
 };
 
-SamplerResult RunSampler(const CounterTree& tree, int64_t period, double seconds) {
+SamplerResult RunSampler(const CounterTree& tree, int64_t period, double seconds,
+                         agent::ThreadSched sched = {}) {
   SamplerResult r;
   auto col = collectors::SysfsCounterCollector::Open(tree.ports);
   if (!col.ok()) {
@@ -206,9 +209,15 @@ SamplerResult RunSampler(const CounterTree& tree, int64_t period, double seconds
     }
   });
 
-  agent::Sampler sampler({col->get()}, ring, layout, agent::SamplerOptions{period});
+  agent::Sampler sampler({col->get()}, ring, layout, agent::SamplerOptions{period, sched});
   const int64_t start = MonotonicNowNs();
-  sampler.Start();
+  if (absl::Status st = sampler.Start(); !st.ok()) {
+    std::fprintf(stderr, "sampler: %s\n", std::string(st.message()).c_str());
+    stop_consumer.store(true, std::memory_order_release);
+    consumer.join();
+    r.wall_s = -1;
+    return r;
+  }
   pid_t tid = 0;
   for (int i = 0; i < 200 && tid == 0; ++i) {
     tid = FindThread("fs-sampler");
@@ -261,6 +270,59 @@ double Ratio(int64_t a, int64_t b) {
   return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0;
 }
 
+// A busy node: `n` threads that spin at normal priority (a training job's data loaders and
+// host-side work), running until the returned flag is set and the threads joined.
+struct Load {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  explicit Load(unsigned n) {
+    for (unsigned i = 0; i < n; ++i) {
+      threads.emplace_back([this] {
+        volatile uint64_t x = 0;
+        while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+      });
+    }
+  }
+  ~Load() {
+    stop.store(true);
+    for (std::thread& t : threads) t.join();
+  }
+};
+
+// The 100 us sampler under load, with and without --sampler-cpu and --sampler-priority, in one
+// run; the bare timer loop without load is the baseline. SCHED_FIFO needs CAP_SYS_NICE (root
+// here); without it those rows say so.
+void UnderLoad(const CounterTree& tree, double seconds) {
+  const int64_t period = 100'000;
+  const unsigned hogs = 2 * std::max(1u, std::thread::hardware_concurrency());
+  const BaselineResult idle = RunBaseline(period, seconds);
+  std::printf("--- period 100 us under load: %u spinning threads at normal priority ---\n", hogs);
+  std::printf("baseline clock_nanosleep loop, no load: %.1f ticks/s, interval p99=%s us\n",
+              static_cast<double>(idle.ticks) / seconds, Us(idle.iv.p99).c_str());
+  const int last_cpu = static_cast<int>(std::thread::hardware_concurrency()) - 1;
+  const agent::ThreadSched configs[] = {{-1, 0}, {last_cpu, 0}, {-1, 10}, {last_cpu, 10}};
+  Load load(hogs);
+  const BaselineResult loaded = RunBaseline(period, seconds);
+  std::printf("baseline clock_nanosleep loop, loaded: %.1f ticks/s, interval p99=%s us\n",
+              static_cast<double>(loaded.ticks) / seconds, Us(loaded.iv.p99).c_str());
+  for (const agent::ThreadSched& c : configs) {
+    const SamplerResult s = RunSampler(tree, period, seconds, c);
+    const std::string what = agent::DescribeThreadSched(c);
+    if (s.wall_s <= 0) {
+      std::printf("sampler, %-28s refused (above)\n", what.c_str());
+      continue;
+    }
+    const double rate = static_cast<double>(s.ticks) / s.wall_s;
+    std::printf(
+        "sampler, %-28s %.1f ticks/s (%.2fx the idle baseline's), interval p99=%s us "
+        "(%.2fx), max=%s us, overruns=%llu\n",
+        (what + ":").c_str(), rate, rate / (static_cast<double>(idle.ticks) / seconds),
+        Us(s.iv.p99).c_str(), Ratio(s.iv.p99, idle.iv.p99), Us(s.iv.max).c_str(),
+        static_cast<unsigned long long>(s.overruns));
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 }  // namespace fabricscope::bench
 
@@ -269,12 +331,15 @@ int main(int argc, char** argv) {
   double seconds = 3;
   std::string tree_name;
   std::vector<int64_t> periods_us = {1000, 100};
+  bool under_load = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--seconds=", 0) == 0) {
       seconds = std::atof(a.c_str() + 10);
     } else if (a.rfind("--tree=", 0) == 0) {
       tree_name = a.substr(7);
+    } else if (a == "--under-load") {
+      under_load = true;
     } else if (a.rfind("--periods_us=", 0) == 0) {
       periods_us.clear();
       std::string list = a.substr(13);
@@ -290,7 +355,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seconds=3] [--tree=sysfs|tmpfs|regular-file] "
-                   "[--periods_us=1000,100]\n",
+                   "[--periods_us=1000,100] [--under-load]\n",
                    argv[0]);
       return 2;
     }
@@ -351,5 +416,6 @@ int main(int argc, char** argv) {
         s.api_cpu_pct_refresh, s.proc_cpu_pct, b.cpu_pct);
     std::fflush(stdout);
   }
+  if (under_load) UnderLoad(*tree, seconds);
   return 0;
 }

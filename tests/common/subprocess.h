@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -16,6 +17,16 @@
 extern char** environ;
 
 namespace fabricscope::testing {
+
+// Runs `body` in a forked child (for checks that drop capabilities or limits this test process
+// must keep) and returns its exit status: 0 when every check held, 100 when it did not exit.
+inline int InChild(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
 
 // A child process with its stdout and stderr on one pipe. Killed (SIGKILL) when destroyed if
 // still running, so a failing test never leaves a daemon behind.

@@ -117,6 +117,30 @@ TEST(SystemdUnits, VerifyReportsABrokenUnit) {
   EXPECT_TRUE(absl::StrContains(r.output, "ProtectHomeTypo")) << r.output;
 }
 
+// deploy/systemd/sampler-realtime.conf as a drop-in of the agent's unit: systemd loads it
+// (SYSTEMD_UNIT_PATH: the unit and its .d directory here) without a warning, and the unit it
+// gives runs the agent with the sampler options, which the agent accepts.
+TEST(SystemdUnits, SamplerDropInVerifies) {
+  FakeTree dir;
+  const std::string unit = UnitWithBuiltBinary(dir, "fabricscope-agent.service");
+  std::string dropin = ReadFile(kSource + "/deploy/systemd/sampler-realtime.conf");
+  ASSERT_NE(dropin, "");
+  dropin = absl::StrReplaceAll(dropin, {{"/usr/bin/fabricscope-agent", FABRICSCOPE_AGENT_BIN}});
+  dir.Write("fabricscope-agent.service.d/sampler-realtime.conf", dropin);
+  Result r = Sh("SYSTEMD_UNIT_PATH=" + dir.root() + ": systemd-analyze verify --man=no " + unit);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "") << "warnings";
+  EXPECT_EQ(UnitValue(dropin, "LimitRTPRIO"), "10");
+  EXPECT_EQ(UnitValue(dropin, "RestrictRealtime"), "no");
+  // The options of its ExecStart= parse (--help-markdown lists every option; a bad one exits 1).
+  const std::string exec = UnitValue(dropin, "ExecStart");
+  ASSERT_TRUE(absl::StrContains(exec, "--sampler-priority=fifo:10")) << exec;
+  Result flags = Sh(std::string(FABRICSCOPE_AGENT_BIN) +
+                    " --sampler-cpu=0 --sampler-priority=fifo:99 --status=off 2>&1");
+  EXPECT_NE(flags.status, 0);
+  EXPECT_TRUE(absl::StrContains(flags.output, "1..49")) << flags.output;
+}
+
 TEST(SystemdUnits, ExposureWithinLimits) {
   FakeTree dir;
   std::string report;

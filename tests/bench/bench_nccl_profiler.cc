@@ -24,41 +24,14 @@
 
 #include "collectors/nccl/profiler.h"
 #include "collectors/nccl/profiler_abi.h"
+#include "tests/bench/nccl_tables.h"
 #include "tests/common/gpu_receiver.h"
 
 namespace nccl = fabricscope::collectors::nccl;
 
 namespace {
 
-int64_t Now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// The baseline: callbacks that do only what every callback must (write *eHandle).
-nccl::NcclResult EmptyInit(void** c, uint64_t, int*, const char*, int, int, int,
-                           nccl::NcclDebugLogger) {
-  *c = reinterpret_cast<void*>(1);
-  return 0;
-}
-nccl::NcclResult EmptyStart(void*, void** h, nccl::EventDescrV5*) {
-  *h = reinterpret_cast<void*>(2);
-  return 0;
-}
-nccl::NcclResult EmptyStop(void*) { return 0; }
-nccl::NcclResult EmptyRecord(void*, nccl::EventState, nccl::EventStateArgs*) { return 0; }
-nccl::NcclResult EmptyFinalize(void*) { return 0; }
-
-const nccl::ProfilerV5 kEmpty = {"empty",   EmptyInit,   EmptyStart,
-                                 EmptyStop, EmptyRecord, EmptyFinalize};
-const nccl::ProfilerV5 kPlugin = {"fabricscope",          nccl::Init,
-                                  nccl::StartEvent,       nccl::StopEvent,
-                                  nccl::RecordEventState, nccl::Finalize};
-
-// Volatile table pointers keep the compiler from inlining either side.
-const nccl::ProfilerV5* volatile g_empty = &kEmpty;
-const nccl::ProfilerV5* volatile g_plugin = &kPlugin;
+using namespace ::fabricscope::bench::nccl_tables;  // NOLINT: the tables and Now()
 
 nccl::EventDescrV5 CollDescr(uint64_t seq) {
   nccl::EventDescrV5 d{};
@@ -107,11 +80,6 @@ void ProxyStep(const nccl::ProfilerV5* t, void* ctx, void* op, int step) {
   t->record_event_state(h, nccl::kStateProxyStepSendWait, &a);
   t->stop_event(h);
 }
-
-// NCCL reads its pid once (src/plugin/profiler.cc, ncclProfilerPluginInit: pid = getpid()) and
-// copies it into each op (ncclProfilerAddPidToProxyOp, ncclProxyOpToArgs: sub->pid = op->pid),
-// so the bench reads it once too: a getpid syscall per event would be the bench's cost, not ours.
-const int kPid = getpid();
 
 void* StartProxyOp(const nccl::ProfilerV5* t, void* ctx, void* coll) {
   nccl::EventDescrV5 od{};

@@ -40,8 +40,8 @@ grep -E '^tree [a-z-]+ +[0-9]+ counters' "$LOGS/sampler.log"
 sed -n '/=== sampler read cost summary/,$p' "$LOGS/sampler.log"
 
 echo
-echo "== 2/7 sampler interval (fabricscope_bench_interval --seconds=$SECONDS_PER_RUN)"
-"$BIN/fabricscope_bench_interval" --seconds="$SECONDS_PER_RUN" >"$LOGS/interval.log" 2>&1
+echo "== 2/7 sampler interval, also under load (fabricscope_bench_interval --seconds=$SECONDS_PER_RUN --under-load)"
+"$BIN/fabricscope_bench_interval" --seconds="$SECONDS_PER_RUN" --under-load >"$LOGS/interval.log" 2>&1
 grep -vE '^machine:' "$LOGS/interval.log"
 
 echo "== 3/7 aggregator, 1000 nodes x 8 ports (fabricscope_bench_aggregator)"
@@ -85,6 +85,12 @@ ninja -C "$BUILD_DIR" fabricscope_bench_nccl | tail -n 1
 "$BIN/fabricscope_bench_nccl" --iterations="$NCCL_ITERATIONS" >"$LOGS/nccl.log" 2>&1 \
   || { tail -n 20 "$LOGS/nccl.log"; exit 1; }
 sed -n '/=== NCCL profiler plugin/,$p' "$LOGS/nccl.log"
+
+echo "== NCCL profiler plugin per collective and thread, by shape (fabricscope_bench_nccl_shapes)"
+ninja -C "$BUILD_DIR" fabricscope_bench_nccl_shapes | tail -n 1
+"$BIN/fabricscope_bench_nccl_shapes" >"$LOGS/nccl_shapes.log" 2>&1 \
+  || { tail -n 20 "$LOGS/nccl_shapes.log"; exit 1; }
+cat "$LOGS/nccl_shapes.log"
 
 echo
 echo "== link heat map, 1,000 links x 1,000 buckets: model, SVG, JSON vs snprintf/memcpy (fabricscope_bench_heatmap --repeat=$HEATMAP_REPEAT)"

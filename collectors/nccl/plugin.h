@@ -18,6 +18,7 @@
 #include "collectors/nccl/lockfree.h"
 #include "collectors/nccl/profiler.h"
 #include "collectors/nccl/profiler_abi.h"
+#include "collectors/nccl/slot_pool.h"
 #include "collectors/nccl/slots.h"
 
 namespace fabricscope::collectors::nccl::internal {
@@ -86,8 +87,8 @@ class Plugin {
     return std::min(ctx.offset_current.load(std::memory_order_relaxed),
                     ctx.offset_previous.load(std::memory_order_relaxed));
   }
-  static void FreeSlot(std::atomic<uint64_t>& word, IndexFreeList& list, uint32_t index,
-                       uint32_t gen) {
+  template <typename FreeList>
+  static void FreeSlot(std::atomic<uint64_t>& word, FreeList& list, uint32_t index, uint32_t gen) {
     word.store(GenWord(gen + 1), std::memory_order_release);
     list.Push(index);
   }
@@ -99,7 +100,9 @@ class Plugin {
   uint32_t NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now);
   // NewOp for a live context of ours, with its kind and graph flag (from an API parent); kNone
   // for a context that is not ours or an empty pool.
-  uint32_t BeginOp(void* context, const void* parent_obj, uint8_t kind);
+  uint32_t BeginOp(void* context, const void* parent_obj, uint8_t kind, const char* func = nullptr);
+  // Which of a context's Send/Recv counters (ContextSlot::p2p_seq) a P2p op of `func` takes.
+  static int P2pDirection(const char* func) { return func != nullptr && func[0] == 'R' ? 1 : 0; }
   // Stops a ProxyOp; end_ns 0 = now (a real stop), else the time of its last step (expired).
   void StopProxyOpAt(const Handle& h, int64_t end_ns);
   // Fills a stopped ProxyOp's record without step events: bytes from EstimateProxyOpBytes,
@@ -127,13 +130,24 @@ class Plugin {
   template <typename T>
   void Emit(const T& record);
   // Sends the datagram being built. A full socket (the agent reads slower than we close) holds
-  // it for a retry on the next cycle, up to kHoldNs, while records wait in the pools; no agent,
-  // the final pass, or a longer hold drops it (counted). True when nothing is held.
+  // it for a retry on the next cycle, up to kHoldNs, while records wait in the pools; no agent
+  // or a longer hold drops it (counted). The final pass (the last finalize) waits for a full
+  // socket until kFinalDrainNs after it began, then drops. True when nothing is held.
   bool SendDatagram(bool final_pass);
+  // channel_.Send, retried every 1 ms on a full socket of a connected agent while the final
+  // pass's time lasts (the agent reads behind by a few datagrams; the pools die with us).
+  bool Send(size_t size, bool final_pass);
   bool RetryHeld(bool final_pass);
   // Whether one more record fits now (sending or retrying as needed).
   bool Room(bool final_pass);
   void SendComms();
+  // Flush thread, first thing: constructs the rest of each pool, chunk by chunk, freeing each
+  // chunk's indices as it is built, and faults the record queues' pages in
+  // (MpmcQueue::Prefault); logs "pools ready" (INFO) when done. NCCL's comm init goes on after
+  // the profiler's init (src/init.cc: ncclProxyCreate, the ring and tree connects, a barrier),
+  // so the pools are whole before its first collective; one sooner than that finds the first
+  // chunk only, and a full pool drops and counts.
+  void GrowPools();
   void CheckMaskFile();
   void RotateOffsets();
 
@@ -142,12 +156,13 @@ class Plugin {
   const PluginOptions options_;
   const int32_t pid_;
   std::unique_ptr<ContextSlot[]> contexts_;
-  std::unique_ptr<OpSlot[]> ops_;
+  // Pools: reserved whole, constructed a chunk at init and the rest by GrowPools.
+  SlotPool<OpSlot> ops_;
   IndexFreeList op_free_;
-  std::unique_ptr<ProxyOpSlot[]> proxy_ops_;
-  IndexFreeList proxy_free_;
-  std::unique_ptr<KernelChSlot[]> kernel_ch_;
-  IndexFreeList kernel_ch_free_;
+  SlotPool<ProxyOpSlot> proxy_ops_;
+  IndexStack proxy_free_;  // LIFO: the proxy thread takes and frees them (lockfree.h)
+  SlotPool<KernelChSlot> kernel_ch_;
+  IndexStack kernel_ch_free_;
   MpmcQueue<OpRef> stopped_;
   MpmcQueue<gpu::ProxyOpRecord> proxy_records_;
   std::atomic<int*> mask_ptr_{nullptr};
@@ -164,11 +179,15 @@ class Plugin {
   uint64_t sequence_ = 0;
   uint64_t comm_epoch_ = 0;
   static constexpr int64_t kHoldNs = 10'000'000'000;
-  size_t held_size_ = 0;  // a finished datagram in buffer_ the socket did not take yet
+  static constexpr int64_t kFinalDrainNs = 500'000'000;
+  int64_t final_deadline_ns_ = 0;  // set when the final pass begins
+  size_t held_size_ = 0;           // a finished datagram in buffer_ the socket did not take yet
   int64_t held_since_ns_ = 0;
   std::atomic<int> desired_mask_;
   std::atomic<int> extra_mask_{0};
-  int applied_mask_ = -1;  // flush thread: the mask CheckMaskFile last stored
+  int applied_mask_ = -1;        // flush thread: the mask CheckMaskFile last stored
+  bool pools_complete_ = false;  // flush thread: GrowPools has nothing left to do
+  const int64_t created_ns_;
 
   std::atomic<bool> finalized_contexts_{false};
   alignas(64) std::atomic<uint64_t> dropped_{0};

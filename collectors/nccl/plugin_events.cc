@@ -38,6 +38,7 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   s.proxy_start_min.store(kNone64, std::memory_order_relaxed);
   s.proxy_end_max.store(0, std::memory_order_relaxed);
   s.proxy_bytes.store(0, std::memory_order_relaxed);
+  s.proxy_share.store(0, std::memory_order_relaxed);
   s.proxy_ops.store(0, std::memory_order_relaxed);
   s.kernel_ch_done.store(0, std::memory_order_relaxed);
   s.channel_list.store(kChannelListEmpty, std::memory_order_relaxed);
@@ -48,12 +49,17 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   return index;
 }
 
-uint32_t Plugin::BeginOp(void* context, const void* parent_obj, uint8_t kind) {
+uint32_t Plugin::BeginOp(void* context, const void* parent_obj, uint8_t kind, const char* func) {
   uint32_t ctx_index = 0;
   ContextSlot* ctx = LookupContext(context, &ctx_index);
   if (ctx == nullptr) return IndexFreeList::kNone;
   const uint32_t index = NewOp(*ctx, ctx_index, MonotonicNowNs());
-  if (index == IndexFreeList::kNone) return index;
+  if (index == IndexFreeList::kNone) {
+    // NCCL numbers no Send/Recv: we do, per context and direction, and a dropped one still
+    // takes its number, so that the next ones keep matching their peers' (cross-rank joins).
+    if (kind == kOpP2p) ctx->p2p_seq[P2pDirection(func)].fetch_add(1, std::memory_order_relaxed);
+    return index;
+  }
   OpSlot& s = ops_[index];
   s.kind = kind;
   const Handle parent = DecodeHandle(parent_obj);
@@ -62,7 +68,8 @@ uint32_t Plugin::BeginOp(void* context, const void* parent_obj, uint8_t kind) {
 }
 
 void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
-  const uint32_t index = BeginOp(context, d.parent_obj, p2p ? kOpP2p : kOpColl);
+  const uint32_t index =
+      BeginOp(context, d.parent_obj, p2p ? kOpP2p : kOpColl, p2p ? d.p2p.func : nullptr);
   if (index == IndexFreeList::kNone) return nullptr;
   OpSlot& s = ops_[index];
   const uint32_t gen = WordGen(s.word.load(std::memory_order_relaxed));
@@ -75,8 +82,8 @@ void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
     s.nchannels = d.p2p.n_channels;
     s.algo = nullptr;
     s.proto = nullptr;
-    const int which = (s.func != nullptr && s.func[0] == 'R') ? 1 : 0;
-    s.seq = contexts_[s.ctx_index].p2p_seq[which].fetch_add(1, std::memory_order_relaxed);
+    s.seq = contexts_[s.ctx_index].p2p_seq[P2pDirection(s.func)].fetch_add(
+        1, std::memory_order_relaxed);
   } else {
     s.func = d.coll.func;
     s.datatype = d.coll.datatype;
@@ -96,7 +103,7 @@ void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
 }
 
 void Plugin::StopOp(const Handle& h) {
-  if (h.index >= options_.pool_ops) return;
+  if (h.index >= ops_.constructed()) return;
   OpSlot& s = ops_[h.index];
   const int64_t now = MonotonicNowNs();
   // The fields are written before the hold is released so that the flush thread sees them.
@@ -141,7 +148,7 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   if (!foreign) {
     r.comm_hash = ctx->comm_hash;
     const Handle parent = DecodeHandle(d.parent_obj);
-    if (parent.kind == kKindOp && parent.index < options_.pool_ops) {
+    if (parent.kind == kKindOp && parent.index < ops_.constructed()) {
       OpSlot& op = ops_[parent.index];
       // Attaches whether or not the Coll has stopped (ABI §6.2: usually it has).
       if (Attach(op.word, parent.gen)) {
@@ -168,13 +175,13 @@ void* Plugin::StartProxyStep(const EventDescrV5& d) {
   // Under PXN a step carries a foreign context, but its parent is the ProxyOp handle this
   // process's plugin returned (ABI §6.6): ours.
   const Handle parent = DecodeHandle(d.parent_obj);
-  if (parent.kind != kKindProxyOp || parent.index >= options_.pool_proxy_ops) return nullptr;
+  if (parent.kind != kKindProxyOp || parent.index >= proxy_ops_.constructed()) return nullptr;
   if (!IsLive(proxy_ops_[parent.index].word, parent.gen)) return nullptr;
   return MakeHandle(kKindProxyStep, parent.gen, parent.index);
 }
 
 void Plugin::RecordStep(const Handle& h, EventState state, const EventStateArgs* args) {
-  if (args == nullptr || h.index >= options_.pool_proxy_ops) return;
+  if (args == nullptr || h.index >= proxy_ops_.constructed()) return;
   if (state != kStateProxyStepSendWait && state != kStateProxyStepRecvFlushWait) return;
   ProxyOpSlot& s = proxy_ops_[h.index];
   if (!IsLive(s.word, h.gen)) return;  // the step's ProxyOp stopped: update after stop
@@ -188,7 +195,7 @@ void Plugin::RecordStep(const Handle& h, EventState state, const EventStateArgs*
 }
 
 void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
-  if (h.index >= options_.pool_proxy_ops) return;
+  if (h.index >= proxy_ops_.constructed()) return;
   ProxyOpSlot& s = proxy_ops_[h.index];
   if (!MarkStopped(s.word, h.gen)) return;
   ProxyOpRecord& r = s.record;
@@ -216,18 +223,25 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
 
 void Plugin::EstimateBytes(ProxyOpSlot& s) {
   ProxyOpRecord& r = s.record;
-  ProxyOpParent parent;
+  ProxyOpShare share;
   if (s.has_parent) {  // attached: the op's fields stay as its start wrote them
-    const OpSlot& op = ops_[s.parent_index];
-    parent.func = op.func;
-    parent.algo = op.algo;
-    parent.proto = op.proto;
-    parent.bytes = op.count * DatatypeSize(op.datatype);
-    parent.nranks = op.nranks;
-    parent.nchannels = op.nchannels;
-    parent.p2p = op.kind == kOpP2p;
+    OpSlot& op = ops_[s.parent_index];
+    uint64_t packed = op.proxy_share.load(std::memory_order_relaxed);
+    if (packed == 0) {  // the collective's first: the rest of its ops reuse it
+      ProxyOpParent parent;
+      parent.func = op.func;
+      parent.algo = op.algo;
+      parent.proto = op.proto;
+      parent.bytes = op.count * DatatypeSize(op.datatype);
+      parent.nranks = op.nranks;
+      parent.nchannels = op.nchannels;
+      parent.p2p = op.kind == kOpP2p;
+      packed = PackShare(ShareOf(parent));
+      op.proxy_share.store(packed, std::memory_order_relaxed);
+    }
+    share = UnpackShare(packed);
   }
-  r.bytes = EstimateProxyOpBytes(s.announced_steps, r.chunk_size, s.has_parent ? &parent : nullptr);
+  r.bytes = EstimateWithShare(s.announced_steps, r.chunk_size, s.has_parent ? &share : nullptr);
   r.steps = s.announced_steps;
   r.flags |= gpu::kProxyOpBytesEstimated;
 }
@@ -236,7 +250,7 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
   uint32_t ctx_index = 0;
   if (LookupContext(context, &ctx_index) == nullptr) return nullptr;
   const Handle parent = DecodeHandle(d.parent_obj);
-  if (parent.kind != kKindOp || parent.index >= options_.pool_ops) return nullptr;
+  if (parent.kind != kKindOp || parent.index >= ops_.constructed()) return nullptr;
   const uint32_t index = kernel_ch_free_.Pop();
   if (index == IndexFreeList::kNone) return nullptr;  // a lost timer, not a lost record
   OpSlot& op = ops_[parent.index];
@@ -260,7 +274,7 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
 }
 
 void Plugin::RecordKernelCh(const Handle& h, EventState state, const EventStateArgs* args) {
-  if (args == nullptr || state != kStateKernelChStop || h.index >= options_.pool_kernel_ch) {
+  if (args == nullptr || state != kStateKernelChStop || h.index >= kernel_ch_.constructed()) {
     return;
   }
   KernelChSlot& s = kernel_ch_[h.index];
@@ -270,7 +284,7 @@ void Plugin::RecordKernelCh(const Handle& h, EventState state, const EventStateA
 }
 
 void Plugin::StopKernelCh(const Handle& h) {
-  if (h.index >= options_.pool_kernel_ch) return;
+  if (h.index >= kernel_ch_.constructed()) return;
   KernelChSlot& s = kernel_ch_[h.index];
   if (!MarkStopped(s.word, h.gen)) return;
   const uint64_t gs = s.gpu_start;
@@ -367,7 +381,7 @@ void* Plugin::StartCeColl(void* context, const EventDescrV6& d) {
 
 void* Plugin::StartCeChild(const EventDescrV6& d) {
   const Handle parent = DecodeHandle(d.parent_obj);
-  if (parent.kind != kKindOp || parent.index >= options_.pool_ops) return nullptr;
+  if (parent.kind != kKindOp || parent.index >= ops_.constructed()) return nullptr;
   OpSlot& op = ops_[parent.index];
   if (!IsLive(op.word, parent.gen) || op.kind != kOpCe) return nullptr;
   op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
@@ -377,7 +391,7 @@ void* Plugin::StartCeChild(const EventDescrV6& d) {
 void Plugin::StopCeChild(const Handle& h) {
   // CeSync / CeBatch stop before their CeColl on the same thread (src/ce_coll.cc): no hold is
   // taken, so a stale or repeated stop only touches a timestamp of a live op.
-  if (h.index >= options_.pool_ops) return;
+  if (h.index >= ops_.constructed()) return;
   OpSlot& op = ops_[h.index];
   if (IsLive(op.word, h.gen))
     op.last_activity_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
@@ -387,14 +401,14 @@ std::atomic<void*>* Plugin::ChainField(const Handle& h) {
   auto same_gen = [&](const std::atomic<uint64_t>& word) {
     return WordGen(word.load(std::memory_order_acquire)) == h.gen;
   };
-  if (h.kind == kKindOp && h.index < options_.pool_ops && same_gen(ops_[h.index].word)) {
+  if (h.kind == kKindOp && h.index < ops_.constructed() && same_gen(ops_[h.index].word)) {
     return &ops_[h.index].chain_handle;
   }
-  if (h.kind == kKindProxyOp && h.index < options_.pool_proxy_ops &&
+  if (h.kind == kKindProxyOp && h.index < proxy_ops_.constructed() &&
       same_gen(proxy_ops_[h.index].word)) {
     return &proxy_ops_[h.index].chain_handle;
   }
-  if (h.kind == kKindKernelCh && h.index < options_.pool_kernel_ch &&
+  if (h.kind == kKindKernelCh && h.index < kernel_ch_.constructed() &&
       same_gen(kernel_ch_[h.index].word)) {
     return &kernel_ch_[h.index].chain_handle;
   }

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "collectors/nccl/plugin.h"
 
@@ -21,6 +23,7 @@ using gpu::MonotonicNowNs;
 using gpu::ProxyOpRecord;
 
 void Plugin::FlushLoop() {
+  GrowPools();
   int64_t next_mask_check = 0;
   int64_t next_rotation = MonotonicNowNs() + options_.offset_window_ns;
   int64_t next_expiry = MonotonicNowNs() + 1'000'000'000;
@@ -55,6 +58,7 @@ void Plugin::FlushLoop() {
 }
 
 void Plugin::FlushOnce(int64_t now, bool final_pass) {
+  if (final_pass) final_deadline_ns_ = now + kFinalDrainNs;
   const bool finalized = finalized_contexts_.exchange(false, std::memory_order_acq_rel);
   SendComms();
   OpRef ref;
@@ -143,14 +147,14 @@ bool Plugin::TryClose(const OpRef& r, int64_t now, bool force) {
 // After a finalize: ops and proxy ops of dead contexts that were never stopped (and, at the
 // last finalize, everything) are closed so that every started record is emitted.
 void Plugin::ForceCloseOrphans(bool all) {
-  for (uint32_t i = 0; i < options_.pool_ops; ++i) {
+  for (uint32_t i = 0; i < ops_.constructed(); ++i) {
     OpSlot& s = ops_[i];
     const uint64_t w = s.word.load(std::memory_order_acquire);
     if ((w & kLiveMask) == 0 || (w & (kStopped | kClosed)) != 0) continue;
     if (!all && ContextAlive(s.ctx_index, s.ctx_gen)) continue;
     if (MarkStopped(s.word, WordGen(w))) pending_[pending_count_++] = OpRef{i, WordGen(w)};
   }
-  for (uint32_t i = 0; i < options_.pool_proxy_ops; ++i) {
+  for (uint32_t i = 0; i < proxy_ops_.constructed(); ++i) {
     ProxyOpSlot& s = proxy_ops_[i];
     const uint64_t w = s.word.load(std::memory_order_acquire);
     if ((w & kLiveMask) == 0 || (w & (kStopped | kClosed)) != 0) continue;
@@ -158,7 +162,7 @@ void Plugin::ForceCloseOrphans(bool all) {
     StopProxyOp(Handle{kKindProxyOp, WordGen(w), i, false});
   }
   if (!all) return;
-  for (uint32_t i = 0; i < options_.pool_kernel_ch; ++i) {
+  for (uint32_t i = 0; i < kernel_ch_.constructed(); ++i) {
     const uint64_t w = kernel_ch_[i].word.load(std::memory_order_acquire);
     if ((w & kLiveMask) != 0 && (w & kStopped) == 0) {
       StopKernelCh(Handle{kKindKernelCh, WordGen(w), i, false});
@@ -170,7 +174,7 @@ void Plugin::ForceCloseOrphans(bool all) {
 // would hold their slot forever: after max_wait_ns without a step they are stopped here (end:
 // when this scan, once a second, first saw it or last saw a step), and counted.
 void Plugin::ExpireProxyOps(int64_t now) {
-  for (uint32_t i = 0; i < options_.pool_proxy_ops; ++i) {
+  for (uint32_t i = 0; i < proxy_ops_.constructed(); ++i) {
     ProxyOpSlot& s = proxy_ops_[i];
     const uint64_t w = s.word.load(std::memory_order_acquire);
     if ((w & kLiveMask) == 0 || (w & (kStopped | kClosed)) != 0) continue;
@@ -254,7 +258,7 @@ void Plugin::EmitChannels(OpSlot& s, const CollectiveRecord& r, int64_t offset) 
   // Room() reserved records for); every one is freed, however many, and the walk is bounded by
   // the pool all the same.
   int sent = 0;
-  for (uint32_t n = 0; i < options_.pool_kernel_ch && n < options_.pool_kernel_ch; ++n) {
+  for (uint32_t n = 0; i < kernel_ch_.constructed() && n < options_.pool_kernel_ch; ++n) {
     KernelChSlot& k = kernel_ch_[i];
     const uint32_t next = k.next_in_op;
     if (offset != kNone64 && sent < ContextSlot::kMaxChannels) {
@@ -298,9 +302,19 @@ bool Plugin::Room(bool final_pass) {
   return SendDatagram(final_pass);
 }
 
+bool Plugin::Send(size_t size, bool final_pass) {
+  for (;;) {
+    if (channel_.Send(buffer_.get(), size)) return true;
+    if (!final_pass || !channel_.connected() || MonotonicNowNs() >= final_deadline_ns_) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 bool Plugin::RetryHeld(bool final_pass) {
   const uint32_t n = writer_.record_count();
-  if (channel_.Send(buffer_.get(), held_size_)) {
+  if (Send(held_size_, final_pass)) {
     sent_.fetch_add(n, std::memory_order_relaxed);
     datagrams_.fetch_add(1, std::memory_order_relaxed);
   } else if (channel_.connected() && !final_pass && MonotonicNowNs() - held_since_ns_ < kHoldNs) {
@@ -320,7 +334,7 @@ bool Plugin::SendDatagram(bool final_pass) {
   const size_t size =
       writer_.Finish(++sequence_, dropped_.load(std::memory_order_relaxed), MonotonicNowNs());
   connects_.store(channel_.connects(), std::memory_order_relaxed);
-  if (channel_.Send(buffer_.get(), size)) {
+  if (Send(size, final_pass)) {
     sent_.fetch_add(n, std::memory_order_relaxed);
     datagrams_.fetch_add(1, std::memory_order_relaxed);
   } else if (channel_.connected() && !final_pass) {

@@ -31,7 +31,6 @@
 // not LL's doubled wire bytes.
 
 #include <cstdint>
-#include <cstring>
 
 namespace fabricscope::collectors::nccl {
 
@@ -46,36 +45,91 @@ struct ProxyOpParent {
   bool p2p = false;
 };
 
-// The estimate in bytes; 0 when the descriptor gives nothing to go on (nSteps or chunkSize not
-// positive). `n_steps`, `chunk_size`: the ProxyOp descriptor's fields. Without a parent (PXN,
-// or a ProxyOp NCCL started after its collective closed), the descriptor's bound alone.
-inline uint64_t EstimateProxyOpBytes(int32_t n_steps, int32_t chunk_size,
-                                     const ProxyOpParent* parent) {
-  if (n_steps <= 0 || chunk_size <= 0) return 0;
-  const uint64_t announced = static_cast<uint64_t>(n_steps) * static_cast<uint64_t>(chunk_size);
-  if (parent == nullptr || parent->func == nullptr) return announced;
-  const char* f = parent->func;
-  if (parent->p2p) return parent->bytes < announced ? parent->bytes : announced;
-  const char* proto = parent->proto != nullptr ? parent->proto : "";
-  const bool ring = parent->algo != nullptr && std::strcmp(parent->algo, "RING") == 0;
-  const bool all_reduce = std::strcmp(f, "AllReduce") == 0;
-  const bool per_rank = std::strcmp(f, "AllGather") == 0 || std::strcmp(f, "ReduceScatter") == 0;
-  const bool simple = std::strcmp(proto, "SIMPLE") == 0;
-  const uint64_t chunk_steps = ring && simple && (all_reduce || per_rank) ? 4 : 1;
-  const uint64_t n = parent->nranks > 0 ? static_cast<uint64_t>(parent->nranks) : 1;
-  const uint64_t ch = parent->nchannels > 0 ? static_cast<uint64_t>(parent->nchannels) : 1;
+// What every ProxyOp of one collective shares: its wire bytes per op from the collective's
+// share, the chunkSteps that turn the descriptor's chunkSize into one step's bytes, and the
+// protocol's wire factor. The same for all the collective's ops: the plugin computes it once.
+struct ProxyOpShare {
+  uint64_t share_wire = 0;  // the share per channel and edge, on the wire (bytes)
+  uint8_t chunk_steps = 1;  // 4 for ring SIMPLE AllReduce/AllGather/ReduceScatter
+  uint8_t wire = 0;         // 0: data = wire (SIMPLE, P2P, unknown); 1: LL (x2); 2: LL128 (x16/15)
+};
+
+namespace proxy_bytes_internal {
+// strcmp without the call: these run on NCCL's proxy thread.
+inline bool Same(const char* a, const char* b) {
+  if (a == nullptr) return false;
+  for (;; ++a, ++b) {
+    if (*a != *b) return false;
+    if (*a == '\0') return true;
+  }
+}
+}  // namespace proxy_bytes_internal
+
+inline ProxyOpShare ShareOf(const ProxyOpParent& parent) {
+  using proxy_bytes_internal::Same;
+  ProxyOpShare out;
+  if (parent.p2p || parent.func == nullptr) {
+    out.share_wire = parent.bytes;
+    return out;
+  }
+  const bool ring = Same(parent.algo, "RING");
+  const bool all_reduce = Same(parent.func, "AllReduce");
+  const bool per_rank = Same(parent.func, "AllGather") || Same(parent.func, "ReduceScatter");
+  out.wire = Same(parent.proto, "LL") ? 1 : Same(parent.proto, "LL128") ? 2 : 0;
+  out.chunk_steps = ring && Same(parent.proto, "SIMPLE") && (all_reduce || per_rank) ? 4 : 1;
+  const uint64_t n = parent.nranks > 0 ? static_cast<uint64_t>(parent.nranks) : 1;
+  const uint64_t ch = parent.nchannels > 0 ? static_cast<uint64_t>(parent.nchannels) : 1;
   // Data bytes; long double: a 2^40-byte collective times 2(n-1) would not fit 64 bits.
-  long double share = static_cast<long double>(parent->bytes) / static_cast<long double>(ch);
+  long double share = static_cast<long double>(parent.bytes) / static_cast<long double>(ch);
   if (all_reduce && ring) {
     share = share * 2 * static_cast<long double>(n - 1) / static_cast<long double>(n);
   } else if (per_rank) {
     share *= static_cast<long double>(n - 1);
   }
-  const long double bound = static_cast<long double>(announced / chunk_steps);
-  long double data = share < bound ? share : bound;
-  if (std::strcmp(proto, "LL") == 0) data *= 2;
-  if (std::strcmp(proto, "LL128") == 0) data = data * 16 / 15;
-  return static_cast<uint64_t>(data + 0.5L);
+  if (out.wire == 1) share *= 2;
+  if (out.wire == 2) share = share * 16 / 15;
+  constexpr long double kMax = static_cast<long double>(uint64_t{1} << 62);
+  out.share_wire = static_cast<uint64_t>((share < kMax ? share : kMax) + 0.5L);
+  return out;
+}
+
+// The estimate in wire bytes for one ProxyOp: min(nSteps * chunkSize / chunkSteps in wire
+// bytes, the share); 0 when the descriptor gives nothing to go on (nSteps or chunkSize not
+// positive). `n_steps`, `chunk_size`: the ProxyOp descriptor's fields; `share`: ShareOf its
+// collective, or nullptr without one (PXN, or a ProxyOp NCCL started after its collective
+// closed): then the descriptor's bound alone.
+inline uint64_t EstimateWithShare(int32_t n_steps, int32_t chunk_size, const ProxyOpShare* share) {
+  if (n_steps <= 0 || chunk_size <= 0) return 0;
+  const uint64_t announced = static_cast<uint64_t>(n_steps) * static_cast<uint64_t>(chunk_size);
+  if (share == nullptr) return announced;
+  uint64_t bound = announced / share->chunk_steps;
+  if (share->wire == 1) bound *= 2;
+  if (share->wire == 2) bound = bound / 15 * 16 + bound % 15 * 16 / 15;
+  return bound < share->share_wire ? bound : share->share_wire;
+}
+
+// The same from the collective's fields (tests, and where no ProxyOpShare is kept).
+inline uint64_t EstimateProxyOpBytes(int32_t n_steps, int32_t chunk_size,
+                                     const ProxyOpParent* parent) {
+  if (parent == nullptr) return EstimateWithShare(n_steps, chunk_size, nullptr);
+  const ProxyOpShare share = ShareOf(*parent);
+  return EstimateWithShare(n_steps, chunk_size, &share);
+}
+
+// ProxyOpShare in one word, for the collective's slot (0 = not computed yet): share_wire in
+// the top 60 bits (at most 2^60 bytes: more is cut there), chunk_steps 4 as bit 3, wire in
+// bits 1-2, bit 0 set.
+inline uint64_t PackShare(const ProxyOpShare& s) {
+  const uint64_t share =
+      s.share_wire < (uint64_t{1} << 60) ? s.share_wire : (uint64_t{1} << 60) - 1;
+  return share << 4 | (s.chunk_steps == 4 ? 8u : 0u) | static_cast<uint64_t>(s.wire & 3) << 1 | 1;
+}
+inline ProxyOpShare UnpackShare(uint64_t w) {
+  ProxyOpShare s;
+  s.share_wire = w >> 4;
+  s.chunk_steps = (w & 8) != 0 ? 4 : 1;
+  s.wire = static_cast<uint8_t>(w >> 1 & 3);
+  return s;
 }
 
 }  // namespace fabricscope::collectors::nccl

@@ -201,6 +201,9 @@ struct alignas(64) OpSlot {
   std::atomic<int64_t> proxy_start_min{kNone64};
   std::atomic<int64_t> proxy_end_max{0};
   std::atomic<uint64_t> proxy_bytes{0};
+  // PackShare(ShareOf(this op)) once a ProxyOp without step events stopped (proxy_bytes.h);
+  // 0 until then. Set by whichever proxy thread gets there first (the same value).
+  std::atomic<uint64_t> proxy_share{0};
   std::atomic<uint32_t> proxy_ops{0};
   std::atomic<uint32_t> kernel_ch_done{0};
   // Changes at every step of an attached ProxyOp (a store, not a clock read, on the hot path);

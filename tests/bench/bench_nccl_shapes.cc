@@ -17,6 +17,8 @@
 // per callback, and the added time as a share of the collective's duration on a 400 Gb/s NIC
 // under NCCL's tuning model. Then init's time and the plugin's memory.
 // Plain binary: fabricscope_bench_nccl_shapes [--seconds-per-row=S] [--only=SUBSTRING]
+//   [--one-thread] (both threads' events on one thread: the callbacks without cross-core misses)
+//   [--per-callback] (one thread, each callback timed on its own: the p50 by kind)
 
 #include <time.h>
 
@@ -40,6 +42,50 @@ namespace bench = fabricscope::bench;
 namespace {
 
 using namespace ::fabricscope::bench::nccl_tables;  // NOLINT: the tables and Now()
+
+// --per-callback: each callback timed on its own (two clock reads around it), by kind; p50 per
+// kind, plugin minus empty, and over all callbacks of the run.
+enum Callback {
+  kCbApi,  // GroupApi, CollApi/P2pApi, Group: their starts, records 23/24 and stops
+  kCbCollStart,
+  kCbCollStop,
+  kCbProxyOpStart,
+  kCbProxyOpRecord,
+  kCbProxyOpStop,
+  kCbKernelStart,
+  kCbKernelRecord,
+  kCbKernelStop,
+  kCbStep,  // ProxyStep start, state records, stop
+  kCbKinds
+};
+constexpr const char* kCallbackNames[kCbKinds] = {
+    "Group/API events",  "Coll/P2p start", "Coll/P2p stop",  "ProxyOp start",
+    "ProxyOp record 19", "ProxyOp stop",   "KernelCh start", "KernelCh record 22",
+    "KernelCh stop",     "ProxyStep calls"};
+bool g_per_callback = false;
+std::vector<int64_t> g_plugin_samples[kCbKinds], g_empty_samples[kCbKinds];
+
+Callback StartCategory(uint64_t type) {
+  switch (type) {
+    case nccl::kEventColl:
+    case nccl::kEventP2p:
+      return kCbCollStart;
+    case nccl::kEventProxyOp:
+      return kCbProxyOpStart;
+    case nccl::kEventKernelCh:
+      return kCbKernelStart;
+    case nccl::kEventProxyStep:
+      return kCbStep;
+    default:
+      return kCbApi;
+  }
+}
+Callback RecordCategory(nccl::EventState s) {
+  if (s == nccl::kStateProxyOpInProgress) return kCbProxyOpRecord;
+  if (s == nccl::kStateKernelChStop) return kCbKernelRecord;
+  if (s == nccl::kStateGroupStartApiStop || s == nccl::kStateGroupEndApiStart) return kCbApi;
+  return kCbStep;
+}
 
 struct Handoff {  // one collective's handles, from the user thread to the proxy thread
   void* parent[2] = {nullptr, nullptr};  // Coll, or the Send and Recv P2p events
@@ -79,7 +125,7 @@ class Driver {
         d.coll_api = {shape_.func, shape_.bytes / 4, "ncclFloat32", 0, nullptr, false};
       }
       Start(&coll_api[i], &d, n->user);
-      Stop(coll_api[i], n->user);
+      Stop(coll_api[i], n->user, kCbApi);
     }
     Record(api, nccl::kStateGroupEndApiStart, nullptr, n->user);
     d = {};
@@ -112,10 +158,10 @@ class Driver {
       n->null_handles += h.parent[i] == nullptr;
     }
     for (void* e : h.parent) {  // hostStreamPlanTask: ops posted, the Coll stopped at once
-      if (e != nullptr) Stop(e, n->user);
+      if (e != nullptr) Stop(e, n->user, kCbCollStop);
     }
-    Stop(group, n->user);
-    Stop(api, n->user);
+    Stop(group, n->user, kCbApi);
+    Stop(api, n->user, kCbApi);
     (void)a;
     return h;
   }
@@ -157,23 +203,33 @@ class Driver {
     for (void* k : kernels_) {
       a.kernel_ch.p_timer = 2'000'000;
       Record(k, nccl::kStateKernelChStop, &a, n->proxy);
-      Stop(k, n->proxy);
+      Stop(k, n->proxy, kCbKernelStop);
     }
-    for (void* op : handles_) Stop(op, n->proxy);
+    for (void* op : handles_) Stop(op, n->proxy, kCbProxyOpStop);
   }
 
  private:
   void Start(void** h, nccl::EventDescrV5* d, int& n) {
+    const int64_t t0 = g_per_callback ? Now() : 0;
     t_->start_event(ctx_, h, d);
+    if (g_per_callback) Sample(StartCategory(d->type), Now() - t0);
     ++n;
   }
-  void Stop(void* h, int& n) {
+  void Stop(void* h, int& n, Callback what) {
+    const int64_t t0 = g_per_callback ? Now() : 0;
     t_->stop_event(h);
+    if (g_per_callback) Sample(what, Now() - t0);
     ++n;
   }
   void Record(void* h, nccl::EventState s, nccl::EventStateArgs* a, int& n) {
+    const int64_t t0 = g_per_callback ? Now() : 0;
     t_->record_event_state(h, s, a);
+    if (g_per_callback) Sample(RecordCategory(s), Now() - t0);
     ++n;
+  }
+  void Sample(Callback what, int64_t ns) {
+    std::vector<int64_t>& v = (t_ == g_plugin ? g_plugin_samples : g_empty_samples)[what];
+    if (v.size() < 2'000'000) v.push_back(ns);
   }
   void Step(void* op, const bench::ProxyOpShape& o, int step, Counts* n) {
     nccl::EventDescrV5 d{};
@@ -195,7 +251,7 @@ class Driver {
       Record(h, nccl::kStateProxyStepRecvFlushWait, &a, n->proxy);
       Record(h, nccl::kStateProxyStepRecvGpuWait, &a, n->proxy);
     }
-    Stop(h, n->proxy);
+    Stop(h, n->proxy, kCbStep);
   }
 
   const nccl::ProfilerV5* t_;
@@ -205,6 +261,10 @@ class Driver {
   int mask_;
   std::vector<void*> handles_, kernels_;
 };
+
+// --one-thread: each collective's proxy events on the user thread right after its launch events
+// (no cross-core traffic between NCCL's two threads: the callbacks' own cost).
+bool g_one_thread = false;
 
 struct Row {
   double user_p50 = 0, proxy_p50 = 0;
@@ -230,17 +290,20 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
   const uint64_t records_per_collective =
       bench::PlanProxyOps(s).size() + (s.algo == bench::Algo::kP2p ? 2 : 1);
   Driver user_side(t, ctx, s, mask), proxy_side(t, ctx, s, mask);
+  auto run_proxy = [&](int i) {
+    Counts c;
+    const int64_t t0 = Now();
+    proxy_side.Proxy(ring[i % kDepth], &c);
+    proxy[i] = Now() - t0;
+    counts.proxy = c.proxy;
+    null_handles.fetch_add(c.null_handles, std::memory_order_relaxed);
+    done.store(i + 1, std::memory_order_release);
+  };
   std::thread proxy_thread([&] {
-    for (int i = 0; i < iterations; ++i) {
+    for (int i = 0; i < iterations && !g_one_thread; ++i) {
       while (posted.load(std::memory_order_acquire) <= i) {
       }
-      Counts c;
-      const int64_t t0 = Now();
-      proxy_side.Proxy(ring[i % kDepth], &c);
-      proxy[i] = Now() - t0;
-      counts.proxy = c.proxy;
-      null_handles.fetch_add(c.null_handles, std::memory_order_relaxed);
-      done.store(i + 1, std::memory_order_release);
+      run_proxy(i);
     }
   });
   uint64_t target = nccl::CurrentStats().records_emitted;
@@ -266,6 +329,7 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
     counts.user = c.user;
     null_handles.fetch_add(c.null_handles, std::memory_order_relaxed);
     posted.store(i + 1, std::memory_order_release);
+    if (g_one_thread) run_proxy(i);
   }
   proxy_thread.join();
   counts.null_handles = null_handles.load();
@@ -274,6 +338,65 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
   r.proxy_p50 = P50(proxy);
   r.counts = counts;
   return r;
+}
+
+// The p50 of each callback kind over every shape's rows, plugin and empty, and the p50 over all
+// callbacks of the default-mask rows (each callback's added time: its own time minus its kind's
+// empty p50).
+void PrintPerCallback() {
+  std::printf("per callback, timed one by one (two clock reads each), p50 in ns:\n");
+  std::vector<int64_t> added_all;
+  for (int k = 0; k < kCbKinds; ++k) {
+    std::vector<int64_t>& p = g_plugin_samples[k];
+    std::vector<int64_t>& e = g_empty_samples[k];
+    if (p.empty() || e.empty()) continue;
+    const double pe = P50(e);
+    for (int64_t v : p) added_all.push_back(v - static_cast<int64_t>(pe));
+    std::printf("  %-20s plugin %6.0f  empty %6.0f  added %6.0f  (%zu calls)\n", kCallbackNames[k],
+                P50(p), pe, P50(p) - pe, p.size());
+  }
+  std::printf("added per callback at p50 over all %zu timed callbacks: %.0f ns (target <= 15 ns)\n",
+              added_all.size(), P50(added_all));
+}
+
+// One shape's figures: medians over 3 rounds of four interleaved rows (empty and plugin at mask
+// 74, empty and plugin at mask 90), each about `seconds` long.
+struct ShapeResult {
+  double user_added = 0, proxy_added = 0, proxy_added90 = 0;
+  int user_calls = 0, proxy_calls = 0, proxy_calls90 = 0, null_handles = 0;
+};
+
+double Median3(double a, double b, double c) {
+  return std::max(std::min(a, b), std::min(std::max(a, b), c));
+}
+
+ShapeResult MeasureShape(const bench::Shape& s, void* ctx, void* empty_ctx, double seconds) {
+  const int deep = nccl::kDefaultEventMask | nccl::kEventProxyStep;
+  const Row probe = RunRow(g_plugin, ctx, s, nccl::kDefaultEventMask, 50);
+  const Row probe90 = RunRow(g_plugin, ctx, s, deep, 50);
+  auto size = [seconds](const Row& p) {
+    return std::clamp(static_cast<int>(seconds * 1e9 / std::max(1000.0, p.user_p50 + p.proxy_p50)),
+                      200, 50000);
+  };
+  double user[3], proxy[3], proxy90[3];
+  ShapeResult out;
+  for (int round = 0; round < 3; ++round) {
+    const Row e = RunRow(g_empty, empty_ctx, s, nccl::kDefaultEventMask, size(probe));
+    const Row p = RunRow(g_plugin, ctx, s, nccl::kDefaultEventMask, size(probe));
+    const Row e90 = RunRow(g_empty, empty_ctx, s, deep, size(probe90));
+    const Row p90 = RunRow(g_plugin, ctx, s, deep, size(probe90));
+    user[round] = p.user_p50 - e.user_p50;
+    proxy[round] = p.proxy_p50 - e.proxy_p50;
+    proxy90[round] = p90.proxy_p50 - e90.proxy_p50;
+    out.user_calls = p.counts.user;
+    out.proxy_calls = p.counts.proxy;
+    out.proxy_calls90 = p90.counts.proxy;
+    out.null_handles += p.counts.null_handles + p90.counts.null_handles;
+  }
+  out.user_added = Median3(user[0], user[1], user[2]);
+  out.proxy_added = Median3(proxy[0], proxy[1], proxy[2]);
+  out.proxy_added90 = Median3(proxy90[0], proxy90[1], proxy90[2]);
+  return out;
 }
 
 // A fresh plugin instance at `mask` (its first init allocates the pools); returns the context.
@@ -303,78 +426,51 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--seconds-per-row=", 18) == 0) seconds = std::atof(argv[i] + 18);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
+    if (std::strcmp(argv[i], "--one-thread") == 0) g_one_thread = true;
+    if (std::strcmp(argv[i], "--per-callback") == 0) g_per_callback = g_one_thread = true;
   }
   std::vector<int64_t> inits;
   int64_t init_ns = 0, cold_init_ns = 0;
-  void* ctx74 = InitPlugin(nccl::kDefaultEventMask, &cold_init_ns);
+  // One instance for both masks: the plugin takes whatever events NCCL sends; the mask only
+  // decides which NCCL emits (the driver's), so the rows of both interleave in one run.
+  void* ctx = InitPlugin(nccl::kDefaultEventMask, &cold_init_ns);
   const size_t pool_bytes = nccl::CurrentStats().pool_bytes;
   int m = 0;
   void* empty_ctx = nullptr;
   kEmpty.init(&empty_ctx, 0x5ea5, &m, "shapes", bench::kNodes, bench::kRanks, 0, nullptr);
-  std::printf("machine: nproc=%u; 16 ranks on 2 nodes, the rank at a ring's node boundary\n",
-              std::thread::hardware_concurrency());
+  std::printf("machine: nproc=%u; 16 ranks on 2 nodes, the rank at a ring's node boundary; %s\n",
+              std::thread::hardware_concurrency(),
+              g_one_thread ? "both threads' events on one thread" : "user and proxy threads");
   std::printf("%-34s %9s %9s %9s %9s %9s %6s %7s %8s %8s\n", "shape (NCCL 2.28 chunking)",
               "calls u/p", "user+ns", "proxy+ns", "proxy90+", "p74/p90", "ns/cb", "dur us",
               "user %", "proxy %");
-  struct Result {
-    bench::Shape shape;
-    Row empty, plugin, deep;
-  };
-  std::vector<Result> results;
+  double worst_ratio = 0, worst_cb = 0;
   for (const bench::Shape& s : bench::BenchShapes()) {
     const std::string name = bench::ShapeName(s);
     if (!only.empty() && name.find(only) == std::string::npos) continue;
-    // Sized from a short probe: about `seconds` per row.
-    const Row probe = RunRow(g_plugin, ctx74, s, nccl::kDefaultEventMask, 50);
-    const double per = std::max(1000.0, probe.user_p50 + probe.proxy_p50);
-    const int iterations = std::clamp(static_cast<int>(seconds * 1e9 / per), 200, 50000);
-    Result r{s, {}, {}, {}};
-    r.empty = RunRow(g_empty, empty_ctx, s, nccl::kDefaultEventMask, iterations);
-    r.plugin = RunRow(g_plugin, ctx74, s, nccl::kDefaultEventMask, iterations);
-    results.push_back(r);
+    const ShapeResult r = MeasureShape(s, ctx, empty_ctx, seconds);
+    const int calls = r.user_calls + r.proxy_calls;
+    const double per_cb = (r.user_added + r.proxy_added) / std::max(1, calls);
+    const double ratio = r.proxy_added90 > 0 ? r.proxy_added / r.proxy_added90 : 0;
+    const double dur_us = bench::DurationUs(s);
+    worst_ratio = std::max(worst_ratio, ratio);
+    worst_cb = std::max(worst_cb, per_cb);
+    char calls_col[32];
+    std::snprintf(calls_col, sizeof(calls_col), "%d/%d(%d)", r.user_calls, r.proxy_calls,
+                  r.proxy_calls90);
+    if (r.null_handles > 0) {
+      std::printf("  (%d events dropped by a full pool: the row is not valid)\n", r.null_handles);
+    }
+    std::printf("%-34s %9s %9.0f %9.0f %9.0f %9.2f %6.1f %7.1f %8.4f %8.4f\n", name.c_str(),
+                calls_col, r.user_added, r.proxy_added, r.proxy_added90, ratio, per_cb, dur_us,
+                100 * r.user_added / (dur_us * 1000), 100 * r.proxy_added / (dur_us * 1000));
   }
-  // The deep dive's mask (90) on a fresh instance, and its empty baseline (more callbacks).
-  kPlugin.finalize(ctx74);
-  void* ctx90 = InitPlugin(nccl::kDefaultEventMask | nccl::kEventProxyStep, &init_ns);
-  inits.push_back(init_ns);
-  for (Result& r : results) {
-    const int iterations =
-        std::clamp(static_cast<int>(seconds * 1e9 /
-                                    std::max(1000.0, 4 * (r.plugin.user_p50 + r.plugin.proxy_p50))),
-                   200, 50000);
-    const Row empty90 = RunRow(g_empty, empty_ctx, r.shape, 90, iterations);
-    r.deep = RunRow(g_plugin, ctx90, r.shape, 90, iterations);
-    r.deep.proxy_p50 -= empty90.proxy_p50;
-    r.deep.user_p50 -= empty90.user_p50;
-    r.deep.counts.proxy = empty90.counts.proxy;
-  }
-  kPlugin.finalize(ctx90);
+  kPlugin.finalize(ctx);
   for (int i = 0; i < 3; ++i) {  // init and finalize again: the pools are allocated each time
     kPlugin.finalize(InitPlugin(nccl::kDefaultEventMask, &init_ns));
     inits.push_back(init_ns);
   }
-  double worst_ratio = 0, worst_cb = 0;
-  for (const Result& r : results) {
-    const double user_added = r.plugin.user_p50 - r.empty.user_p50;
-    const double proxy_added = r.plugin.proxy_p50 - r.empty.proxy_p50;
-    const int calls = r.plugin.counts.user + r.plugin.counts.proxy;
-    const double per_cb = (user_added + proxy_added) / std::max(1, calls);
-    const double ratio = r.deep.proxy_p50 > 0 ? proxy_added / r.deep.proxy_p50 : 0;
-    const double dur_us = bench::DurationUs(r.shape);
-    worst_ratio = std::max(worst_ratio, ratio);
-    worst_cb = std::max(worst_cb, per_cb);
-    char calls_col[32];
-    std::snprintf(calls_col, sizeof(calls_col), "%d/%d(%d)", r.plugin.counts.user,
-                  r.plugin.counts.proxy, r.deep.counts.proxy);
-    if (r.plugin.counts.null_handles + r.deep.counts.null_handles > 0) {
-      std::printf("  (%d events dropped by a full pool: the row is not valid)\n",
-                  r.plugin.counts.null_handles + r.deep.counts.null_handles);
-    }
-    std::printf("%-34s %9s %9.0f %9.0f %9.0f %9.2f %6.1f %7.1f %8.4f %8.4f\n",
-                bench::ShapeName(r.shape).c_str(), calls_col, user_added, proxy_added,
-                r.deep.proxy_p50, ratio, per_cb, dur_us, 100 * user_added / (dur_us * 1000),
-                100 * proxy_added / (dur_us * 1000));
-  }
+  if (g_per_callback) PrintPerCallback();
   std::sort(inits.begin(), inits.end());
   std::printf(
       "columns: calls = callbacks per collective on the user/proxy thread at mask 74 (at 90); "

@@ -105,5 +105,27 @@ TEST(ProxyBytesTest, WithoutParentOrFieldsOnlyTheDescriptor) {
   EXPECT_EQ(EstimateProxyOpBytes(100, 512 * 1024, &no_proto), 4 * kMiB);
 }
 
+TEST(ProxyBytesTest, TheSharePackedInTheCollectivesSlotGivesTheSameEstimate) {
+  // The plugin computes a collective's share once and keeps it in one word for its other ops.
+  const ProxyOpParent cases[] = {Coll("AllReduce", "RING", "SIMPLE", 1024 * kMiB, 16, 32),
+                                 Coll("AllReduce", "RING", "LL", 8192, 16, 2),
+                                 Coll("AllReduce", "RING", "LL128", kMiB, 16, 4),
+                                 Coll("AllGather", "RING", "SIMPLE", kMiB, 8, 4),
+                                 Coll("AllReduce", "TREE", "LL128", 3 * kMiB + 7, 5, 3)};
+  for (const ProxyOpParent& p : cases) {
+    const ProxyOpShare share = UnpackShare(PackShare(ShareOf(p)));
+    for (int steps : {1, 2, 7, 30, 60, 1000}) {
+      for (int chunk : {32768, 576000, 524288, 4 << 20}) {
+        EXPECT_EQ(EstimateWithShare(steps, chunk, &share), EstimateProxyOpBytes(steps, chunk, &p))
+            << p.func << " " << p.algo << " " << p.proto << " " << steps << " x " << chunk;
+      }
+    }
+    EXPECT_NE(PackShare(ShareOf(p)), 0u);  // 0 means "not computed yet" in the slot
+  }
+  // More than 2^60 bytes per op is cut there, not wrapped.
+  const ProxyOpParent huge = Coll("AllReduce", "TREE", "SIMPLE", ~uint64_t{0}, 2, 1);
+  EXPECT_EQ(UnpackShare(PackShare(ShareOf(huge))).share_wire, (uint64_t{1} << 60) - 1);
+}
+
 }  // namespace
 }  // namespace fabricscope::collectors::nccl

@@ -267,26 +267,44 @@ TEST_F(ScheduleTest, FullPoolDropsAndCounts) {
   Checker checker;
   std::vector<std::shared_ptr<GpuGate>> gates;
   int accepted = 0;
+  std::vector<std::shared_ptr<FakeNccl::Expected>> all;
   for (int i = 0; i < 100; ++i) {
     FakeNccl::CollSpec s = FakeNccl::AllReduceSpec(65536, 2, 4, 2, 32768);
     s.gate = std::make_shared<GpuGate>();
     gates.push_back(s.gate);
-    auto e = nccl->Run(comms_[0], s);
-    accepted += e->coll_emitted ? 1 : 0;
-    checker.Add({e});
+    all.push_back(nccl->Run(comms_[0], s));
+    accepted += all.back()->coll_emitted ? 1 : 0;
   }
+  checker.Add(all);
   EXPECT_EQ(accepted, 16);
+  // A Send/Recv pair that finds the pool full is dropped too, and still takes its numbers
+  // (NCCL numbers no P2P; the plugin does, and peers' numbers must keep matching): the
+  // checker finds the next pair under the harness's numbers, which counted the dropped one.
+  const int peer = (comms_[0].rank + 1) % comms_[0].nranks;
+  const auto dropped_pair =
+      nccl->RunGroup(comms_[0], {MakeP2p(true, peer), MakeP2p(false, peer)});
+  EXPECT_FALSE(dropped_pair[0]->coll_emitted);
+  checker.Add(dropped_pair);
   for (auto& g : gates) {
     g->started_ns = HarnessNowNs() - 20000;
     g->ended_ns = HarnessNowNs() - 5000;
   }
   nccl->Notify();
   nccl->Drain();
+  // The 16 close (their slots free again) at the flush thread's next cycle.
+  ASSERT_TRUE(WaitFor([&] { return rx_.collectives.size() >= 16; }));
+  const auto pair = nccl->RunGroup(comms_[0], {MakeP2p(true, peer), MakeP2p(false, peer)});
+  EXPECT_TRUE(pair[0]->coll_emitted);
+  EXPECT_TRUE(pair[1]->coll_emitted);
+  EXPECT_EQ(pair[0]->seq, 1u);  // Send 0 was dropped
+  checker.Add(pair);
+  nccl->Drain();
   checker.AddProxy(nccl->expected_proxy_ops());
-  EXPECT_EQ(Finish(*nccl, comms_), 84u);  // the 84 collectives that found the pool full
+  // The 84 collectives that found the pool full, and the first Send/Recv pair.
+  EXPECT_EQ(Finish(*nccl, comms_), 86u);
   EXPECT_EQ(checker.Check(rx_), rx_.event_records());
-  EXPECT_EQ(rx_.collectives.size(), 16u);
-  EXPECT_EQ(rx_.proxy_ops.size(), 64u);
+  EXPECT_EQ(rx_.collectives.size(), 18u);
+  EXPECT_EQ(rx_.proxy_ops.size(), 66u);
 }
 
 // A training loop of small all-reduces, one in flight (the next is enqueued once the proxy side
@@ -315,6 +333,15 @@ TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
 TEST_F(ScheduleTest, BurstOfTenThousandInFlightLosesNothing) {
   auto nccl = LoadOneComm();
   ASSERT_NE(nccl, nullptr);
+  // NCCL's comm init goes on after the profiler's (src/init.cc: ncclProxyCreate, the ring and
+  // tree connects, a barrier) before any collective; the plugin's flush thread builds the rest
+  // of its pools meanwhile and says so.
+  ASSERT_TRUE(WaitFor([] {
+    for (const std::string& l : HarnessLog::Get().Lines()) {
+      if (l.find("pools ready, 16384 collectives") != std::string::npos) return true;
+    }
+    return false;
+  }));
   std::vector<FakeNccl::Comm>& comms = comms_;
   Checker checker;
   checker.max_report_lag_ns = 120'000'000'000;  // the proxy reports long after the "GPU" ran

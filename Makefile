@@ -41,7 +41,8 @@ test: build
 # packaging tests of deploy/: they run dpkg-deb and systemd-analyze, no code of ours to check).
 # A unity build (8 files per compile): the sanitized build parses each heavy header (gRPC,
 # protobuf, GoogleTest) once per 8 files instead of once per file, which keeps CI within its
-# time on 2 cores; `make build` and `make test` compile file by file.
+# time on 2 cores; `make build` and `make test` compile the daemons file by file and the test
+# executables 8 files at a time too (tests/CMakeLists.txt, FABRICSCOPE_UNITY_TESTS).
 test-asan: deps
 	@cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFABRICSCOPE_SANITIZE=ON \
 	  -DCMAKE_CXX_FLAGS_DEBUG="$(DEBUG_INFO)" -DCMAKE_UNITY_BUILD=ON \

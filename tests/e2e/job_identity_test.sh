@@ -126,13 +126,16 @@ printf '[%s,%s,%s,%s]\n' "$(qp mlx5_0 1 "${PIDS[N - 4]}" 100)" "$(qp mlx5_0 1 "$
 mv "$WORK/qps.json.new" "$WORK/qps.json"
 
 # Both jobs with their communicator and both ranks (each rank's communicator comes with its own
-# agent window), and job A's collectives matched, within 30 s.
+# agent window), job A's collectives matched (classified ones come ahead of their window), and
+# job A's duration series, which come with a window, within 30 s.
 ok=0
 for _ in $(seq 300); do
   if http /api/jobs >"$WORK/jobs.json" 2>/dev/null &&
     http "/api/collectives/slow?limit=0&job=$JOB_A" >"$WORK/slow-a.json" 2>/dev/null &&
     [ "$(jq '[.jobs[] | select((.comms | length > 0) and .ranks >= 2)] | length' "$WORK/jobs.json")" -ge 2 ] &&
-    [ "$(jq '.collectives | length' "$WORK/slow-a.json" 2>/dev/null || echo 0)" -ge 3 ]; then
+    [ "$(jq '.collectives | length' "$WORK/slow-a.json" 2>/dev/null || echo 0)" -ge 3 ] &&
+    http /metrics >"$WORK/metrics.txt" 2>/dev/null &&
+    grep -q "^fabricscope_collective_duration_seconds_count{.*comm=\"${COMM_A:0:8}\"" "$WORK/metrics.txt"; then
     ok=1
     break
   fi

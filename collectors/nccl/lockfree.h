@@ -5,6 +5,7 @@
 // init) and never allocate afterwards.
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -12,6 +13,12 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+
+// Older C libraries (glibc < 2.35) do not name it; the kernel refuses it before Linux 5.14
+// (EINVAL), which Prefault reports.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 namespace fabricscope::collectors::nccl {
 
@@ -80,7 +87,8 @@ class MpmcQueue {
   // thread does it after init, so that NCCL's threads do not take the page faults. False where
   // the kernel refuses (the pages then fault on first use).
   bool Prefault() {
-    const uintptr_t page = 4096;
+    const long size = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = size > 0 ? static_cast<uintptr_t>(size) : 4096;
     const uintptr_t begin = reinterpret_cast<uintptr_t>(cells_) & ~(page - 1);
     const uintptr_t end = reinterpret_cast<uintptr_t>(cells_ + capacity());
     return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;

@@ -17,9 +17,9 @@ using gpu::MonotonicNowNs;
 
 namespace {
 
-// Slots constructed at init, and by each GrowPools call after it: a 16th of the pool (at least
-// 256), so that init constructs 1.4 MiB of the 21.6 MiB at the defaults and the flush thread
-// the rest within its first 15 cycles (75 ms at the default 5 ms period).
+// Slots constructed at init, and per step of GrowPools after it: a 16th of the pool (at least
+// 256), so that init constructs 1.4 MiB of the 21.6 MiB at the defaults; the flush thread
+// builds the rest, chunk by chunk, before its first cycle.
 uint32_t FirstChunk(uint32_t capacity) {
   return std::min(capacity, std::max<uint32_t>(256, capacity / 16));
 }

@@ -232,7 +232,9 @@ void Plugin::EstimateBytes(ProxyOpSlot& s) {
       parent.func = op.func;
       parent.algo = op.algo;
       parent.proto = op.proto;
-      parent.bytes = op.count * DatatypeSize(op.datatype);
+      const size_t type_size = DatatypeSize(op.datatype);
+      parent.bytes = op.count * type_size;
+      parent.bytes_known = type_size > 0;  // a newer NCCL's type: the descriptor's bound alone
       parent.nranks = op.nranks;
       parent.nchannels = op.nchannels;
       parent.p2p = op.kind == kOpP2p;
@@ -241,7 +243,11 @@ void Plugin::EstimateBytes(ProxyOpSlot& s) {
     }
     share = UnpackShare(packed);
   }
-  r.bytes = EstimateWithShare(s.announced_steps, r.chunk_size, s.has_parent ? &share : nullptr);
+  // Without its collective (PXN: another process's; or one that closed before the op started)
+  // there is nothing to bound the descriptor's figure, which is up to 4x the bytes for ring
+  // SIMPLE: the bytes stay unknown (0, unflagged), as without the estimate.
+  if (!s.has_parent) return;
+  r.bytes = EstimateWithShare(s.announced_steps, r.chunk_size, &share);
   r.steps = s.announced_steps;
   r.flags |= gpu::kProxyOpBytesEstimated;
 }

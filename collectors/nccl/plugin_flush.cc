@@ -159,7 +159,8 @@ void Plugin::ForceCloseOrphans(bool all) {
     const uint64_t w = s.word.load(std::memory_order_acquire);
     if ((w & kLiveMask) == 0 || (w & (kStopped | kClosed)) != 0) continue;
     if (!all && (s.ctx_index == UINT32_MAX || ContextAlive(s.ctx_index, s.ctx_gen))) continue;
-    StopProxyOp(Handle{kKindProxyOp, WordGen(w), i, false});
+    // Stopped here, not by NCCL: no estimate of bytes it may never have moved (non-NET ops).
+    StopProxyOpAt(Handle{kKindProxyOp, WordGen(w), i, false}, MonotonicNowNs());
   }
   if (!all) return;
   for (uint32_t i = 0; i < kernel_ch_.constructed(); ++i) {

@@ -311,8 +311,9 @@ NcclResult Finalize(void* context) {
   }
   if (!p->RemoveContext(context)) return kNcclSuccess;
   if (--g_context_count > 0) return kNcclSuccess;
-  // The last communicator: flush what is left (without blocking), join, free (and dlclose the
-  // chained plugin). NCCL dlclose()s this library next (ABI §1).
+  // The last communicator: flush what is left (waiting at most 500 ms for a connected agent's
+  // full socket, Plugin::SendDatagram), join, free (and dlclose the chained plugin). NCCL
+  // dlclose()s this library next (ABI §1).
   p->StopFlushThread();
   g_plugin.store(nullptr, std::memory_order_release);
   const PluginStats s = p->Stats();

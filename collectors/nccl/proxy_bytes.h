@@ -40,6 +40,7 @@ struct ProxyOpParent {
   const char* algo = nullptr;   // "RING", "TREE", ...; nullptr for P2P
   const char* proto = nullptr;  // "LL", "LL128", "SIMPLE"; nullptr for P2P
   uint64_t bytes = 0;           // count * type size (per rank for AllGather/ReduceScatter)
+  bool bytes_known = true;      // false: an unknown datatype; the descriptor's bound alone
   int32_t nranks = 0;
   int32_t nchannels = 0;
   bool p2p = false;
@@ -68,8 +69,9 @@ inline bool Same(const char* a, const char* b) {
 inline ProxyOpShare ShareOf(const ProxyOpParent& parent) {
   using proxy_bytes_internal::Same;
   ProxyOpShare out;
+  constexpr uint64_t kUnbounded = (uint64_t{1} << 60) - 1;  // PackShare's largest
   if (parent.p2p || parent.func == nullptr) {
-    out.share_wire = parent.bytes;
+    out.share_wire = parent.bytes_known ? parent.bytes : kUnbounded;
     return out;
   }
   const bool ring = Same(parent.algo, "RING");
@@ -88,20 +90,21 @@ inline ProxyOpShare ShareOf(const ProxyOpParent& parent) {
   }
   if (out.wire == 1) share *= 2;
   if (out.wire == 2) share = share * 16 / 15;
-  constexpr long double kMax = static_cast<long double>(uint64_t{1} << 62);
-  out.share_wire = static_cast<uint64_t>((share < kMax ? share : kMax) + 0.5L);
+  constexpr long double kMax = static_cast<long double>(kUnbounded);
+  out.share_wire =
+      parent.bytes_known ? static_cast<uint64_t>((share < kMax ? share : kMax) + 0.5L) : kUnbounded;
   return out;
 }
 
 // The estimate in wire bytes for one ProxyOp: min(nSteps * chunkSize / chunkSteps in wire
 // bytes, the share); 0 when the descriptor gives nothing to go on (nSteps or chunkSize not
-// positive). `n_steps`, `chunk_size`: the ProxyOp descriptor's fields; `share`: ShareOf its
-// collective, or nullptr without one (PXN, or a ProxyOp NCCL started after its collective
-// closed): then the descriptor's bound alone.
+// positive) or without its collective (`share` nullptr: a PXN op of another process's
+// collective, or one NCCL started after its collective closed), since the descriptor's figure
+// alone is up to chunkSteps (4) times the bytes. `n_steps`, `chunk_size`: the ProxyOp
+// descriptor's fields; `share`: ShareOf its collective.
 inline uint64_t EstimateWithShare(int32_t n_steps, int32_t chunk_size, const ProxyOpShare* share) {
-  if (n_steps <= 0 || chunk_size <= 0) return 0;
+  if (n_steps <= 0 || chunk_size <= 0 || share == nullptr) return 0;
   const uint64_t announced = static_cast<uint64_t>(n_steps) * static_cast<uint64_t>(chunk_size);
-  if (share == nullptr) return announced;
   uint64_t bound = announced / share->chunk_steps;
   if (share->wire == 1) bound *= 2;
   if (share->wire == 2) bound = bound / 15 * 16 + bound % 15 * 16 / 15;

@@ -231,11 +231,18 @@ inline void LaneStep(ProxyJob& j, size_t i, size_t k) {
 // the harness checks that each op gets it with its own collective's fields, or none (PXN).
 inline void ExpectEstimate(const Expected& e, const ProxyWork& p, bool attached,
                            ExpectedProxyOp& x) {
+  if (!attached) return;  // PXN, or no collective: bytes unknown, no estimate (proxy_bytes.h)
   const CollSpec& s = e.spec;
+  // Bytes per element of NCCL's type names (src/misc/... ncclTypeSize; ABI §4).
+  const std::string t = s.datatype != nullptr ? s.datatype : "";
   size_t type_size = 4;
-  if (s.datatype != nullptr && std::string(s.datatype) == "ncclInt8") type_size = 1;
-  if (s.datatype != nullptr && std::string(s.datatype).find("16") != std::string::npos) {
+  if (t == "ncclInt8" || t == "ncclUint8" || t == "ncclChar" || t == "Unknown" ||
+      t.rfind("ncclFloat8", 0) == 0) {
+    type_size = 1;
+  } else if (t.find("16") != std::string::npos || t == "ncclHalf") {
     type_size = 2;
+  } else if (t.find("64") != std::string::npos || t == "ncclDouble") {
+    type_size = 8;
   }
   collectors::nccl::ProxyOpParent parent;
   parent.func = s.func;
@@ -246,8 +253,7 @@ inline void ExpectEstimate(const Expected& e, const ProxyWork& p, bool attached,
   parent.nchannels = static_cast<int32_t>(std::max<size_t>(1, s.kernels.size()));  // as posted
   parent.p2p = s.p2p;
   x.steps = static_cast<int32_t>(p.step_bytes.size());
-  x.bytes =
-      collectors::nccl::EstimateProxyOpBytes(x.steps, p.chunk_size, attached ? &parent : nullptr);
+  x.bytes = collectors::nccl::EstimateProxyOpBytes(x.steps, p.chunk_size, &parent);
   x.estimated = true;
 }
 

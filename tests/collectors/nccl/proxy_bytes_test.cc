@@ -87,17 +87,20 @@ TEST(ProxyBytesTest, P2pIsItsPartOrItsBytes) {
   EXPECT_EQ(EstimateProxyOpBytes(4, 131072, &send), kMiB / 2);
 }
 
-TEST(ProxyBytesTest, WithoutParentOrFieldsOnlyTheDescriptor) {
-  EXPECT_EQ(EstimateProxyOpBytes(5, 1000, nullptr), 5000u);
+TEST(ProxyBytesTest, WithoutParentOrFieldsNothing) {
+  // Without its collective the descriptor alone overstates ring SIMPLE 4x: unknown, 0.
+  EXPECT_EQ(EstimateProxyOpBytes(5, 1000, nullptr), 0u);
   const ProxyOpParent p = Coll("AllReduce", "RING", "SIMPLE", kMiB, 2, 1);
   EXPECT_EQ(EstimateProxyOpBytes(0, 1000, &p), 0u);
   EXPECT_EQ(EstimateProxyOpBytes(-3, 1000, &p), 0u);
   EXPECT_EQ(EstimateProxyOpBytes(3, -1000, &p), 0u);
   // A lying descriptor cannot overflow: INT_MAX * INT_MAX fits 64 bits, and the share bounds it.
-  EXPECT_EQ(EstimateProxyOpBytes(INT_MAX, INT_MAX, nullptr),
-            static_cast<uint64_t>(INT_MAX) * static_cast<uint64_t>(INT_MAX));
   const ProxyOpParent huge = Coll("AllReduce", "RING", "SIMPLE", uint64_t{1} << 62, INT_MAX, 0);
   EXPECT_GT(EstimateProxyOpBytes(INT_MAX, INT_MAX, &huge), 0u);
+  // An unknown datatype (a newer NCCL's): the descriptor's bound, in step bytes.
+  ProxyOpParent unknown = Coll("AllReduce", "RING", "SIMPLE", 0, 4, 2);
+  unknown.bytes_known = false;
+  EXPECT_EQ(EstimateProxyOpBytes(12, 4 * kMiB, &unknown), 12 * kMiB);
   // Unknown names (a newer NCCL's algorithm or protocol): the data share, no wire factor.
   const ProxyOpParent nvls = Coll("AllReduce", "NVLS", "SIMPLE", 4 * kMiB, 8, 4);
   EXPECT_EQ(EstimateProxyOpBytes(100, 512 * 1024, &nvls), kMiB);

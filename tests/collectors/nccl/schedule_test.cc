@@ -281,8 +281,7 @@ TEST_F(ScheduleTest, FullPoolDropsAndCounts) {
   // (NCCL numbers no P2P; the plugin does, and peers' numbers must keep matching): the
   // checker finds the next pair under the harness's numbers, which counted the dropped one.
   const int peer = (comms_[0].rank + 1) % comms_[0].nranks;
-  const auto dropped_pair =
-      nccl->RunGroup(comms_[0], {MakeP2p(true, peer), MakeP2p(false, peer)});
+  const auto dropped_pair = nccl->RunGroup(comms_[0], {MakeP2p(true, peer), MakeP2p(false, peer)});
   EXPECT_FALSE(dropped_pair[0]->coll_emitted);
   checker.Add(dropped_pair);
   for (auto& g : gates) {
@@ -292,7 +291,7 @@ TEST_F(ScheduleTest, FullPoolDropsAndCounts) {
   nccl->Notify();
   nccl->Drain();
   // The 16 close (their slots free again) at the flush thread's next cycle.
-  ASSERT_TRUE(WaitFor([&] { return rx_.collectives.size() >= 16; }));
+  ASSERT_TRUE(WaitFor([&] { return rx_.event_records() >= 16 + 64; }));  // with their ProxyOps
   const auto pair = nccl->RunGroup(comms_[0], {MakeP2p(true, peer), MakeP2p(false, peer)});
   EXPECT_TRUE(pair[0]->coll_emitted);
   EXPECT_TRUE(pair[1]->coll_emitted);

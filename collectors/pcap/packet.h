@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace fabricscope::collectors::pcap {
 
@@ -19,8 +20,20 @@ inline constexpr uint16_t kRoceV2Port = 4791;
 // An IPv4 (mapped into ::ffff:a.b.c.d) or IPv6 address.
 struct IpAddress {
   std::array<uint8_t, 16> bytes{};
-  bool operator==(const IpAddress& o) const { return bytes == o.bytes; }
-  bool operator<(const IpAddress& o) const { return bytes < o.bytes; }
+  // Both compare two 64-bit words inline, in the bytes' own (lexicographic) order: every flow
+  // map lookup of the capture analysis compares addresses, and std::array's operators called
+  // memcmp there (issue 38: the offline analysis against bare libpcap).
+  bool operator==(const IpAddress& o) const { return Word(0) == o.Word(0) && Word(8) == o.Word(8); }
+  bool operator<(const IpAddress& o) const {
+    const uint64_t a = Word(0), b = o.Word(0);
+    return a != b ? a < b : Word(8) < o.Word(8);
+  }
+  // Bytes [at, at + 8) as a big-endian number: ordered as the bytes are.
+  uint64_t Word(size_t at) const {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + at, sizeof(w));
+    return __builtin_bswap64(w);
+  }
   bool is_v4() const {
     static constexpr std::array<uint8_t, 12> kPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     for (size_t i = 0; i < 12; ++i) {

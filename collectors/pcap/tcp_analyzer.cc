@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/hash/hash.h"
+
 namespace fabricscope::collectors::pcap {
 namespace {
 
@@ -36,19 +38,11 @@ const char* TcpAnalyzer::FlagName(int i) {
 }
 
 size_t TcpAnalyzer::KeyHash::operator()(const FlowKey& k) const {
-  // FNV-1a over the addresses and ports.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint8_t b) {
-    h ^= b;
-    h *= 1099511628211ull;
-  };
-  for (uint8_t b : k.src.bytes) mix(b);
-  for (uint8_t b : k.dst.bytes) mix(b);
-  mix(static_cast<uint8_t>(k.sport >> 8));
-  mix(static_cast<uint8_t>(k.sport));
-  mix(static_cast<uint8_t>(k.dport >> 8));
-  mix(static_cast<uint8_t>(k.dport));
-  return static_cast<size_t>(h);
+  // Abseil's hash of the addresses' words and the ports (it was FNV-1a byte by byte: 36
+  // dependent multiplies per frame, issue 38's profile of the offline analysis).
+  return absl::Hash<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint16_t, uint16_t>>{}(
+      std::make_tuple(k.src.Word(0), k.src.Word(8), k.dst.Word(0), k.dst.Word(8), k.sport,
+                      k.dport));
 }
 
 TcpAnalyzer::TcpAnalyzer(TcpAnalyzerOptions options) : options_(options) {}

@@ -141,7 +141,7 @@ class Plugin {
   // Whether one more record fits now (sending or retrying as needed).
   bool Room(bool final_pass);
   void SendComms();
-  // Flush thread, first thing: constructs the rest of each pool, chunk by chunk, freeing each
+  // Flush thread, once, first thing: constructs the rest of each pool, chunk by chunk, freeing each
   // chunk's indices as it is built, and faults the record queues' pages in
   // (MpmcQueue::Prefault); logs "pools ready" (INFO) when done. NCCL's comm init goes on after
   // the profiler's init (src/init.cc: ncclProxyCreate, the ring and tree connects, a barrier),
@@ -185,8 +185,7 @@ class Plugin {
   int64_t held_since_ns_ = 0;
   std::atomic<int> desired_mask_;
   std::atomic<int> extra_mask_{0};
-  int applied_mask_ = -1;        // flush thread: the mask CheckMaskFile last stored
-  bool pools_complete_ = false;  // flush thread: GrowPools has nothing left to do
+  int applied_mask_ = -1;  // flush thread: the mask CheckMaskFile last stored
   const int64_t created_ns_;
 
   std::atomic<bool> finalized_contexts_{false};

@@ -57,7 +57,6 @@ size_t Plugin::MemoryBytes() const {
 }
 
 void Plugin::GrowPools() {
-  if (pools_complete_) return;
   stopped_.Prefault();
   proxy_records_.Prefault();
   auto grow = [](auto& pool, auto& free_list) {
@@ -70,7 +69,6 @@ void Plugin::GrowPools() {
   grow(ops_, op_free_);
   grow(proxy_ops_, proxy_free_);
   grow(kernel_ch_, kernel_ch_free_);
-  pools_complete_ = true;
   if (logfn_ != nullptr) {
     logfn_(kNcclLogInfo, kNcclLogProfile, __FILE__, __LINE__,
            "fabricscope profiler: pools ready, %lu collectives, %lu proxy ops, %lu kernel "

@@ -124,7 +124,7 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
     if (ctx == nullptr) return nullptr;
   }
   const uint32_t index = proxy_free_.Pop();
-  if (index == IndexFreeList::kNone) {
+  if (index == IndexStack::kNone) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
@@ -222,31 +222,28 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
 }
 
 void Plugin::EstimateBytes(ProxyOpSlot& s) {
-  ProxyOpRecord& r = s.record;
-  ProxyOpShare share;
-  if (s.has_parent) {  // attached: the op's fields stay as its start wrote them
-    OpSlot& op = ops_[s.parent_index];
-    uint64_t packed = op.proxy_share.load(std::memory_order_relaxed);
-    if (packed == 0) {  // the collective's first: the rest of its ops reuse it
-      ProxyOpParent parent;
-      parent.func = op.func;
-      parent.algo = op.algo;
-      parent.proto = op.proto;
-      const size_t type_size = DatatypeSize(op.datatype);
-      parent.bytes = op.count * type_size;
-      parent.bytes_known = type_size > 0;  // a newer NCCL's type: the descriptor's bound alone
-      parent.nranks = op.nranks;
-      parent.nchannels = op.nchannels;
-      parent.p2p = op.kind == kOpP2p;
-      packed = PackShare(ShareOf(parent));
-      op.proxy_share.store(packed, std::memory_order_relaxed);
-    }
-    share = UnpackShare(packed);
-  }
   // Without its collective (PXN: another process's; or one that closed before the op started)
   // there is nothing to bound the descriptor's figure, which is up to 4x the bytes for ring
   // SIMPLE: the bytes stay unknown (0, unflagged), as without the estimate.
   if (!s.has_parent) return;
+  ProxyOpRecord& r = s.record;
+  OpSlot& op = ops_[s.parent_index];  // attached: its fields stay as its start wrote them
+  uint64_t packed = op.proxy_share.load(std::memory_order_relaxed);
+  if (packed == 0) {  // the collective's first: the rest of its ops reuse it
+    ProxyOpParent parent;
+    parent.func = op.func;
+    parent.algo = op.algo;
+    parent.proto = op.proto;
+    const size_t type_size = DatatypeSize(op.datatype);
+    parent.bytes = op.count * type_size;
+    parent.bytes_known = type_size > 0;  // a newer NCCL's type: the descriptor's bound alone
+    parent.nranks = op.nranks;
+    parent.nchannels = op.nchannels;
+    parent.p2p = op.kind == kOpP2p;
+    packed = PackShare(ShareOf(parent));
+    op.proxy_share.store(packed, std::memory_order_relaxed);
+  }
+  const ProxyOpShare share = UnpackShare(packed);
   r.bytes = EstimateWithShare(s.announced_steps, r.chunk_size, &share);
   r.steps = s.announced_steps;
   r.flags |= gpu::kProxyOpBytesEstimated;
@@ -258,7 +255,7 @@ void* Plugin::StartKernelCh(void* context, const EventDescrV5& d) {
   const Handle parent = DecodeHandle(d.parent_obj);
   if (parent.kind != kKindOp || parent.index >= ops_.constructed()) return nullptr;
   const uint32_t index = kernel_ch_free_.Pop();
-  if (index == IndexFreeList::kNone) return nullptr;  // a lost timer, not a lost record
+  if (index == IndexStack::kNone) return nullptr;  // a lost timer, not a lost record
   OpSlot& op = ops_[parent.index];
   // Attaches whether or not the Coll stopped and whether or not its ProxyOps are done (ABI §6.2).
   if (!Attach(op.word, parent.gen)) {

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include "collectors/nccl/chain.h"
 #include "collectors/nccl/plugin.h"
@@ -175,23 +176,21 @@ PluginOptions PluginOptions::FromEnvironment() {
 size_t DatatypeSize(const char* t) {
   if (t == nullptr) return 0;
   struct Entry {
-    const char* name;
-    size_t length;
+    std::string_view name;
     size_t size;
   };
-  // By name length, so that a lookup compares one to three names of its length (it runs on
-  // NCCL's proxy thread for each ProxyOp without step events: proxy_bytes.h).
+  // string_view compares lengths first, so that a lookup compares one to three names in full (on
+  // NCCL's proxy thread, for each ProxyOp without step events: proxy_bytes.h).
   static constexpr Entry kSizes[] = {
-      {"ncclInt8", 8, 1},      {"ncclChar", 8, 1},        {"ncclUint8", 9, 1},
-      {"Unknown", 7, 1},       {"ncclInt32", 9, 4},       {"ncclInt", 7, 4},
-      {"ncclUint32", 10, 4},   {"ncclInt64", 9, 8},       {"ncclUint64", 10, 8},
-      {"ncclFloat16", 11, 2},  {"ncclHalf", 8, 2},        {"ncclFloat32", 11, 4},
-      {"ncclFloat", 9, 4},     {"ncclFloat64", 11, 8},    {"ncclDouble", 10, 8},
-      {"ncclBfloat16", 12, 2}, {"ncclFloat8e4m3", 14, 1}, {"ncclFloat8e5m2", 14, 1},
+      {"ncclInt8", 1},       {"ncclChar", 1},       {"ncclUint8", 1},  {"Unknown", 1},
+      {"ncclInt32", 4},      {"ncclInt", 4},        {"ncclUint32", 4}, {"ncclInt64", 8},
+      {"ncclUint64", 8},     {"ncclFloat16", 2},    {"ncclHalf", 2},   {"ncclFloat32", 4},
+      {"ncclFloat", 4},      {"ncclFloat64", 8},    {"ncclDouble", 8}, {"ncclBfloat16", 2},
+      {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1},
   };
-  const size_t length = strnlen(t, 16);
+  const std::string_view name(t, strnlen(t, 16));
   for (const Entry& e : kSizes) {
-    if (e.length == length && std::memcmp(t, e.name, length) == 0) return e.size;
+    if (e.name == name) return e.size;  // sizes first, then the bytes
   }
   return 0;
 }

@@ -299,13 +299,16 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
     null_handles.fetch_add(c.null_handles, std::memory_order_relaxed);
     done.store(i + 1, std::memory_order_release);
   };
-  std::thread proxy_thread([&] {
-    for (int i = 0; i < iterations && !g_one_thread; ++i) {
-      while (posted.load(std::memory_order_acquire) <= i) {
+  std::thread proxy_thread;  // none with --one-thread: the user thread runs both parts
+  if (!g_one_thread) {
+    proxy_thread = std::thread([&] {
+      for (int i = 0; i < iterations; ++i) {
+        while (posted.load(std::memory_order_acquire) <= i) {
+        }
+        run_proxy(i);
       }
-      run_proxy(i);
-    }
-  });
+    });
+  }
   uint64_t target = nccl::CurrentStats().records_emitted;
   for (int i = 0; i < iterations; ++i) {
     while (i - done.load(std::memory_order_acquire) >= kDepth) {
@@ -331,7 +334,7 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
     posted.store(i + 1, std::memory_order_release);
     if (g_one_thread) run_proxy(i);
   }
-  proxy_thread.join();
+  if (proxy_thread.joinable()) proxy_thread.join();
   counts.null_handles = null_handles.load();
   Row r;
   r.user_p50 = P50(user);

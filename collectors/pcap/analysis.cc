@@ -1,42 +1,69 @@
 #include "collectors/pcap/analysis.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace fabricscope::collectors::pcap {
+namespace {
+constexpr size_t kMaxWindowEntries = 65536;
+}  // namespace
 
 CaptureAnalysis::CaptureAnalysis(Options options) : options_(options) {}
 
+void CaptureAnalysis::WindowCounts::Add(uint32_t id, uint32_t wire_len) {
+  if (id >= by_id.size()) by_id.resize(static_cast<size_t>(id) + 1);
+  Bytes& b = by_id[id];
+  if (b.packets == 0) touched.push_back(id);
+  ++b.packets;
+  b.bytes += wire_len;
+}
+
 void CaptureAnalysis::Add(ParseResult r, const ParsedPacket& p) {
   if (r != ParseResult::kOk) return;
+  uint32_t flow = kUntracked;
   if (p.roce) {
-    roce_.Add(p);
+    roce_.Add(p, &flow);
+    if (flow != kUntracked) roce_window_.Add(flow, p.wire_len);
   } else if (p.l4_proto == 6) {
-    tcp_.Add(p);
+    tcp_.Add(p, &flow);
+    if (flow != kUntracked) tcp_window_.Add(flow, p.wire_len);
   } else {
     return;
   }
-  FlowKey k;
-  k.src = p.src;
-  k.dst = p.dst;
-  k.proto = p.roce ? 17 : 6;
-  if (p.roce) {
-    k.qp = p.bth_dest_qp;
-  } else {
-    k.sport = p.sport;
-    k.dport = p.dport;
-  }
-  // Bounded like the analyzers: a window never holds more than 65536 distinct flows.
-  if (window_flows_.size() < 65536 || window_flows_.count(k)) {
-    Bytes& b = window_flows_[k];
-    ++b.packets;
-    b.bytes += p.wire_len;
-  }
-  if (window_peers_.size() < 65536 || window_peers_.count({p.src, p.dst})) {
-    window_peers_[{p.src, p.dst}] += p.wire_len;
-  }
   window_bytes_ += p.wire_len;
   ++window_packets_;
+  if (flow != kUntracked) return;
+  // A flow the analyzer had no room for: counted by key, bounded (the analyzers' own bound
+  // again: 65536 flows a window, and 65536 pairs of flows beyond those).
+  const FlowKey k = FlowKeyOf(p);
+  if (untracked_flows_.size() < kMaxWindowEntries) {
+    Bytes& b = untracked_flows_[k];
+    ++b.packets;
+    b.bytes += p.wire_len;
+  } else if (auto it = untracked_flows_.find(k); it != untracked_flows_.end()) {
+    ++it->second.packets;
+    it->second.bytes += p.wire_len;
+  } else if (overflow_peers_.size() < kMaxWindowEntries) {
+    overflow_peers_[{p.src, p.dst}] += p.wire_len;
+  } else if (auto pit = overflow_peers_.find({p.src, p.dst}); pit != overflow_peers_.end()) {
+    pit->second += p.wire_len;
+  }
+}
+
+std::vector<std::pair<FlowKey, CaptureAnalysis::Bytes>> CaptureAnalysis::TakeWindowFlows() {
+  std::vector<std::pair<FlowKey, Bytes>> flows(untracked_flows_.begin(), untracked_flows_.end());
+  untracked_flows_.clear();
+  flows.reserve(flows.size() + roce_window_.touched.size() + tcp_window_.touched.size());
+  for (uint32_t id : roce_window_.touched) {
+    flows.emplace_back(roce_.key_of(id), std::exchange(roce_window_.by_id[id], Bytes()));
+  }
+  for (uint32_t id : tcp_window_.touched) {
+    flows.emplace_back(tcp_.key_of(id), std::exchange(tcp_window_.by_id[id], Bytes()));
+  }
+  roce_window_.touched.clear();
+  tcp_window_.touched.clear();
+  return flows;
 }
 
 void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCounters& c,
@@ -71,10 +98,14 @@ void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCoun
   out->set_window_packets(window_packets_);
 
   // Top flows of this window by bytes, with their cumulative loss figures.
-  std::vector<std::pair<FlowKey, Bytes>> flows(window_flows_.begin(), window_flows_.end());
+  std::vector<std::pair<FlowKey, Bytes>> flows = TakeWindowFlows();
   const size_t k = std::min(options_.top_k, flows.size());
   std::partial_sort(flows.begin(), flows.begin() + static_cast<long>(k), flows.end(),
-                    [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+                    [](const auto& a, const auto& b) {
+                      // Ties by key: the hash table's order must not choose the top K.
+                      return a.second.bytes != b.second.bytes ? a.second.bytes > b.second.bytes
+                                                              : a.first < b.first;
+                    });
   const std::map<FlowKey, TcpFlowStats> tcp_flows =
       k > 0 ? tcp_.flows() : std::map<FlowKey, TcpFlowStats>();
   for (size_t i = 0; i < k; ++i) {
@@ -98,11 +129,18 @@ void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCoun
       f->set_losses(it->second.out_of_order);
     }
   }
-  std::vector<std::pair<std::pair<IpAddress, IpAddress>, uint64_t>> peers(window_peers_.begin(),
-                                                                          window_peers_.end());
+  // Peer pairs: the window's flows summed by (src, dst), plus the frames of flows it had no room
+  // for. At most the flows' count plus 65536 pairs.
+  absl::flat_hash_map<std::pair<IpAddress, IpAddress>, uint64_t> by_pair =
+      std::move(overflow_peers_);
+  for (const auto& [key, b] : flows) by_pair[{key.src, key.dst}] += b.bytes;
+  std::vector<std::pair<std::pair<IpAddress, IpAddress>, uint64_t>> peers(by_pair.begin(),
+                                                                          by_pair.end());
   const size_t kp = std::min(options_.top_k, peers.size());
   std::partial_sort(peers.begin(), peers.begin() + static_cast<long>(kp), peers.end(),
-                    [](const auto& a, const auto& b) { return a.second > b.second; });
+                    [](const auto& a, const auto& b) {
+                      return a.second != b.second ? a.second > b.second : a.first < b.first;
+                    });
   for (size_t i = 0; i < kp; ++i) {
     v1::PeerBytes* pb = out->add_top_peers();
     pb->set_src(FormatAddress(peers[i].first.first));
@@ -119,8 +157,7 @@ void CaptureAnalysis::FillWindow(const std::string& interface, const CaptureCoun
   events_returned_ = 0;
   out->set_loss_events_dropped_total(events_dropped_ + roce_.dropped_events() +
                                      tcp_.totals().events_dropped);
-  window_flows_.clear();
-  window_peers_.clear();
+  overflow_peers_.clear();
   window_bytes_ = 0;
   window_packets_ = 0;
 }

@@ -4,6 +4,20 @@
 
 namespace fabricscope::collectors::pcap {
 
+FlowKey FlowKeyOf(const ParsedPacket& p) {
+  FlowKey k;
+  k.src = p.src;
+  k.dst = p.dst;
+  k.proto = p.roce ? 17 : 6;
+  if (p.roce) {
+    k.qp = p.bth_dest_qp;
+  } else {
+    k.sport = p.sport;
+    k.dport = p.dport;
+  }
+  return k;
+}
+
 std::string FormatAddress(const IpAddress& a) {
   char buf[INET6_ADDRSTRLEN] = {};
   if (a.is_v4()) {

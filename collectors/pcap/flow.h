@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "collectors/pcap/packet.h"
 
@@ -18,6 +19,24 @@ struct FlowKey {
   auto Tie() const { return std::tie(src, dst, proto, sport, dport, qp); }
   bool operator<(const FlowKey& o) const { return Tie() < o.Tie(); }
   bool operator==(const FlowKey& o) const { return Tie() == o.Tie(); }
+  // Abseil's hash of the fields == compares (the capture analysis's per-frame maps), folded
+  // first into one word that Abseil then mixes once: hashing the eight fields one by one was
+  // the analysis's largest own cost (issue 38's profile).
+  template <typename H>
+  friend H AbslHashValue(H h, const FlowKey& k) {
+    return H::combine(std::move(h), k.Fold());
+  }
+  // The fields in one 64-bit word: each address word and the ports/QP times its own odd
+  // constant (a bijection per field), summed. Used only as a hash's input. The constants: 2^64
+  // over the golden ratio (Knuth's multiplicative hashing, TAOCP vol. 3 6.4) and the 64-bit
+  // primes of xxHash64 and MurmurHash3's fmix64, chosen only for being odd with mixed bits.
+  uint64_t Fold() const {
+    const uint64_t tail =
+        uint64_t{proto} << 56 ^ uint64_t { sport } << 40 ^ uint64_t { dport } << 24 ^ qp;
+    return src.Word(0) * 0x9E3779B97F4A7C15ull + src.Word(8) * 0xC2B2AE3D27D4EB4Full +
+           dst.Word(0) * 0x165667B19E3779F9ull + dst.Word(8) * 0xD6E8FEB86659FD93ull +
+           tail * 0xFF51AFD7ED558CCDull;
+  }
   // The reverse direction (dst -> src); for RoCE the caller must supply the peer's QP.
   FlowKey Reversed() const {
     FlowKey r = *this;
@@ -26,6 +45,16 @@ struct FlowKey {
     return r;
   }
 };
+
+// The id an analyzer gives a flow it tracks (RoceAnalyzer::Add, TcpAnalyzer::Add): dense from 0
+// in the order the flows appeared, for the capture window's counters (an index instead of a
+// hash probe per frame). kUntracked: a frame the analyzer does not track (not its protocol, or
+// its flow table was full).
+inline constexpr uint32_t kUntracked = UINT32_MAX;
+
+// The directional flow a parsed RoCEv2 or TCP frame belongs to: (src, dst, destination QP) or
+// the 5-tuple, as FlowKey describes them.
+FlowKey FlowKeyOf(const ParsedPacket& p);
 
 // "10.0.0.1" / "fe80::1" text of an address.
 std::string FormatAddress(const IpAddress& a);

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace fabricscope::collectors::pcap {
 
@@ -40,6 +41,13 @@ struct IpAddress {
       if (bytes[i] != kPrefix[i]) return false;
     }
     return true;
+  }
+  // Abseil's hash (absl::Hash, absl::flat_hash_map) of the two words == compares, folded into
+  // one (times 2^64 over the golden ratio, Knuth's multiplicative hashing) so that Abseil
+  // mixes once per address.
+  template <typename H>
+  friend H AbslHashValue(H h, const IpAddress& a) {
+    return H::combine(std::move(h), a.Word(0) * 0x9E3779B97F4A7C15ull + a.Word(8));
   }
 };
 

@@ -54,8 +54,10 @@ RoceAnalyzer::FlowState* RoceAnalyzer::Lookup(const FlowKey& key) {
   if (it != state_.end()) return &it->second;
   if (state_.size() >= options_.max_flows) return nullptr;
   auto fit = flows_.emplace(key, RoceFlowStats()).first;
-  FlowState& st = state_[key];
+  FlowState& st = state_.try_emplace(key).first->second;
   st.stats = &fit->second;
+  st.id = static_cast<uint32_t>(keys_.size());
+  keys_.push_back(key);
   return &st;
 }
 
@@ -80,7 +82,8 @@ const FlowKey* RoceAnalyzer::PairedDataFlow(const FlowKey& ack_flow) const {
   return &it->second.data_flow;
 }
 
-void RoceAnalyzer::Add(const ParsedPacket& p) {
+void RoceAnalyzer::Add(const ParsedPacket& p, uint32_t* flow) {
+  if (flow != nullptr) *flow = kUntracked;
   if (!p.roce) return;
   FlowKey key;
   key.src = p.src;
@@ -88,7 +91,11 @@ void RoceAnalyzer::Add(const ParsedPacket& p) {
   key.proto = 17;
   key.qp = p.bth_dest_qp & kQpMask;
   FlowState* st = Lookup(key);
-  if (st == nullptr) ++untracked_packets_;
+  if (st == nullptr) {
+    ++untracked_packets_;
+  } else if (flow != nullptr) {
+    *flow = st->id;
+  }
 
   const bool ce = p.ecn == 3;  // RFC 3168: ECN field 0b11
   ++totals_.packets;
@@ -192,7 +199,9 @@ void RoceAnalyzer::EndEpisode(const FlowKey& key, Stream* s) {
 }
 
 void RoceAnalyzer::Flush() {
-  for (auto& [key, st] : state_) {
+  // In flows_'s (the key's) order, not the hash table's: the events come out the same each run.
+  for (const auto& [key, stats] : flows_) {
+    FlowState& st = state_.find(key)->second;  // flows_ and state_ hold the same keys
     if (st.requests.in_episode) EndEpisode(key, &st.requests);
     if (st.responses.in_episode) EndEpisode(key, &st.responses);
   }

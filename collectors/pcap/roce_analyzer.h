@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "collectors/pcap/flow.h"
 #include "collectors/pcap/packet.h"
 
@@ -90,8 +92,11 @@ class RoceAnalyzer {
   RoceAnalyzer(const RoceAnalyzer&) = delete;
   RoceAnalyzer& operator=(const RoceAnalyzer&) = delete;
 
-  // One parsed frame (ParseFrame gave kOk); frames that are not RoCEv2 are ignored.
-  void Add(const ParsedPacket& p);
+  // One parsed frame (ParseFrame gave kOk); frames that are not RoCEv2 are ignored. *flow (may
+  // be null) gets the frame's flow id (its index for key_of), or kUntracked.
+  void Add(const ParsedPacket& p, uint32_t* flow = nullptr);
+  // The key of flow id `id` (< the number of flows tracked).
+  const FlowKey& key_of(uint32_t id) const { return keys_[id]; }
 
   // Ends every open retransmission episode (end of a capture file), emitting its event.
   void Flush();
@@ -129,6 +134,7 @@ class RoceAnalyzer {
   };
   struct FlowState {
     RoceFlowStats* stats = nullptr;
+    uint32_t id = 0;  // its index in keys_
     Stream requests, responses;
     // A NAK (sequence error or RNR) not yet answered by a retransmission episode, nor resolved
     // by a positive ACK at or after nak_psn.
@@ -156,10 +162,13 @@ class RoceAnalyzer {
   void Emit(const FlowKey& key, LossKind kind, int64_t ts, uint32_t first, uint32_t last);
 
   Options options_;
-  std::map<FlowKey, RoceFlowStats> flows_;
-  std::map<FlowKey, FlowState> state_;
+  std::map<FlowKey, RoceFlowStats> flows_;  // ordered: flows() and Flush's event order
+  // The per-frame lookup: Abseil's hash table, one probe per frame (issue 38's profile of the
+  // offline analysis); its nodes stay put, as do flows_'s, which their stats point into.
+  absl::node_hash_map<FlowKey, FlowState> state_;
+  std::vector<FlowKey> keys_;  // by flow id
   // Flows with a request stream, by (src, dst) IP pair: their QPs, for the pairing.
-  std::map<std::pair<IpAddress, IpAddress>, std::vector<uint32_t>> requesters_;
+  absl::flat_hash_map<std::pair<IpAddress, IpAddress>, std::vector<uint32_t>> requesters_;
   std::vector<LossEvent> events_;
   RoceFlowStats totals_;
   uint64_t untracked_packets_ = 0;

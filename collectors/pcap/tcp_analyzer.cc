@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <tuple>
 
-#include "absl/hash/hash.h"
-
 namespace fabricscope::collectors::pcap {
 namespace {
 
@@ -37,21 +35,15 @@ const char* TcpAnalyzer::FlagName(int i) {
   return i >= 0 && i < kFlagCount ? kFlagNames[i] : "unknown";
 }
 
-size_t TcpAnalyzer::KeyHash::operator()(const FlowKey& k) const {
-  // Abseil's hash of the addresses' words and the ports (it was FNV-1a byte by byte: 36
-  // dependent multiplies per frame, issue 38's profile of the offline analysis).
-  return absl::Hash<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint16_t, uint16_t>>{}(
-      std::make_tuple(k.src.Word(0), k.src.Word(8), k.dst.Word(0), k.dst.Word(8), k.sport,
-                      k.dport));
-}
-
 TcpAnalyzer::TcpAnalyzer(TcpAnalyzerOptions options) : options_(options) {}
 
 void TcpAnalyzer::Reset(Connection* c) {
   const FlowKey key = c->key;
+  const uint32_t id = c->id;
   TcpFlowStats stats[2] = {c->stats[0], c->stats[1]};
   *c = Connection();
   c->key = key;
+  c->id = id;
   c->stats[0] = stats[0];
   c->stats[1] = stats[1];
 }
@@ -73,6 +65,8 @@ TcpAnalyzer::Connection* TcpAnalyzer::AddConnection(const FlowKey& key) {
   }
   auto it = connections_.emplace(key, Connection()).first;
   it->second.key = key;
+  it->second.id = static_cast<uint32_t>(keys_.size());
+  keys_.push_back(key);
   ++totals_.connections;
   return &it->second;
 }
@@ -167,7 +161,8 @@ inline void TcpAnalyzer::UpdateIrtt(Connection* c, bool syn, bool has_ack, int64
   }
 }
 
-uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
+uint32_t TcpAnalyzer::Add(const ParsedPacket& p, uint32_t* flow) {
+  if (flow != nullptr) *flow = kUntracked;
   ++totals_.frames;
   if (p.l4_proto != 6) return 0;
 
@@ -178,6 +173,7 @@ uint32_t TcpAnalyzer::Add(const ParsedPacket& p) {
   ++totals_.tcp_frames;
   Connection& c = *tracked;
   const int d = lower_first ? 0 : 1;
+  if (flow != nullptr) *flow = 2 * c.id + static_cast<uint32_t>(d);
 
   const uint32_t seq = p.tcp_seq;
   const uint32_t ack = p.tcp_ack;

@@ -4,19 +4,19 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "collectors/pcap/flow.h"
 #include "collectors/pcap/packet.h"
 
 namespace fabricscope::collectors::pcap {
 
 struct TcpAnalyzerOptions {
-  // TCP connections tracked (both directions of one connection are one entry, about 370 bytes
-  // with the hash table's share: 24 MiB at the default). Frames of further connections are
-  // counted in TcpAnalyzerTotals::untracked_frames and not analyzed. Like tshark, a connection
-  // is kept for the analyzer's lifetime (a closed one may still see retransmissions).
+  // TCP connections tracked (both directions of one connection are one entry, about 450 bytes
+  // with the hash table's share and its key by id: 28 MiB at the default). Frames of further
+  // connections are counted in TcpAnalyzerTotals::untracked_frames and not analyzed. Like tshark, a
+  // connection is kept for the analyzer's lifetime (a closed one may still see retransmissions).
   size_t max_flows = 65536;
   // LossEvents kept until TakeEvents(); further ones are counted in events_dropped.
   size_t max_events = 65536;
@@ -41,8 +41,8 @@ struct TcpAnalyzerTotals {
 // count equals the number of frames `tshark` marks with the tcp.analysis.<name> field of the
 // same name. Implemented from the guide's text; where the guide is silent or differs from what
 // tshark 4.0.17 does, the behaviour was determined by feeding tshark crafted captures and
-// comparing frame by frame (tests/collectors/pcap/tcp_analyzer_test.cc keeps those sequences and checks
-// them against tshark again). Frames must be given in capture order, as Wireshark analyzes
+// comparing frame by frame (tests/collectors/pcap/tcp_analyzer_test.cc keeps those sequences and
+// checks them against tshark again). Frames must be given in capture order, as Wireshark analyzes
 // them. The state, per direction:
 //
 //   nextseq   "next expected sequence number": the highest seq + len (+1 for SYN or FIN) seen
@@ -98,10 +98,10 @@ struct TcpAnalyzerTotals {
 //                       state starts afresh (its flows' counters go on).
 //
 // Not implemented: "ACKed unseen segment" and "Window Full". Known differences with tshark 4.0,
-// all in captures that lack frames or break TCP (tests/collectors/pcap/tcp_analyzer_test.cc generates
-// conversations without them): once a frame acknowledges data tshark has not seen contiguously
-// from the other side (frames the capture missed, or a zero-window probe's byte), tshark takes
-// that side's later retransmissions at the acknowledged sequence number for fast
+// all in captures that lack frames or break TCP (tests/collectors/pcap/tcp_analyzer_test.cc
+// generates conversations without them): once a frame acknowledges data tshark has not seen
+// contiguously from the other side (frames the capture missed, or a zero-window probe's byte),
+// tshark takes that side's later retransmissions at the acknowledged sequence number for fast
 // retransmissions even without duplicate ACKs (no documented rule; here they stay
 // retransmissions); a SYN with the connection's own initial sequence number after its side sent
 // other segments changes tshark's state in undocumented ways; a SYN-ACK from a side not seen
@@ -131,8 +131,14 @@ class TcpAnalyzer {
 
   // Analyzes one parsed frame (frames in capture order); non-TCP frames are only counted.
   // Returns the analysis flags of this frame. Never allocates once the connection is tracked,
-  // except for a LossEvent when the event queue grows.
-  uint32_t Add(const ParsedPacket& p);
+  // except for a LossEvent when the event queue grows. *flow (may be null) gets the frame's
+  // directional flow id (its index for key_of), or kUntracked.
+  uint32_t Add(const ParsedPacket& p, uint32_t* flow = nullptr);
+  // The directional key (src -> dst) of flow id `id`, as Add gave it.
+  FlowKey key_of(uint32_t id) const {
+    const FlowKey& k = keys_[id / 2];
+    return id % 2 == 0 ? k : k.Reversed();
+  }
 
   // Statistics per directional flow (src -> dst) that sent at least one frame.
   std::map<FlowKey, TcpFlowStats> flows() const;
@@ -153,17 +159,14 @@ class TcpAnalyzer {
     uint32_t base_seq = 0;  // initial sequence number: the SYN's, or the first seq - 1
   };
   struct Connection {
-    FlowKey key;  // direction 0: key.src -> key.dst
+    FlowKey key;      // direction 0: key.src -> key.dst
+    uint32_t id = 0;  // its index in keys_; direction d's flow id is 2 id + d
     Direction dir[2];
     TcpFlowStats stats[2];
     bool syn_seen = false;  // a SYN without ACK seen
     int64_t syn_ns = 0;     // time of the last one
     int64_t irtt_ns = 0;    // 0 = unknown
   };
-  struct KeyHash {
-    size_t operator()(const FlowKey& k) const;
-  };
-
   void Reset(Connection* c);
   // Add's steps, in the order they apply to a frame. Defined in the .cc and used only there;
   // inline so that the per-frame path stays one function (AddConnection, taken only for a new
@@ -178,7 +181,11 @@ class TcpAnalyzer {
   void Emit(const FlowKey& flow, LossKind kind, int64_t ts_ns, uint32_t first, uint32_t last);
 
   TcpAnalyzerOptions options_;
-  std::unordered_map<FlowKey, Connection, KeyHash> connections_;  // key: the lower endpoint first
+  // Key: the lower endpoint first. Abseil's hash table of FlowKey: one probe per frame (issue
+  // 38's profile); its nodes stay put (the slots of a flat table would double the memory of a
+  // full table at its growth step).
+  absl::node_hash_map<FlowKey, Connection> connections_;
+  std::vector<FlowKey> keys_;  // by connection id
   std::deque<LossEvent> events_;
   TcpAnalyzerTotals totals_;
 };

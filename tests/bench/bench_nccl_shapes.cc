@@ -19,7 +19,12 @@
 // Plain binary: fabricscope_bench_nccl_shapes [--seconds-per-row=S] [--only=SUBSTRING]
 //   [--one-thread] (both threads' events on one thread: the callbacks without cross-core misses)
 //   [--per-callback] (one thread, each callback timed on its own: the p50 by kind)
+//   [--compare-plugin=PATH] (another NCCL profiler plugin, loaded with dlopen and driven through
+//     its ncclProfiler_v5 table at mask 90 in the same rounds: an earlier build of this one, the
+//     baseline of issue 38's "0.5x today", or a peer such as NCCL Inspector; one more line per
+//     shape)
 
+#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -63,6 +68,9 @@ constexpr const char* kCallbackNames[kCbKinds] = {
     "ProxyOp record 19", "ProxyOp stop",   "KernelCh start", "KernelCh record 22",
     "KernelCh stop",     "ProxyStep calls"};
 bool g_per_callback = false;
+// --compare-plugin: the other plugin's table and context (nullptr without the flag).
+const nccl::ProfilerV5* g_other = nullptr;
+void* g_other_ctx = nullptr;
 std::vector<int64_t> g_plugin_samples[kCbKinds], g_empty_samples[kCbKinds];
 
 Callback StartCategory(uint64_t type) {
@@ -228,6 +236,7 @@ class Driver {
     ++n;
   }
   void Sample(Callback what, int64_t ns) {
+    if (t_ == g_other) return;  // --per-callback compares ours with the empty table only
     std::vector<int64_t>& v = (t_ == g_plugin ? g_plugin_samples : g_empty_samples)[what];
     if (v.size() < 2'000'000) v.push_back(ns);
   }
@@ -315,6 +324,13 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
     }
     // Every 256 collectives, untimed: the plugin's flush thread closes what was run (pools are
     // sized for bursts of 10,000 in flight, not for a bench that never lets the thread run).
+    if (t == g_other && i > 0 && i % 256 == 0) {
+      // Untimed: a plugin whose counters we cannot read gets two of our flush periods (its own
+      // flush thread closes what was run; a full pool would show as null handles).
+      while (done.load(std::memory_order_acquire) < i) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     if (plugin && i > 0 && i % 256 == 0) {
       while (done.load(std::memory_order_acquire) < i) {
       }
@@ -366,6 +382,7 @@ void PrintPerCallback() {
 // 74, empty and plugin at mask 90), each about `seconds` long.
 struct ShapeResult {
   double user_added = 0, proxy_added = 0, proxy_added90 = 0;
+  double other_proxy_added90 = 0;  // --compare-plugin's proxy thread at mask 90
   int user_calls = 0, proxy_calls = 0, proxy_calls90 = 0, null_handles = 0;
 };
 
@@ -381,7 +398,7 @@ ShapeResult MeasureShape(const bench::Shape& s, void* ctx, void* empty_ctx, doub
     return std::clamp(static_cast<int>(seconds * 1e9 / std::max(1000.0, p.user_p50 + p.proxy_p50)),
                       200, 50000);
   };
-  double user[3], proxy[3], proxy90[3];
+  double user[3], proxy[3], proxy90[3], other90[3] = {0, 0, 0};
   ShapeResult out;
   for (int round = 0; round < 3; ++round) {
     const Row e = RunRow(g_empty, empty_ctx, s, nccl::kDefaultEventMask, size(probe));
@@ -391,6 +408,11 @@ ShapeResult MeasureShape(const bench::Shape& s, void* ctx, void* empty_ctx, doub
     user[round] = p.user_p50 - e.user_p50;
     proxy[round] = p.proxy_p50 - e.proxy_p50;
     proxy90[round] = p90.proxy_p50 - e90.proxy_p50;
+    if (g_other != nullptr) {
+      const Row o90 = RunRow(g_other, g_other_ctx, s, deep, size(probe90));
+      other90[round] = o90.proxy_p50 - e90.proxy_p50;
+      out.null_handles += o90.counts.null_handles;
+    }
     out.user_calls = p.counts.user;
     out.proxy_calls = p.counts.proxy;
     out.proxy_calls90 = p90.counts.proxy;
@@ -399,7 +421,34 @@ ShapeResult MeasureShape(const bench::Shape& s, void* ctx, void* empty_ctx, doub
   out.user_added = Median3(user[0], user[1], user[2]);
   out.proxy_added = Median3(proxy[0], proxy[1], proxy[2]);
   out.proxy_added90 = Median3(proxy90[0], proxy90[1], proxy90[2]);
+  out.other_proxy_added90 = Median3(other90[0], other90[1], other90[2]);
   return out;
+}
+
+// --compare-plugin: loads PATH's ncclProfiler_v5 table and inits it as NCCL would (its socket
+// pointed nowhere, so an earlier build of ours drops its records as ours does here); exits with
+// the reason on failure.
+void LoadOtherPlugin(const char* path) {
+  setenv("FABRICSCOPE_GPU_SOCKET", "/nonexistent/fabricscope-bench.sock", 1);
+  setenv("FABRICSCOPE_NCCL_MASK_FILE", "", 1);
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "--compare-plugin: %s\n", dlerror());
+    std::exit(2);
+  }
+  g_other = static_cast<const nccl::ProfilerV5*>(dlsym(lib, "ncclProfiler_v5"));
+  if (g_other == nullptr) {
+    std::fprintf(stderr, "--compare-plugin: %s has no ncclProfiler_v5 table\n", path);
+    std::exit(2);
+  }
+  int mask = 0;
+  if (g_other->init(&g_other_ctx, 0x5ea6, &mask, "shapes", bench::kNodes, bench::kRanks, 0,
+                    nullptr) != 0) {
+    std::fprintf(stderr, "--compare-plugin: %s: init failed\n", path);
+    std::exit(2);
+  }
+  std::printf("compared with %s (\"%s\", it asks NCCL for mask %d), driven at mask 90\n", path,
+              g_other->name, mask);
 }
 
 // A fresh plugin instance at `mask` (its first init allocates the pools); returns the context.
@@ -431,6 +480,7 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     if (std::strcmp(argv[i], "--one-thread") == 0) g_one_thread = true;
     if (std::strcmp(argv[i], "--per-callback") == 0) g_per_callback = g_one_thread = true;
+    if (std::strncmp(argv[i], "--compare-plugin=", 17) == 0) LoadOtherPlugin(argv[i] + 17);
   }
   std::vector<int64_t> inits;
   int64_t init_ns = 0, cold_init_ns = 0;
@@ -447,7 +497,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %9s %9s %9s %9s %9s %6s %7s %8s %8s\n", "shape (NCCL 2.28 chunking)",
               "calls u/p", "user+ns", "proxy+ns", "proxy90+", "p74/p90", "ns/cb", "dur us",
               "user %", "proxy %");
-  double worst_ratio = 0, worst_cb = 0;
+  double worst_ratio = 0, worst_cb = 0, worst_other = 0;
   for (const bench::Shape& s : bench::BenchShapes()) {
     const std::string name = bench::ShapeName(s);
     if (!only.empty() && name.find(only) == std::string::npos) continue;
@@ -467,6 +517,13 @@ int main(int argc, char** argv) {
     std::printf("%-34s %9s %9.0f %9.0f %9.0f %9.2f %6.1f %7.1f %8.4f %8.4f\n", name.c_str(),
                 calls_col, r.user_added, r.proxy_added, r.proxy_added90, ratio, per_cb, dur_us,
                 100 * r.user_added / (dur_us * 1000), 100 * r.proxy_added / (dur_us * 1000));
+    if (g_other != nullptr) {
+      const double vs = r.other_proxy_added90 > 0 ? r.proxy_added / r.other_proxy_added90 : 0;
+      worst_other = std::max(worst_other, vs);
+      std::printf(
+          "%-34s compared plugin's proxy thread at mask 90: +%.0f ns; ours at 74 / it: %.2f\n", "",
+          r.other_proxy_added90, vs);
+    }
   }
   kPlugin.finalize(ctx);
   for (int i = 0; i < 3; ++i) {  // init and finalize again: the pools are allocated each time
@@ -482,6 +539,10 @@ int main(int argc, char** argv) {
       "%% = added time as a share of it\n");
   std::printf("proxy thread at the default mask vs mask 90: worst %.2fx (target <= 0.5x): %s\n",
               worst_ratio, worst_ratio <= 0.5 ? "met" : "NOT met");
+  if (g_other != nullptr) {
+    std::printf("proxy thread at the default mask vs the compared plugin at mask 90: worst %.2fx\n",
+                worst_other);
+  }
   std::printf("added per callback at p50, worst shape: %.1f ns (target <= 15 ns): %s\n", worst_cb,
               worst_cb <= 15 ? "met" : "NOT met");
   std::printf(

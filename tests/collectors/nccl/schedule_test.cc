@@ -61,6 +61,21 @@ class ScheduleTest : public ::testing::Test {
     return nccl;
   }
 
+  // NCCL's comm init goes on after the profiler's (src/init.cc: ncclProxyCreate, the ring and
+  // tree connects, a barrier) before any collective; the plugin's flush thread builds the rest
+  // of its pools meanwhile and says so. Tests that count what the full pools hold wait for it
+  // (on a loaded machine the flush thread may not have run yet when the test's first
+  // collective starts, and the first sixteenth of the KernelCh pool, half of it held by
+  // channel spans, drops GPU timers: fewer kernel-timed collectives, correctly counted).
+  static bool WaitForPoolsReady() {
+    return WaitFor([] {
+      for (const std::string& l : HarnessLog::Get().Lines()) {
+        if (l.find("pools ready, 16384 collectives") != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
+
   // Finalizes, then checks that received + dropped == issued and returns the drops. Channel-span
   // records (FABRICSCOPE_NCCL_CHANNEL_SPANS=1) are sent on top of what the harness issued.
   uint64_t Finish(FakeNccl& nccl, std::vector<FakeNccl::Comm>& comms) {
@@ -172,6 +187,7 @@ TEST_F(ScheduleTest, ChannelSpansInSeededSchedulesStayExact) {
   std::vector<FakeNccl::Comm> comms = TwoComms();
   for (auto& c : comms) ASSERT_EQ(nccl->Init(c), 0);  // the first init reads the environment
   unsetenv("FABRICSCOPE_NCCL_CHANNEL_SPANS");
+  ASSERT_TRUE(WaitForPoolsReady());
   Checker checker;
   std::vector<std::shared_ptr<FakeNccl::Expected>> all;
   for (int seed = 1; seed <= 2000; ++seed) {
@@ -332,15 +348,7 @@ TEST_F(ScheduleTest, TenThousandOneInFlightAtDefaultPoolsLoseNothing) {
 TEST_F(ScheduleTest, BurstOfTenThousandInFlightLosesNothing) {
   auto nccl = LoadOneComm();
   ASSERT_NE(nccl, nullptr);
-  // NCCL's comm init goes on after the profiler's (src/init.cc: ncclProxyCreate, the ring and
-  // tree connects, a barrier) before any collective; the plugin's flush thread builds the rest
-  // of its pools meanwhile and says so.
-  ASSERT_TRUE(WaitFor([] {
-    for (const std::string& l : HarnessLog::Get().Lines()) {
-      if (l.find("pools ready, 16384 collectives") != std::string::npos) return true;
-    }
-    return false;
-  }));
+  ASSERT_TRUE(WaitForPoolsReady());
   std::vector<FakeNccl::Comm>& comms = comms_;
   Checker checker;
   checker.max_report_lag_ns = 120'000'000'000;  // the proxy reports long after the "GPU" ran

@@ -164,6 +164,12 @@ absl::Status Agent::Start(std::unique_ptr<exporters::Aggregator> serving) {
     return s;
   }
   OpenGpu();
+  if (!options_.lldpd_socket.empty()) {
+    LldpWatcher::Options lo;
+    lo.socket = options_.lldpd_socket;
+    lo.period_ns = options_.lldp_refresh_period_ns;
+    lldp_ = std::make_unique<LldpWatcher>(lo);
+  }
   SetHwLifespan();
   started_ns_ = collectors::MonotonicNowNs();
   for (size_t g = 0; g < kGroups; ++g) {
@@ -264,6 +270,7 @@ void Agent::SubmitReady(bool stopping) {
     }
     // What early batches analysed but could not send rides on the window's batch.
     parts.analysed.Append(std::move(carry_));
+    if (lldp_) AttachNeighbors(*lldp_->Latest(), ports_, &window);
     parts.window = std::move(window);
     Submit(AssembleBatch(std::move(parts)));
   }
@@ -370,6 +377,7 @@ void Agent::Stop() {
   DrainGpu();
   pipeline_->Flush(collectors::MonotonicNowNs());
   SubmitReady(/*stopping=*/true);
+  lldp_.reset();  // after the pipeline thread's last use; waits for a running lldpcli (<= 5 s)
   RestoreHwLifespan();
   if (sink_) sink_->Shutdown(2000);
   if (aggregator_) aggregator_->Stop();

@@ -10,6 +10,7 @@
 #include "agent/collective_analysis.h"
 #include "agent/gpu_ingest.h"
 #include "agent/gpu_timeline.h"
+#include "agent/lldp_neighbors.h"
 #include "agent/options.h"
 #include "agent/pipeline.h"
 #include "agent/qp_ports.h"
@@ -178,6 +179,8 @@ class Agent {
   // Which RDMA ports each producer has queue pairs on (--rdma-tool); null when off, without
   // GPU ingest or without RDMA ports.
   std::unique_ptr<QpPortWatcher> qp_ports_;
+  // Each watched interface's LLDP neighbour (--lldpd-socket); null when off.
+  std::unique_ptr<LldpWatcher> lldp_;
   std::jthread pipeline_thread_;
   // StalledSampler's view: per group, the tick count last seen and when it last moved.
   uint64_t progress_ticks_[kGroups] = {};

@@ -130,6 +130,10 @@ struct AgentOptions {
   // port, sharers node-wide). 100 ms..1 h.
   std::string rdma_tool = "rdma";
   int64_t qp_refresh_period_ns = 5'000'000'000;
+  // Each watched interface's LLDP neighbour (agent/lldp_neighbors.h): lldpd's control socket,
+  // read with `lldpcli -u lldpd_socket` every lldp_refresh_period_ns; "" = off. 1 s..1 h.
+  std::string lldpd_socket = "/run/lldpd.socket";
+  int64_t lldp_refresh_period_ns = 30'000'000'000;
 };
 
 // Parses a list like "eth0=10gbit,mlx5_0:1=100G" into line-rate overrides (bytes/s).

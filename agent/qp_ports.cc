@@ -218,17 +218,11 @@ QpPortWatcher::QpPortWatcher(Options options, std::vector<collectors::PortDescri
     : options_(std::move(options)),
       ports_(std::move(ports)),
       latest_(std::make_shared<const ProcessPorts>()) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ =
+      std::make_unique<RefreshThread>("fs-qp-ports", options_.period_ns, [this] { RefreshNow(); });
 }
 
-QpPortWatcher::~QpPortWatcher() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+QpPortWatcher::~QpPortWatcher() { thread_.reset(); }
 
 std::shared_ptr<const ProcessPorts> QpPortWatcher::Latest() const {
   std::lock_guard<std::mutex> l(mu_);
@@ -275,17 +269,6 @@ void QpPortWatcher::RefreshNow() {
   stats_.processes = map->size();
   stats_.last_error.clear();
   latest_ = std::move(map);
-}
-
-void QpPortWatcher::Loop() {
-  pthread_setname_np(pthread_self(), "fs-qp-ports");
-  while (true) {
-    RefreshNow();
-    std::unique_lock<std::mutex> l(mu_);
-    if (cv_.wait_for(l, std::chrono::nanoseconds(options_.period_ns), [this] { return stop_; })) {
-      return;
-    }
-  }
 }
 
 }  // namespace fabricscope::agent

@@ -18,18 +18,17 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/refresh_thread.h"
 #include "collectors/port.h"
 #include "fabricscope/v1/gpu.pb.h"
 
@@ -109,19 +108,15 @@ class QpPortWatcher {
   void RefreshNow();
 
  private:
-  void Loop();
-
   const Options options_;
   const std::vector<collectors::PortDescriptor> ports_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   std::shared_ptr<const ProcessPorts> latest_;
   Stats stats_;
   // Failed refreshes in a row; at kStaleAfterFailures the last good map is dropped.
   static constexpr int kStaleAfterFailures = 3;
   int failures_in_a_row_ = 0;
-  std::thread thread_;
+  std::unique_ptr<RefreshThread> thread_;  // last: stopped first
 };
 
 }  // namespace fabricscope::agent

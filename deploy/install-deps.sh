@@ -36,6 +36,9 @@ packages=(
   openssl
   # tests/e2e: xmllint checks that the heat-map SVGs are well-formed XML
   libxml2-utils
+  # LLDP neighbours (agent/lldp_neighbors.h): the agent runs lldpd's lldpcli; the tests run
+  # lldpd in network namespaces. Optional on a node: without it the agent is host-only.
+  lldpd
   # tests: tshark as the reference RoCEv2 decoder (tests/collectors/pcap; DEBIAN_FRONTEND=noninteractive
   # answers no to non-root capture); clang and its libFuzzer runtime for tests/fuzz/run.sh
   tshark clang libclang-rt-14-dev

@@ -212,6 +212,22 @@ std::string PortsJson(const ClusterState& state, absl::string_view node_filter, 
     for (const v1::PriorityPause& p : d.pause()) pause = std::max(pause, p.time_ratio());
     out += ",";
     AppendOptional(&out, "pause_time_ratio", d.pause_size() > 0, pause);
+    if (w.has_neighbor()) {  // the switch port at the cable's other end (LLDP), when known
+      const v1::PortNeighbor& nb = w.neighbor();
+      out += ",\"neighbor\":{";
+      AppendJsonField(&out, "source", nb.source());
+      out += ",";
+      AppendJsonField(&out, "chassis", nb.chassis_name());
+      out += ",";
+      AppendJsonField(&out, "chassis_id", nb.chassis_id());
+      out += ",";
+      AppendJsonField(&out, "port", nb.port_id());
+      out += ",";
+      AppendJsonField(&out, "port_description", nb.port_description());
+      out += ",";
+      AppendJsonField(&out, "management_address", nb.management_address());
+      out += "}";
+    }
     out += "}";
   }
   out += "]}";

@@ -275,6 +275,17 @@ void CollectPort(const std::string& node, const PortView& ps, FamilySet& f, Node
              static_cast<double>(ps.info->line_rate_bytes_per_second()));
   }
   if (!ps.last) return;
+  if (ps.last->has_neighbor()) {
+    const v1::PortNeighbor& nb = ps.last->neighbor();
+    Labels l = pl;
+    l.insert(l.end(), {{"source", nb.source()},
+                       {"neighbor_chassis", nb.chassis_name()},
+                       {"neighbor_chassis_id", nb.chassis_id()},
+                       {"neighbor_port", nb.port_id()},
+                       {"neighbor_port_description", nb.port_description()},
+                       {"neighbor_management_address", nb.management_address()}});
+    AddValue(f[Metric::kPortNeighborInfo], l, 1);
+  }
   for (const std::string& c : ps.last->saturated_counters()) {
     AddValue(f[Metric::kPortCounterSaturated], With(pl, "counter", c), 1);
   }

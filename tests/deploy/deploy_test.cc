@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "tests/common/fake_tree.h"
 
 namespace fabricscope::testing {
@@ -139,6 +140,25 @@ TEST(SystemdUnits, SamplerDropInVerifies) {
                     " --sampler-cpu=0 --sampler-priority=fifo:99 --status=off 2>&1");
   EXPECT_NE(flags.status, 0);
   EXPECT_TRUE(absl::StrContains(flags.output, "1..49")) << flags.output;
+}
+
+// deploy/systemd/lldp.conf as a drop-in: systemd loads it without a warning, and it only adds
+// lldpd's group to the agent's user (no other setting changes).
+TEST(SystemdUnits, LldpDropInVerifies) {
+  FakeTree dir;
+  const std::string unit = UnitWithBuiltBinary(dir, "fabricscope-agent.service");
+  const std::string dropin = ReadFile(kSource + "/deploy/systemd/lldp.conf");
+  ASSERT_NE(dropin, "");
+  dir.Write("fabricscope-agent.service.d/lldp.conf", dropin);
+  Result r = Sh("SYSTEMD_UNIT_PATH=" + dir.root() + ": systemd-analyze verify --man=no " + unit);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "") << "warnings";
+  EXPECT_EQ(UnitValue(dropin, "SupplementaryGroups"), "_lldpd");
+  size_t settings = 0;
+  for (absl::string_view line : absl::StrSplit(dropin, '\n')) {
+    settings += !line.empty() && line[0] != '#' && line[0] != '[';
+  }
+  EXPECT_EQ(settings, 1u) << dropin;
 }
 
 TEST(SystemdUnits, ExposureWithinLimits) {

@@ -193,6 +193,49 @@ TEST(LivePage, PortsJsonPutsLossFirstAndSaysWhatIsMissing) {
               HasSubstr("\"kind\":\"rdma\",\"line_rate_bytes_per_second\":null,"));
 }
 
+// A port's LLDP neighbour (agent/lldp_neighbors.h) is in /api/ports and in /metrics as one
+// info series; a port without one has neither, and a hostile switch name stays one label value.
+TEST(LivePage, PortNeighbourInPortsJsonAndMetrics) {
+  ClusterState state;
+  ASSERT_TRUE(state.OnHello(TwoPortHello("a")).ok());
+  v1::Batch b = Window(1, 10, 1, 0, 0.001);
+  v1::PortNeighbor* n = b.mutable_ports(1)->mutable_neighbor();
+  n->set_source("lldp");
+  n->set_chassis_name("leaf-3 \"a\\b\"");
+  n->set_chassis_id("0c:42:a1:00:00:03");
+  n->set_port_id("Ethernet1/5");
+  n->set_port_description("to a");
+  n->set_management_address("10.0.0.3");
+  ASSERT_TRUE(state.OnBatch("a", 7, b).ok());
+  const std::string json = PortsJson(state, "a", 10);
+  EXPECT_THAT(json, HasSubstr("\"neighbor\":{\"source\":\"lldp\",\"chassis\":\"leaf-3 "
+                              "\\\"a\\\\b\\\"\",\"chassis_id\":\"0c:42:a1:00:00:03\","
+                              "\"port\":\"Ethernet1/5\",\"port_description\":\"to a\","
+                              "\"management_address\":\"10.0.0.3\"}"));
+  size_t count = 0;
+  for (size_t at = 0; (at = json.find("\"neighbor\"", at)) != std::string::npos; ++at) ++count;
+  EXPECT_EQ(count, 1u) << json;  // port 0 has none
+
+  HttpServer server({}, &state);
+  auto port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  httplib::Client c("127.0.0.1", *port);
+  auto r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->body,
+              HasSubstr("fabricscope_port_neighbor_info{node=\"a\",device=\"mlx5_0\",port=\"2\","
+                        "source=\"lldp\",neighbor_chassis=\"leaf-3 \\\"a\\\\b\\\"\","
+                        "neighbor_chassis_id=\"0c:42:a1:00:00:03\",neighbor_port=\"Ethernet1/5\","
+                        "neighbor_port_description=\"to a\","
+                        "neighbor_management_address=\"10.0.0.3\"} 1"));
+  size_t series = 0;
+  for (size_t at = 0;
+       (at = r->body.find("\nfabricscope_port_neighbor_info{", at)) != std::string::npos; ++at) {
+    ++series;
+  }
+  EXPECT_EQ(series, 1u);
+}
+
 // A browser accepts br; httplib's brotli runs at quality 11 (29 s for a 10 MB /metrics here):
 // such clients get gzip, and one that accepts br alone gets the body as is.
 TEST(LivePage, BrowsersGetGzipNotBrotli) {

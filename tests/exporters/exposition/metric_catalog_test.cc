@@ -173,6 +173,8 @@ void FillRdmaPort(uint32_t index, uint64_t seq, v1::PortWindow* w) {
   w->set_unavailable_reads(1);
   (*w->mutable_counter_resets_by_group())["hw_counters"] = 1;
   w->add_saturated_counters("port_xmit_data");
+  w->mutable_neighbor()->set_source("lldp");
+  w->mutable_neighbor()->set_chassis_name("leaf-1");
   v1::LinkState* link = w->mutable_link();
   link->set_state(4);
   link->set_phys_state(5);
@@ -394,6 +396,7 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
                            "fabricscope_port_hw_events_total",
                            "fabricscope_port_ethtool_stat_total",
                            "fabricscope_port_counter_saturated",
+                           "fabricscope_port_neighbor_info",
                            "fabricscope_port_counter_resets_total",
                            "fabricscope_port_errors_saturated",
                            "fabricscope_port_sample_utilization_ratio",

@@ -458,6 +458,13 @@ function plotRecording(r) {
 }
 
 // ---- #loss ------------------------------------------------------------------------------------
+// The switch port at the cable's other end (the agent's LLDP neighbour: /api/ports `neighbor`),
+// "leaf-3 Ethernet1/5"; '' where none is known.
+function switchPort(n) {
+  if (!n) return '';
+  return `${n.chassis || n.chassis_id} ${n.port}`.trim();
+}
+
 function renderLoss(patterns, ports) {
   const p = patterns || {};
   let line = 'loss pattern: ' + (p.classification || 'unknown');
@@ -474,6 +481,7 @@ function renderLoss(patterns, ports) {
   $('#loss-pattern').textContent = line;
   const rows = (ports.ports || []).map((q) => row([q.node,
     q.kind === 'node' ? `${q.device} (node)` : `${q.device}:${q.port}`,
+    switchPort(q.neighbor),
     [`${fmtRatio(q.transmit_utilization)} / ${fmtRatio(q.receive_utilization)}`, 'num'],
     [fmtRatio(q.loss_ratio), q.loss_ratio > 0 ? 'num bad' : 'num'],
     [fmtNum(q.retransmits_per_second), q.retransmits_per_second > 0 ? 'num bad' : 'num'],

@@ -145,11 +145,15 @@ class RealLldpd : public ::testing::Test {
   static int Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
   std::string Socket(const std::string& ns) const { return dir_ + "/" + ns + ".sock"; }
   // lldpd in `ns`, daemonized (it forks its privileged monitor and, at start, an lldpcli for its
-  // configuration), sending on `iface` every second once configured.
+  // configuration), sending on `iface` every second. lldpd starts paused and does nothing
+  // until a client says `resume` (lldpcli(8); the start-up lldpcli sends it after reading
+  // /etc/lldpd.d): configured from a test at the same moment it sometimes stayed paused (1 run
+  // in 8 here heard nothing for 20 s), so the test resumes it itself once it answers.
   void StartLldpd(const std::string& ns, const std::string& iface) {
     ASSERT_EQ(Sh(absl::StrCat("ip netns exec ", ns, " lldpd -u ", Socket(ns), " -I ", iface)), 0);
-    ASSERT_TRUE(WaitFor([&] { return Lldpcli(ns, "configure lldp tx-interval 1") == 0; }))
+    ASSERT_TRUE(WaitFor([&] { return Lldpcli(ns, "resume") == 0; }))
         << "lldpd in " << ns << " never answered on " << Socket(ns);
+    ASSERT_EQ(Lldpcli(ns, "configure lldp tx-interval 1"), 0);
   }
   // Every process in `ns` (its lldpd monitor and daemon: no pid file to go by), SIGKILL.
   static void KillLldpd(const std::string& ns) {
@@ -176,6 +180,12 @@ TEST_F(RealLldpd, NeighbourAppearsChangesAndGoes) {
   ASSERT_NO_FATAL_FAILURE(StartLldpd(ns_b_, if_b_));
   ASSERT_EQ(Lldpcli(ns_b_, "configure system hostname leaf-b"), 0);
   ASSERT_NO_FATAL_FAILURE(StartLldpd(ns_a_, if_a_));
+  // What ns_a's lldpd has heard on its interface, as the watcher reads it ("" for nothing).
+  auto heard = [&] {
+    auto m = w.Latest();
+    auto it = m->find(if_a_);
+    return it == m->end() ? std::string() : DescribeNeighbor(it->second);
+  };
   auto neighbour = [&](const std::string& chassis) {
     w.RefreshNow();
     auto m = w.Latest();
@@ -183,7 +193,8 @@ TEST_F(RealLldpd, NeighbourAppearsChangesAndGoes) {
     return it != m->end() && it->second.chassis_name() == chassis;
   };
   ASSERT_TRUE(WaitFor([&] { return neighbour("leaf-b"); }, std::chrono::seconds(20)))
-      << "lldpd in " << ns_a_ << " never heard " << ns_b_ << ": " << w.stats().last_error;
+      << "lldpd in " << ns_a_ << " never heard leaf-b from " << ns_b_ << " (heard: '" << heard()
+      << "'): " << w.stats().last_error;
   const v1::PortNeighbor n = w.Latest()->at(if_a_);
   EXPECT_EQ(n.port_description(), if_b_);  // lldpd's default: the sender's interface name
   EXPECT_TRUE(w.stats().last_error.empty());

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/qp_ports.h"
+#include "agent/run_program.h"
 #include "glog/logging.h"
 #include "simdjson.h"
 

@@ -70,13 +70,6 @@ inline constexpr size_t kMaxProducerPorts = 16;
 void AttachRdmaPorts(const ProcessPorts& map, const std::vector<collectors::PortDescriptor>& ports,
                      v1::GpuWindow* w);
 
-// Runs argv[0] (looked up in PATH) with argv, stdin and stderr from/to /dev/null, and returns
-// what it wrote to stdout. Errors: Unavailable when it cannot be started, exits non-zero or
-// is killed; DeadlineExceeded when it runs past timeout_ns (then it is killed);
-// ResourceExhausted when it writes more than max_bytes (killed too).
-absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, int64_t timeout_ns,
-                                         size_t max_bytes);
-
 // Refreshes ProcessPorts every period on its own thread. The first refresh runs at
 // construction's thread start; Latest() is empty until it succeeds.
 class QpPortWatcher {

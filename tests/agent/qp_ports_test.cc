@@ -128,41 +128,6 @@ TEST(ParseRdmaResQp, MalformedInputIsAnErrorOrACountedSkip) {
   EXPECT_TRUE(ParseRdmaResQp("[]")->qps.empty());  // no QP at all: an empty node
 }
 
-TEST(RunForOutput, ReturnsStdoutOfARealProcess) {
-  auto out = RunForOutput({"sh", "-c", "printf 'a\\nb'; echo oops >&2"}, 5'000'000'000, 1024);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(*out, "a\nb");
-}
-
-// The agent's threads block SIGINT, SIGTERM and SIGHUP; the tool must not inherit that mask
-// (it would ignore a stop), nor the standard descriptors' absence.
-TEST(RunForOutput, TheChildStartsWithNoSignalBlocked) {
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGHUP);
-  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &block, &old), 0);
-  auto out = RunForOutput({"sh", "-c", "grep SigBlk /proc/self/status"}, 5'000'000'000, 1024);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(*out, "SigBlk:\t0000000000000000\n");
-}
-
-TEST(RunForOutput, FailuresSayWhatFailed) {
-  auto missing = RunForOutput({"/nonexistent/rdma"}, 5'000'000'000, 1024);
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(missing.status().message().find("/nonexistent/rdma"), std::string::npos);
-  auto failing = RunForOutput({"sh", "-c", "exit 3"}, 5'000'000'000, 1024);
-  EXPECT_EQ(failing.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(failing.status().message().find("exit status 3"), std::string::npos);
-  // A child that never answers is killed at the deadline (its stdout stays open).
-  auto hung = RunForOutput({"sh", "-c", "exec tail -f /dev/null"}, 200'000'000, 1024);
-  EXPECT_EQ(hung.status().code(), absl::StatusCode::kDeadlineExceeded);
-  auto flood = RunForOutput({"yes"}, 5'000'000'000, 1 << 20);
-  EXPECT_EQ(flood.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(RunForOutput({}, 1, 1).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 // A stand-in for iproute2's rdma that prints `json` for `-j res show qp` and fails otherwise,
 // the way the real tool refuses an unknown command.
 std::string FakeRdmaTool(const std::string& dir, const std::string& json) {

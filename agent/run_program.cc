@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,20 +12,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/clock.h"
 
 extern char** environ;
 
 namespace fabricscope::agent {
-
-namespace {
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, int64_t timeout_ns,
                                          size_t max_bytes) {
@@ -79,10 +69,10 @@ absl::StatusOr<std::string> RunForOutput(const std::vector<std::string>& argv, i
   }
   std::string out;
   absl::Status failure;
-  const int64_t deadline = MonotonicNs() + timeout_ns;
+  const int64_t deadline = collectors::MonotonicNowNs() + timeout_ns;
   char buf[65536];
   while (true) {
-    const int64_t left_ms = (deadline - MonotonicNs()) / 1'000'000;
+    const int64_t left_ms = (deadline - collectors::MonotonicNowNs()) / 1'000'000;
     if (left_ms <= 0) {
       failure = absl::DeadlineExceededError(
           absl::StrCat(argv[0], ": no answer within ", timeout_ns / 1'000'000, " ms"));

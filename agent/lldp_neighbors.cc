@@ -48,7 +48,13 @@ bool ParseInterface(simdjson::dom::object iface, std::string* name, v1::PortNeig
   std::string_view v;
   if (iface["name"].get_string().get(v) != simdjson::SUCCESS || v.empty()) return false;
   *name = CleanText(v);
-  n->set_source("lldp");
+  // "via": the protocol lldpd heard it by (LLDP, or CDPv1/CDPv2/EDP/FDP/SONMP when enabled).
+  std::string via = "LLDP";
+  if (std::string_view p; iface["via"].get_string().get(p) == simdjson::SUCCESS && !p.empty()) {
+    via = CleanText(p.substr(0, 16));
+  }
+  for (char& c : via) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  n->set_source(via);
   simdjson::dom::object chassis, port;
   if (FirstObject(iface, "chassis", &chassis)) {
     n->set_chassis_id(FirstValue(chassis, "id"));
@@ -104,9 +110,11 @@ absl::StatusOr<NeighborMap> ParseLldpcliJson0(absl::string_view json) {
 
 absl::StatusOr<NeighborMap> ReadLldpNeighbors(const std::string& lldpcli, const std::string& socket,
                                               int64_t timeout_ns) {
-  // 1 MiB: json0 takes about 2 KiB per neighbour.
+  // Not `details`: the fields read here are in the default view, and the VLAN, LLDP-MED and
+  // unknown-TLV dumps that `details` adds only grow the output. 4 MiB: json0 takes about 2 KiB
+  // per neighbour, and lldpd keeps at most 32 per port by default (lldpcli(8) max-neighbors).
   absl::StatusOr<std::string> text = RunForOutput(
-      {lldpcli, "-u", socket, "-f", "json0", "show", "neighbors", "details"}, timeout_ns, 1u << 20);
+      {lldpcli, "-u", socket, "-f", "json0", "show", "neighbors"}, timeout_ns, 4u << 20);
   if (!text.ok()) {
     return absl::Status(
         text.status().code(),
@@ -177,26 +185,36 @@ void LldpWatcher::LogChanges(const NeighborMap& before, const NeighborMap& after
 void LldpWatcher::RefreshNow() {
   absl::StatusOr<NeighborMap> map =
       ReadLldpNeighbors(options_.lldpcli, options_.socket, options_.timeout_ns);
-  std::lock_guard<std::mutex> l(mu_);
-  if (!map.ok()) {
-    if (stats_.last_error.empty()) {  // once per outage, not every period
-      LOG(WARNING) << "LLDP neighbours unknown, topology is host-only until this works: "
-                   << map.status().message();
+  std::shared_ptr<const NeighborMap> before, after;
+  bool first_failure = false, recovered = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    before = latest_;
+    if (!map.ok()) {
+      first_failure = stats_.last_error.empty();  // once per outage, not every period
+      ++stats_.failures;
+      stats_.last_error = std::string(map.status().message());
+      if (++failures_in_a_row_ == kStaleAfterFailures) {
+        latest_ = std::make_shared<const NeighborMap>();
+      }
+    } else {
+      recovered = !stats_.last_error.empty();
+      failures_in_a_row_ = 0;
+      ++stats_.refreshes;
+      stats_.interfaces = map->size();
+      stats_.last_error.clear();
+      latest_ = std::make_shared<const NeighborMap>(std::move(*map));
     }
-    ++stats_.failures;
-    stats_.last_error = std::string(map.status().message());
-    if (++failures_in_a_row_ == kStaleAfterFailures) {
-      latest_ = std::make_shared<const NeighborMap>();
-    }
-    return;
+    after = latest_;
   }
-  if (!stats_.last_error.empty()) LOG(INFO) << "LLDP neighbours readable again from lldpd";
-  failures_in_a_row_ = 0;
-  LogChanges(*latest_, *map);
-  ++stats_.refreshes;
-  stats_.interfaces = map->size();
-  stats_.last_error.clear();
-  latest_ = std::make_shared<const NeighborMap>(std::move(*map));
+  // Logged outside the lock: the pipeline thread's Latest() never waits on log lines.
+  if (first_failure) {
+    LOG(WARNING) << "LLDP neighbours unknown, topology is host-only until this works (the last "
+                    "ones known are kept through two more failed looks): "
+                 << map.status().message();
+  }
+  if (recovered) LOG(INFO) << "LLDP neighbours readable again from lldpd";
+  if (before != after) LogChanges(*before, *after);
 }
 
 }  // namespace fabricscope::agent

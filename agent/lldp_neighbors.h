@@ -3,7 +3,7 @@
 // Which switch port each watched interface is cabled to, as the node's LLDP daemon heard it
 // (issue 39: the fabric one hop past the host ports). The source is lldpd (Debian `lldpd`),
 // which receives the LLDP frames (IEEE 802.1AB) the switches send on every port; it is read
-// through its own client, `lldpcli -u SOCKET -f json0 show neighbors details`, run by the
+// through its own client, `lldpcli -u SOCKET -f json0 show neighbors`, run by the
 // agent: no link to liblldpctl, so a node without lldpd runs the agent all the same, host-only.
 // json0 is lldpd's stable JSON layout (lldpcli(8): "every value is a list"): src/client/
 // json_writer.c writes it, src/client/display.c (display_interface, display_chassis,
@@ -31,8 +31,9 @@
 
 namespace fabricscope::agent {
 
-// Interface name -> its neighbour (source "lldp"). An interface with several neighbours (a hub,
-// or a switch and a host both sending) keeps the first lldpcli lists.
+// Interface name -> its neighbour (source: the protocol lldpd heard it by, lowercase: "lldp", or
+// "cdpv2" and the like where lldpd is told to listen for them). An interface with several
+// neighbours (a hub, or a switch and a host both sending) keeps the first lldpcli lists.
 using NeighborMap = std::map<std::string, v1::PortNeighbor>;
 
 // Parses lldpcli's json0 output. At most kMaxNeighborInterfaces interfaces are kept; entries
@@ -42,16 +43,17 @@ inline constexpr size_t kMaxNeighborInterfaces = 512;
 absl::StatusOr<NeighborMap> ParseLldpcliJson0(absl::string_view json);
 
 // Runs lldpcli against lldpd's control socket `socket` and parses its answer. Errors:
-// Unavailable when lldpcli cannot be started or fails (no lldpd on that socket: lldpcli exits 1),
-// DeadlineExceeded past timeout_ns, InvalidArgument for output that is not json0.
+// Unavailable when lldpcli cannot be started or fails (no lldpd on that socket, or one this user
+// may not read: lldpcli exits 1), DeadlineExceeded past timeout_ns, ResourceExhausted past 4 MiB
+// of output, InvalidArgument for output that is not json0.
 absl::StatusOr<NeighborMap> ReadLldpNeighbors(const std::string& lldpcli, const std::string& socket,
                                               int64_t timeout_ns);
 
 // Refreshes the neighbours every period on its own thread, the first at start. Latest() is
-// empty until a refresh succeeds, and again after three failures in a row (a neighbour kept
-// through a long outage could be a cable moved since). Logs once when lldpd cannot be read
-// (host-only from then on) and once when it can again, and each interface whose neighbour
-// appears, changes or goes.
+// empty until a refresh succeeds, and again from the third failure in a row (a neighbour kept
+// through a long outage could be a cable moved since). Logs once when lldpd cannot be read and
+// once when it can again, and each interface whose neighbour appears, changes or goes (also
+// when the map is dropped).
 class LldpWatcher {
  public:
   struct Options {

@@ -34,8 +34,8 @@ void CaptureAnalysis::Add(ParseResult r, const ParsedPacket& p) {
   window_bytes_ += p.wire_len;
   ++window_packets_;
   if (flow != kUntracked) return;
-  // A flow the analyzer had no room for: counted by key, bounded (the analyzers' own bound
-  // again: 65536 flows a window, and 65536 pairs of flows beyond those).
+  // A flow the analyzer had no room for: counted by key, at most 65536 such flows a window, and
+  // 65536 pairs of flows beyond those.
   const FlowKey k = FlowKeyOf(p);
   if (untracked_flows_.size() < kMaxWindowEntries) {
     Bytes& b = untracked_flows_[k];

@@ -19,23 +19,16 @@ struct FlowKey {
   auto Tie() const { return std::tie(src, dst, proto, sport, dport, qp); }
   bool operator<(const FlowKey& o) const { return Tie() < o.Tie(); }
   bool operator==(const FlowKey& o) const { return Tie() == o.Tie(); }
-  // Abseil's hash of the fields == compares (the capture analysis's per-frame maps), folded
-  // first into one word that Abseil then mixes once: hashing the eight fields one by one was
-  // the analysis's largest own cost (issue 38's profile).
+  // Abseil's hash of the fields == compares (the capture analysis's per-frame maps): the four
+  // address words and one word of the ports, QP and protocol, each through Abseil's seeded mix.
+  // Not a sum of the fields folded first: traffic could then pick keys that share a hash (an
+  // IPv6 host choosing its interface IDs per port) and turn every lookup into a scan of them.
   template <typename H>
   friend H AbslHashValue(H h, const FlowKey& k) {
-    return H::combine(std::move(h), k.Fold());
-  }
-  // The fields in one 64-bit word: each address word and the ports/QP times its own odd
-  // constant (a bijection per field), summed. Used only as a hash's input. The constants: 2^64
-  // over the golden ratio (Knuth's multiplicative hashing, TAOCP vol. 3 6.4) and the 64-bit
-  // primes of xxHash64 and MurmurHash3's fmix64, chosen only for being odd with mixed bits.
-  uint64_t Fold() const {
     const uint64_t tail =
-        uint64_t{proto} << 56 ^ uint64_t { sport } << 40 ^ uint64_t { dport } << 24 ^ qp;
-    return src.Word(0) * 0x9E3779B97F4A7C15ull + src.Word(8) * 0xC2B2AE3D27D4EB4Full +
-           dst.Word(0) * 0x165667B19E3779F9ull + dst.Word(8) * 0xD6E8FEB86659FD93ull +
-           tail * 0xFF51AFD7ED558CCDull;
+        uint64_t{k.proto} << 56 ^ uint64_t { k.sport } << 40 ^ uint64_t { k.dport } << 24 ^ k.qp;
+    return H::combine(std::move(h), k.src.Word(0), k.src.Word(8), k.dst.Word(0), k.dst.Word(8),
+                      tail);
   }
   // The reverse direction (dst -> src); for RoCE the caller must supply the peer's QP.
   FlowKey Reversed() const {

@@ -42,12 +42,11 @@ struct IpAddress {
     }
     return true;
   }
-  // Abseil's hash (absl::Hash, absl::flat_hash_map) of the two words == compares, folded into
-  // one (times 2^64 over the golden ratio, Knuth's multiplicative hashing) so that Abseil
-  // mixes once per address.
+  // Abseil's hash (absl::Hash, absl::flat_hash_map) of the two words == compares, each through
+  // its seeded mix (a sum folded first would let traffic choose addresses that collide).
   template <typename H>
   friend H AbslHashValue(H h, const IpAddress& a) {
-    return H::combine(std::move(h), a.Word(0) * 0x9E3779B97F4A7C15ull + a.Word(8));
+    return H::combine(std::move(h), a.Word(0), a.Word(8));
   }
 };
 

@@ -59,7 +59,8 @@ void TcpAnalyzer::Emit(const FlowKey& flow, LossKind kind, int64_t ts_ns, uint32
 
 // Adds a new connection's entry; nullptr (the frame counted untracked) when max_flows are tracked.
 TcpAnalyzer::Connection* TcpAnalyzer::AddConnection(const FlowKey& key) {
-  if (connections_.size() >= options_.max_flows) {
+  // Also bounded by the flow ids' range: 2 per connection below kUntracked.
+  if (connections_.size() >= options_.max_flows || keys_.size() >= kUntracked / 2) {
     ++totals_.untracked_frames;
     return nullptr;
   }

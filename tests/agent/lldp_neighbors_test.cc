@@ -55,20 +55,25 @@ TEST(LldpNeighbors, BadOutputIsAnErrorAndHostileTextIsCleaned) {
     absl::StatusOr<NeighborMap> m = ParseLldpcliJson0(bad);
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
-  // An interface without a name, one of the wrong type, and a switch sending control bytes and
-  // a 300-byte name; a second neighbour of eth0 (a hub) does not replace the first.
+  // An interface without a name, one of the wrong type, a switch sending control bytes and a
+  // 300-byte name, one heard over CDP; a second neighbour of eth0 (a hub) does not replace the
+  // first.
   const std::string long_name(300, 'x');
   const std::string json = absl::StrCat(
       R"({"lldp": [{"interface": [{"via": "LLDP"}, 7,
         {"name": "eth0", "chassis": [{"name": [{"value": "leaf\u0001\n3"}]}],
          "port": [{"id": [{"type": "ifname", "value": "Ethernet1/5"}]}]},
         {"name": "eth0", "chassis": [{"name": [{"value": "other"}]}]},
+        {"name": "eth2", "via": "CDPv2", "chassis": [{"name": [{"value": "cisco-1"}]}]},
         {"name": "eth1", "chassis": [{"name": [{"value": ")",
       long_name, R"("}]}], "port": "not a list"}]}]})");
   absl::StatusOr<NeighborMap> m = ParseLldpcliJson0(json);
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->size(), 2u);
+  ASSERT_EQ(m->size(), 3u);
   EXPECT_EQ(m->at("eth0").chassis_name(), "leaf??3");
+  EXPECT_EQ(m->at("eth0").source(), "lldp");
+  EXPECT_EQ(m->at("eth1").source(), "lldp");  // no "via": LLDP, lldpd's only default protocol
+  EXPECT_EQ(m->at("eth2").source(), "cdpv2");
   EXPECT_EQ(m->at("eth0").port_id(), "Ethernet1/5");
   EXPECT_EQ(m->at("eth1").chassis_name(), std::string(255, 'x'));
   EXPECT_EQ(m->at("eth1").port_id(), "");
@@ -197,6 +202,9 @@ TEST_F(RealLldpd, NeighbourAppearsChangesAndGoes) {
       << "'): " << w.stats().last_error;
   const v1::PortNeighbor n = w.Latest()->at(if_a_);
   EXPECT_EQ(n.port_description(), if_b_);  // lldpd's default: the sender's interface name
+  EXPECT_EQ(n.source(), "lldp");
+  EXPECT_FALSE(n.chassis_id().empty());
+  EXPECT_FALSE(n.management_address().empty());  // the veth's link-local address
   EXPECT_TRUE(w.stats().last_error.empty());
   EXPECT_FALSE(w.Latest()->contains(if_b_)) << "only ns_a's lldpd is read";
 

@@ -431,7 +431,9 @@ ShapeResult MeasureShape(const bench::Shape& s, void* ctx, void* empty_ctx, doub
 void LoadOtherPlugin(const char* path) {
   setenv("FABRICSCOPE_GPU_SOCKET", "/nonexistent/fabricscope-bench.sock", 1);
   setenv("FABRICSCOPE_NCCL_MASK_FILE", "", 1);
-  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  // RTLD_DEEPBIND: an earlier build of this plugin binds to its own copies of the functions
+  // this binary links too, never to ours.
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (lib == nullptr) {
     std::fprintf(stderr, "--compare-plugin: %s\n", dlerror());
     std::exit(2);
@@ -526,6 +528,7 @@ int main(int argc, char** argv) {
     }
   }
   kPlugin.finalize(ctx);
+  if (g_other != nullptr) g_other->finalize(g_other_ctx);
   for (int i = 0; i < 3; ++i) {  // init and finalize again: the pools are allocated each time
     kPlugin.finalize(InitPlugin(nccl::kDefaultEventMask, &init_ns));
     inits.push_back(init_ns);

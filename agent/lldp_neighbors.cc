@@ -120,8 +120,8 @@ absl::StatusOr<NeighborMap> ReadLldpNeighbors(const std::string& lldpcli, const 
         text.status().code(),
         absl::StrCat("lldpd at ", socket, " (", lldpcli, "): ", text.status().message(),
                      " -- is lldpd installed and running with that control socket (lldpd -u, "
-                     "or the agent's --lldpd-socket), and may this user read it (group _lldpd: "
-                     "deploy/systemd/lldp.conf)?"));
+                     "or the agent's --lldpd-socket), and may this user run lldpcli and read it "
+                     "(groups adm and _lldpd: deploy/systemd/lldp.conf)?"));
   }
   return ParseLldpcliJson0(*text);
 }

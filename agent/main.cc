@@ -238,6 +238,17 @@ class AgentDaemon {
 // to get a group, CAP_SYS_NICE while the sampler runs at SCHED_FIFO, nothing else
 // (agent/privileges.h).
 void DropPrivileges(const AgentOptions& options) {
+  // lldpd's client and socket (agent/lldp_neighbors.h) are for groups adm and _lldpd only: an
+  // agent started as root joins them here, while it may (under systemd the unit's user gets
+  // them from deploy/systemd/lldp.conf, and has no CAP_SETGID to do this).
+  if (!options.lldpd_socket.empty() && geteuid() == 0) {
+    if (auto joined = fabricscope::agent::JoinGroups({"_lldpd", "adm"});
+        joined.ok() && !joined->empty()) {
+      LOG(INFO) << "joined groups for lldpd: " << absl::StrJoin(*joined, ", ");
+    } else if (!joined.ok()) {
+      LOG(WARNING) << "LLDP: " << joined.status().message();
+    }
+  }
   std::vector<unsigned> keep;
   if (!options.capture_interface.empty()) keep.push_back(CAP_NET_RAW);
   if (!options.gpu_socket.empty() && !options.gpu_socket_group.empty()) keep.push_back(CAP_CHOWN);

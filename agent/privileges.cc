@@ -1,11 +1,17 @@
 #include "agent/privileges.h"
 
 #include <cap-ng.h>
+#include <grp.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace fabricscope::agent {
 
@@ -36,6 +42,34 @@ absl::StatusOr<std::string> DropCapabilitiesExcept(const std::vector<unsigned>& 
         absl::StrCat("cannot drop capabilities (capset denied); holding ", now));
   }
   return now;
+}
+
+absl::StatusOr<std::vector<std::string>> JoinGroups(const std::vector<std::string>& names) {
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(0, getgroups(0, nullptr))));
+  const int n = getgroups(static_cast<int>(groups.size()), groups.data());
+  if (n < 0) return absl::InternalError(absl::StrCat("getgroups: ", std::strerror(errno)));
+  groups.resize(static_cast<size_t>(n));
+  std::vector<std::string> joined;
+  bool added = false;
+  for (const std::string& name : names) {
+    group g{};
+    group* found = nullptr;
+    std::vector<char> buf(16384);
+    if (getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+      continue;  // not a group here (lldpd not installed)
+    }
+    joined.push_back(name);
+    if (std::find(groups.begin(), groups.end(), g.gr_gid) != groups.end()) continue;
+    groups.push_back(g.gr_gid);
+    added = true;
+  }
+  if (added && setgroups(groups.size(), groups.data()) != 0) {
+    const int err = errno;
+    const std::string what =
+        absl::StrCat("setgroups (joining ", absl::StrJoin(joined, ", "), "): ", std::strerror(err));
+    return err == EPERM ? absl::PermissionDeniedError(what) : absl::InternalError(what);
+  }
+  return joined;
 }
 
 }  // namespace fabricscope::agent

@@ -27,4 +27,14 @@ namespace fabricscope::agent {
 // capset), saying which are held.
 absl::StatusOr<std::string> DropCapabilitiesExcept(const std::vector<unsigned>& keep);
 
+// Adds the groups named in `names` that exist on this machine to the process's supplementary
+// groups (setgroups(2), which needs CAP_SETGID: call it before DropCapabilitiesExcept). For
+// lldpd (agent/lldp_neighbors.h): Debian installs lldpcli setuid _lldpd and executable by group
+// adm only (mode 4750 _lldpd:adm), and lldpd's socket is _lldpd:_lldpd 0770, so an agent run as
+// root without CAP_DAC_OVERRIDE reaches neither unless it is in both groups. Returns the names
+// joined (already held ones included), in `names`' order. Errors: PermissionDenied without
+// CAP_SETGID (setgroups' EPERM), Internal for another failure; names that are no group are
+// skipped.
+absl::StatusOr<std::vector<std::string>> JoinGroups(const std::vector<std::string>& names);
+
 }  // namespace fabricscope::agent

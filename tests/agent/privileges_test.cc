@@ -3,6 +3,7 @@
 #include "agent/privileges.h"
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <linux/if_ether.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -68,6 +70,38 @@ TEST(Privileges, AKeptCapabilityThatIsNotHeldStaysAbsent) {
               if (!DropCapabilitiesExcept({}).ok()) return 1;
               auto kept = DropCapabilitiesExcept({CAP_NET_RAW});  // no longer held
               return kept.ok() && *kept == "none" && CapMask("CapEff") == 0 ? 0 : 2;
+            }),
+            0);
+}
+
+// lldpd's groups (JoinGroups, for an agent run as root): joined while CAP_SETGID is held, so
+// that lldpcli (4750 _lldpd:adm on Debian) runs and reaches lldpd's socket once the
+// capabilities are gone; a name that is no group is skipped; without CAP_SETGID, refused.
+TEST(Privileges, RootJoinsLldpdsGroupsThenReachesLldpcliWithoutCapabilities) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (getgrnam("_lldpd") == nullptr || getgrnam("adm") == nullptr) {
+    GTEST_SKIP() << "lldpd is not installed (deploy/install-deps.sh installs it)";
+  }
+  EXPECT_EQ(InChild([] {
+              auto joined = JoinGroups({"_lldpd", "no-such-group-here", "adm"});
+              if (!joined.ok() || *joined != std::vector<std::string>{"_lldpd", "adm"}) return 1;
+              std::vector<gid_t> groups(64);
+              const int n = getgroups(64, groups.data());
+              groups.resize(n < 0 ? 0 : static_cast<size_t>(n));
+              for (const char* name : {"_lldpd", "adm"}) {
+                const gid_t gid = getgrnam(name)->gr_gid;
+                if (std::find(groups.begin(), groups.end(), gid) == groups.end()) return 2;
+              }
+              if (!DropCapabilitiesExcept({}).ok()) return 3;
+              // Without CAP_DAC_OVERRIDE, exec permission comes from the groups alone: lldpcli
+              // is executable by its group adm (access(2) checks with the real ids: both 0).
+              if (access("/usr/sbin/lldpcli", X_OK) != 0) return 4;
+              // And no more groups can be joined now.
+              auto again = JoinGroups({"nogroup"});
+              if (again.ok() || again.status().code() != absl::StatusCode::kPermissionDenied) {
+                return 5;
+              }
+              return 0;
             }),
             0);
 }

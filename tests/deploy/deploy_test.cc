@@ -153,7 +153,7 @@ TEST(SystemdUnits, LldpDropInVerifies) {
   Result r = Sh("SYSTEMD_UNIT_PATH=" + dir.root() + ": systemd-analyze verify --man=no " + unit);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, "") << "warnings";
-  EXPECT_EQ(UnitValue(dropin, "SupplementaryGroups"), "_lldpd");
+  EXPECT_EQ(UnitValue(dropin, "SupplementaryGroups"), "_lldpd adm");
   size_t settings = 0;
   for (absl::string_view line : absl::StrSplit(dropin, '\n')) {
     settings += !line.empty() && line[0] != '#' && line[0] != '[';

@@ -7,6 +7,15 @@
 namespace fabricscope::collectors::pcap {
 namespace {
 constexpr size_t kMaxWindowEntries = 65536;
+
+// The value for `key` in `map`, added while the map holds fewer than kMaxWindowEntries keys;
+// nullptr for a new key once it is full.
+template <typename Map>
+typename Map::mapped_type* RoomFor(Map& map, const typename Map::key_type& key) {
+  if (map.size() < kMaxWindowEntries) return &map[key];
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : &it->second;
+}
 }  // namespace
 
 CaptureAnalysis::CaptureAnalysis(Options options) : options_(options) {}
@@ -36,18 +45,11 @@ void CaptureAnalysis::Add(ParseResult r, const ParsedPacket& p) {
   if (flow != kUntracked) return;
   // A flow the analyzer had no room for: counted by key, at most 65536 such flows a window, and
   // 65536 pairs of flows beyond those.
-  const FlowKey k = FlowKeyOf(p);
-  if (untracked_flows_.size() < kMaxWindowEntries) {
-    Bytes& b = untracked_flows_[k];
-    ++b.packets;
-    b.bytes += p.wire_len;
-  } else if (auto it = untracked_flows_.find(k); it != untracked_flows_.end()) {
-    ++it->second.packets;
-    it->second.bytes += p.wire_len;
-  } else if (overflow_peers_.size() < kMaxWindowEntries) {
-    overflow_peers_[{p.src, p.dst}] += p.wire_len;
-  } else if (auto pit = overflow_peers_.find({p.src, p.dst}); pit != overflow_peers_.end()) {
-    pit->second += p.wire_len;
+  if (Bytes* b = RoomFor(untracked_flows_, FlowKeyOf(p))) {
+    ++b->packets;
+    b->bytes += p.wire_len;
+  } else if (uint64_t* pair = RoomFor(overflow_peers_, {p.src, p.dst})) {
+    *pair += p.wire_len;
   }
 }
 

@@ -10,7 +10,7 @@ FlowKey FlowKeyOf(const ParsedPacket& p) {
   k.dst = p.dst;
   k.proto = p.roce ? 17 : 6;
   if (p.roce) {
-    k.qp = p.bth_dest_qp;
+    k.qp = p.bth_dest_qp & 0xFFFFFF;  // the BTH's 24-bit destination QP (IBTA vol. 1 9.2)
   } else {
     k.sport = p.sport;
     k.dport = p.dport;

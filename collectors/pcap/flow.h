@@ -25,8 +25,9 @@ struct FlowKey {
   // IPv6 host choosing its interface IDs per port) and turn every lookup into a scan of them.
   template <typename H>
   friend H AbslHashValue(H h, const FlowKey& k) {
-    const uint64_t tail =
-        uint64_t{k.proto} << 56 ^ uint64_t { k.sport } << 40 ^ uint64_t { k.dport } << 24 ^ k.qp;
+    const uint64_t tail = static_cast<uint64_t>(k.proto) << 56 ^
+                          static_cast<uint64_t>(k.sport) << 40 ^
+                          static_cast<uint64_t>(k.dport) << 24 ^ k.qp;
     return H::combine(std::move(h), k.src.Word(0), k.src.Word(8), k.dst.Word(0), k.dst.Word(8),
                       tail);
   }

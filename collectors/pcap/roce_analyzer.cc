@@ -10,8 +10,7 @@ constexpr uint8_t kTransportMask = 0xE0;
 constexpr uint8_t kOpMask = 0x1F;
 constexpr uint8_t kRc = 0x00;
 constexpr uint8_t kUc = 0x20;
-constexpr uint8_t kRoceCnp = 0x81;      // annex A17: RoCEv2 CNP
-constexpr uint32_t kQpMask = 0xFFFFFF;  // 24-bit destination QP (9.2)
+constexpr uint8_t kRoceCnp = 0x81;  // annex A17: RoCEv2 CNP
 
 // Operations (low 5 bits; 9.2).
 constexpr uint8_t kSendFirst = 0x00;
@@ -85,11 +84,7 @@ const FlowKey* RoceAnalyzer::PairedDataFlow(const FlowKey& ack_flow) const {
 void RoceAnalyzer::Add(const ParsedPacket& p, uint32_t* flow) {
   if (flow != nullptr) *flow = kUntracked;
   if (!p.roce) return;
-  FlowKey key;
-  key.src = p.src;
-  key.dst = p.dst;
-  key.proto = 17;
-  key.qp = p.bth_dest_qp & kQpMask;
+  const FlowKey key = FlowKeyOf(p);
   FlowState* st = Lookup(key);
   if (st == nullptr) {
     ++untracked_packets_;

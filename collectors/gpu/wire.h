@@ -85,7 +85,9 @@ enum class OpKind : uint8_t { kCollective = 0, kP2p = 1 };
 enum class TimingSource : uint8_t {
   kEnqueueOnly = 0,    // no completion signal: start/end are the CPU enqueue interval
   kKernelChannel = 1,  // earliest KernelCh start .. latest KernelCh stop, GPU clock fitted to CPU
-  kProxyOp = 2,        // earliest ProxyOp start .. latest ProxyOp stop (network completion)
+  kProxyOp = 2,        // earliest ProxyOp start .. latest ProxyOp stop (network completion);
+                       // with untimed ProxyOps (kProxyOpUntimed), the Coll's stop .. the proxy
+                       // thread seeing its last KernelCh stop (GPU timers all missing)
   kCopyEngine = 3,     // CeColl start .. stop (ABI v6): the CPU enqueue of the copy-engine work,
                        // not its GPU completion (NCCL gives none), so no bandwidth is derived
 };
@@ -122,7 +124,7 @@ struct ProxyOpRecord {
   uint64_t comm_hash;
   uint64_t op_seq;   // seq of the parent CollectiveRecord (same comm and func), UINT64_MAX
                      // when unknown
-  int64_t start_ns;  // CPU CLOCK_MONOTONIC
+  int64_t start_ns;  // CPU CLOCK_MONOTONIC; 0 with kProxyOpUntimed
   int64_t end_ns;
   uint64_t bytes;      // sum of its proxy steps' transfer sizes (estimated: see flags)
   int32_t rank;        // this rank
@@ -133,7 +135,7 @@ struct ProxyOpRecord {
   uint8_t channel;
   uint8_t is_send;  // 1 = network send path, 0 = receive
   uint8_t kind;     // OpKind of the parent
-  uint8_t flags;    // kProxyOpBytesEstimated; 0 from plugins before issue 38
+  uint8_t flags;    // kProxyOpBytesEstimated | kProxyOpUntimed; 0 before issue 38
   char func[16];    // function of the parent operation
 };
 static_assert(sizeof(ProxyOpRecord) == 80);
@@ -141,6 +143,10 @@ static_assert(sizeof(ProxyOpRecord) == 80);
 // `bytes` is estimated from the ProxyOp descriptor and its collective
 // (collectors/nccl/proxy_bytes.h EstimateProxyOpBytes) and `steps` is NCCL's announced count.
 inline constexpr uint8_t kProxyOpBytesEstimated = 1;
+// ProxyOpRecord::flags: start_ns and end_ns are 0, not read: at a mask whose KernelCh events time
+// the collective and that has no ProxyStep (the default, 74), the plugin reads no clock for its
+// ProxyOps (collectors/nccl/README.md "What each event costs and gives").
+inline constexpr uint8_t kProxyOpUntimed = 2;
 
 // One channel's share of an operation's kernel: NCCL profiler KernelCh events (ABI §6.4), its
 // GPU start and stop timers fitted to CPU CLOCK_MONOTONIC with the same offset as the operation's

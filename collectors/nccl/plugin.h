@@ -96,6 +96,15 @@ class Plugin {
     int* mask = mask_ptr_.load(std::memory_order_relaxed);
     return mask != nullptr ? std::atomic_ref<int>(*mask).load(std::memory_order_relaxed) : 0;
   }
+  // Whether ProxyOps started under `mask` read the clock. Not where KernelCh events time the
+  // collective and no ProxyStep asks for transfer detail (the default mask, 74): the records'
+  // times are then 0 (gpu::kProxyOpUntimed), which saves two clock reads and the collective's
+  // min/max per ProxyOp on NCCL's proxy thread (issue 38). Nothing downstream reads a single
+  // transfer's times: the rank-pair bytes take its peer and bytes, the transfer ledger the
+  // collective's interval.
+  static bool ProxyOpsTimed(int mask) {
+    return (mask & kEventKernelCh) == 0 || (mask & kEventProxyStep) != 0;
+  }
   // Pops and initializes an op slot for `ctx`; kNone when the pool is empty (counted).
   uint32_t NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now);
   // NewOp for a live context of ours, with its kind and graph flag (from an API parent); kNone

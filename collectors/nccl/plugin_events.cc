@@ -37,9 +37,9 @@ uint32_t Plugin::NewOp(ContextSlot& ctx, uint32_t ctx_index, int64_t now) {
   s.offset_snapshot.store(kNone64, std::memory_order_relaxed);
   s.proxy_start_min.store(kNone64, std::memory_order_relaxed);
   s.proxy_end_max.store(0, std::memory_order_relaxed);
-  s.proxy_bytes.store(0, std::memory_order_relaxed);
+  s.kernel_done_ns.store(0, std::memory_order_relaxed);
+  s.proxy_sum.store(0, std::memory_order_relaxed);
   s.proxy_share.store(0, std::memory_order_relaxed);
-  s.proxy_ops.store(0, std::memory_order_relaxed);
   s.kernel_ch_done.store(0, std::memory_order_relaxed);
   s.channel_list.store(kChannelListEmpty, std::memory_order_relaxed);
   s.child_progress.store(0, std::memory_order_relaxed);
@@ -133,7 +133,12 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   ProxyOpRecord& r = s.record;
   r = ProxyOpRecord{};
   r.op_seq = UINT64_MAX;
-  r.start_ns = MonotonicNowNs();
+  s.timed = ProxyOpsTimed(CurrentMask());
+  if (s.timed) {
+    r.start_ns = MonotonicNowNs();
+  } else {
+    r.flags = gpu::kProxyOpUntimed;
+  }
   r.rank = foreign ? d.rank : ctx->rank;
   r.peer = d.proxy_op.peer;
   r.steps = 0;
@@ -159,7 +164,7 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
         r.kind =
             static_cast<uint8_t>(op.kind == kOpP2p ? gpu::OpKind::kP2p : gpu::OpKind::kCollective);
         CopyFixed(r.func, op.func);
-        op.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
+        if (s.timed) op.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
       }
     }
   }
@@ -199,7 +204,7 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
   ProxyOpSlot& s = proxy_ops_[h.index];
   if (!MarkStopped(s.word, h.gen)) return;
   ProxyOpRecord& r = s.record;
-  r.end_ns = end_ns != 0 ? end_ns : MonotonicNowNs();
+  if (s.timed) r.end_ns = end_ns != 0 ? end_ns : MonotonicNowNs();
   r.bytes = s.bytes.load(std::memory_order_relaxed);
   r.steps = s.steps.load(std::memory_order_relaxed);
   // No ProxyStep event counted (the default mask leaves them out): the bytes from the
@@ -209,11 +214,12 @@ void Plugin::StopProxyOpAt(const Handle& h, int64_t end_ns) {
   if (s.has_parent) {
     OpSlot& op = ops_[s.parent_index];
     if (IsOpen(op.word, s.parent_gen)) {
-      AtomicMin(op.proxy_start_min, r.start_ns);
-      AtomicMax(op.proxy_end_max, r.end_ns);
-      op.proxy_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-      op.proxy_ops.fetch_add(1, std::memory_order_relaxed);
-      op.last_activity_ns.store(r.end_ns, std::memory_order_relaxed);
+      if (s.timed) {
+        AtomicMin(op.proxy_start_min, r.start_ns);
+        AtomicMax(op.proxy_end_max, r.end_ns);
+        op.last_activity_ns.store(r.end_ns, std::memory_order_relaxed);
+      }
+      AddProxySum(op.proxy_sum, r.bytes);
     }
     if (Detach(op.word, s.parent_gen)) op_free_.Push(s.parent_index);
   }
@@ -322,6 +328,7 @@ void Plugin::StopKernelCh(const Handle& h) {
       // collective so far) is an upper bound (ABI §6.4), even when this channel is untimed.
       const int64_t latest_end = op.gpu_end_max.load(std::memory_order_relaxed);
       if (latest_end > 0) AtomicMin(ctx.offset_current, now - latest_end);
+      if (last) op.kernel_done_ns.store(now, std::memory_order_relaxed);
       if (last && op.kind == kOpColl) {
         AtomicMax(
             ctx.kernels_done_enqueue_ns[std::min<int>(op.nchannels, ContextSlot::kMaxChannels)],

@@ -202,8 +202,9 @@ void Plugin::EmitOp(OpSlot& s, bool ctx_alive) {
   r.bytes = s.count * DatatypeSize(s.datatype);
   r.enqueue_start_ns = s.enqueue_start_ns;
   r.enqueue_end_ns = s.enqueue_end_ns.load(std::memory_order_relaxed);
-  r.proxy_bytes = s.proxy_bytes.load(std::memory_order_relaxed);
-  r.proxy_ops = s.proxy_ops.load(std::memory_order_relaxed);
+  const uint64_t proxy_sum = s.proxy_sum.load(std::memory_order_relaxed);
+  r.proxy_bytes = ProxySumBytes(proxy_sum);
+  r.proxy_ops = ProxySumOps(proxy_sum);
   r.rank = s.rank;
   r.nranks = s.nranks;
   const bool rooted = s.func != nullptr &&
@@ -236,6 +237,13 @@ void Plugin::EmitOp(OpSlot& s, bool ctx_alive) {
     source = gpu::TimingSource::kProxyOp;
     r.start_ns = ps;
     r.end_ns = pe;
+  } else if (const int64_t kd = s.kernel_done_ns.load(std::memory_order_relaxed);
+             kd > r.enqueue_end_ns && r.enqueue_end_ns > 0) {
+    // Untimed ProxyOps (ProxyOpsTimed) and no usable GPU timer: from the Coll's stop, when NCCL
+    // has posted its ProxyOps (ABI §6.2), to the proxy thread seeing its last channel done.
+    source = gpu::TimingSource::kProxyOp;
+    r.start_ns = r.enqueue_end_ns;
+    r.end_ns = kd;
   } else {
     source = gpu::TimingSource::kEnqueueOnly;
     r.start_ns = r.enqueue_start_ns;

@@ -5,6 +5,7 @@
 // by the hot path with atomics only (no locks, no allocation). "ABI §N": the topics listed in
 // collectors/nccl/profiler_abi.h.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -200,11 +201,16 @@ struct alignas(64) OpSlot {
   std::atomic<int64_t> offset_snapshot{kNone64};
   std::atomic<int64_t> proxy_start_min{kNone64};
   std::atomic<int64_t> proxy_end_max{0};
-  std::atomic<uint64_t> proxy_bytes{0};
+  // CPU time the proxy thread saw the last expected KernelCh stop (0: not yet): the completion
+  // signal of proxy_op timing where the ProxyOps are untimed and no GPU timer is usable.
+  std::atomic<int64_t> kernel_done_ns{0};
+  // Its ProxyOps' bytes and count in one word, one locked add per ProxyOp (AddProxySum): the
+  // bytes in the low kProxySumBytesBits (16 TiB; each op's bytes clamped to 1 TiB), the count
+  // above them (up to 2^20 ops per collective; more wrap the count, never the bytes).
+  std::atomic<uint64_t> proxy_sum{0};
   // PackShare(ShareOf(this op)) once a ProxyOp without step events stopped (proxy_bytes.h);
   // 0 until then. Set by whichever proxy thread gets there first (the same value).
   std::atomic<uint64_t> proxy_share{0};
-  std::atomic<uint32_t> proxy_ops{0};
   std::atomic<uint32_t> kernel_ch_done{0};
   // Changes at every step of an attached ProxyOp (a store, not a clock read, on the hot path);
   // the flush thread notes when it last saw it change (seen_*, flush thread only).
@@ -218,10 +224,26 @@ struct alignas(64) OpSlot {
   std::atomic<uint32_t> channel_list{kChannelListEmpty};
 };
 
+inline constexpr int kProxySumBytesBits = 44;
+inline constexpr uint64_t kProxySumBytesMask = (uint64_t{1} << kProxySumBytesBits) - 1;
+inline constexpr uint64_t kProxyOpBytesMax = (uint64_t{1} << 40) - 1;
+// Adds one ProxyOp of `bytes` to an OpSlot::proxy_sum.
+inline void AddProxySum(std::atomic<uint64_t>& sum, uint64_t bytes) {
+  sum.fetch_add((uint64_t{1} << kProxySumBytesBits) | std::min(bytes, kProxyOpBytesMax),
+                std::memory_order_relaxed);
+}
+inline uint64_t ProxySumBytes(uint64_t sum) { return sum & kProxySumBytesMask; }
+inline uint32_t ProxySumOps(uint64_t sum) {
+  return static_cast<uint32_t>(sum >> kProxySumBytesBits);
+}
+
 // Not cache-line aligned: one proxy thread writes them (the memory goes to the pool size).
 struct ProxyOpSlot {
   std::atomic<uint64_t> word{0};
   bool has_parent = false;
+  // Its start and stop read the clock (Plugin::ProxyOpsTimed): false at a mask whose KernelCh
+  // times the collective and that has no ProxyStep, where the record's times stay 0.
+  bool timed = true;
   uint32_t parent_index = 0;
   uint32_t parent_gen = 0;
   uint32_t ctx_index = UINT32_MAX;  // UINT32_MAX: foreign (PXN)

@@ -274,6 +274,9 @@ class Driver {
 // --one-thread: each collective's proxy events on the user thread right after its launch events
 // (no cross-core traffic between NCCL's two threads: the callbacks' own cost).
 bool g_one_thread = false;
+// The activation mask NCCL keeps per communicator and hands the plugin at init (ABI §3): the
+// plugin reads it back at each ProxyOp (Plugin::ProxyOpsTimed), so each row sets its own.
+int g_nccl_mask = 0;
 
 struct Row {
   double user_p50 = 0, proxy_p50 = 0;
@@ -296,6 +299,8 @@ Row RunRow(const nccl::ProfilerV5* t, void* ctx, const bench::Shape& s, int mask
   Counts counts;
   std::atomic<int> null_handles{0};
   const bool plugin = t == g_plugin;
+  // The mask the plugin reads back (its mask file would have set it; NCCL emits by it).
+  if (plugin) std::atomic_ref<int>(g_nccl_mask).store(mask, std::memory_order_relaxed);
   const uint64_t records_per_collective =
       bench::PlanProxyOps(s).size() + (s.algo == bench::Algo::kP2p ? 2 : 1);
   Driver user_side(t, ctx, s, mask), proxy_side(t, ctx, s, mask);
@@ -443,7 +448,7 @@ void LoadOtherPlugin(const char* path) {
     std::fprintf(stderr, "--compare-plugin: %s has no ncclProfiler_v5 table\n", path);
     std::exit(2);
   }
-  int mask = 0;
+  static int mask = 0;  // NCCL's comm keeps the mask the plugin writes: it outlives init
   if (g_other->init(&g_other_ctx, 0x5ea6, &mask, "shapes", bench::kNodes, bench::kRanks, 0,
                     nullptr) != 0) {
     std::fprintf(stderr, "--compare-plugin: %s: init failed\n", path);
@@ -461,10 +466,10 @@ void* InitPlugin(int mask, int64_t* init_ns) {
   o.mask_file = "";
   o.flush_period_ns = 1'000'000;
   nccl::SetOptionsForTesting(o);
-  int m = 0;
   void* ctx = nullptr;
   const int64_t t0 = Now();
-  if (kPlugin.init(&ctx, 0x5ea5, &m, "shapes", bench::kNodes, bench::kRanks, 0, nullptr) != 0) {
+  if (kPlugin.init(&ctx, 0x5ea5, &g_nccl_mask, "shapes", bench::kNodes, bench::kRanks, 0,
+                   nullptr) != 0) {
     std::fprintf(stderr, "plugin init failed\n");
     std::exit(1);
   }

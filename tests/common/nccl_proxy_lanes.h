@@ -89,6 +89,12 @@ struct Expected {
   uint64_t proxy_bytes = 0;
   int64_t proxy_start_lo = INT64_MAX, proxy_start_hi = INT64_MAX;
   int64_t proxy_end_lo = 0, proxy_end_hi = 0;
+  // Its attached ProxyOps were untimed (Plugin::ProxyOpsTimed): the proxy_op fallback then runs
+  // from the Coll's stop to the KernelCh stop that completed its channels, issued within
+  // [kernel_done_lo, kernel_done_hi] (0: no such stop reached the plugin).
+  bool proxy_untimed = false;
+  int kernel_stops = 0;
+  int64_t kernel_done_lo = 0, kernel_done_hi = 0;
   bool steps_emitted = false;
   bool kernel_after_proxy = false;  // this schedule ran every KernelCh after every ProxyOp stop
   bool child_before_stop = false;   // a child started before the Coll's stop
@@ -105,6 +111,7 @@ struct ExpectedProxyOp {
   uint64_t bytes = 0;
   int32_t chunk_size = 0;
   bool estimated = false;  // no ProxyStep events: bytes and steps from the descriptor
+  bool untimed = false;    // KernelCh times its collective and no ProxyStep: times 0
   std::string func;
   int64_t start_lo = 0, start_hi = 0, end_lo = 0, end_hi = 0;
 };
@@ -175,6 +182,9 @@ inline void LaneStartProxyOp(ProxyJob& j, size_t i) {
   o.x.start_lo = HarnessNowNs();
   o.handle = LaneStart(j, ctx, d);
   o.x.start_hi = HarnessNowNs();
+  // The plugin reads the mask NCCL posted this op under (the same int, ABI §3).
+  o.x.untimed = (j.mask & kEventKernelCh) != 0 && (j.mask & kEventProxyStep) == 0;
+  if (o.x.untimed) o.x.start_lo = o.x.start_hi = 0;
   EventStateArgs a{};
   j.table->record_event_state(o.handle, kStateProxyOpInProgress, &a);
   const bool live = j.context != nullptr && j.coll_handle != nullptr;
@@ -273,9 +283,9 @@ inline void LaneFinishProxyOp(ProxyJob& j, size_t i) {
     const ProxyWork& p = works[m];
     if (p.peer != works[i].peer || p.is_send != works[i].is_send) continue;
     ProxyJob::Op& o = j.ops[m];
-    o.x.end_lo = HarnessNowNs();
+    o.x.end_lo = o.x.untimed ? 0 : HarnessNowNs();
     j.table->stop_event(o.handle);
-    o.x.end_hi = HarnessNowNs();
+    o.x.end_hi = o.x.untimed ? 0 : HarnessNowNs();
     j.table->stop_event(o.handle);  // repeated stop: ignored
     // A state update after stop: must not add bytes.
     EventStateArgs a{};
@@ -283,7 +293,11 @@ inline void LaneFinishProxyOp(ProxyJob& j, size_t i) {
     j.table->record_event_state(
         o.last_step, p.is_send ? kStateProxyStepSendWait : kStateProxyStepRecvFlushWait, &a);
     if (!e.steps_emitted && o.handle != nullptr) ExpectEstimate(e, p, !p.pxn && live, o.x);
-    if (!p.pxn && live && o.handle != nullptr) {
+    if (!p.pxn && live && o.handle != nullptr && o.x.untimed) {
+      ++e.proxy_ops;
+      e.proxy_bytes += o.x.bytes;
+      e.proxy_untimed = true;
+    } else if (!p.pxn && live && o.handle != nullptr) {
       ++e.proxy_ops;
       e.proxy_bytes += o.x.bytes;
       e.proxy_start_lo = std::min(e.proxy_start_lo, o.x.start_lo);
@@ -332,7 +346,15 @@ inline void LaneKernelStop(ProxyJob& j, const KernelWork& k, KernelLane& kl) {
   EventStateArgs args{};
   args.kernel_ch.p_timer = static_cast<uint64_t>(gpu_end);
   j.table->record_event_state(kl.handle, kStateKernelChStop, &args);
+  const int64_t stop_lo = HarnessNowNs();
   j.table->stop_event(kl.handle);
+  // The stop that completes the collective's channels (each KernelCh one; the Coll announced
+  // one per KernelWork) is when the plugin sees its kernel done (Plugin::StopKernelCh).
+  if (kl.handle != nullptr &&
+      ++e.kernel_stops == static_cast<int>(std::max<size_t>(1, e.spec.kernels.size()))) {
+    e.kernel_done_lo = stop_lo;
+    e.kernel_done_hi = HarnessNowNs();
+  }
   if (k.timers == TimerKind::kValid && kl.handle != nullptr) {
     e.gpu_start_min = std::min(e.gpu_start_min, kl.gpu_start);
     e.gpu_end_max = std::max(e.gpu_end_max, gpu_end);

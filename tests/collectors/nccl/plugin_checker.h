@@ -140,7 +140,10 @@ class Checker {
           {r.comm_hash, gpu::FixedString(r.func), r.op_seq, r.channel, r.peer, r.is_send, r.pid});
       auto it = range.first == range.second ? proxy_by_key.end() : range.first;
       for (auto c = range.first; c != range.second; ++c) {
-        if (r.start_ns >= c->second->start_lo && r.start_ns <= c->second->start_hi) it = c;
+        const FakeNccl::ExpectedProxyOp& x = *c->second;
+        // Untimed ops (all at 0): of the equal keys, one with the record's counts.
+        const bool counts = !x.untimed || (r.steps == x.steps && r.bytes == x.bytes);
+        if (r.start_ns >= x.start_lo && r.start_ns <= x.start_hi && counts) it = c;
       }
       if (it == proxy_by_key.end()) {
         ADD_FAILURE() << "unexpected proxy op seq " << r.op_seq << " ch " << int(r.channel);
@@ -158,7 +161,8 @@ class Checker {
       EXPECT_GE(r.end_ns, x.end_lo);
       EXPECT_LE(r.end_ns, x.end_hi);
       EXPECT_EQ(r.chunk_size, x.chunk_size);
-      EXPECT_EQ(r.flags, x.estimated ? gpu::kProxyOpBytesEstimated : 0);
+      EXPECT_EQ(r.flags, (x.estimated ? gpu::kProxyOpBytesEstimated : 0) |
+                             (x.untimed ? gpu::kProxyOpUntimed : 0));
     }
     return matched;
   }
@@ -207,6 +211,23 @@ class Checker {
           << " kernels:" << e.kernel_log;
       EXPECT_GE(shift_start, FakeNccl::kEndLagNs);
       EXPECT_LT(shift_start, FakeNccl::kEndLagNs + max_report_lag_ns);
+    } else if (e.proxy_untimed &&
+               r.timing_source == static_cast<uint8_t>(gpu::TimingSource::kProxyOp)) {
+      // Untimed ProxyOps, no usable GPU timer: the Coll's stop to the kernel seen done.
+      ++proxy_timed;
+      EXPECT_EQ(r.start_ns, r.enqueue_end_ns);
+      EXPECT_GE(r.end_ns, e.kernel_done_lo);
+      EXPECT_LE(r.end_ns, e.kernel_done_hi);
+    } else if (e.proxy_untimed) {
+      // Due unless the kernel was seen done before the Coll's stop (a schedule NCCL allows, ABI
+      // §6.2) or never (a channel missing, a full pool).
+      ++enqueue_timed;
+      EXPECT_TRUE(e.kernel_done_hi == 0 || e.kernel_done_lo <= r.enqueue_end_ns)
+          << "kernel done at [" << e.kernel_done_lo << ", " << e.kernel_done_hi
+          << "], after the Coll's stop at " << r.enqueue_end_ns << ": proxy_op timing was due";
+      EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kEnqueueOnly));
+      EXPECT_EQ(r.start_ns, r.enqueue_start_ns);
+      EXPECT_EQ(r.end_ns, r.enqueue_end_ns);
     } else if (e.proxy_ops > 0) {
       ++proxy_timed;
       EXPECT_EQ(r.timing_source, static_cast<uint8_t>(gpu::TimingSource::kProxyOp));

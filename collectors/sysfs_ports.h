@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "collectors/common/bit_rate.h"
 #include "absl/strings/string_view.h"
 #include "collectors/port.h"
 
@@ -30,11 +31,8 @@ uint32_t ParseIbLanes(absl::string_view text);
 // Errors: InvalidArgument on non-numeric text.
 absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text);
 
-// Parses a line rate given by a user, in tc(8) style: a number followed by bit, kbit, mbit,
-// gbit or tbit (case-insensitive; "G"/"M"/"K"/"T" alone and "Gb/s" forms are accepted too),
-// or a bare number of bits per second. Returns bytes per second (decimal prefixes, /8).
-// Errors: InvalidArgument on anything else, or a zero or negative rate.
-absl::StatusOr<uint64_t> ParseBitRate(absl::string_view text);
+// ParseBitRate (a user's line rate, tc(8) style): collectors/common/bit_rate.h.
+using common::ParseBitRate;
 
 // The standard counter set of an RDMA port (counters/*), with widths from the IB PMA
 // PortCounters attribute (IBTA vol. 1 16.1.3.5; kernel drivers/infiniband/core/sysfs.c). Data

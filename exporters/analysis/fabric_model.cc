@@ -1,0 +1,290 @@
+#include "exporters/analysis/fabric_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope::exporters {
+
+FabricModel::FabricModel(std::shared_ptr<const FabricTopology> topology, FabricModelOptions options)
+    : topology_(topology ? std::move(topology) : std::make_shared<const FabricTopology>()),
+      options_(options) {}
+
+uint32_t FabricModel::NodeIdLocked(const std::string& node) {
+  // A node keeps its id when it is forgotten and comes back: bucket entries name nodes by id.
+  auto [it, fresh] = ids_.try_emplace(node, static_cast<uint32_t>(node_names_.size()));
+  if (fresh) node_names_.push_back(node);
+  return it->second;
+}
+
+FabricModel::Bucket& FabricModel::BucketLocked(int64_t unix_ns) {
+  const int64_t start = unix_ns - unix_ns % options_.bucket_ns;
+  if (buckets_.empty() || start > buckets_.back().start_unix_ns) {
+    buckets_.emplace_back().start_unix_ns = start;
+    while (buckets_.front().start_unix_ns + options_.bucket_ns + options_.horizon_ns <
+           buckets_.back().start_unix_ns) {
+      buckets_.pop_front();
+    }
+    return buckets_.back();
+  }
+  // A late batch (an agent catching up) goes to its bucket, or the nearest older one kept.
+  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
+    if (it->start_unix_ns <= start) return *it;
+  }
+  return buckets_.front();
+}
+
+void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w) {
+  for (const v1::Communicator& c : w.communicators()) {
+    const std::pair<uint64_t, int32_t> key{c.comm_hash(), c.rank()};
+    if (node_of_rank_.size() >= options_.max_comm_ranks && !node_of_rank_.contains(key)) break;
+    node_of_rank_[key] = n.id;
+    if (std::find(n.ranks.begin(), n.ranks.end(), key) == n.ranks.end() &&
+        n.ranks.size() < options_.max_rank_pairs_per_node) {
+      n.ranks.push_back(key);
+    }
+  }
+}
+
+void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket& b) {
+  const bool baseline = !n.seen_pairs;
+  n.seen_pairs = true;
+  if (n.totals.size() > options_.max_rank_pairs_per_node) n.totals.clear();
+  for (const v1::RankPairBytes& p : w.rank_pairs()) {
+    const auto key = std::make_tuple(p.comm_hash(), p.src_rank(), p.dst_rank());
+    auto [it, fresh] = n.totals.try_emplace(key, 0);
+    // A total that went down is an agent restart: all of it is new.
+    const uint64_t delta =
+        p.bytes_total() >= it->second ? p.bytes_total() - it->second : p.bytes_total();
+    it->second = p.bytes_total();
+    if (baseline || delta == 0) continue;
+    const auto dst = node_of_rank_.find({p.comm_hash(), p.dst_rank()});
+    if (dst == node_of_rank_.end()) {
+      b.unplaced += delta;
+      continue;
+    }
+    const PairKey k{p.comm_hash(), n.id, dst->second};
+    auto e = b.bytes.find(k);
+    if (e != b.bytes.end()) {
+      e->second += delta;
+    } else if (b.bytes.size() < options_.max_pairs_per_bucket) {
+      b.bytes.emplace(k, delta);
+    } else {
+      b.dropped += delta;
+    }
+  }
+}
+
+void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    // Distinct names bounded too: ids are never reused for another name.
+    if (nodes_.size() >= options_.max_nodes || node_names_.size() >= 4 * options_.max_nodes) {
+      return;
+    }
+    it = nodes_.emplace(node, NodeInfo{}).first;
+    it->second.id = NodeIdLocked(node);
+  }
+  NodeInfo& n = it->second;
+  if (batch.ports_size() > 0) {
+    n.neighbors.clear();
+    for (const v1::PortWindow& p : batch.ports()) {
+      if (p.has_neighbor() && n.neighbors.size() < 64) {
+        n.neighbors.emplace_back(p.neighbor().chassis_name(), p.neighbor().chassis_id());
+      }
+    }
+  }
+  if (!batch.has_gpu()) return;
+  TakeRanksLocked(n, batch.gpu());
+  Bucket& b = BucketLocked(batch.window_end_ns() + batch.unix_offset_ns());
+  TakePairsLocked(n, batch.gpu(), b);
+}
+
+void FabricModel::Forget(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  for (const auto& key : it->second.ranks) {
+    auto r = node_of_rank_.find(key);
+    if (r != node_of_rank_.end() && r->second == it->second.id) node_of_rank_.erase(r);
+  }
+  nodes_.erase(it);
+}
+
+std::vector<int> FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
+  const FabricTopology& t = *topology_;
+  for (const FabricLeaf& l : t.leaves) {
+    FabricSnapshot::Leaf out;
+    out.name = l.name;
+    out.source = "file";
+    out.uplink_bytes_per_second = l.uplink_bytes_per_second;
+    s->leaves.push_back(std::move(out));
+  }
+  std::map<std::string, int> lldp_leaves;  // LLDP-only leaves by chassis name
+  std::vector<int> leaf_of(node_names_.size(), -1);
+  // The file's nodes, also those that have not reported.
+  std::set<std::string> placed;
+  for (const auto& [name, n] : nodes_) {
+    int file_leaf = -1;
+    if (auto f = t.leaf_of_node.find(name); f != t.leaf_of_node.end()) {
+      file_leaf = static_cast<int>(f->second);
+    }
+    // The leaf most of its ports reach over LLDP (ties: the first port's).
+    std::map<int, int> votes;
+    std::vector<int> order;
+    std::string chassis_of_best;
+    std::map<int, std::string> chassis_of;
+    for (const auto& [chassis_name, chassis_id] : n.neighbors) {
+      int leaf = -1;
+      for (const std::string* c : {&chassis_name, &chassis_id}) {
+        if (auto f = t.leaf_of_chassis.find(*c); !c->empty() && f != t.leaf_of_chassis.end()) {
+          leaf = static_cast<int>(f->second);
+          break;
+        }
+      }
+      const std::string& label = chassis_name.empty() ? chassis_id : chassis_name;
+      if (leaf < 0 && !label.empty()) {
+        auto [it, fresh] = lldp_leaves.try_emplace(label, -1);
+        if (fresh && s->leaves.size() < kMaxLeaves) {
+          it->second = static_cast<int>(s->leaves.size());
+          FabricSnapshot::Leaf out;
+          out.name = label;
+          out.source = "lldp";
+          s->leaves.push_back(std::move(out));
+        }
+        leaf = it->second;
+      }
+      if (leaf < 0) continue;
+      if (votes[leaf]++ == 0) order.push_back(leaf);
+      chassis_of.emplace(leaf, label);
+    }
+    int lldp_leaf = -1;
+    for (int leaf : order) {
+      if (lldp_leaf < 0 || votes[leaf] > votes[lldp_leaf]) lldp_leaf = leaf;
+    }
+    if (order.size() > 1) s->multi_leaf_nodes.push_back(name);
+    if (lldp_leaf >= 0 && file_leaf >= 0 && lldp_leaf != file_leaf) {
+      s->disagreements.push_back(
+          {name, s->leaves[file_leaf].name, s->leaves[lldp_leaf].name, chassis_of[lldp_leaf]});
+    }
+    // What the cable says wins over the file (which may be stale); the difference is reported.
+    const int leaf = lldp_leaf >= 0 ? lldp_leaf : file_leaf;
+    leaf_of[n.id] = leaf;
+    if (leaf >= 0) s->leaves[leaf].nodes.push_back(name);
+    placed.insert(name);
+  }
+  for (const auto& [name, leaf] : t.leaf_of_node) {
+    if (!placed.contains(name)) s->leaves[leaf].nodes.push_back(name);
+  }
+  return leaf_of;
+}
+
+namespace {
+
+// Largest first, then by key; at most n kept.
+void KeepLargest(std::vector<FabricSnapshot::Local>* v, size_t n) {
+  std::sort(v->begin(), v->end(), [](const auto& a, const auto& b) {
+    if (a.total_bytes != b.total_bytes) return a.total_bytes > b.total_bytes;
+    return a.comm != b.comm ? a.comm < b.comm : a.job < b.job;
+  });
+  if (v->size() > n) v->resize(n);
+  for (auto& l : *v) {
+    l.ratio = static_cast<double>(l.local_bytes) / static_cast<double>(l.total_bytes);
+  }
+}
+
+}  // namespace
+
+FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
+                                     const std::map<uint64_t, std::string>& job_of_comm) const {
+  FabricSnapshot s;
+  absl::ReaderMutexLock lock(&mu_);
+  const std::vector<int> leaf_of = PlaceNodesLocked(&s);
+  const size_t nl = s.leaves.size();
+  s.leaf_bytes.assign(nl, std::vector<double>(nl, 0));
+  std::map<uint64_t, FabricSnapshot::Local> comms;
+  std::map<std::string, FabricSnapshot::Local> jobs;
+  const int64_t since = now_unix_ns - options_.horizon_ns;
+  int64_t first = now_unix_ns;
+  for (const Bucket& b : buckets_) {
+    if (b.start_unix_ns + options_.bucket_ns <= since) continue;
+    first = std::min(first, std::max(b.start_unix_ns, since));
+    s.unplaced_bytes += b.unplaced;
+    s.dropped_bytes += b.dropped;
+    for (const auto& [k, bytes] : b.bytes) {
+      const int src = k.src < leaf_of.size() ? leaf_of[k.src] : -1;
+      const int dst = k.dst < leaf_of.size() ? leaf_of[k.dst] : -1;
+      if (src < 0 || dst < 0) {
+        s.unplaced_bytes += bytes;
+        continue;
+      }
+      s.leaf_bytes[src][dst] += static_cast<double>(bytes);
+      const uint64_t local = src == dst ? bytes : 0;
+      FabricSnapshot::Local& c = comms[k.comm];
+      c.comm = k.comm;
+      c.local_bytes += local;
+      c.total_bytes += bytes;
+      if (auto j = job_of_comm.find(k.comm); j != job_of_comm.end() && !j->second.empty()) {
+        FabricSnapshot::Local& jl = jobs[j->second];
+        jl.job = j->second;
+        jl.local_bytes += local;
+        jl.total_bytes += bytes;
+      }
+    }
+  }
+  // At least one bucket's span: a model younger than that has no rate yet.
+  s.seconds = static_cast<double>(std::max(now_unix_ns - first, options_.bucket_ns)) / 1e9;
+  for (size_t i = 0; i < nl; ++i) {
+    FabricSnapshot::Leaf& l = s.leaves[i];
+    double out = 0, in = 0;
+    for (size_t j = 0; j < nl; ++j) {
+      if (j == i) continue;
+      out += s.leaf_bytes[i][j];
+      in += s.leaf_bytes[j][i];
+    }
+    l.egress_bytes_per_second = out / s.seconds;
+    l.ingress_bytes_per_second = in / s.seconds;
+    l.demand_ratio = l.uplink_bytes_per_second > 0
+                         ? std::max(l.egress_bytes_per_second, l.ingress_bytes_per_second) /
+                               l.uplink_bytes_per_second
+                         : std::numeric_limits<double>::quiet_NaN();
+    std::sort(l.nodes.begin(), l.nodes.end());
+  }
+  for (auto& [comm, l] : comms) s.comms.push_back(l);
+  for (auto& [job, l] : jobs) s.jobs.push_back(l);
+  KeepLargest(&s.comms, options_.max_series);
+  KeepLargest(&s.jobs, options_.max_series);
+  return s;
+}
+
+HeatmapModel LeavesHeatmap(const FabricSnapshot& s) {
+  HeatmapModel m;
+  m.title = absl::StrCat("NCCL traffic between leaves, last ", s.seconds, " s");
+  m.row_axis = "source leaf";
+  m.col_axis = "destination leaf";
+  m.value_label = "bytes per second";
+  for (const FabricSnapshot::Leaf& l : s.leaves) {
+    m.rows.push_back(l.name);
+    m.col_labels.push_back(l.name);
+  }
+  m.cols = s.leaves.size();
+  double peak = 0;
+  for (size_t i = 0; i < s.leaves.size(); ++i) {
+    for (size_t j = 0; j < s.leaves.size(); ++j) {
+      const double v = s.leaf_bytes[i][j] / s.seconds;
+      m.values.push_back(static_cast<float>(v));
+      peak = std::max(peak, v);
+    }
+  }
+  m.scale_max = peak > 0 ? peak : 1;
+  if (s.leaves.empty()) {
+    m.note = "no leaves: give --topology-file, or run lldpd on the nodes (exporters/README.md)";
+  }
+  return m;
+}
+
+}  // namespace fabricscope::exporters

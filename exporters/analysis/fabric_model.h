@@ -1,0 +1,141 @@
+#pragma once
+
+// The aggregator's fabric model: nodes -> leaves (from the topology file and the agents' LLDP
+// neighbours), each leaf's uplink capacity, and the NCCL traffic between them. From the
+// rank-pair bytes the agents already send (their proxy ops' peers, GpuWindow.rank_pairs) and
+// the ranks each node hosts (GpuWindow.communicators), it works out per window which bytes
+// stayed inside a leaf and which crossed its uplinks:
+//
+//   demand ratio of leaf L = max(bytes leaving L, bytes entering L) / seconds / uplink capacity
+//   local ratio of a communicator or job = bytes between ranks on one leaf / bytes it sent
+//
+// over the last `horizon` (10 s by default), rank pairs counted from the sender's side only.
+// exporters/README.md "Fabric model" documents what each figure means and its bounds.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "exporters/analysis/fabric_topology.h"
+#include "exporters/analysis/heatmap_model.h"
+#include "fabricscope/v1/telemetry.pb.h"
+
+namespace fabricscope::exporters {
+
+struct FabricModelOptions {
+  int64_t horizon_ns = 10'000'000'000;  // the span demand and local ratios are taken over
+  int64_t bucket_ns = 1'000'000'000;    // its time resolution
+  // (communicator, source node, destination node) entries one bucket holds; more are counted
+  // in FabricSnapshot::dropped_bytes.
+  size_t max_pairs_per_bucket = 65536;
+  size_t max_comm_ranks = 1 << 20;        // (communicator, rank) -> node entries
+  size_t max_rank_pairs_per_node = 8192;  // cumulative totals kept per node for deltas
+  size_t max_nodes = 16384;
+  size_t max_series = 64;  // communicators and jobs with a local-ratio series each, by bytes
+};
+
+struct FabricSnapshot {
+  double seconds = 0;  // the span the rates are over
+  struct Leaf {
+    std::string name;
+    std::string source;  // "file", "lldp" (a switch LLDP names that the file does not list)
+    std::vector<std::string> nodes;
+    double uplink_bytes_per_second = 0;  // 0 = not stated
+    double egress_bytes_per_second = 0;  // to nodes on other leaves
+    double ingress_bytes_per_second = 0;
+    double demand_ratio = 0;  // NaN when the capacity is not stated
+  };
+  std::vector<Leaf> leaves;  // by name
+  // leaf_bytes[i][j]: bytes from leaf i's nodes to leaf j's over `seconds`.
+  std::vector<std::vector<double>> leaf_bytes;
+  struct Local {
+    uint64_t comm = 0;  // scope comm; 0 for a job
+    std::string job;    // scope job; "" for a communicator
+    uint64_t local_bytes = 0, total_bytes = 0;
+    double ratio = 0;
+  };
+  std::vector<Local> comms;  // at most max_series, the most bytes first
+  std::vector<Local> jobs;
+  // A node the file puts under one leaf and whose ports LLDP finds cabled to another.
+  struct Disagreement {
+    std::string node, file_leaf, lldp_leaf, lldp_chassis;
+  };
+  std::vector<Disagreement> disagreements;
+  // Nodes whose ports LLDP finds on several leaves (rails); their leaf is the one most ports
+  // reach.
+  std::vector<std::string> multi_leaf_nodes;
+  uint64_t unplaced_bytes = 0;  // a rank or node whose leaf is unknown
+  uint64_t dropped_bytes = 0;   // over the bucket bound
+};
+
+// Thread-safe: one lock, held for a batch's rank pairs or a snapshot.
+class FabricModel {
+ public:
+  FabricModel(std::shared_ptr<const FabricTopology> topology, FabricModelOptions options);
+
+  // One batch of `node`: its ports' LLDP neighbours (PortWindow.neighbor), the ranks of its
+  // communicators, and its rank-pair totals, whose growth since its last batch is the window's
+  // traffic (the node's first batch only sets the baseline; a total that went down, an agent
+  // restart, counts whole). The batch's window end in Unix time places it in a bucket.
+  void OnBatch(const std::string& node, const v1::Batch& batch);
+  // Drops the node's neighbours, ranks and totals (node expiry).
+  void Forget(const std::string& node);
+  // The model over the buckets of the last horizon before now_unix_ns; job_of_comm names each
+  // communicator's job (the job table).
+  FabricSnapshot Snapshot(int64_t now_unix_ns,
+                          const std::map<uint64_t, std::string>& job_of_comm) const;
+
+  const FabricTopology& topology() const { return *topology_; }
+
+ private:
+  struct PairKey {
+    uint64_t comm;
+    uint32_t src, dst;  // node ids
+    friend bool operator==(const PairKey&, const PairKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const PairKey& k) {
+      return H::combine(std::move(h), k.comm, k.src, k.dst);
+    }
+  };
+  struct Bucket {
+    int64_t start_unix_ns = 0;
+    absl::flat_hash_map<PairKey, uint64_t> bytes;
+    uint64_t unplaced = 0, dropped = 0;
+  };
+  struct NodeInfo {
+    uint32_t id = 0;
+    bool seen_pairs = false;  // a batch with GPU data set the baseline
+    std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;
+    std::vector<std::pair<std::string, std::string>> neighbors;  // (chassis name, chassis id)
+    std::vector<std::pair<uint64_t, int32_t>> ranks;             // its (comm, rank)s
+  };
+  uint32_t NodeIdLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Bucket& BucketLocked(int64_t unix_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket& b)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // node id -> leaf index into *leaves (file leaves first, then LLDP-only ones), or -1.
+  std::vector<int> PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<const FabricTopology> topology_;
+  const FabricModelOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);  // every name seen, forgotten too
+  std::vector<std::string> node_names_ ABSL_GUARDED_BY(mu_);  // by id
+  std::map<std::pair<uint64_t, int32_t>, uint32_t> node_of_rank_ ABSL_GUARDED_BY(mu_);
+  std::deque<Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // oldest first
+};
+
+// The leaf x leaf traffic of a snapshot: rows the source leaf, columns the destination, values
+// bytes per second (exporters/heatmap renders it next to /heatmap/nodes).
+HeatmapModel LeavesHeatmap(const FabricSnapshot& s);
+
+}  // namespace fabricscope::exporters

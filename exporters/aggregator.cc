@@ -19,6 +19,7 @@ ClusterState::Options StateOptions(const AggregatorOptions& a) {
   o.cross_rank = a.collectives;
   o.cross_rank.max_rank_pairs_per_node = a.batch_limits.max_rank_pairs;
   o.max_nodes = a.max_nodes;
+  o.topology = a.topology;
   o.metrics = a.metrics == "full" ? common::MetricProfile::kFull : common::MetricProfile::kBasic;
   return o;
 }
@@ -243,6 +244,10 @@ absl::Status Aggregator::Start() {
 }
 
 absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
+  // The topology file is read again whatever else changed (LoadOptions read it).
+  state_.SetTopology(options.topology);
+  options_.topology_file = options.topology_file;
+  options_.topology = options.topology;
   if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen &&
       options.tls.cert == options_.tls.cert && options.tls.key == options_.tls.key &&
       options.tls.client_ca == options_.tls.client_ca) {

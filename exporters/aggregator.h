@@ -58,6 +58,10 @@ struct AggregatorOptions {
   // TLS and basic auth of the HTTP endpoints (collectors/common/web_config.h; --web-config,
   // `web_config:`); empty = plain HTTP, no auth. Re-read on SIGHUP (Reconfigure).
   std::string web_config;
+  // The fabric topology file (exporters/analysis/fabric_topology.h; --topology-file); empty =
+  // LLDP alone. `topology` is what LoadAggregatorTopology read from it (null when empty).
+  std::string topology_file;
+  std::shared_ptr<const FabricTopology> topology;
   // `limits:` in the config: what one agent may make the aggregator hold (exporters/ingest/
   // admission.h AdmissionLimits; max_nodes: ClusterState::Options).
   HelloLimits hello_limits;

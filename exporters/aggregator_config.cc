@@ -142,4 +142,13 @@ absl::Status CheckAggregatorSecurity(const AggregatorOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status LoadAggregatorTopology(AggregatorOptions* options) {
+  options->topology = nullptr;
+  if (options->topology_file.empty()) return absl::OkStatus();
+  absl::StatusOr<FabricTopology> t = LoadFabricTopology(options->topology_file);
+  if (!t.ok()) return t.status();
+  options->topology = std::make_shared<const FabricTopology>(*std::move(t));
+  return absl::OkStatus();
+}
+
 }  // namespace fabricscope::exporters

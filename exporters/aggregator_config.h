@@ -41,5 +41,8 @@ absl::Status CheckAggregatorPeers(const AggregatorOptions& options);
 // Errors: InvalidArgument naming the file or key (never a token), and for the last saying how
 // to make a token or a certificate.
 absl::Status CheckAggregatorSecurity(const AggregatorOptions& options);
+// Reads options->topology_file into options->topology (null when the name is empty). Errors:
+// LoadFabricTopology's, naming the file and the entry (exporters/analysis/fabric_topology.h).
+absl::Status LoadAggregatorTopology(AggregatorOptions* options);
 
 }  // namespace fabricscope::exporters

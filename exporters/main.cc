@@ -77,6 +77,7 @@ absl::StatusOr<AggregatorOptions> LoadOptions() {
   if (absl::Status s = fabricscope::exporters::ValidateAggregatorOptions(o); !s.ok()) return s;
   if (absl::Status s = fabricscope::exporters::CheckAggregatorPeers(o); !s.ok()) return s;
   if (absl::Status s = fabricscope::exporters::CheckAggregatorSecurity(o); !s.ok()) return s;
+  if (absl::Status s = fabricscope::exporters::LoadAggregatorTopology(&o); !s.ok()) return s;
   return o;
 }
 

@@ -10,8 +10,13 @@
 namespace fabricscope::exporters {
 
 FabricModel::FabricModel(std::shared_ptr<const FabricTopology> topology, FabricModelOptions options)
-    : topology_(topology ? std::move(topology) : std::make_shared<const FabricTopology>()),
-      options_(options) {}
+    : options_(options),
+      topology_(topology ? std::move(topology) : std::make_shared<const FabricTopology>()) {}
+
+void FabricModel::SetTopology(std::shared_ptr<const FabricTopology> topology) {
+  absl::MutexLock lock(&mu_);
+  topology_ = topology ? std::move(topology) : std::make_shared<const FabricTopology>();
+}
 
 uint32_t FabricModel::NodeIdLocked(const std::string& node) {
   // A node keeps its id when it is forgotten and comes back: bucket entries name nodes by id.
@@ -61,12 +66,7 @@ void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket& b
         p.bytes_total() >= it->second ? p.bytes_total() - it->second : p.bytes_total();
     it->second = p.bytes_total();
     if (baseline || delta == 0) continue;
-    const auto dst = node_of_rank_.find({p.comm_hash(), p.dst_rank()});
-    if (dst == node_of_rank_.end()) {
-      b.unplaced += delta;
-      continue;
-    }
-    const PairKey k{p.comm_hash(), n.id, dst->second};
+    const PairKey k{p.comm_hash(), n.id, p.dst_rank()};
     auto e = b.bytes.find(k);
     if (e != b.bytes.end()) {
       e->second += delta;
@@ -203,6 +203,10 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
                                      const std::map<uint64_t, std::string>& job_of_comm) const {
   FabricSnapshot s;
   absl::ReaderMutexLock lock(&mu_);
+  // The batches' own clock where it runs ahead of ours (agents and aggregator NTP-synced).
+  if (!buckets_.empty()) {
+    now_unix_ns = std::max(now_unix_ns, buckets_.back().start_unix_ns + options_.bucket_ns);
+  }
   const std::vector<int> leaf_of = PlaceNodesLocked(&s);
   const size_t nl = s.leaves.size();
   s.leaf_bytes.assign(nl, std::vector<double>(nl, 0));
@@ -213,11 +217,13 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
   for (const Bucket& b : buckets_) {
     if (b.start_unix_ns + options_.bucket_ns <= since) continue;
     first = std::min(first, std::max(b.start_unix_ns, since));
-    s.unplaced_bytes += b.unplaced;
     s.dropped_bytes += b.dropped;
     for (const auto& [k, bytes] : b.bytes) {
+      const auto dst_node = node_of_rank_.find({k.comm, k.dst_rank});
       const int src = k.src < leaf_of.size() ? leaf_of[k.src] : -1;
-      const int dst = k.dst < leaf_of.size() ? leaf_of[k.dst] : -1;
+      const int dst = dst_node != node_of_rank_.end() && dst_node->second < leaf_of.size()
+                          ? leaf_of[dst_node->second]
+                          : -1;
       if (src < 0 || dst < 0) {
         s.unplaced_bytes += bytes;
         continue;

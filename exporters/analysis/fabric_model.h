@@ -92,22 +92,26 @@ class FabricModel {
   FabricSnapshot Snapshot(int64_t now_unix_ns,
                           const std::map<uint64_t, std::string>& job_of_comm) const;
 
-  const FabricTopology& topology() const { return *topology_; }
+  // Replaces the topology (the file read again); null = LLDP alone.
+  void SetTopology(std::shared_ptr<const FabricTopology> topology);
 
  private:
+  // The destination stays a rank until a snapshot places it: a peer whose node has not yet
+  // reported its ranks is placed once it has.
   struct PairKey {
     uint64_t comm;
-    uint32_t src, dst;  // node ids
+    uint32_t src;  // node id
+    int32_t dst_rank;
     friend bool operator==(const PairKey&, const PairKey&) = default;
     template <typename H>
     friend H AbslHashValue(H h, const PairKey& k) {
-      return H::combine(std::move(h), k.comm, k.src, k.dst);
+      return H::combine(std::move(h), k.comm, k.src, k.dst_rank);
     }
   };
   struct Bucket {
     int64_t start_unix_ns = 0;
     absl::flat_hash_map<PairKey, uint64_t> bytes;
-    uint64_t unplaced = 0, dropped = 0;
+    uint64_t dropped = 0;
   };
   struct NodeInfo {
     uint32_t id = 0;
@@ -124,9 +128,9 @@ class FabricModel {
   // node id -> leaf index into *leaves (file leaves first, then LLDP-only ones), or -1.
   std::vector<int> PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  const std::shared_ptr<const FabricTopology> topology_;
   const FabricModelOptions options_;
   mutable absl::Mutex mu_;
+  std::shared_ptr<const FabricTopology> topology_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);  // every name seen, forgotten too
   std::vector<std::string> node_names_ ABSL_GUARDED_BY(mu_);  // by id

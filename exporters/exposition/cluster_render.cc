@@ -13,6 +13,7 @@
 #include "collectors/common/histogram_math.h"
 #include "collectors/counter_meaning.h"
 #include "exporters/exposition/cross_rank_render.h"
+#include "exporters/exposition/fabric_render.h"
 #include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
@@ -380,6 +381,7 @@ std::vector<MetricFamily> RenderClusterFamilies(const ClusterSnapshot& s) {
   CollectPeers(s.peers, peers);
   peers.DrainInto(&out);
   AddGpuFamilies(s.gpu, &out);
+  AddFabricFamilies(s.fabric, &out);
   // fabricscope_traffic_imbalance_ratio comes in two parts (links: rails, GPU: ranks).
   MergeFamiliesByName(&out);
   LabelCommunicatorJobs(s.gpu.jobs, &out);

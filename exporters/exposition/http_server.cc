@@ -16,6 +16,7 @@
 #include "exporters/exposition/cluster_json.h"
 #include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/cross_rank_http.h"
+#include "exporters/exposition/fabric_render.h"
 #include "exporters/exposition/exposition.h"
 #include "exporters/exposition/gpu_render.h"
 #include "exporters/exposition/history_http.h"
@@ -248,6 +249,7 @@ void HttpServer::RegisterDataRoutes() {
         },
         JobLookup{[state = state_](uint64_t comm) { return state->JobOfComm(comm); },
                   [state = state_](const std::string& job) { return state->CommsOfJob(job); }});
+    RegisterFabricRoutes(*server_, *state_, &pages);
     RegisterHeatmapIndex(*server_, std::move(pages));
     RegisterHistoryRoutes(*server_, *state_, history_);
   }

@@ -35,6 +35,7 @@ enum class MetricArea : uint8_t {
   kImbalance,  // LinkAnalysis (rails) and GpuState (ranks), merged by name
   kRemoteWrite,  // RemoteWriter
   kHistory,      // HistoryMetrics (exporters/exposition/history_metrics.h)
+  kFabric,       // FabricModel (exporters/analysis/fabric_model.h)
 };
 
 // "seconds", "bytes", "ratio", "bytes_per_second", "per_second"; "" for kNone.

@@ -122,6 +122,7 @@ std::vector<std::string> ClusterState::ExpireNodes(absl::Time now, absl::Duratio
     }
     links_.ForgetNode(node);
     cross_rank_.ForgetNode(node);
+    fabric_.Forget(node);
     if (observer_) observer_->OnNodeExpired(node, now);
     gone.push_back(node);
   }
@@ -214,6 +215,7 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
     acked = n.contiguous;
   }
   if (!batch.early()) {
+    fabric_.OnBatch(node, batch);
     std::vector<LinkRecording> requested;
     links_.OnBatch(node, batch, &requested);
     if (!requested.empty()) fetch_.Answer(node, std::move(requested));
@@ -467,7 +469,24 @@ ClusterSnapshot ClusterState::Snapshot() const {
   s.cross_rank = cross_rank_.Snapshot();
   DropUnownedComms(&s.cross_rank);
   s.peers = Peers();
+  s.fabric = fabric_.Snapshot(absl::ToUnixNanos(Now()), JobsOfComms(s.gpu.jobs));
   return s;
+}
+
+std::map<uint64_t, std::string> ClusterState::JobsOfComms(const std::vector<JobView>& jobs) {
+  std::map<uint64_t, std::string> out;
+  for (const JobView& j : jobs) {
+    for (uint64_t comm : j.comms) out.emplace(comm, j.job.id());
+  }
+  return out;
+}
+
+FabricSnapshot ClusterState::Fabric() const {
+  return fabric_.Snapshot(absl::ToUnixNanos(Now()), JobsOfComms(Jobs()));
+}
+
+void ClusterState::SetTopology(std::shared_ptr<const FabricTopology> topology) {
+  fabric_.SetTopology(std::move(topology));
 }
 
 std::vector<JobView> ClusterState::Jobs() const {

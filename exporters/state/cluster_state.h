@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/analysis/fabric_model.h"
 #include "exporters/analysis/link_analysis.h"
 #include "exporters/state/cluster_views.h"
 #include "exporters/state/gpu_state.h"
@@ -76,6 +77,8 @@ class ClusterState {
     common::MetricProfile metrics = common::MetricProfile::kBasic;
     // The job table's bound and expiry (exporters/state/job_table.h; jobs expire in ExpireNodes).
     JobTable::Options jobs;
+    // The fabric topology file's content (--topology-file); null = LLDP alone.
+    std::shared_ptr<const FabricTopology> topology;
     // The clock of last_seen (ExpireNodes); null = absl::Now. The soak benchmark simulates an
     // hour with it.
     std::function<absl::Time()> now;
@@ -83,7 +86,11 @@ class ClusterState {
   ClusterState() : ClusterState(Options{}) {}
   // links: the heat-map, temporal and loss-pattern analysis (exporters/analysis/link_analysis.h).
   explicit ClusterState(Options options, LinkAnalysisOptions links = {})
-      : options_(options), links_(links), cross_rank_(options.cross_rank), jobs_(options.jobs) {}
+      : options_(options),
+        links_(links),
+        cross_rank_(options.cross_rank),
+        fabric_(options.topology, FabricModelOptions{.max_nodes = options.max_nodes}),
+        jobs_(options.jobs) {}
 
   // Registers an agent instance. A new instance_id for a known node replaces the old instance's
   // ports; the same instance (reconnect) keeps its progress. The stored mark moves up to
@@ -201,6 +208,11 @@ class ClusterState {
   RecordingFetch& recording_fetch() const { return fetch_; }
   // Cross-rank matching of the collective analyses (exporters/analysis/cross_rank.h).
   const CrossRankAnalysis& cross_rank() const { return cross_rank_; }
+  // The fabric model now, each communicator's job from the job table (/heatmap/leaves,
+  // /api/fabric; Snapshot() has it too).
+  FabricSnapshot Fabric() const;
+  // A topology file read again (SIGHUP); null = LLDP alone.
+  void SetTopology(std::shared_ptr<const FabricTopology> topology);
   // CrossRankAnalysis::Diagnoses of the communicators this aggregator owns (sharded: another
   // peer's, kept from before a peer-list change, left out).
   std::vector<CommDiagnosis> OwnedDiagnoses() const;
@@ -292,6 +304,8 @@ class ClusterState {
   // Sets each record's `jobs` from the job table: its communicator's job and its sharers', at
   // most kMaxForwardedJobs communicators (cluster_state_peers.cc).
   void AttachJobs(std::vector<v1::ForwardedAnalysis>* records) const;
+  // communicator -> its job's id, from the job table's views.
+  static std::map<uint64_t, std::string> JobsOfComms(const std::vector<JobView>& jobs);
   // A node's batches that will never arrive: counted for the node's instance and in all.
   void CountLost(NodeState& n, uint64_t batches) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     lost_batches_total_ += batches;
@@ -309,6 +323,7 @@ class ClusterState {
   // (exporters/ingest/telemetry_service.h): stripe -> fetch -> registry -> reactor.
   mutable RecordingFetch fetch_;
   CrossRankAnalysis cross_rank_;  // thread-safe on its own; same lock order
+  FabricModel fabric_;            // thread-safe on its own; same lock order
   mutable absl::Mutex gpu_mu_;
   GpuState gpu_ ABSL_GUARDED_BY(gpu_mu_);
   JobTable jobs_ ABSL_GUARDED_BY(gpu_mu_);

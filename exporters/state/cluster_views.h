@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "collectors/common/metric_profile.h"
 #include "exporters/analysis/cross_rank.h"
+#include "exporters/analysis/fabric_model.h"
 #include "exporters/analysis/link_analysis.h"
 #include "exporters/shard/forwarder.h"
 #include "exporters/state/gpu_views.h"
@@ -95,6 +96,7 @@ struct ClusterSnapshot {
   // series come from its owner only.
   CrossRankSnapshot cross_rank;
   PeerCounters peers;
+  FabricSnapshot fabric;  // leaves, their uplink demand, leaf-local shares (fabric_model.h)
 };
 
 }  // namespace fabricscope::exporters

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "exporters/exposition/cluster_render.h"
 #include "exporters/exposition/cross_rank_render.h"
+#include "exporters/exposition/fabric_render.h"
 #include "exporters/exposition/link_render.h"
 #include "exporters/exposition/metric_util.h"
 #include "exporters/state/cluster_state.h"
@@ -429,8 +430,9 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
   // Each family comes from the area the catalog declares: the link and cross-rank analyses'
   // own Collect render only theirs, and ClusterState adds only port, GPU (with the ranks'
   // imbalance) and peer families.
-  std::vector<prometheus::MetricFamily> links, cross_rank;
+  std::vector<prometheus::MetricFamily> links, cross_rank, fabric;
   AddLinkFamilies(s.links().Snapshot(), &links);
+  AddFabricFamilies(s.Fabric(), &fabric);
   AddCrossRankFamilies(s.cross_rank().Snapshot(), &cross_rank);
   ASSERT_FALSE(links.empty());
   ASSERT_FALSE(cross_rank.empty());
@@ -446,6 +448,10 @@ TEST(MetricCatalog, EveryLabelARichNodeRendersIsDeclared) {
   }
   for (const auto& f : cross_rank) {
     expect_area(f, {MetricArea::kCrossRank, MetricArea::kDiagnosis});
+    from_modules.insert(f.name);
+  }
+  for (const auto& f : fabric) {
+    expect_area(f, {MetricArea::kFabric});
     from_modules.insert(f.name);
   }
   size_t own = 0;

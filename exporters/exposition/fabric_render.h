@@ -1,0 +1,39 @@
+#pragma once
+
+// What the fabric model (exporters/analysis/fabric_model.h) shows: its Prometheus families,
+// /api/fabric's JSON, and the /heatmap/leaves route.
+
+#include <string>
+#include <vector>
+
+#include "exporters/analysis/fabric_model.h"
+#include "exporters/exposition/link_http.h"
+#include "prometheus/metric_family.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace fabricscope::exporters {
+
+class ClusterState;
+
+// fabricscope_leaf_uplink_demand_ratio{leaf} (leaves with a capacity),
+// fabricscope_leaf_uplink_bytes_per_second{leaf,direction},
+// fabricscope_traffic_local_ratio{scope="leaf",comm} and {scope="leaf",job_id},
+// fabricscope_topology_disagreements. Series: at most 3 per leaf (1,024 leaves), 64
+// communicators and 64 jobs, and one.
+void AddFabricFamilies(const FabricSnapshot& s, std::vector<prometheus::MetricFamily>* out);
+
+// {"seconds":..,"leaves":[{"name","source","nodes":[..],"uplink_bytes_per_second",
+// "egress_bytes_per_second","ingress_bytes_per_second","demand_ratio"}],"local":[{"scope",
+// "comm"|"job","local_bytes","total_bytes","ratio"}],"disagreements":[{"node","file_leaf",
+// "lldp_leaf","lldp_chassis"}],"multi_leaf_nodes":[..],"unplaced_bytes","dropped_bytes"}
+std::string FabricJson(const FabricSnapshot& s);
+
+// /heatmap/leaves (leaf x leaf NCCL bytes per second over the last 10 s; format=svg|json) and
+// /api/fabric. `state` must outlive the server.
+void RegisterFabricRoutes(httplib::Server& server, const ClusterState& state,
+                          std::vector<HeatmapPage>* pages);
+
+}  // namespace fabricscope::exporters

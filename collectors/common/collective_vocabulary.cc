@@ -21,6 +21,9 @@ absl::Span<const CollectiveCauseInfo> CollectiveCauses() {
       {v1::COLLECTIVE_CAUSE_UNKNOWN, "unknown", true, false, "no port sample covered it"},
       {v1::COLLECTIVE_CAUSE_COMPUTE_STRAGGLER, "compute_straggler", false, true,
        "one rank arrived late and the others waited for it with idle links"},
+      {v1::COLLECTIVE_CAUSE_FABRIC_OVERSUBSCRIBED, "fabric_oversubscribed", false, true,
+       "a leaf's uplinks to the spines carried its cross-leaf traffic at (near) their capacity "
+       "while its ranks' host ports stayed below saturation"},
   };
   return kCauses;
 }

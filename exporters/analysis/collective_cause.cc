@@ -1,8 +1,10 @@
 #include "exporters/analysis/collective_cause.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 
 namespace fabricscope::exporters {
@@ -69,6 +71,13 @@ double CauseClassifier::Classify(CollectiveInstance& d, const InstanceTimes& t,
     d.bottleneck = b;
     d.evidence = std::string(d.ranks[static_cast<size_t>(b)].detail());
     w = lossy >= 0 ? 1 : std::min(1.0, d.ranks[static_cast<size_t>(b)].saturated_ratio);
+  } else if (const FabricVerdict fv = LeafUplinks(d, ip.transfer_ns);
+             fv.bottleneck >= 0 && persistent.index < 0) {
+    d.cause = v1::COLLECTIVE_CAUSE_FABRIC_OVERSUBSCRIBED;
+    d.rule = EvidenceRule::kLeafUplinks;
+    d.bottleneck = fv.bottleneck;
+    d.evidence = fv.evidence;
+    w = std::min(1.0, fv.ratio);
   } else if (pv.rule != EvidenceRule::kNone && persistent.index < 0) {
     d.cause = pv.rule == EvidenceRule::kFabricLoss ? v1::COLLECTIVE_CAUSE_NETWORK_LOSSY
                                                    : v1::COLLECTIVE_CAUSE_NETWORK_SATURATED;
@@ -101,6 +110,58 @@ double CauseClassifier::Classify(CollectiveInstance& d, const InstanceTimes& t,
   }
   Record(d, t.last_end, diagnosis);
   return w;
+}
+
+CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInstance& d,
+                                                            int64_t transfer_ns) const {
+  FabricVerdict v;
+  if (!options_.fabric || transfer_ns <= 0 || d.ranks.empty()) return v;
+  const std::shared_ptr<const FabricPlacement> p = options_.fabric();
+  if (!p || p->leaves.empty()) return v;
+  absl::flat_hash_map<int32_t, int> leaf_of_rank;
+  for (const RankEntry& r : d.ranks) leaf_of_rank[r.rank] = p->LeafOf(r.node.str());
+  const size_t nl = p->leaves.size();
+  std::vector<double> out(nl, 0), in(nl, 0), rank_out(d.ranks.size(), 0);
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    const RankEntry& r = d.ranks[i];
+    const int src = leaf_of_rank[r.rank];
+    const int known = (r.send_peers[0] >= 0) + (r.send_peers[1] >= 0);
+    if (src < 0 || known == 0 || !(r.bus_bytes > 0)) continue;
+    for (int32_t peer : r.send_peers) {
+      const auto it = peer >= 0 ? leaf_of_rank.find(peer) : leaf_of_rank.end();
+      if (it == leaf_of_rank.end() || it->second < 0 || it->second == src) continue;
+      const double b = r.bus_bytes / known;
+      out[static_cast<size_t>(src)] += b;
+      in[static_cast<size_t>(it->second)] += b;
+      rank_out[i] += b;
+    }
+  }
+  const double seconds = static_cast<double>(transfer_ns) / 1e9;
+  int leaf = -1;
+  for (size_t l = 0; l < nl; ++l) {
+    const double cap = p->leaves[l].uplink_bytes_per_second;
+    if (!(cap > 0)) continue;
+    const double ratio = std::max(out[l], in[l]) / seconds / cap;
+    if (ratio >= options_.fabric_oversubscribed_ratio && ratio > v.ratio) {
+      v.ratio = ratio;
+      leaf = static_cast<int>(l);
+    }
+  }
+  if (leaf < 0) return v;
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    if (leaf_of_rank[d.ranks[i].rank] != leaf) continue;
+    if (v.bottleneck < 0 || rank_out[i] > rank_out[static_cast<size_t>(v.bottleneck)]) {
+      v.bottleneck = static_cast<int>(i);
+    }
+  }
+  const FabricPlacement::Leaf& l = p->leaves[static_cast<size_t>(leaf)];
+  const double rate =
+      std::max(out[static_cast<size_t>(leaf)], in[static_cast<size_t>(leaf)]) / seconds;
+  v.evidence = absl::StrFormat(
+      "leaf %s's uplinks carried %.3g Gb/s of its cross-leaf traffic over %.3g ms, %.0f%% of "
+      "their %.3g Gb/s, while no rank's host port was saturated",
+      l.name, rate * 8 / 1e9, seconds * 1e3, 100 * v.ratio, l.uplink_bytes_per_second * 8 / 1e9);
+  return v;
 }
 
 void CauseClassifier::Record(const CollectiveInstance& d, int64_t last_end, Diagnosis& diagnosis) {

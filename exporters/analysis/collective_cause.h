@@ -42,6 +42,18 @@ class CauseClassifier {
   // points at); transfer time from the last rank's start to the last end.
   static InstancePath PathOf(const CollectiveInstance& d, const InstanceTimes& t,
                              absl::InlinedVector<const RankPath*, 16>* paths);
+  // fabric_oversubscribed: each placed rank's bus bytes (what a ring rank sends: nccl-tests'
+  // S x its busBw factor) split evenly over its top send peers; a share whose peer is on another
+  // leaf crosses both leaves' uplinks. The leaf whose crossing bytes, the larger direction, over
+  // the transfer time reach options_.fabric_oversubscribed_ratio of its uplink capacity (the
+  // highest such share) names the cause; its bottleneck is the leaf's rank that sent the most
+  // across (ties: the lowest rank). bottleneck -1: no such leaf, or no placement.
+  struct FabricVerdict {
+    int bottleneck = -1;
+    double ratio = 0;
+    std::string evidence;
+  };
+  FabricVerdict LeafUplinks(const CollectiveInstance& d, int64_t transfer_ns) const;
   // The outcome of d into `diagnosis`.
   static void Record(const CollectiveInstance& d, int64_t last_end, Diagnosis& diagnosis);
 

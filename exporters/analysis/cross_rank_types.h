@@ -17,6 +17,7 @@
 #include "collectors/common/collective_vocabulary.h"
 #include "exporters/analysis/diagnosis.h"
 #include "exporters/analysis/fabric_loss.h"
+#include "exporters/analysis/fabric_placement.h"
 #include "exporters/analysis/names.h"
 #include "exporters/analysis/path_evidence.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -65,6 +66,13 @@ struct CrossRankOptions {
   // an analysis naming a new one beyond it is dropped and counted
   // (fabricscope_collective_analyses_dropped_total). About 100 bytes a name.
   size_t max_names = 1 << 18;
+  // fabric_oversubscribed: with no rank's host port saturated or lossy, a leaf whose uplinks
+  // carried at least this share of their capacity of the instance's own cross-leaf traffic
+  // over its transfer time (collective_cause.h FabricRule).
+  double fabric_oversubscribed_ratio = 0.8;
+  // Each node's leaf and each leaf's uplink capacity (ClusterState sets it to its fabric
+  // model's placement); unset or empty: the rule never fires.
+  FabricPlacementSource fabric;
 };
 
 // What CrossRankAnalysis::Snapshot reads: plain values, no lock held.

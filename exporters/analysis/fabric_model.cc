@@ -16,6 +16,23 @@ FabricModel::FabricModel(std::shared_ptr<const FabricTopology> topology, FabricM
 void FabricModel::SetTopology(std::shared_ptr<const FabricTopology> topology) {
   absl::MutexLock lock(&mu_);
   topology_ = topology ? std::move(topology) : std::make_shared<const FabricTopology>();
+  placement_ = nullptr;
+}
+
+std::shared_ptr<const FabricPlacement> FabricModel::Placement() const {
+  absl::MutexLock lock(&mu_);
+  if (placement_) return placement_;
+  FabricSnapshot s;
+  PlaceNodesLocked(&s);
+  auto p = std::make_shared<FabricPlacement>();
+  for (const FabricSnapshot::Leaf& l : s.leaves) {
+    p->leaves.push_back({l.name, l.uplink_bytes_per_second});
+  }
+  for (size_t i = 0; i < s.leaves.size(); ++i) {
+    for (const std::string& node : s.leaves[i].nodes) p->leaf_of_node[node] = static_cast<int>(i);
+  }
+  placement_ = std::move(p);
+  return placement_;
 }
 
 uint32_t FabricModel::NodeIdLocked(const std::string& node) {
@@ -88,14 +105,19 @@ void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch) {
     }
     it = nodes_.emplace(node, NodeInfo{}).first;
     it->second.id = NodeIdLocked(node);
+    placement_ = nullptr;
   }
   NodeInfo& n = it->second;
   if (batch.ports_size() > 0) {
-    n.neighbors.clear();
+    std::vector<std::pair<std::string, std::string>> neighbors;
     for (const v1::PortWindow& p : batch.ports()) {
-      if (p.has_neighbor() && n.neighbors.size() < 64) {
-        n.neighbors.emplace_back(p.neighbor().chassis_name(), p.neighbor().chassis_id());
+      if (p.has_neighbor() && neighbors.size() < 64) {
+        neighbors.emplace_back(p.neighbor().chassis_name(), p.neighbor().chassis_id());
       }
+    }
+    if (neighbors != n.neighbors) {
+      n.neighbors = std::move(neighbors);
+      placement_ = nullptr;
     }
   }
   if (!batch.has_gpu()) return;
@@ -113,6 +135,7 @@ void FabricModel::Forget(const std::string& node) {
     if (r != node_of_rank_.end() && r->second == it->second.id) node_of_rank_.erase(r);
   }
   nodes_.erase(it);
+  placement_ = nullptr;
 }
 
 std::vector<int> FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "exporters/analysis/fabric_placement.h"
 #include "exporters/analysis/fabric_topology.h"
 #include "exporters/analysis/heatmap_model.h"
 #include "fabricscope/v1/telemetry.pb.h"
@@ -92,6 +93,10 @@ class FabricModel {
   FabricSnapshot Snapshot(int64_t now_unix_ns,
                           const std::map<uint64_t, std::string>& job_of_comm) const;
 
+  // Each node's leaf and each leaf's capacity, as Snapshot places them; rebuilt only after a
+  // node's neighbours, the nodes or the topology changed (the cross-rank rules ask for it once
+  // per collective instance).
+  std::shared_ptr<const FabricPlacement> Placement() const;
   // Replaces the topology (the file read again); null = LLDP alone.
   void SetTopology(std::shared_ptr<const FabricTopology> topology);
 
@@ -135,7 +140,8 @@ class FabricModel {
   std::map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);  // every name seen, forgotten too
   std::vector<std::string> node_names_ ABSL_GUARDED_BY(mu_);  // by id
   std::map<std::pair<uint64_t, int32_t>, uint32_t> node_of_rank_ ABSL_GUARDED_BY(mu_);
-  std::deque<Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // oldest first
+  std::deque<Bucket> buckets_ ABSL_GUARDED_BY(mu_);                                // oldest first
+  mutable std::shared_ptr<const FabricPlacement> placement_ ABSL_GUARDED_BY(mu_);  // null: stale
 };
 
 // The leaf x leaf traffic of a snapshot: rows the source leaf, columns the destination, values

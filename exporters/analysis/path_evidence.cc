@@ -43,6 +43,8 @@ const char* EvidenceRuleName(EvidenceRule r) {
       return "shared_flow";
     case EvidenceRule::kSlowLink:
       return "slow_link";
+    case EvidenceRule::kLeafUplinks:
+      return "leaf_uplinks";
     case EvidenceRule::kNone:
       break;
   }

@@ -108,8 +108,10 @@ enum class EvidenceRule : uint8_t {
   kFabricLoss,
   kSharedFlow,
   kSlowLink,
+  kLeafUplinks,  // the fabric_oversubscribed rule (collective_cause.h), not PathEvidence's
 };
-// "", "rank_analysis", "arrival_order", "fabric_loss", "shared_flow", "slow_link".
+// "", "rank_analysis", "arrival_order", "fabric_loss", "shared_flow", "slow_link",
+// "leaf_uplinks".
 const char* EvidenceRuleName(EvidenceRule r);
 
 // Another communicator's network bytes on a rank's node while the rank's collective ran

@@ -88,7 +88,7 @@ class ClusterState {
   explicit ClusterState(Options options, LinkAnalysisOptions links = {})
       : options_(options),
         links_(links),
-        cross_rank_(options.cross_rank),
+        cross_rank_(WithFabric(options.cross_rank)),
         fabric_(options.topology, FabricModelOptions{.max_nodes = options.max_nodes}),
         jobs_(options.jobs) {}
 
@@ -304,6 +304,12 @@ class ClusterState {
   // Sets each record's `jobs` from the job table: its communicator's job and its sharers', at
   // most kMaxForwardedJobs communicators (cluster_state_peers.cc).
   void AttachJobs(std::vector<v1::ForwardedAnalysis>* records) const;
+  // The cross-rank options with the fabric model's placement as their leaf source (the
+  // fabric_oversubscribed rule); it is asked only after construction.
+  CrossRankOptions WithFabric(CrossRankOptions o) {
+    o.fabric = [this] { return fabric_.Placement(); };
+    return o;
+  }
   // communicator -> its job's id, from the job table's views.
   static std::map<uint64_t, std::string> JobsOfComms(const std::vector<JobView>& jobs);
   // A node's batches that will never arrive: counted for the node's instance and in all.

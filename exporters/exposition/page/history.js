@@ -10,7 +10,7 @@ const HISTORY_REFRESH_MS = 10000;
 const HISTORY_PAGE = 2000;
 const HISTORY_PAGES = 5;  // at most 10,000 instances drawn
 const HISTORY_CAUSES = ['compute_straggler', 'network_saturated', 'network_lossy',
-  'waiting_on_peers', 'unknown'];
+  'fabric_oversubscribed', 'waiting_on_peers', 'unknown'];
 
 async function fetchHistory(from, job) {
   const events = [];

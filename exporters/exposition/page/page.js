@@ -1,10 +1,10 @@
 // fabricscope live page: plain JavaScript and SVG, no library. Once a second it reads the JSON
 // endpoints of the server that served it (/api/status, /heatmap/links?format=json,
-// /api/microbursts, /api/jobs, /api/diagnosis, /api/collectives/slow, /api/loss_patterns,
-// /api/ports) and redraws the sections #status, #links-heatmap, #microbursts, #jobs,
-// #diagnosis, #slow-collectives and #loss. The job selector (#job) adds ?job= to the diagnosis
-// and the slowest collectives. Strings from the
-// server only ever go into textContent or attributes, never into markup.
+// /api/microbursts, /api/jobs, /api/diagnosis, /api/fabric, /api/collectives/slow,
+// /api/loss_patterns, /api/ports) and redraws the sections #status, #links-heatmap,
+// #microbursts, #jobs, #diagnosis, #leaves, #slow-collectives and #loss. The job selector (#job)
+// adds ?job= to the diagnosis and the slowest collectives (and picks the job in #leaves). Strings
+// from the server only ever go into textContent or attributes, never into markup.
 'use strict';
 
 const REFRESH_MS = 1000;
@@ -338,6 +338,22 @@ function renderDiagnosis(j) {
   fillTable($('#diagnosis'), rows.slice(0, TOP_ROWS));
 }
 
+// Bytes/s as bits/s: "7.2 Gb/s"; "–" unknown or 0 (no capacity stated).
+function fmtBits(v) {
+  if (!(v > 0)) return '–';
+  return v * 8 >= 1e12 ? (v * 8 / 1e12).toPrecision(3) + ' Tb/s' : fmtNum(v * 8) + 'b/s';
+}
+// #leaves: each leaf's uplink traffic against its capacity, and each job's leaf-local share.
+function renderLeaves(f) {
+  fillTable($('#leaves'), (f.leaves || []).map((l) => row([l.name, l.source,
+    [l.nodes.length, 'num'], [fmtBits(l.uplink_bytes_per_second), 'num'],
+    [fmtBits(l.egress_bytes_per_second), 'num'], [fmtBits(l.ingress_bytes_per_second), 'num'],
+    [fmtRatio(l.demand_ratio), l.demand_ratio >= 0.8 ? 'num cause-fabric_oversubscribed' : 'num']])));
+  const jobs = (f.local || []).filter((x) => x.job && (!state.job || x.job === state.job));
+  $('#leaves-local').textContent = jobs.length ? 'leaf-local share of each job\'s traffic: ' +
+    jobs.map((x) => `${jobLabel(x.job)} ${fmtRatio(x.ratio)}`).join(', ') : '';
+}
+
 // /api/timeline of a communicator from 2 s before `start` to 2 s after its end (Unix seconds).
 function timelineHref(comm, start, duration) {
   const from = start - 2, to = start + (isFinite(duration) ? duration : 0) + 2;
@@ -518,6 +534,7 @@ async function refresh() {
     [`/heatmap/links?format=json&seconds=${HEATMAP_SECONDS}&bucket=${HEATMAP_BUCKET}${q}${dir}`,
       renderHeatmap],
     ['/api/microbursts?limit=' + TOP_ROWS, renderMicrobursts],
+    ['/api/fabric', renderLeaves],
   ];
   if (commless) {
     renderDiagnosis({});

@@ -244,10 +244,6 @@ absl::Status Aggregator::Start() {
 }
 
 absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
-  // The topology file is read again whatever else changed (LoadOptions read it).
-  state_.SetTopology(options.topology);
-  options_.topology_file = options.topology_file;
-  options_.topology = options.topology;
   if (options.grpc_listen == options_.grpc_listen && options.http_listen == options_.http_listen &&
       options.tls.cert == options_.tls.cert && options.tls.key == options_.tls.key &&
       options.tls.client_ca == options_.tls.client_ca) {
@@ -279,8 +275,10 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
         return s;
       }
     }
-    // Only once nothing can fail any more: a failed reload changes nothing.
+    // Only once nothing can fail any more: a failed reload changes nothing. The topology file
+    // was read again by LoadOptions.
     if (grpc_) grpc_->SetTokens(*std::move(tokens));
+    state_.SetTopology(options.topology);
     options_ = std::move(options);
     return absl::OkStatus();
   }
@@ -288,7 +286,10 @@ absl::Status Aggregator::Reconfigure(AggregatorOptions options) {
   Stop();
   options_ = std::move(options);
   absl::Status s = Start();
-  if (s.ok()) return s;
+  if (s.ok()) {
+    state_.SetTopology(options_.topology);
+    return s;
+  }
   Stop();
   options_ = std::move(old);
   if (absl::Status back = Start(); !back.ok()) return back;

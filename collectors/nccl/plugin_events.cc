@@ -97,7 +97,9 @@ void* Plugin::StartOp(void* context, const EventDescrV5& d, bool p2p) {
   }
   // NCCL creates one KernelCh per channel when the bit is set (src/enqueue.cc
   // addProfilerProxyOpIfNeeded, channelLo..channelHi).
-  s.expect_kernel_ch = (CurrentMask() & kEventKernelCh) != 0 && s.nchannels > 0 ? 1 : 0;
+  const int mask = CurrentMask();
+  s.expect_kernel_ch = (mask & kEventKernelCh) != 0 && s.nchannels > 0 ? 1 : 0;
+  s.proxy_timed = ProxyOpsTimed(mask) ? 1 : 0;
   s.word.store(GenWord(gen) | 1, std::memory_order_release);
   return MakeHandle(kKindOp, gen, index);
 }
@@ -133,12 +135,6 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
   ProxyOpRecord& r = s.record;
   r = ProxyOpRecord{};
   r.op_seq = UINT64_MAX;
-  s.timed = ProxyOpsTimed(CurrentMask());
-  if (s.timed) {
-    r.start_ns = MonotonicNowNs();
-  } else {
-    r.flags = gpu::kProxyOpUntimed;
-  }
   r.rank = foreign ? d.rank : ctx->rank;
   r.peer = d.proxy_op.peer;
   r.steps = 0;
@@ -164,9 +160,20 @@ void* Plugin::StartProxyOp(void* context, const EventDescrV5& d) {
         r.kind =
             static_cast<uint8_t>(op.kind == kOpP2p ? gpu::OpKind::kP2p : gpu::OpKind::kCollective);
         CopyFixed(r.func, op.func);
-        if (s.timed) op.last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
+        s.timed = op.proxy_timed != 0;
       }
     }
+  }
+  // Timed as the mask its collective started under says (OpSlot::proxy_timed: its KernelCh
+  // come by that mask too); without one (PXN, a closed collective) as the mask now says.
+  if (!s.has_parent) s.timed = ProxyOpsTimed(CurrentMask());
+  if (s.timed) {
+    r.start_ns = MonotonicNowNs();
+    if (s.has_parent) {
+      ops_[s.parent_index].last_activity_ns.store(r.start_ns, std::memory_order_relaxed);
+    }
+  } else {
+    r.flags = gpu::kProxyOpUntimed;
   }
   s.bytes.store(0, std::memory_order_relaxed);
   s.steps.store(0, std::memory_order_relaxed);

@@ -238,9 +238,10 @@ void Plugin::EmitOp(OpSlot& s, bool ctx_alive) {
     r.start_ns = ps;
     r.end_ns = pe;
   } else if (const int64_t kd = s.kernel_done_ns.load(std::memory_order_relaxed);
-             kd > r.enqueue_end_ns && r.enqueue_end_ns > 0) {
+             kd > r.enqueue_end_ns && r.enqueue_end_ns > 0 && r.proxy_ops > 0) {
     // Untimed ProxyOps (ProxyOpsTimed) and no usable GPU timer: from the Coll's stop, when NCCL
     // has posted its ProxyOps (ABI §6.2), to the proxy thread seeing its last channel done.
+    // Without ProxyOps (intra-node) there is no network completion: enqueue_only below.
     source = gpu::TimingSource::kProxyOp;
     r.start_ns = r.enqueue_end_ns;
     r.end_ns = kd;

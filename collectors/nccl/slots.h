@@ -193,6 +193,7 @@ struct alignas(64) OpSlot {
   uint8_t nchannels = 0;
   uint8_t graph = 0;
   uint8_t expect_kernel_ch = 0;
+  uint8_t proxy_timed = 1;  // Plugin::ProxyOpsTimed of the mask it started under
   int64_t enqueue_start_ns = 0;
   std::atomic<int64_t> enqueue_end_ns{0};
   std::atomic<int64_t> last_activity_ns{0};
@@ -205,8 +206,9 @@ struct alignas(64) OpSlot {
   // signal of proxy_op timing where the ProxyOps are untimed and no GPU timer is usable.
   std::atomic<int64_t> kernel_done_ns{0};
   // Its ProxyOps' bytes and count in one word, one locked add per ProxyOp (AddProxySum): the
-  // bytes in the low kProxySumBytesBits (16 TiB; each op's bytes clamped to 1 TiB), the count
-  // above them (up to 2^20 ops per collective; more wrap the count, never the bytes).
+  // bytes in the low kProxySumBytesBits (16 TiB), the count above them (2^20 ops). Each op's
+  // bytes are clamped to 1 TiB, so the bytes carry into the count only past 16 TiB in one
+  // collective (16 ops of 1 TiB: no collective moves that); more than 2^20 ops wrap the count.
   std::atomic<uint64_t> proxy_sum{0};
   // PackShare(ShareOf(this op)) once a ProxyOp without step events stopped (proxy_bytes.h);
   // 0 until then. Set by whichever proxy thread gets there first (the same value).

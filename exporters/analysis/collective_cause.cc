@@ -121,7 +121,10 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
   absl::flat_hash_map<int32_t, int> leaf_of_rank;
   for (const RankEntry& r : d.ranks) leaf_of_rank[r.rank] = p->LeafOf(r.node.str());
   const size_t nl = p->leaves.size();
-  std::vector<double> out(nl, 0), in(nl, 0), rank_out(d.ranks.size(), 0);
+  // Per rank, the bytes it sent or received across leaves.
+  std::vector<double> out(nl, 0), in(nl, 0), rank_across(d.ranks.size(), 0);
+  absl::flat_hash_map<int32_t, size_t> index_of_rank;
+  for (size_t i = 0; i < d.ranks.size(); ++i) index_of_rank[d.ranks[i].rank] = i;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     const RankEntry& r = d.ranks[i];
     const int src = leaf_of_rank[r.rank];
@@ -133,7 +136,8 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
       const double b = r.bus_bytes / known;
       out[static_cast<size_t>(src)] += b;
       in[static_cast<size_t>(it->second)] += b;
-      rank_out[i] += b;
+      rank_across[i] += b;
+      rank_across[index_of_rank[peer]] += b;
     }
   }
   const double seconds = static_cast<double>(transfer_ns) / 1e9;
@@ -150,7 +154,7 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
   if (leaf < 0) return v;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     if (leaf_of_rank[d.ranks[i].rank] != leaf) continue;
-    if (v.bottleneck < 0 || rank_out[i] > rank_out[static_cast<size_t>(v.bottleneck)]) {
+    if (v.bottleneck < 0 || rank_across[i] > rank_across[static_cast<size_t>(v.bottleneck)]) {
       v.bottleneck = static_cast<int>(i);
     }
   }

@@ -46,8 +46,9 @@ class CauseClassifier {
   // S x its busBw factor) split evenly over its top send peers; a share whose peer is on another
   // leaf crosses both leaves' uplinks. The leaf whose crossing bytes, the larger direction, over
   // the transfer time reach options_.fabric_oversubscribed_ratio of its uplink capacity (the
-  // highest such share) names the cause; its bottleneck is the leaf's rank that sent the most
-  // across (ties: the lowest rank). bottleneck -1: no such leaf, or no placement.
+  // highest such share) names the cause; its bottleneck is the leaf's rank that sent and
+  // received the most across (ties: the lowest rank). bottleneck -1: no such leaf, or no
+  // placement.
   struct FabricVerdict {
     int bottleneck = -1;
     double ratio = 0;

@@ -20,6 +20,11 @@ void FabricModel::SetTopology(std::shared_ptr<const FabricTopology> topology) {
 }
 
 std::shared_ptr<const FabricPlacement> FabricModel::Placement() const {
+  {
+    // The cross-rank rule asks once per instance, under its shard's lock: a reader's look.
+    absl::ReaderMutexLock lock(&mu_);
+    if (placement_) return placement_;
+  }
   absl::MutexLock lock(&mu_);
   if (placement_) return placement_;
   FabricSnapshot s;
@@ -42,60 +47,88 @@ uint32_t FabricModel::NodeIdLocked(const std::string& node) {
   return it->second;
 }
 
-FabricModel::Bucket& FabricModel::BucketLocked(int64_t unix_ns) {
-  const int64_t start = unix_ns - unix_ns % options_.bucket_ns;
-  if (buckets_.empty() || start > buckets_.back().start_unix_ns) {
-    buckets_.emplace_back().start_unix_ns = start;
-    while (buckets_.front().start_unix_ns + options_.bucket_ns + options_.horizon_ns <
-           buckets_.back().start_unix_ns) {
-      buckets_.pop_front();
-    }
-    return buckets_.back();
+FabricModel::Bucket* FabricModel::BucketLocked(int64_t batch_unix_ns, int64_t now_unix_ns) {
+  // The aggregator's clock bounds the agents': a batch from a clock running ahead counts now
+  // (one node's clock must not move the model's time), one older than the horizon (a spool
+  // replayed after an outage) is counted late, not piled into the current bucket.
+  if (batch_unix_ns > now_unix_ns + options_.bucket_ns) {
+    batch_unix_ns = now_unix_ns;
+    ++clock_ahead_batches_;
   }
-  // A late batch (an agent catching up) goes to its bucket, or the nearest older one kept.
-  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
-    if (it->start_unix_ns <= start) return *it;
-  }
-  return buckets_.front();
+  const int64_t oldest = now_unix_ns - options_.horizon_ns - options_.bucket_ns;
+  while (!buckets_.empty() && buckets_.front().start_unix_ns < oldest) buckets_.pop_front();
+  if (batch_unix_ns < oldest + options_.bucket_ns) return nullptr;
+  const int64_t start = batch_unix_ns - batch_unix_ns % options_.bucket_ns;
+  auto it = buckets_.end();
+  while (it != buckets_.begin() && std::prev(it)->start_unix_ns >= start) --it;
+  if (it != buckets_.end() && it->start_unix_ns == start) return &*it;
+  it = buckets_.emplace(it);
+  it->start_unix_ns = start;
+  return &*it;
 }
 
-void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w) {
+void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t now_unix_ns) {
+  // The agent lists its communicators every window (agent/gpu_timeline.cc); one it no longer
+  // lists stays placed for a horizon (its bytes in the buckets are placed at snapshot time),
+  // then goes.
   for (const v1::Communicator& c : w.communicators()) {
     const std::pair<uint64_t, int32_t> key{c.comm_hash(), c.rank()};
-    if (node_of_rank_.size() >= options_.max_comm_ranks && !node_of_rank_.contains(key)) break;
-    node_of_rank_[key] = n.id;
-    if (std::find(n.ranks.begin(), n.ranks.end(), key) == n.ranks.end() &&
-        n.ranks.size() < options_.max_rank_pairs_per_node) {
-      n.ranks.push_back(key);
+    auto it = n.ranks.find(key);
+    if (it == n.ranks.end()) {
+      if (n.ranks.size() >= options_.max_ranks_per_node ||
+          (node_of_rank_.size() >= options_.max_comm_ranks && !node_of_rank_.contains(key))) {
+        ++n.ranks_refused;
+        continue;
+      }
+      it = n.ranks.emplace(key, 0).first;
     }
+    it->second = now_unix_ns;
+    node_of_rank_[key] = n.id;
+  }
+  for (auto it = n.ranks.begin(); it != n.ranks.end();) {
+    if (it->second + options_.horizon_ns + options_.bucket_ns >= now_unix_ns) {
+      ++it;
+      continue;
+    }
+    auto r = node_of_rank_.find(it->first);
+    if (r != node_of_rank_.end() && r->second == n.id) node_of_rank_.erase(r);
+    it = n.ranks.erase(it);
   }
 }
 
-void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket& b) {
+void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket* b) {
   const bool baseline = !n.seen_pairs;
   n.seen_pairs = true;
-  if (n.totals.size() > options_.max_rank_pairs_per_node) n.totals.clear();
+  // The agent sends every pair it tracks, every window: the totals are rebuilt from the batch
+  // (bounded by the admission's limit on pairs per batch). A pair it dropped and lists again
+  // (its communicator evicted, agent/comm_registry.h) starts from 0 there: counted whole.
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;
   for (const v1::RankPairBytes& p : w.rank_pairs()) {
     const auto key = std::make_tuple(p.comm_hash(), p.src_rank(), p.dst_rank());
-    auto [it, fresh] = n.totals.try_emplace(key, 0);
+    auto old = n.totals.find(key);
+    const uint64_t before = old != n.totals.end() ? old->second : 0;
     // A total that went down is an agent restart: all of it is new.
-    const uint64_t delta =
-        p.bytes_total() >= it->second ? p.bytes_total() - it->second : p.bytes_total();
-    it->second = p.bytes_total();
+    const uint64_t delta = p.bytes_total() >= before ? p.bytes_total() - before : p.bytes_total();
+    totals[key] = p.bytes_total();
     if (baseline || delta == 0) continue;
+    if (b == nullptr) {  // a batch older than the horizon (an agent's spool replayed)
+      late_bytes_ += delta;
+      continue;
+    }
     const PairKey k{p.comm_hash(), n.id, p.dst_rank()};
-    auto e = b.bytes.find(k);
-    if (e != b.bytes.end()) {
+    auto e = b->bytes.find(k);
+    if (e != b->bytes.end()) {
       e->second += delta;
-    } else if (b.bytes.size() < options_.max_pairs_per_bucket) {
-      b.bytes.emplace(k, delta);
+    } else if (b->bytes.size() < options_.max_pairs_per_bucket) {
+      b->bytes.emplace(k, delta);
     } else {
-      b.dropped += delta;
+      b->dropped += delta;
     }
   }
+  n.totals = std::move(totals);
 }
 
-void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch) {
+void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch, int64_t now_unix_ns) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) {
@@ -121,16 +154,16 @@ void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch) {
     }
   }
   if (!batch.has_gpu()) return;
-  TakeRanksLocked(n, batch.gpu());
-  Bucket& b = BucketLocked(batch.window_end_ns() + batch.unix_offset_ns());
-  TakePairsLocked(n, batch.gpu(), b);
+  TakeRanksLocked(n, batch.gpu(), now_unix_ns);
+  TakePairsLocked(n, batch.gpu(),
+                  BucketLocked(batch.window_end_ns() + batch.unix_offset_ns(), now_unix_ns));
 }
 
 void FabricModel::Forget(const std::string& node) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
-  for (const auto& key : it->second.ranks) {
+  for (const auto& [key, seen] : it->second.ranks) {
     auto r = node_of_rank_.find(key);
     if (r != node_of_rank_.end() && r->second == it->second.id) node_of_rank_.erase(r);
   }
@@ -226,20 +259,21 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
                                      const std::map<uint64_t, std::string>& job_of_comm) const {
   FabricSnapshot s;
   absl::ReaderMutexLock lock(&mu_);
-  // The batches' own clock where it runs ahead of ours (agents and aggregator NTP-synced).
-  if (!buckets_.empty()) {
-    now_unix_ns = std::max(now_unix_ns, buckets_.back().start_unix_ns + options_.bucket_ns);
-  }
   const std::vector<int> leaf_of = PlaceNodesLocked(&s);
   const size_t nl = s.leaves.size();
   s.leaf_bytes.assign(nl, std::vector<double>(nl, 0));
   std::map<uint64_t, FabricSnapshot::Local> comms;
   std::map<std::string, FabricSnapshot::Local> jobs;
+  // The whole buckets of the horizon that hold traffic: the rates are over the span from the
+  // first of them to the end of the last (a baseline-only bucket holds none).
   const int64_t since = now_unix_ns - options_.horizon_ns;
-  int64_t first = now_unix_ns;
+  int64_t first = 0, last = 0;
   for (const Bucket& b : buckets_) {
-    if (b.start_unix_ns + options_.bucket_ns <= since) continue;
-    first = std::min(first, std::max(b.start_unix_ns, since));
+    if (b.start_unix_ns < since - since % options_.bucket_ns) continue;
+    if (!b.bytes.empty() || b.dropped > 0) {
+      if (first == 0) first = b.start_unix_ns;
+      last = b.start_unix_ns + options_.bucket_ns;
+    }
     s.dropped_bytes += b.dropped;
     for (const auto& [k, bytes] : b.bytes) {
       const auto dst_node = node_of_rank_.find({k.comm, k.dst_rank});
@@ -265,8 +299,9 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
       }
     }
   }
-  // At least one bucket's span: a model younger than that has no rate yet.
-  s.seconds = static_cast<double>(std::max(now_unix_ns - first, options_.bucket_ns)) / 1e9;
+  s.seconds = static_cast<double>(std::max(last - first, options_.bucket_ns)) / 1e9;
+  s.late_bytes = late_bytes_;
+  s.clock_ahead_batches = clock_ahead_batches_;
   for (size_t i = 0; i < nl; ++i) {
     FabricSnapshot::Leaf& l = s.leaves[i];
     double out = 0, in = 0;

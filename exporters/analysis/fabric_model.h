@@ -36,8 +36,8 @@ struct FabricModelOptions {
   // (communicator, source node, destination node) entries one bucket holds; more are counted
   // in FabricSnapshot::dropped_bytes.
   size_t max_pairs_per_bucket = 65536;
-  size_t max_comm_ranks = 1 << 20;        // (communicator, rank) -> node entries
-  size_t max_rank_pairs_per_node = 8192;  // cumulative totals kept per node for deltas
+  size_t max_comm_ranks = 1 << 20;   // (communicator, rank) -> node entries
+  size_t max_ranks_per_node = 4096;  // (communicator, rank)s one node hosts
   size_t max_nodes = 16384;
   size_t max_series = 64;  // communicators and jobs with a local-ratio series each, by bytes
 };
@@ -74,6 +74,9 @@ struct FabricSnapshot {
   std::vector<std::string> multi_leaf_nodes;
   uint64_t unplaced_bytes = 0;  // a rank or node whose leaf is unknown
   uint64_t dropped_bytes = 0;   // over the bucket bound
+  // Since start: bytes of batches older than the horizon (a spool replayed after an outage),
+  // and batches whose window ended more than a bucket after the aggregator's now (counted now).
+  uint64_t late_bytes = 0, clock_ahead_batches = 0;
 };
 
 // Thread-safe: one lock, held for a batch's rank pairs or a snapshot.
@@ -84,8 +87,9 @@ class FabricModel {
   // One batch of `node`: its ports' LLDP neighbours (PortWindow.neighbor), the ranks of its
   // communicators, and its rank-pair totals, whose growth since its last batch is the window's
   // traffic (the node's first batch only sets the baseline; a total that went down, an agent
-  // restart, counts whole). The batch's window end in Unix time places it in a bucket.
-  void OnBatch(const std::string& node, const v1::Batch& batch);
+  // restart, counts whole). The batch's window end in Unix time places it in a bucket, bounded
+  // by now_unix_ns, the aggregator's clock (BucketLocked).
+  void OnBatch(const std::string& node, const v1::Batch& batch, int64_t now_unix_ns);
   // Drops the node's neighbours, ranks and totals (node expiry).
   void Forget(const std::string& node);
   // The model over the buckets of the last horizon before now_unix_ns; job_of_comm names each
@@ -121,14 +125,19 @@ class FabricModel {
   struct NodeInfo {
     uint32_t id = 0;
     bool seen_pairs = false;  // a batch with GPU data set the baseline
-    std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;
+    std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;  // the last batch's
     std::vector<std::pair<std::string, std::string>> neighbors;  // (chassis name, chassis id)
-    std::vector<std::pair<uint64_t, int32_t>> ranks;             // its (comm, rank)s
+    // Its (comm, rank)s -> when a batch last listed them (aggregator clock).
+    std::map<std::pair<uint64_t, int32_t>, int64_t> ranks;
+    uint64_t ranks_refused = 0;
   };
   uint32_t NodeIdLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Bucket& BucketLocked(int64_t unix_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket& b)
+  // The bucket of a batch's window end, or null for one older than the horizon.
+  Bucket* BucketLocked(int64_t batch_unix_ns, int64_t now_unix_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t now_unix_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket* b)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // node id -> leaf index into *leaves (file leaves first, then LLDP-only ones), or -1.
   std::vector<int> PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -140,7 +149,9 @@ class FabricModel {
   std::map<std::string, uint32_t> ids_ ABSL_GUARDED_BY(mu_);  // every name seen, forgotten too
   std::vector<std::string> node_names_ ABSL_GUARDED_BY(mu_);  // by id
   std::map<std::pair<uint64_t, int32_t>, uint32_t> node_of_rank_ ABSL_GUARDED_BY(mu_);
-  std::deque<Bucket> buckets_ ABSL_GUARDED_BY(mu_);                                // oldest first
+  std::deque<Bucket> buckets_ ABSL_GUARDED_BY(mu_);  // oldest first
+  uint64_t late_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t clock_ahead_batches_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::shared_ptr<const FabricPlacement> placement_ ABSL_GUARDED_BY(mu_);  // null: stale
 };
 

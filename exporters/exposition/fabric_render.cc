@@ -117,6 +117,10 @@ std::string FabricJson(const FabricSnapshot& s) {
   AppendJsonField(&out, "unplaced_bytes", static_cast<double>(s.unplaced_bytes));
   out += ",";
   AppendJsonField(&out, "dropped_bytes", static_cast<double>(s.dropped_bytes));
+  out += ",";
+  AppendJsonField(&out, "late_bytes", static_cast<double>(s.late_bytes));
+  out += ",";
+  AppendJsonField(&out, "clock_ahead_batches", static_cast<double>(s.clock_ahead_batches));
   out += "}";
   return out;
 }

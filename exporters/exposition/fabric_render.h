@@ -28,7 +28,8 @@ void AddFabricFamilies(const FabricSnapshot& s, std::vector<prometheus::MetricFa
 // {"seconds":..,"leaves":[{"name","source","nodes":[..],"uplink_bytes_per_second",
 // "egress_bytes_per_second","ingress_bytes_per_second","demand_ratio"}],"local":[{"scope",
 // "comm"|"job","local_bytes","total_bytes","ratio"}],"disagreements":[{"node","file_leaf",
-// "lldp_leaf","lldp_chassis"}],"multi_leaf_nodes":[..],"unplaced_bytes","dropped_bytes"}
+// "lldp_leaf","lldp_chassis"}],"multi_leaf_nodes":[..],"unplaced_bytes","dropped_bytes",
+// "late_bytes","clock_ahead_batches"}
 std::string FabricJson(const FabricSnapshot& s);
 
 // /heatmap/leaves (leaf x leaf NCCL bytes per second over the last 10 s; format=svg|json) and

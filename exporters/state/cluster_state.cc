@@ -215,7 +215,7 @@ absl::StatusOr<uint64_t> ClusterState::StoreBatch(const std::string& node, const
     acked = n.contiguous;
   }
   if (!batch.early()) {
-    fabric_.OnBatch(node, batch);
+    fabric_.OnBatch(node, batch, absl::ToUnixNanos(Now()));
     std::vector<LinkRecording> requested;
     links_.OnBatch(node, batch, &requested);
     if (!requested.empty()) fetch_.Answer(node, std::move(requested));

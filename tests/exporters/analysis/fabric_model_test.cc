@@ -133,7 +133,7 @@ std::unique_ptr<FabricModel> RunRings(std::shared_ptr<const FabricTopology> topo
                    {kScatter, node, scatter_next[node], total}};
       nb.chassis = chassis.empty() ? "" : chassis[node];
       nb.end_unix_ns = kT0 + round * 1'000'000'000LL + node;
-      m->OnBatch("n" + std::to_string(node), MakeBatch(nb));
+      m->OnBatch("n" + std::to_string(node), MakeBatch(nb), nb.end_unix_ns);
     }
   }
   return m;
@@ -147,8 +147,8 @@ TEST(FabricModelTest, LocalShareAndUplinkDemandFromRankPairs) {
       m->Snapshot(kT0 + 5'000'000'000LL, {{kRing, "job-ring"}, {kScatter, "job-scatter"}});
   ASSERT_EQ(s.leaves.size(), 2u);
   EXPECT_THAT(s.leaves[0].nodes, ElementsAre("n0", "n1"));
-  // The first batch set the baseline: 4 rounds after it, over the 5 s since the first bucket.
-  EXPECT_DOUBLE_EQ(s.seconds, 5.0);
+  // The first batch set the baseline: 4 rounds after it, in the 4 buckets that hold traffic.
+  EXPECT_DOUBLE_EQ(s.seconds, 4.0);
   ASSERT_EQ(s.comms.size(), 2u);
   for (const FabricSnapshot::Local& c : s.comms) {
     EXPECT_EQ(c.total_bytes, 4 * 4 * per_hop);
@@ -159,7 +159,7 @@ TEST(FabricModelTest, LocalShareAndUplinkDemandFromRankPairs) {
   EXPECT_DOUBLE_EQ(s.jobs[0].ratio, 0.5);
   // Leaf a sends n1->n2 (ring) and n0->n2, n1->n3 (scatter): 3 GB a round out; receives
   // n3->n0 twice and n2->n1: 3 GB in.
-  const double out = 3.0 * 4 * per_hop / 5.0;
+  const double out = 3.0 * per_hop;
   EXPECT_DOUBLE_EQ(s.leaves[0].egress_bytes_per_second, out);
   EXPECT_DOUBLE_EQ(s.leaves[0].ingress_bytes_per_second, out);
   EXPECT_DOUBLE_EQ(s.leaves[0].demand_ratio, out / 2.5e9);
@@ -183,6 +183,7 @@ TEST(FabricModelTest, LldpWinsOverTheFileAndTheDifferenceIsReported) {
   EXPECT_THAT(s.leaves[0].nodes, ElementsAre("n0"));
   EXPECT_THAT(s.leaves[1].nodes, ElementsAre("n1", "n2", "n3"));
   // The ring's local hops are now 1->2 and 2->3.
+  ASSERT_EQ(s.comms.size(), 2u);
   for (const FabricSnapshot::Local& c : s.comms) {
     if (c.comm == kRing) {
       EXPECT_DOUBLE_EQ(c.ratio, 0.5);
@@ -214,8 +215,8 @@ TEST(FabricModelTest, RestartCountsWholeAndOldBucketsAgeOut) {
   auto send = [&](int64_t t, uint64_t total) {
     NodeBatch a{{{kRing, 0}}, {{kRing, 0, 1, total}}, "", t};
     NodeBatch b{{{kRing, 1}}, {}, "", t};
-    m.OnBatch("n1", MakeBatch(b));
-    m.OnBatch("n0", MakeBatch(a));
+    m.OnBatch("n1", MakeBatch(b), t);
+    m.OnBatch("n0", MakeBatch(a), t);
   };
   send(kT0, 5000);                  // baseline
   send(kT0 + 1'000'000'000, 8000);  // +3000
@@ -244,7 +245,7 @@ TEST(FabricModelTest, BoundedBucketCountsWhatItDrops) {
         nb.totals.push_back({comm, node, (node + 1) % 4, (round + 1) * 100 * comm});
         if (round == 1) sent += 100 * comm;
       }
-      m.OnBatch("n" + std::to_string(node), MakeBatch(nb));
+      m.OnBatch("n" + std::to_string(node), MakeBatch(nb), nb.end_unix_ns);
     }
   }
   const FabricSnapshot s = m.Snapshot(kT0 + 1'000'000'000LL, {});
@@ -252,6 +253,75 @@ TEST(FabricModelTest, BoundedBucketCountsWhatItDrops) {
   for (const auto& c : s.comms) kept += c.total_bytes;
   EXPECT_EQ(kept + s.dropped_bytes, sent);
   EXPECT_GT(s.dropped_bytes, 0u);
+}
+
+// One node's clock an hour ahead counts now and moves nothing; a batch older than the horizon
+// (a spool replayed after an outage) is counted late, not piled into the current bucket.
+TEST(FabricModelTest, TheAggregatorsClockBoundsTheAgents) {
+  auto topo = std::make_shared<FabricTopology>(*Parse(kTwoLeaves));
+  FabricModel m(topo, FabricModelOptions{});
+  auto send = [&](const std::string& node, int rank, int64_t batch_t, uint64_t total, int64_t now) {
+    NodeBatch nb{{{kRing, rank}}, {{kRing, rank, (rank + 1) % 2, total}}, "", batch_t};
+    m.OnBatch(node, MakeBatch(nb), now);
+  };
+  send("n0", 0, kT0, 0, kT0);
+  send("n1", 1, kT0, 0, kT0);
+  send("n0", 0, kT0 + 3'600'000'000'000, 1000, kT0 + 1'000'000'000);  // an hour ahead
+  send("n0", 0, kT0 - 60'000'000'000, 1500, kT0 + 1'000'000'000);     // a minute behind
+  const FabricSnapshot s = m.Snapshot(kT0 + 2'000'000'000, {});
+  ASSERT_EQ(s.comms.size(), 1u);
+  EXPECT_EQ(s.comms[0].total_bytes, 1000u);
+  EXPECT_EQ(s.late_bytes, 500u);
+  EXPECT_EQ(s.clock_ahead_batches, 1u);
+  EXPECT_DOUBLE_EQ(s.seconds, 1.0);
+}
+
+// The totals are the last batch's: a pair the agent stopped listing and lists again from 0 (its
+// communicator evicted) counts whole; one listed throughout counts its growth only.
+TEST(FabricModelTest, TotalsFollowWhatTheAgentLists) {
+  auto topo = std::make_shared<FabricTopology>(*Parse(kTwoLeaves));
+  FabricModel m(topo, FabricModelOptions{});
+  auto send = [&](int64_t t, std::vector<std::tuple<uint64_t, int32_t, int32_t, uint64_t>> p) {
+    m.OnBatch("n1", MakeBatch(NodeBatch{{{kRing, 1}, {kScatter, 1}}, {}, "", t}), t);
+    m.OnBatch("n0", MakeBatch(NodeBatch{{{kRing, 0}, {kScatter, 0}}, p, "", t}), t);
+  };
+  send(kT0, {{kRing, 0, 1, 100}, {kScatter, 0, 1, 100}});
+  send(kT0 + 1'000'000'000, {{kRing, 0, 1, 150}});                        // kScatter gone
+  send(kT0 + 2'000'000'000, {{kRing, 0, 1, 170}, {kScatter, 0, 1, 40}});  // back, from 0
+  const FabricSnapshot s = m.Snapshot(kT0 + 3'000'000'000, {});
+  ASSERT_EQ(s.comms.size(), 2u);
+  EXPECT_EQ(s.comms[0].comm, kRing);
+  EXPECT_EQ(s.comms[0].total_bytes, 70u);
+  EXPECT_EQ(s.comms[1].total_bytes, 40u);
+}
+
+// A communicator a node no longer lists stays placed for a horizon, then goes; a forgotten node
+// takes its placements along; the placement follows LLDP.
+TEST(FabricModelTest, PlacementsAgeOutAndFollowTheCables) {
+  auto topo = std::make_shared<FabricTopology>(*Parse(kTwoLeaves));
+  FabricModel m(topo, FabricModelOptions{});
+  auto batch = [&](const std::string& node, std::vector<std::pair<uint64_t, int32_t>> ranks,
+                   std::vector<std::tuple<uint64_t, int32_t, int32_t, uint64_t>> pairs,
+                   const std::string& chassis, int64_t t) {
+    m.OnBatch(node, MakeBatch(NodeBatch{ranks, pairs, chassis, t}), t);
+  };
+  batch("n2", {{kRing, 1}}, {}, "", kT0);
+  batch("n0", {{kRing, 0}}, {{kRing, 0, 1, 0}}, "", kT0);
+  EXPECT_EQ(m.Placement()->LeafOf("n2"), 1);
+  batch("n2", {}, {}, "leaf-a", kT0 + 5'000'000'000);  // recabled; kRing's rank 1 left
+  EXPECT_EQ(m.Placement()->LeafOf("n2"), 0);
+  batch("n0", {{kRing, 0}}, {{kRing, 0, 1, 100}}, "", kT0 + 6'000'000'000);
+  // Within the horizon rank 1 is still n2's; past it, unplaced.
+  FabricSnapshot s = m.Snapshot(kT0 + 7'000'000'000, {});
+  ASSERT_EQ(s.comms.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.comms[0].ratio, 1.0);  // n0 and n2 both on leaf-a now
+  batch("n2", {}, {}, "leaf-a", kT0 + 17'000'000'000);
+  batch("n0", {{kRing, 0}}, {{kRing, 0, 1, 300}}, "", kT0 + 17'000'000'000);
+  s = m.Snapshot(kT0 + 18'000'000'000, {});
+  EXPECT_TRUE(s.comms.empty());
+  EXPECT_EQ(s.unplaced_bytes, 200u);
+  m.Forget("n2");
+  EXPECT_EQ(m.Placement()->LeafOf("n2"), 1);  // the file's leaf again
 }
 
 }  // namespace

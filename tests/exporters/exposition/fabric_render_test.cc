@@ -91,12 +91,11 @@ TEST_F(FabricRenderTest, MetricsCarryTheDeclaredLabelsAndTheJob) {
       got[key] = m.gauge.value;
     }
   }
-  // Two batches after the baseline, 1 MB per hop each, over the 3 s since the first bucket:
-  // n1->n2 leaves leaf-file and n3->n0 enters it, 2 MB each way, 2/3 MB/s against 1 MB/s.
-  EXPECT_DOUBLE_EQ(got.at("fabricscope_leaf_uplink_demand_ratio,leaf=leaf-file"), 2.0 / 3.0);
+  // Two batches after the baseline, 1 MB per hop each, in the two buckets that hold them:
+  // n1->n2 leaves leaf-file and n3->n0 enters it, 1 MB/s each way against 1 MB/s.
+  EXPECT_DOUBLE_EQ(got.at("fabricscope_leaf_uplink_demand_ratio,leaf=leaf-file"), 1.0);
   EXPECT_DOUBLE_EQ(
-      got.at("fabricscope_leaf_uplink_bytes_per_second,leaf=leaf-lldp,direction=transmit"),
-      2e6 / 3.0);
+      got.at("fabricscope_leaf_uplink_bytes_per_second,leaf=leaf-lldp,direction=transmit"), 1e6);
   EXPECT_FALSE(got.contains("fabricscope_leaf_uplink_demand_ratio,leaf=leaf-lldp"));
   EXPECT_DOUBLE_EQ(got.at("fabricscope_traffic_local_ratio,scope=leaf,comm=9f3c1e0a,job_id=8812"),
                    0.5);
@@ -122,7 +121,7 @@ TEST_F(FabricRenderTest, ApiFabricIsJsonWithTheLeavesAndShares) {
   EXPECT_EQ(local[1].struct_value().fields().at("job").string_value(), "8812");
   EXPECT_EQ(local[1].struct_value().fields().at("total_bytes").number_value(), 8e6);
   const HeatmapModel h = LeavesHeatmap(state_.Fabric());
-  EXPECT_FLOAT_EQ(h.at(0, 1), 2e6f / 3.0f);
+  EXPECT_FLOAT_EQ(h.at(0, 1), 1e6f);
 }
 
 }  // namespace

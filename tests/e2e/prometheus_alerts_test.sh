@@ -328,6 +328,8 @@ declare -A NO_DATA=(
   [fabricscope_collective_arrival_skew_seconds_bucket]="no NCCL job runs here"
   [fabricscope_port_microburst_overlap_ratio]="no NCCL job runs here"
   [fabricscope_job_info]="no NCCL job runs here, so no agent names a job"
+  [fabricscope_traffic_local_ratio]="no NCCL job runs here and no leaf is known (no lldpd, no topology file)"
+  [fabricscope_leaf_uplink_demand_ratio]="no leaf with a capacity: no topology file here"
 )
 HOST_ALERTS=" FabricscopeSamplerOverruns FabricscopeTelemetryDropped FabricscopeCaptureDrops "
 PENDING=" $(sed -e 's/#.*//' "$SRC/tests/monitoring/pending_metrics.txt" | awk 'NF { print $1, $1 "_bucket", $1 "_sum", $1 "_count" }' | tr '\n' ' ') "

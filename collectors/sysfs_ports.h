@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectors/common/bit_rate.h"
 #include "absl/strings/string_view.h"
+#include "collectors/common/bit_rate.h"
 #include "collectors/port.h"
 
 namespace fabricscope::collectors {

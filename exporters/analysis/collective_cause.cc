@@ -71,8 +71,8 @@ double CauseClassifier::Classify(CollectiveInstance& d, const InstanceTimes& t,
     d.bottleneck = b;
     d.evidence = std::string(d.ranks[static_cast<size_t>(b)].detail());
     w = lossy >= 0 ? 1 : std::min(1.0, d.ranks[static_cast<size_t>(b)].saturated_ratio);
-  } else if (const FabricVerdict fv = LeafUplinks(d, ip.transfer_ns);
-             fv.bottleneck >= 0 && persistent.index < 0) {
+  } else if (FabricVerdict fv;
+             persistent.index < 0 && (fv = LeafUplinks(d, ip.transfer_ns)).bottleneck >= 0) {
     d.cause = v1::COLLECTIVE_CAUSE_FABRIC_OVERSUBSCRIBED;
     d.rule = EvidenceRule::kLeafUplinks;
     d.bottleneck = fv.bottleneck;
@@ -118,26 +118,31 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
   if (!options_.fabric || transfer_ns <= 0 || d.ranks.empty()) return v;
   const std::shared_ptr<const FabricPlacement> p = options_.fabric();
   if (!p || p->leaves.empty()) return v;
-  absl::flat_hash_map<int32_t, int> leaf_of_rank;
-  for (const RankEntry& r : d.ranks) leaf_of_rank[r.rank] = p->LeafOf(r.node.str());
+  // Each rank's index in d.ranks, and the leaf of each index (-1 unknown).
+  absl::flat_hash_map<int32_t, size_t> index_of_rank;
+  std::vector<int> leaf_of(d.ranks.size());
+  for (size_t i = 0; i < d.ranks.size(); ++i) {
+    index_of_rank[d.ranks[i].rank] = i;
+    leaf_of[i] = p->LeafOf(d.ranks[i].node.str());
+  }
   const size_t nl = p->leaves.size();
   // Per rank, the bytes it sent or received across leaves.
   std::vector<double> out(nl, 0), in(nl, 0), rank_across(d.ranks.size(), 0);
-  absl::flat_hash_map<int32_t, size_t> index_of_rank;
-  for (size_t i = 0; i < d.ranks.size(); ++i) index_of_rank[d.ranks[i].rank] = i;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     const RankEntry& r = d.ranks[i];
-    const int src = leaf_of_rank[r.rank];
+    const int src = leaf_of[i];
     const int known = (r.send_peers[0] >= 0) + (r.send_peers[1] >= 0);
     if (src < 0 || known == 0 || !(r.bus_bytes > 0)) continue;
     for (int32_t peer : r.send_peers) {
-      const auto it = peer >= 0 ? leaf_of_rank.find(peer) : leaf_of_rank.end();
-      if (it == leaf_of_rank.end() || it->second < 0 || it->second == src) continue;
+      const auto it = peer >= 0 ? index_of_rank.find(peer) : index_of_rank.end();
+      if (it == index_of_rank.end()) continue;
+      const int dst = leaf_of[it->second];
+      if (dst < 0 || dst == src) continue;
       const double b = r.bus_bytes / known;
       out[static_cast<size_t>(src)] += b;
-      in[static_cast<size_t>(it->second)] += b;
+      in[static_cast<size_t>(dst)] += b;
       rank_across[i] += b;
-      rank_across[index_of_rank[peer]] += b;
+      rank_across[it->second] += b;
     }
   }
   const double seconds = static_cast<double>(transfer_ns) / 1e9;
@@ -153,7 +158,7 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
   }
   if (leaf < 0) return v;
   for (size_t i = 0; i < d.ranks.size(); ++i) {
-    if (leaf_of_rank[d.ranks[i].rank] != leaf) continue;
+    if (leaf_of[i] != leaf) continue;
     if (v.bottleneck < 0 || rank_across[i] > rank_across[static_cast<size_t>(v.bottleneck)]) {
       v.bottleneck = static_cast<int>(i);
     }

@@ -152,6 +152,7 @@ v1::Hello Agent::MakeHello() const {
     pi->set_rdma(p.rdma);
     pi->set_node_level(p.node_level);
     pi->set_netdev(common::ValidUtf8(p.netdev));
+    pi->set_node_guid(p.node_guid);
   }
   for (const std::string& a : InterfaceAddresses(ports_)) h.add_addresses(a);
   return h;

@@ -52,6 +52,8 @@ struct PortDescriptor {
   // often; kernel drivers/infiniband/core/sysfs.c); 0 when the port has none.
   uint32_t hw_lifespan_ms = 0;
   std::string netdev;  // RDMA port: its network interface (RoCE), if found
+  // RDMA port: its device's node GUID (sysfs class/infiniband/<dev>/node_guid); 0 unknown.
+  uint64_t node_guid = 0;
   std::vector<CounterDescriptor> counters;
 
   std::string Key() const { return device + ":" + std::to_string(port); }

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
 #include "collectors/counter_meaning.h"
@@ -75,6 +76,22 @@ uint32_t ParseIbLanes(absl::string_view text) {
     return 0;
   }
   return lanes;
+}
+
+absl::StatusOr<uint64_t> ParseNodeGuid(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  const std::vector<absl::string_view> groups = absl::StrSplit(t, ':');
+  uint64_t guid = 0;
+  for (absl::string_view g : groups) {
+    uint32_t v = 0;
+    if (groups.size() != 4 || g.size() != 4 ||
+        !std::all_of(g.begin(), g.end(), [](char c) { return absl::ascii_isxdigit(c); }) ||
+        !absl::SimpleHexAtoi(g, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("not a node GUID: \"", text, "\""));
+    }
+    guid = guid << 16 | v;
+  }
+  return guid;
 }
 
 absl::StatusOr<uint64_t> ParseNetdevSpeed(absl::string_view text) {
@@ -286,6 +303,12 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
   const std::string class_dir = sysfs_root + "/class/infiniband";
   for (const std::string& dev : SortedEntries(class_dir)) {
     const std::string ports_dir = absl::StrCat(class_dir, "/", dev, "/ports");
+    // The device's node GUID: what ibnetdiscover names its HCA by ("H-<guid>"), for the
+    // aggregator's IB fabric file. 0 when unreadable.
+    uint64_t node_guid = 0;
+    if (auto g = ReadSmallFile(absl::StrCat(class_dir, "/", dev, "/node_guid"), 64); g.ok()) {
+      if (auto v = ParseNodeGuid(*g); v.ok()) node_guid = *v;
+    }
     for (const std::string& port_name : SortedEntries(ports_dir)) {
       uint32_t port_num = 0;
       if (!absl::SimpleAtoi(port_name, &port_num)) continue;
@@ -294,6 +317,7 @@ absl::StatusOr<DiscoveryResult> DiscoverRdmaPorts(const std::string& sysfs_root,
       p.device = dev;
       p.port = port_num;
       p.rdma = true;
+      p.node_guid = node_guid;
       if (auto ll = ReadSmallFile(dir + "/link_layer", 64); ll.ok()) {
         const absl::string_view v = absl::StripAsciiWhitespace(*ll);
         p.link_layer = v == "InfiniBand" ? LinkLayer::kInfiniBand

@@ -26,6 +26,11 @@ absl::StatusOr<uint64_t> ParseIbRate(absl::string_view text);
 // width as "<n>X"); 0 when the text has none.
 uint32_t ParseIbLanes(absl::string_view text);
 
+// Parses an RDMA device's `node_guid` attribute, "0a7f:bc12:45ef:d23b" (four 16-bit groups,
+// kernel drivers/infiniband/core/sysfs.c node_guid_show "%04x:%04x:%04x:%04x"), into the GUID
+// as ibnetdiscover prints it (0x0a7fbc1245efd23b). Errors: InvalidArgument on any other text.
+absl::StatusOr<uint64_t> ParseNodeGuid(absl::string_view text);
+
 // Parses a netdev's `speed` attribute (Mb/s, kernel Documentation/ABI/testing/sysfs-class-net)
 // into bytes per second (x 125,000). "-1" (virtio, veth, link down) gives 0 = unknown.
 // Errors: InvalidArgument on non-numeric text.

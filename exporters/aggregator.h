@@ -61,6 +61,7 @@ struct AggregatorOptions {
   // The fabric topology file (exporters/analysis/fabric_topology.h; --topology-file); empty =
   // LLDP alone. `topology` is what LoadAggregatorTopology read from it (null when empty).
   std::string topology_file;
+  std::string ib_fabric_file;  // ibnetdiscover output
   std::shared_ptr<const FabricTopology> topology;
   // `limits:` in the config: what one agent may make the aggregator hold (exporters/ingest/
   // admission.h AdmissionLimits; max_nodes: ClusterState::Options).

@@ -4,7 +4,9 @@
 #include "collectors/common/host_port.h"
 #include "collectors/common/stream_auth.h"
 #include "collectors/common/web_config.h"
+#include "exporters/analysis/ib_fabric.h"
 #include "exporters/shard/peer_ring.h"
+#include "glog/logging.h"
 
 namespace fabricscope::exporters {
 
@@ -144,10 +146,29 @@ absl::Status CheckAggregatorSecurity(const AggregatorOptions& options) {
 
 absl::Status LoadAggregatorTopology(AggregatorOptions* options) {
   options->topology = nullptr;
-  if (options->topology_file.empty()) return absl::OkStatus();
-  absl::StatusOr<FabricTopology> t = LoadFabricTopology(options->topology_file);
-  if (!t.ok()) return t.status();
-  options->topology = std::make_shared<const FabricTopology>(*std::move(t));
+  if (options->topology_file.empty() && options->ib_fabric_file.empty()) {
+    return absl::OkStatus();
+  }
+  FabricTopology t;
+  if (!options->topology_file.empty()) {
+    absl::StatusOr<FabricTopology> file = LoadFabricTopology(options->topology_file);
+    if (!file.ok()) return file.status();
+    t = *std::move(file);
+  }
+  if (!options->ib_fabric_file.empty()) {
+    absl::StatusOr<IbFabric> ib = LoadIbFabric(options->ib_fabric_file);
+    if (!ib.ok()) return ib.status();
+    std::vector<std::string> notes;
+    if (absl::Status s = MergeIbFabric(*ib, &t, &notes); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(options->ib_fabric_file, ": ", s.message()));
+    }
+    const IbFabricSummary sum = SummarizeIbFabric(*ib);
+    LOG(INFO) << options->ib_fabric_file << ": " << sum.switches << " switches (" << sum.leaves
+              << " leaves, " << sum.spines << " spines), " << sum.host_ports << " host ports, "
+              << sum.switch_links << " switch-to-switch links";
+    for (const std::string& n : notes) LOG(WARNING) << options->ib_fabric_file << ": " << n;
+  }
+  options->topology = std::make_shared<const FabricTopology>(std::move(t));
   return absl::OkStatus();
 }
 

@@ -41,8 +41,10 @@ absl::Status CheckAggregatorPeers(const AggregatorOptions& options);
 // Errors: InvalidArgument naming the file or key (never a token), and for the last saying how
 // to make a token or a certificate.
 absl::Status CheckAggregatorSecurity(const AggregatorOptions& options);
-// Reads options->topology_file into options->topology (null when the name is empty). Errors:
-// LoadFabricTopology's, naming the file and the entry (exporters/analysis/fabric_topology.h).
+// Reads options->topology_file and options->ib_fabric_file into options->topology (null when
+// both names are empty); the IB fabric's leaves merge into the file's (MergeIbFabric, whose notes
+// are logged as warnings). Errors: LoadFabricTopology's and LoadIbFabric's, naming the file and
+// the entry or line (exporters/analysis/fabric_topology.h, ib_fabric.h).
 absl::Status LoadAggregatorTopology(AggregatorOptions* options);
 
 }  // namespace fabricscope::exporters

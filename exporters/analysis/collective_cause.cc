@@ -123,7 +123,7 @@ CauseClassifier::FabricVerdict CauseClassifier::LeafUplinks(const CollectiveInst
   std::vector<int> leaf_of(d.ranks.size());
   for (size_t i = 0; i < d.ranks.size(); ++i) {
     index_of_rank[d.ranks[i].rank] = i;
-    leaf_of[i] = p->LeafOf(d.ranks[i].node.str());
+    leaf_of[i] = p->LeafOfRank(d.key.comm, d.ranks[i].rank, d.ranks[i].node.str());
   }
   const size_t nl = p->leaves.size();
   // Per rank, the bytes it sent or received across leaves.

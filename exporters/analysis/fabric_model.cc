@@ -28,7 +28,7 @@ std::shared_ptr<const FabricPlacement> FabricModel::Placement() const {
   absl::MutexLock lock(&mu_);
   if (placement_) return placement_;
   FabricSnapshot s;
-  PlaceNodesLocked(&s);
+  Placed placed = PlaceNodesLocked(&s);
   auto p = std::make_shared<FabricPlacement>();
   for (const FabricSnapshot::Leaf& l : s.leaves) {
     p->leaves.push_back({l.name, l.uplink_bytes_per_second});
@@ -36,6 +36,7 @@ std::shared_ptr<const FabricPlacement> FabricModel::Placement() const {
   for (size_t i = 0; i < s.leaves.size(); ++i) {
     for (const std::string& node : s.leaves[i].nodes) p->leaf_of_node[node] = static_cast<int>(i);
   }
+  p->leaf_of_rank = std::move(placed.leaf_of_rank);
   placement_ = std::move(p);
   return placement_;
 }
@@ -68,6 +69,11 @@ FabricModel::Bucket* FabricModel::BucketLocked(int64_t batch_unix_ns, int64_t no
 }
 
 void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t now_unix_ns) {
+  // The RDMA ports each producer process has queue pairs on (agent/qp_ports.h).
+  absl::flat_hash_map<int32_t, const v1::GpuProducer*> producer_of_pid;
+  for (const v1::GpuProducer& p : w.ingest().producers()) {
+    if (p.rdma_ports_size() > 0) producer_of_pid[p.pid()] = &p;
+  }
   // The agent lists its communicators every window (agent/gpu_timeline.cc); one it no longer
   // lists stays placed for a horizon (its bytes in the buckets are placed at snapshot time),
   // then goes.
@@ -80,13 +86,23 @@ void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t n
         ++n.ranks_refused;
         continue;
       }
-      it = n.ranks.emplace(key, 0).first;
+      it = n.ranks.emplace(key, NodeInfo::RankInfo{}).first;
     }
-    it->second = now_unix_ns;
+    it->second.seen = now_unix_ns;
     node_of_rank_[key] = n.id;
+    if (auto p = producer_of_pid.find(c.pid()); p != producer_of_pid.end()) {
+      std::vector<std::string> ports;
+      for (const std::string& port : p->second->rdma_ports()) {
+        if (ports.size() < 16) ports.push_back(port);
+      }
+      if (ports != it->second.ports) {
+        it->second.ports = std::move(ports);
+        placement_ = nullptr;
+      }
+    }
   }
   for (auto it = n.ranks.begin(); it != n.ranks.end();) {
-    if (it->second + options_.horizon_ns + options_.bucket_ns >= now_unix_ns) {
+    if (it->second.seen + options_.horizon_ns + options_.bucket_ns >= now_unix_ns) {
       ++it;
       continue;
     }
@@ -115,7 +131,7 @@ void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket* b
       late_bytes_ += delta;
       continue;
     }
-    const PairKey k{p.comm_hash(), n.id, p.dst_rank()};
+    const PairKey k{p.comm_hash(), n.id, p.src_rank(), p.dst_rank()};
     auto e = b->bytes.find(k);
     if (e != b->bytes.end()) {
       e->second += delta;
@@ -128,24 +144,50 @@ void FabricModel::TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket* b
   n.totals = std::move(totals);
 }
 
+FabricModel::NodeInfo* FabricModel::NodeLocked(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) return &it->second;
+  // Distinct names bounded too: ids are never reused for another name.
+  if (nodes_.size() >= options_.max_nodes || node_names_.size() >= 4 * options_.max_nodes) {
+    return nullptr;
+  }
+  it = nodes_.emplace(node, NodeInfo{}).first;
+  it->second.id = NodeIdLocked(node);
+  placement_ = nullptr;
+  return &it->second;
+}
+
+void FabricModel::OnHello(const v1::Hello& hello) {
+  std::vector<NodeInfo::HcaPort> ports;
+  std::vector<std::string> keys;
+  for (const v1::PortInfo& p : hello.ports()) {
+    if (keys.size() >= 256) break;
+    // The key GpuProducer.rdma_ports and the Hello's port labels use (agent/qp_ports.h).
+    keys.push_back(p.rdma() ? absl::StrCat(p.device(), ":", p.port()) : p.device());
+    if (p.rdma() && ports.size() < 64) ports.push_back({p.device(), p.port(), p.node_guid()});
+  }
+  absl::MutexLock lock(&mu_);
+  // A peer aggregator's Hello (no ports) makes no node.
+  if (keys.empty() && !nodes_.contains(hello.node())) return;
+  NodeInfo* n = NodeLocked(hello.node());
+  if (n == nullptr || (ports == n->hca_ports && keys == n->port_keys)) return;
+  n->hca_ports = std::move(ports);
+  n->port_keys = std::move(keys);
+  placement_ = nullptr;
+}
+
 void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch, int64_t now_unix_ns) {
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) {
-    // Distinct names bounded too: ids are never reused for another name.
-    if (nodes_.size() >= options_.max_nodes || node_names_.size() >= 4 * options_.max_nodes) {
-      return;
-    }
-    it = nodes_.emplace(node, NodeInfo{}).first;
-    it->second.id = NodeIdLocked(node);
-    placement_ = nullptr;
-  }
-  NodeInfo& n = it->second;
+  NodeInfo* found = NodeLocked(node);
+  if (found == nullptr) return;
+  NodeInfo& n = *found;
   if (batch.ports_size() > 0) {
-    std::vector<std::pair<std::string, std::string>> neighbors;
+    std::vector<NodeInfo::Neighbor> neighbors;
     for (const v1::PortWindow& p : batch.ports()) {
       if (p.has_neighbor() && neighbors.size() < 64) {
-        neighbors.emplace_back(p.neighbor().chassis_name(), p.neighbor().chassis_id());
+        const std::string key =
+            p.port_index() < n.port_keys.size() ? n.port_keys[p.port_index()] : std::string();
+        neighbors.push_back({key, p.neighbor().chassis_name(), p.neighbor().chassis_id()});
       }
     }
     if (neighbors != n.neighbors) {
@@ -171,72 +213,125 @@ void FabricModel::Forget(const std::string& node) {
   placement_ = nullptr;
 }
 
-std::vector<int> FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
+int FabricModel::Placed::LeafOf(uint64_t comm, int32_t rank, uint32_t node) const {
+  if (auto it = leaf_of_rank.find({comm, rank}); it != leaf_of_rank.end()) return it->second;
+  return node < leaf_of_node.size() ? leaf_of_node[node] : -1;
+}
+
+namespace {
+
+// The leaf most votes name; ties: the first named. -1 when there are none.
+template <typename V, typename LeafOf>
+const V* Majority(const std::vector<V>& votes, LeafOf leaf_of, size_t* distinct) {
+  std::map<int, int> count;
+  for (const V& v : votes) ++count[leaf_of(v)];
+  *distinct = count.size();
+  const V* best = nullptr;
+  for (const V& v : votes) {
+    if (best == nullptr || count[leaf_of(v)] > count[leaf_of(*best)]) best = &v;
+  }
+  return best;
+}
+
+}  // namespace
+
+FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
   const FabricTopology& t = *topology_;
   for (const FabricLeaf& l : t.leaves) {
     FabricSnapshot::Leaf out;
     out.name = l.name;
-    out.source = "file";
+    out.source = l.source;
+    out.rail = l.rail;
     out.uplink_bytes_per_second = l.uplink_bytes_per_second;
     s->leaves.push_back(std::move(out));
   }
   std::map<std::string, int> lldp_leaves;  // LLDP-only leaves by chassis name
-  std::vector<int> leaf_of(node_names_.size(), -1);
-  // The file's nodes, also those that have not reported.
-  std::set<std::string> placed;
+  // The leaf of an LLDP neighbour: the file's by chassis name or id, else one of its own.
+  auto lldp_leaf = [&](const NodeInfo::Neighbor& nb) {
+    for (const std::string* c : {&nb.chassis_name, &nb.chassis_id}) {
+      if (auto f = t.leaf_of_chassis.find(*c); !c->empty() && f != t.leaf_of_chassis.end()) {
+        return static_cast<int>(f->second);
+      }
+    }
+    const std::string& label = nb.chassis_name.empty() ? nb.chassis_id : nb.chassis_name;
+    if (label.empty()) return -1;
+    auto [it, fresh] = lldp_leaves.try_emplace(label, -1);
+    if (fresh && s->leaves.size() < kMaxLeaves) {
+      it->second = static_cast<int>(s->leaves.size());
+      FabricSnapshot::Leaf out;
+      out.name = label;
+      out.source = "lldp";
+      s->leaves.push_back(std::move(out));
+    }
+    return it->second;
+  };
+  Placed placed;
+  placed.leaf_of_node.assign(node_names_.size(), -1);
+  std::set<std::string> seen;  // the file's nodes that have not reported are placed after
   for (const auto& [name, n] : nodes_) {
     int file_leaf = -1;
     if (auto f = t.leaf_of_node.find(name); f != t.leaf_of_node.end()) {
       file_leaf = static_cast<int>(f->second);
     }
-    // The leaf most of its ports reach over LLDP (ties: the first port's).
-    std::map<int, int> votes;
-    std::vector<int> order;
-    std::string chassis_of_best;
-    std::map<int, std::string> chassis_of;
-    for (const auto& [chassis_name, chassis_id] : n.neighbors) {
+    // One vote per cabled port: (port key, leaf, switch, source).
+    std::vector<CableVote> votes;
+    for (const NodeInfo::Neighbor& nb : n.neighbors) {
+      const int leaf = lldp_leaf(nb);
+      const std::string& sw = nb.chassis_name.empty() ? nb.chassis_id : nb.chassis_name;
+      if (leaf >= 0) votes.push_back({nb.port_key, leaf, sw, "lldp"});
+    }
+    for (const NodeInfo::HcaPort& p : n.hca_ports) {
+      // By (node GUID, port), else by the "<host> <device>" node description rdma-ndd sets.
       int leaf = -1;
-      for (const std::string* c : {&chassis_name, &chassis_id}) {
-        if (auto f = t.leaf_of_chassis.find(*c); !c->empty() && f != t.leaf_of_chassis.end()) {
-          leaf = static_cast<int>(f->second);
-          break;
-        }
-      }
-      const std::string& label = chassis_name.empty() ? chassis_id : chassis_name;
-      if (leaf < 0 && !label.empty()) {
-        auto [it, fresh] = lldp_leaves.try_emplace(label, -1);
-        if (fresh && s->leaves.size() < kMaxLeaves) {
-          it->second = static_cast<int>(s->leaves.size());
-          FabricSnapshot::Leaf out;
-          out.name = label;
-          out.source = "lldp";
-          s->leaves.push_back(std::move(out));
-        }
-        leaf = it->second;
+      if (auto f = t.leaf_of_hca_port.find({p.node_guid, p.port});
+          p.node_guid != 0 && f != t.leaf_of_hca_port.end()) {
+        leaf = static_cast<int>(f->second);
+      } else if (auto d = t.leaf_of_node_desc.find(absl::StrCat(name, " ", p.device));
+                 d != t.leaf_of_node_desc.end()) {
+        leaf = static_cast<int>(d->second);
       }
       if (leaf < 0) continue;
-      if (votes[leaf]++ == 0) order.push_back(leaf);
-      chassis_of.emplace(leaf, label);
+      votes.push_back(
+          {absl::StrCat(p.device, ":", p.port), leaf, t.leaves[leaf].name, "ibnetdiscover"});
     }
-    int lldp_leaf = -1;
-    for (int leaf : order) {
-      if (lldp_leaf < 0 || votes[leaf] > votes[lldp_leaf]) lldp_leaf = leaf;
-    }
-    if (order.size() > 1) s->multi_leaf_nodes.push_back(name);
-    if (lldp_leaf >= 0 && file_leaf >= 0 && lldp_leaf != file_leaf) {
-      s->disagreements.push_back(
-          {name, s->leaves[file_leaf].name, s->leaves[lldp_leaf].name, chassis_of[lldp_leaf]});
+    size_t distinct = 0;
+    const CableVote* cable = Majority(
+        votes, [](const CableVote& v) { return v.leaf; }, &distinct);
+    if (distinct > 1) s->multi_leaf_nodes.push_back(name);
+    if (cable != nullptr && file_leaf >= 0 && cable->leaf != file_leaf) {
+      s->disagreements.push_back({name, s->leaves[file_leaf].name, s->leaves[cable->leaf].name,
+                                  cable->switch_name, cable->source});
     }
     // What the cable says wins over the file (which may be stale); the difference is reported.
-    const int leaf = lldp_leaf >= 0 ? lldp_leaf : file_leaf;
-    leaf_of[n.id] = leaf;
+    const int leaf = cable != nullptr ? cable->leaf : file_leaf;
+    placed.leaf_of_node[n.id] = leaf;
     if (leaf >= 0) s->leaves[leaf].nodes.push_back(name);
-    placed.insert(name);
+    seen.insert(name);
+    PlaceRanks(n, votes, &placed.leaf_of_rank);
   }
   for (const auto& [name, leaf] : t.leaf_of_node) {
-    if (!placed.contains(name)) s->leaves[leaf].nodes.push_back(name);
+    if (!seen.contains(name)) s->leaves[leaf].nodes.push_back(name);
   }
-  return leaf_of;
+  return placed;
+}
+
+void FabricModel::PlaceRanks(const NodeInfo& n, const std::vector<CableVote>& port_votes,
+                             std::map<std::pair<uint64_t, int32_t>, int>* out) {
+  if (port_votes.empty()) return;
+  // A rank sits on the leaf its own ports reach (the ports its process has queue pairs on).
+  for (const auto& [key, r] : n.ranks) {
+    std::vector<int> leaves;
+    for (const std::string& port : r.ports) {
+      for (const CableVote& v : port_votes) {
+        if (v.port_key == port) leaves.push_back(v.leaf);
+      }
+    }
+    size_t distinct = 0;
+    if (const int* leaf = Majority(
+            leaves, [](int l) { return l; }, &distinct)) {
+      (*out)[key] = *leaf;
+    }
+  }
 }
 
 namespace {
@@ -250,6 +345,9 @@ void KeepLargest(std::vector<FabricSnapshot::Local>* v, size_t n) {
   if (v->size() > n) v->resize(n);
   for (auto& l : *v) {
     l.ratio = static_cast<double>(l.local_bytes) / static_cast<double>(l.total_bytes);
+    l.rail_ratio = l.rail_total_bytes > 0 ? static_cast<double>(l.rail_local_bytes) /
+                                                static_cast<double>(l.rail_total_bytes)
+                                          : std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -259,8 +357,13 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
                                      const std::map<uint64_t, std::string>& job_of_comm) const {
   FabricSnapshot s;
   absl::ReaderMutexLock lock(&mu_);
-  const std::vector<int> leaf_of = PlaceNodesLocked(&s);
+  const Placed placed = PlaceNodesLocked(&s);
   const size_t nl = s.leaves.size();
+  // Each leaf's rail, "" none (an LLDP-only leaf has none).
+  std::vector<const std::string*> rail(nl, nullptr);
+  for (size_t i = 0; i < nl && i < topology_->leaves.size(); ++i) {
+    if (!topology_->leaves[i].rail.empty()) rail[i] = &topology_->leaves[i].rail;
+  }
   s.leaf_bytes.assign(nl, std::vector<double>(nl, 0));
   std::map<uint64_t, FabricSnapshot::Local> comms;
   std::map<std::string, FabricSnapshot::Local> jobs;
@@ -277,25 +380,32 @@ FabricSnapshot FabricModel::Snapshot(int64_t now_unix_ns,
     s.dropped_bytes += b.dropped;
     for (const auto& [k, bytes] : b.bytes) {
       const auto dst_node = node_of_rank_.find({k.comm, k.dst_rank});
-      const int src = k.src < leaf_of.size() ? leaf_of[k.src] : -1;
-      const int dst = dst_node != node_of_rank_.end() && dst_node->second < leaf_of.size()
-                          ? leaf_of[dst_node->second]
-                          : -1;
+      const int src = placed.LeafOf(k.comm, k.src_rank, k.src);
+      const int dst =
+          placed.LeafOf(k.comm, k.dst_rank,
+                        dst_node != node_of_rank_.end() ? dst_node->second
+                                                        : std::numeric_limits<uint32_t>::max());
       if (src < 0 || dst < 0) {
         s.unplaced_bytes += bytes;
         continue;
       }
       s.leaf_bytes[src][dst] += static_cast<double>(bytes);
       const uint64_t local = src == dst ? bytes : 0;
+      const bool rails_known = rail[src] != nullptr && rail[dst] != nullptr;
+      const uint64_t rail_local = rails_known && *rail[src] == *rail[dst] ? bytes : 0;
+      auto add = [&](FabricSnapshot::Local& l) {
+        l.local_bytes += local;
+        l.total_bytes += bytes;
+        l.rail_local_bytes += rail_local;
+        l.rail_total_bytes += rails_known ? bytes : 0;
+      };
       FabricSnapshot::Local& c = comms[k.comm];
       c.comm = k.comm;
-      c.local_bytes += local;
-      c.total_bytes += bytes;
+      add(c);
       if (auto j = job_of_comm.find(k.comm); j != job_of_comm.end() && !j->second.empty()) {
         FabricSnapshot::Local& jl = jobs[j->second];
         jl.job = j->second;
-        jl.local_bytes += local;
-        jl.total_bytes += bytes;
+        add(jl);
       }
     }
   }

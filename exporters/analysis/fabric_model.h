@@ -1,9 +1,9 @@
 #pragma once
 
-// The aggregator's fabric model: nodes -> leaves (from the topology file and the agents' LLDP
-// neighbours), each leaf's uplink capacity, and the NCCL traffic between them. From the
-// rank-pair bytes the agents already send (their proxy ops' peers, GpuWindow.rank_pairs) and
-// the ranks each node hosts (GpuWindow.communicators), it works out per window which bytes
+// The aggregator's fabric model: nodes -> leaves (from the topology file, the IB fabric file
+// and the agents' LLDP neighbours), each leaf's uplink capacity, and the NCCL traffic between them.
+// From the rank-pair bytes the agents already send (their proxy ops' peers, GpuWindow.rank_pairs)
+// and the ranks each node hosts (GpuWindow.communicators), it works out per window which bytes
 // stayed inside a leaf and which crossed its uplinks:
 //
 //   demand ratio of leaf L = max(bytes leaving L, bytes entering L) / seconds / uplink capacity
@@ -46,7 +46,10 @@ struct FabricSnapshot {
   double seconds = 0;  // the span the rates are over
   struct Leaf {
     std::string name;
-    std::string source;  // "file", "lldp" (a switch LLDP names that the file does not list)
+    // "file", "ibnetdiscover", "file+ibnetdiscover" (FabricLeaf::source), "lldp" (a switch LLDP
+    // names that no file lists)
+    std::string source;
+    std::string rail;  // FabricLeaf::rail, "" none
     std::vector<std::string> nodes;
     double uplink_bytes_per_second = 0;  // 0 = not stated
     double egress_bytes_per_second = 0;  // to nodes on other leaves
@@ -61,15 +64,21 @@ struct FabricSnapshot {
     std::string job;    // scope job; "" for a communicator
     uint64_t local_bytes = 0, total_bytes = 0;
     double ratio = 0;
+    // Between ranks on leaves of one rail, over the bytes whose both ends' rails are known
+    // (FabricLeaf::rail); rail_ratio NaN when none are.
+    uint64_t rail_local_bytes = 0, rail_total_bytes = 0;
+    double rail_ratio = 0;
   };
   std::vector<Local> comms;  // at most max_series, the most bytes first
   std::vector<Local> jobs;
-  // A node the file puts under one leaf and whose ports LLDP finds cabled to another.
+  // A node the topology file puts under one leaf and whose ports are cabled to another: LLDP's
+  // neighbour, or the IB fabric file's switch for its HCA ports. cable_switch is the LLDP
+  // chassis or the IB switch's name, cable_source "lldp" or "ibnetdiscover".
   struct Disagreement {
-    std::string node, file_leaf, lldp_leaf, lldp_chassis;
+    std::string node, file_leaf, cable_leaf, cable_switch, cable_source;
   };
   std::vector<Disagreement> disagreements;
-  // Nodes whose ports LLDP finds on several leaves (rails); their leaf is the one most ports
+  // Nodes whose ports are cabled to several leaves (rails); their leaf is the one most ports
   // reach.
   std::vector<std::string> multi_leaf_nodes;
   uint64_t unplaced_bytes = 0;  // a rank or node whose leaf is unknown
@@ -90,6 +99,9 @@ class FabricModel {
   // restart, counts whole). The batch's window end in Unix time places it in a bucket, bounded
   // by now_unix_ns, the aggregator's clock (BucketLocked).
   void OnBatch(const std::string& node, const v1::Batch& batch, int64_t now_unix_ns);
+  // The node's RDMA ports (PortInfo device, port, node_guid): the HCA ports an IB fabric file
+  // places (FabricTopology::leaf_of_hca_port, then leaf_of_node_desc by "<node> <device>").
+  void OnHello(const v1::Hello& hello);
   // Drops the node's neighbours, ranks and totals (node expiry).
   void Forget(const std::string& node);
   // The model over the buckets of the last horizon before now_unix_ns; job_of_comm names each
@@ -110,11 +122,11 @@ class FabricModel {
   struct PairKey {
     uint64_t comm;
     uint32_t src;  // node id
-    int32_t dst_rank;
+    int32_t src_rank, dst_rank;
     friend bool operator==(const PairKey&, const PairKey&) = default;
     template <typename H>
     friend H AbslHashValue(H h, const PairKey& k) {
-      return H::combine(std::move(h), k.comm, k.src, k.dst_rank);
+      return H::combine(std::move(h), k.comm, k.src, k.src_rank, k.dst_rank);
     }
   };
   struct Bucket {
@@ -126,12 +138,31 @@ class FabricModel {
     uint32_t id = 0;
     bool seen_pairs = false;  // a batch with GPU data set the baseline
     std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;  // the last batch's
-    std::vector<std::pair<std::string, std::string>> neighbors;  // (chassis name, chassis id)
-    // Its (comm, rank)s -> when a batch last listed them (aggregator clock).
-    std::map<std::pair<uint64_t, int32_t>, int64_t> ranks;
+    std::vector<std::string> port_keys;  // by Hello port index: "device:port", at most 256
+    struct Neighbor {
+      std::string port_key, chassis_name, chassis_id;
+      friend bool operator==(const Neighbor&, const Neighbor&) = default;
+    };
+    std::vector<Neighbor> neighbors;  // at most 64
+    struct HcaPort {
+      std::string device;
+      uint32_t port = 0;
+      uint64_t node_guid = 0;
+      friend bool operator==(const HcaPort&, const HcaPort&) = default;
+    };
+    std::vector<HcaPort> hca_ports;  // from its Hello, at most 64
+    // Its (comm, rank)s: when a batch last listed them (aggregator clock), and the RDMA ports
+    // ("device:port") its process has queue pairs on (GpuProducer.rdma_ports, at most 16).
+    struct RankInfo {
+      int64_t seen = 0;
+      std::vector<std::string> ports;
+    };
+    std::map<std::pair<uint64_t, int32_t>, RankInfo> ranks;
     uint64_t ranks_refused = 0;
   };
   uint32_t NodeIdLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node's entry, created (with its id) unless the node bound is reached: null then.
+  NodeInfo* NodeLocked(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bucket of a batch's window end, or null for one older than the horizon.
   Bucket* BucketLocked(int64_t batch_unix_ns, int64_t now_unix_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -139,8 +170,25 @@ class FabricModel {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakePairsLocked(NodeInfo& n, const v1::GpuWindow& w, Bucket* b)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // node id -> leaf index into *leaves (file leaves first, then LLDP-only ones), or -1.
-  std::vector<int> PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Where each node and rank sits: leaf indices into FabricSnapshot::leaves (file leaves
+  // first, then LLDP-only ones), -1 unknown.
+  struct Placed {
+    std::vector<int> leaf_of_node;  // by node id
+    // A rank whose ports' leaves are known; the others sit on their node's leaf.
+    std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
+    int LeafOf(uint64_t comm, int32_t rank, uint32_t node) const;
+  };
+  Placed PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // One port's vote for the leaf it is cabled to.
+  struct CableVote {
+    std::string port_key;  // "device:port" (RDMA) or the interface
+    int leaf = -1;
+    std::string switch_name;  // the LLDP chassis or the IB switch's leaf name
+    const char* source = "";  // "lldp", "ibnetdiscover"
+  };
+  // The ranks of `n` whose ports have votes, onto the leaf most of them reach.
+  static void PlaceRanks(const NodeInfo& n, const std::vector<CableVote>& port_votes,
+                         std::map<std::pair<uint64_t, int32_t>, int>* out);
 
   const FabricModelOptions options_;
   mutable absl::Mutex mu_;

@@ -4,10 +4,12 @@
 // (exporters/analysis/fabric_model.h FabricModel::Placement), as the cross-rank cause rules
 // read it (the fabric_oversubscribed rule, collective_cause.h).
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fabricscope::exporters {
@@ -19,10 +21,19 @@ struct FabricPlacement {
   };
   std::vector<Leaf> leaves;
   std::map<std::string, int> leaf_of_node;  // index into leaves
+  // (communicator, rank) -> index into leaves, for ranks whose own RDMA ports' leaves are known
+  // (their process's queue pairs, GpuProducer.rdma_ports): on a rail-optimized fabric a node's
+  // ranks sit on different leaves.
+  std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
   // The node's leaf index, -1 when unknown.
   int LeafOf(const std::string& node) const {
     auto it = leaf_of_node.find(node);
     return it != leaf_of_node.end() ? it->second : -1;
+  }
+  // The rank's own leaf, else its node's; -1 when neither is known.
+  int LeafOfRank(uint64_t comm, int32_t rank, const std::string& node) const {
+    auto it = leaf_of_rank.find({comm, rank});
+    return it != leaf_of_rank.end() ? it->second : LeafOf(node);
   }
 };
 

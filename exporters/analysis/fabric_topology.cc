@@ -57,9 +57,9 @@ absl::Status ReadLinkSpeed(const YAML::Node& n, const std::string& where,
 // One entry of `leaves:`.
 absl::Status ReadTopologyLeaf(const YAML::Node& n, const std::string& where, FabricLeaf* leaf) {
   if (!n.IsMap()) return TopologyError(where, "must be a map with name: and the leaf's fields");
-  static const std::set<std::string> kKeys = {"name",      "chassis",        "nodes",
-                                              "spines",    "uplinks",        "uplink_speed",
-                                              "downlinks", "downlink_speed", "oversubscription"};
+  static const std::set<std::string> kKeys = {
+      "name",         "chassis",   "nodes",          "spines",           "uplinks",
+      "uplink_speed", "downlinks", "downlink_speed", "oversubscription", "rail"};
   uint32_t downlinks = 0;
   double uplink_speed = 0, downlink_speed = 0;
   for (const auto& kv : n) {
@@ -70,11 +70,14 @@ absl::Status ReadTopologyLeaf(const YAML::Node& n, const std::string& where, Fab
     if (!kKeys.contains(key)) {
       s = TopologyError(at,
                         "unknown key (known: name, chassis, nodes, spines, uplinks, uplink_speed, "
-                        "downlinks, downlink_speed, oversubscription)");
+                        "downlinks, downlink_speed, oversubscription, rail)");
     } else if (key == "name") {
       if (!v.IsScalar() || v.as<std::string>().empty())
         s = TopologyError(at, "must be a non-empty name");
       if (s.ok()) leaf->name = v.as<std::string>();
+    } else if (key == "rail") {
+      if (!v.IsScalar() || v.as<std::string>().empty()) s = TopologyError(at, "must be a name");
+      if (s.ok()) leaf->rail = v.as<std::string>();
     } else if (key == "chassis") {
       s = ReadTopologyNames(v, at, &leaf->chassis);
     } else if (key == "nodes") {

@@ -13,12 +13,14 @@
 //       uplink_speed: 400gbit    # ... each (tc units, as --line-rate)
 //       # or: downlinks: 32, downlink_speed: 400gbit, oversubscription: 3
 //       spines: [spine-1]
+//       rail: rail-0             # the rail this leaf belongs to (rail-optimized fabrics)
 //   spines:
 //     - name: spine-1
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +44,13 @@ struct FabricLeaf {
   double uplink_bytes_per_second = 0;
   uint32_t uplinks = 0;
   double oversubscription = 0;  // as stated, 0 = not stated
+  // Where the leaf comes from: "file" (the topology file), "ibnetdiscover" (only the IB fabric
+  // file, exporters/analysis/ib_fabric.h), "file+ibnetdiscover" (both name it).
+  std::string source = "file";
+  // The rail the leaf belongs to, "" none: on a rail-optimized fabric NIC i of every node is
+  // cabled to a leaf of rail i, and traffic between two ranks whose NICs hang on leaves of one
+  // rail stays in that rail's plane.
+  std::string rail;
 };
 
 struct FabricTopology {
@@ -52,6 +61,10 @@ struct FabricTopology {
   std::map<std::string, size_t> leaf_of_node;
   // LLDP chassis name or id -> index into leaves.
   std::map<std::string, size_t> leaf_of_chassis;
+  // From an ibnetdiscover file (MergeIbFabric): (HCA node GUID, port number) -> index into
+  // leaves, and "<host> <device>" node descriptions -> index into leaves.
+  std::map<std::pair<uint64_t, uint32_t>, size_t> leaf_of_hca_port;
+  std::map<std::string, size_t> leaf_of_node_desc;
 };
 
 inline constexpr size_t kMaxLeaves = 1024;

@@ -26,9 +26,14 @@ void AddFabricFamilies(const FabricSnapshot& s, std::vector<prometheus::MetricFa
   }
   for (const FabricSnapshot::Local& c : s.comms) {
     AddValue(local, {{"scope", "leaf"}, {"comm", common::CommLabel(c.comm)}}, c.ratio);
+    if (c.rail_total_bytes > 0) {
+      AddValue(local, {{"scope", "rail"}, {"comm", common::CommLabel(c.comm)}}, c.rail_ratio);
+    }
   }
   for (const FabricSnapshot::Local& j : s.jobs) {
     AddValue(local, {{"scope", "leaf"}, {"job_id", j.job}}, j.ratio);
+    if (j.rail_total_bytes > 0)
+      AddValue(local, {{"scope", "rail"}, {"job_id", j.job}}, j.rail_ratio);
   }
   AddValue(disagreements, {}, static_cast<double>(s.disagreements.size()));
   for (prometheus::MetricFamily* f : {&demand, &rate, &local, &disagreements}) {
@@ -60,6 +65,12 @@ void AppendLocal(std::string* out, const FabricSnapshot::Local& l) {
   AppendJsonField(out, "total_bytes", static_cast<double>(l.total_bytes));
   out->append(",");
   AppendJsonField(out, "ratio", l.ratio);
+  out->append(",");
+  AppendJsonField(out, "rail_local_bytes", static_cast<double>(l.rail_local_bytes));
+  out->append(",");
+  AppendJsonField(out, "rail_total_bytes", static_cast<double>(l.rail_total_bytes));
+  out->append(",");
+  AppendJsonField(out, "rail_ratio", l.rail_ratio);  // null: no rail known
   out->append("}");
 }
 
@@ -76,6 +87,8 @@ std::string FabricJson(const FabricSnapshot& s) {
     AppendJsonField(&out, "name", l.name);
     out += ",";
     AppendJsonField(&out, "source", l.source);
+    out += ",";
+    AppendJsonField(&out, "rail", l.rail);
     out += ",";
     AppendStrings(&out, "nodes", l.nodes);
     for (const auto& [key, v] :
@@ -106,9 +119,11 @@ std::string FabricJson(const FabricSnapshot& s) {
     out += ",";
     AppendJsonField(&out, "file_leaf", d.file_leaf);
     out += ",";
-    AppendJsonField(&out, "lldp_leaf", d.lldp_leaf);
+    AppendJsonField(&out, "cable_leaf", d.cable_leaf);
     out += ",";
-    AppendJsonField(&out, "lldp_chassis", d.lldp_chassis);
+    AppendJsonField(&out, "cable_switch", d.cable_switch);
+    out += ",";
+    AppendJsonField(&out, "cable_source", d.cable_source);
     out += "}";
   }
   out += "],";

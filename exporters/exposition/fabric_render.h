@@ -20,15 +20,16 @@ class ClusterState;
 
 // fabricscope_leaf_uplink_demand_ratio{leaf} (leaves with a capacity),
 // fabricscope_leaf_uplink_bytes_per_second{leaf,direction},
-// fabricscope_traffic_local_ratio{scope="leaf",comm} and {scope="leaf",job_id},
-// fabricscope_topology_disagreements. Series: at most 3 per leaf (1,024 leaves), 64
-// communicators and 64 jobs, and one.
+// fabricscope_traffic_local_ratio{scope="leaf"|"rail",comm} and {scope="leaf"|"rail",job_id}
+// (rail series only where the topology file names rails), fabricscope_topology_disagreements.
+// Series: at most 3 per leaf (1,024 leaves), 2 per communicator (64) and per job (64), and one.
 void AddFabricFamilies(const FabricSnapshot& s, std::vector<prometheus::MetricFamily>* out);
 
-// {"seconds":..,"leaves":[{"name","source","nodes":[..],"uplink_bytes_per_second",
+// {"seconds":..,"leaves":[{"name","source","rail","nodes":[..],"uplink_bytes_per_second",
 // "egress_bytes_per_second","ingress_bytes_per_second","demand_ratio"}],"local":[{"scope",
-// "comm"|"job","local_bytes","total_bytes","ratio"}],"disagreements":[{"node","file_leaf",
-// "lldp_leaf","lldp_chassis"}],"multi_leaf_nodes":[..],"unplaced_bytes","dropped_bytes",
+// "comm"|"job","local_bytes","total_bytes","ratio","rail_local_bytes","rail_total_bytes",
+// "rail_ratio"}],"disagreements":[{"node","file_leaf",
+// "cable_leaf","cable_switch","cable_source"}],"multi_leaf_nodes":[..],"unplaced_bytes","dropped_bytes",
 // "late_bytes","clock_ahead_batches"}
 std::string FabricJson(const FabricSnapshot& s);
 

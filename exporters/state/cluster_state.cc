@@ -64,6 +64,7 @@ absl::StatusOr<uint64_t> ClusterState::StoreHello(const v1::Hello& hello, bool* 
   n.last_seen = Now();
   links_.OnHello(hello);
   cross_rank_.OnHello(hello);
+  fabric_.OnHello(hello);
   for (int i = 0; i < hello.ports_size(); ++i)
     n.ports[static_cast<size_t>(i)].info = std::make_shared<const v1::PortInfo>(hello.ports(i));
   // Below resume_seq the agent holds nothing: those batches were acked by an earlier

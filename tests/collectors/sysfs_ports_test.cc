@@ -68,6 +68,18 @@ TEST(DiscoverRdmaPorts, FindsEveryPortOfTheRealTree) {
   EXPECT_EQ(r->ports[0].line_rate_bytes_per_second, 12'500'000'000u);  // 100 Gb/sec (4X EDR)
   EXPECT_EQ(r->ports[1].line_rate_bytes_per_second, 5'000'000'000u);   // 40 Gb/sec (4X QDR)
   EXPECT_EQ(r->ports[3].line_rate_bytes_per_second, 3'125'000'000u);   // 25 Gb/sec (1X EDR)
+  // mlx5_0's node_guid file reads "0a7f:bc12:45ef:d23b" (no trailing newline); the other
+  // devices have none in the tree: 0, unknown.
+  EXPECT_EQ(r->ports[3].node_guid, 0x0a7fbc1245efd23bu);
+  EXPECT_EQ(r->ports[0].node_guid, 0u);
+}
+
+TEST(ParseNodeGuid, KernelFormatOnly) {
+  EXPECT_EQ(*ParseNodeGuid("e09d:7303:007a:4bd8\n"), 0xe09d7303007a4bd8u);
+  for (const char* bad : {"", "e09d7303007a4bd8", "e09d:7303:007a", "e09d:7303:007a:4bd8:0000",
+                          "e09d:7303:007a:4bdx", "0xe09:7303:007a:4bd8", "e09d:7303:007a:4bd"}) {
+    EXPECT_FALSE(ParseNodeGuid(bad).ok()) << bad;
+  }
 }
 
 TEST(DiscoverRdmaPorts, CounterSetHasWidthsScaleAndRoles) {

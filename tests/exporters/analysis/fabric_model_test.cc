@@ -179,7 +179,9 @@ TEST(FabricModelTest, LldpWinsOverTheFileAndTheDifferenceIsReported) {
   ASSERT_EQ(s.disagreements.size(), 1u);
   EXPECT_EQ(s.disagreements[0].node, "n1");
   EXPECT_EQ(s.disagreements[0].file_leaf, "leaf-a");
-  EXPECT_EQ(s.disagreements[0].lldp_leaf, "leaf-b");
+  EXPECT_EQ(s.disagreements[0].cable_leaf, "leaf-b");
+  EXPECT_EQ(s.disagreements[0].cable_switch, "02:00:00:00:00:0b");
+  EXPECT_EQ(s.disagreements[0].cable_source, "lldp");
   EXPECT_THAT(s.leaves[0].nodes, ElementsAre("n0"));
   EXPECT_THAT(s.leaves[1].nodes, ElementsAre("n1", "n2", "n3"));
   // The ring's local hops are now 1->2 and 2->3.

@@ -456,7 +456,9 @@ HeatmapModel LeavesHeatmap(const FabricSnapshot& s) {
   }
   m.scale_max = peak > 0 ? peak : 1;
   if (s.leaves.empty()) {
-    m.note = "no leaves: give --topology-file, or run lldpd on the nodes (exporters/README.md)";
+    m.note =
+        "no leaves: give --topology-file or --ib-fabric-file, or run lldpd on the nodes "
+        "(exporters/README.md)";
   }
   return m;
 }

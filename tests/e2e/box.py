@@ -150,12 +150,12 @@ def ensure_token():
         os.close(fd)
 
 
-def start_aggregator():
+def start_aggregator(extra_args=()):
     ensure_token()
     out = open(os.path.join(WORK, "aggregator.log"), "w")
     p = subprocess.Popen(["ip", "netns", "exec", HUB, AGGREGATOR, f"--grpc-listen={HUB_ADDR}:0",
                           "--http-listen=127.0.0.1:0", f"--auth-token-file={TOKEN_FILE}",
-                          f"--history-path={os.path.join(WORK, 'history.db')}"],
+                          f"--history-path={os.path.join(WORK, 'history.db')}", *extra_args],
                          stdout=subprocess.PIPE, stderr=out, text=True)
     PROCS.append(p)
     line = p.stdout.readline()

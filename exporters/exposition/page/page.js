@@ -343,15 +343,17 @@ function fmtBits(v) {
   if (!(v > 0)) return '–';
   return v * 8 >= 1e12 ? (v * 8 / 1e12).toPrecision(3) + ' Tb/s' : fmtNum(v * 8) + 'b/s';
 }
-// #leaves: each leaf's uplink traffic against its capacity, and each job's leaf-local share.
+// #leaves: each leaf's uplink traffic against its capacity, and each job's leaf-local share
+// (and rail-local share where the topology file names rails).
 function renderLeaves(f) {
-  fillTable($('#leaves'), (f.leaves || []).map((l) => row([l.name, l.source,
+  fillTable($('#leaves'), (f.leaves || []).map((l) => row([l.name, l.source, l.rail || '–',
     [l.nodes.length, 'num'], [fmtBits(l.uplink_bytes_per_second), 'num'],
     [fmtBits(l.egress_bytes_per_second), 'num'], [fmtBits(l.ingress_bytes_per_second), 'num'],
     [fmtRatio(l.demand_ratio), l.demand_ratio >= 0.8 ? 'num cause-fabric_oversubscribed' : 'num']])));
   const jobs = (f.local || []).filter((x) => x.job && (!state.job || x.job === state.job));
   $('#leaves-local').textContent = jobs.length ? 'leaf-local share of each job\'s traffic: ' +
-    jobs.map((x) => `${jobLabel(x.job)} ${fmtRatio(x.ratio)}`).join(', ') : '';
+    jobs.map((x) => `${jobLabel(x.job)} ${fmtRatio(x.ratio)}` +
+      (x.rail_ratio != null ? ` (rail-local ${fmtRatio(x.rail_ratio)})` : '')).join(', ') : '';
 }
 
 // /api/timeline of a communicator from 2 s before `start` to 2 s after its end (Unix seconds).

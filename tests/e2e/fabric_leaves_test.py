@@ -18,6 +18,9 @@ Two jobs run one after the other, a ring all-reduce over TCP on all four nodes e
                way (each gets 30 Mb/s, the host ports run at 0.375 of their declared rate). Named
                fabric_oversubscribed at leaf-a or leaf-b; leaf-local share 0.
 
+Then the aggregator's live page in headless Chromium shows both leaves, each job's leaf-local
+share and the alternating ring's instances naming the leaf's uplinks.
+
 Usage: fabric_leaves_test.py AGENT AGGREGATOR RING PLUGIN
 Exit 77 (skipped) without root, namespaces, veth, bridge, tbf or lldpd; 0 on success; 1 on
 failure. ~40 s.
@@ -33,6 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import box  # noqa: E402
+import cdp  # noqa: E402
 from box import (ADDR, FAILED, HUB, HUB_ADDR, NS, PEER, PROCS, TAG, TOKEN_FILE,  # noqa: E402
                  VETH, WORK, check, configure, http, log, metric_values, run, skip, start_rank,
                  wait_for)
@@ -175,6 +179,34 @@ def local_share(http_port, job):
     return None
 
 
+def check_live_page(http_port):
+    """The aggregator's live page in headless Chromium: #leaves lists both leaves with their
+    nodes, #leaves-local the last job's leaf-local share, #slow-collectives the alternating ring's
+    instances with the leaf whose uplinks held them back; no console error."""
+    b = cdp.Browser(prefix=["ip", "netns", "exec", HUB], width=1400, height=1200)
+    try:
+        b.open(f"http://127.0.0.1:{http_port}/")
+        rows = b.wait_for("#leaves rows", """(() => { const r = [...document.querySelectorAll(
+            '#leaves tbody tr')].map(tr => tr.textContent); return r.length ? r : null; })()""",
+                          timeout=15)
+        check(len(rows) == 2 and rows[0].startswith("leaf-afile") and
+              rows[1].startswith("leaf-bfile"), f"live page: #leaves lists both leaves ({rows})")
+        local = b.wait_for("#leaves-local", "document.getElementById('leaves-local').textContent"
+                           " || null", timeout=10)
+        # The ordered job's bytes may have left the 10 s horizon by now: the last job's stay.
+        check("alternating 0" in local, f"live page: the job's leaf-local share ({local})")
+        slow = b.wait_for("#slow-collectives rows", """[...document.querySelectorAll(
+            '#slow-collectives tbody tr')].map(tr => tr.textContent)""", timeout=10)
+        check(any("fabric_oversubscribed" in r and "uplinks carried" in r for r in slow),
+              "live page: #slow-collectives names the leaf's uplinks")
+        errors = b.errors()
+        check(not errors, "live page: no console error: " + "; ".join(errors))
+    except cdp.CdpError as e:
+        check(False, f"live page: {e}")
+    finally:
+        b.close()
+
+
 def main():
     try:
         setup()
@@ -219,6 +251,7 @@ def main():
               f"ordered ring's leaf-local share 0.5 ({share_ordered})")
         check(share_alternating is not None and share_alternating < 0.05,
               f"alternating ring's leaf-local share 0 ({share_alternating})")
+        check_live_page(http_port)
     finally:
         cleanup()
     if FAILED:

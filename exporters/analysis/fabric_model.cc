@@ -37,6 +37,7 @@ std::shared_ptr<const FabricPlacement> FabricModel::Placement() const {
     for (const std::string& node : s.leaves[i].nodes) p->leaf_of_node[node] = static_cast<int>(i);
   }
   p->leaf_of_rank = std::move(placed.leaf_of_rank);
+  p->multi_leaf_nodes.insert(s.multi_leaf_nodes.begin(), s.multi_leaf_nodes.end());
   placement_ = std::move(p);
   return placement_;
 }
@@ -91,9 +92,11 @@ void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t n
     it->second.seen = now_unix_ns;
     node_of_rank_[key] = n.id;
     if (auto p = producer_of_pid.find(c.pid()); p != producer_of_pid.end()) {
-      std::vector<std::string> ports;
+      std::vector<uint16_t> ports;
       for (const std::string& port : p->second->rdma_ports()) {
-        if (ports.size() < 16) ports.push_back(port);
+        if (ports.size() >= 16) break;
+        const auto k = std::find(n.port_keys.begin(), n.port_keys.end(), port);
+        if (k != n.port_keys.end()) ports.push_back(static_cast<uint16_t>(k - n.port_keys.begin()));
       }
       if (ports != it->second.ports) {
         it->second.ports = std::move(ports);
@@ -108,6 +111,7 @@ void FabricModel::TakeRanksLocked(NodeInfo& n, const v1::GpuWindow& w, int64_t n
     }
     auto r = node_of_rank_.find(it->first);
     if (r != node_of_rank_.end() && r->second == n.id) node_of_rank_.erase(r);
+    if (!it->second.ports.empty()) placement_ = nullptr;  // it was placed by its ports
     it = n.ranks.erase(it);
   }
 }
@@ -215,7 +219,8 @@ void FabricModel::Forget(const std::string& node) {
 
 int FabricModel::Placed::LeafOf(uint64_t comm, int32_t rank, uint32_t node) const {
   if (auto it = leaf_of_rank.find({comm, rank}); it != leaf_of_rank.end()) return it->second;
-  return node < leaf_of_node.size() ? leaf_of_node[node] : -1;
+  if (node >= leaf_of_node.size() || multi_leaf[node]) return -1;
+  return leaf_of_node[node];
 }
 
 namespace {
@@ -267,6 +272,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
   };
   Placed placed;
   placed.leaf_of_node.assign(node_names_.size(), -1);
+  placed.multi_leaf.assign(node_names_.size(), false);
   std::set<std::string> seen;  // the file's nodes that have not reported are placed after
   for (const auto& [name, n] : nodes_) {
     int file_leaf = -1;
@@ -297,7 +303,10 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
     size_t distinct = 0;
     const CableVote* cable = Majority(
         votes, [](const CableVote& v) { return v.leaf; }, &distinct);
-    if (distinct > 1) s->multi_leaf_nodes.push_back(name);
+    if (distinct > 1) {
+      s->multi_leaf_nodes.push_back(name);
+      placed.multi_leaf[n.id] = true;
+    }
     if (cable != nullptr && file_leaf >= 0 && cable->leaf != file_leaf) {
       s->disagreements.push_back({name, s->leaves[file_leaf].name, s->leaves[cable->leaf].name,
                                   cable->switch_name, cable->source});
@@ -307,7 +316,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
     placed.leaf_of_node[n.id] = leaf;
     if (leaf >= 0) s->leaves[leaf].nodes.push_back(name);
     seen.insert(name);
-    PlaceRanks(n, votes, &placed.leaf_of_rank);
+    PlaceRanksLocked(n, votes, &placed.leaf_of_rank);
   }
   for (const auto& [name, leaf] : t.leaf_of_node) {
     if (!seen.contains(name)) s->leaves[leaf].nodes.push_back(name);
@@ -315,15 +324,20 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
   return placed;
 }
 
-void FabricModel::PlaceRanks(const NodeInfo& n, const std::vector<CableVote>& port_votes,
-                             std::map<std::pair<uint64_t, int32_t>, int>* out) {
+void FabricModel::PlaceRanksLocked(const NodeInfo& n, const std::vector<CableVote>& port_votes,
+                                   std::map<std::pair<uint64_t, int32_t>, int>* out) const {
   if (port_votes.empty()) return;
   // A rank sits on the leaf its own ports reach (the ports its process has queue pairs on).
   for (const auto& [key, r] : n.ranks) {
+    if (auto owner = node_of_rank_.find(key);
+        owner == node_of_rank_.end() || owner->second != n.id) {
+      continue;
+    }
     std::vector<int> leaves;
-    for (const std::string& port : r.ports) {
+    for (uint16_t port : r.ports) {
+      if (port >= n.port_keys.size()) continue;
       for (const CableVote& v : port_votes) {
-        if (v.port_key == port) leaves.push_back(v.leaf);
+        if (v.port_key == n.port_keys[port]) leaves.push_back(v.leaf);
       }
     }
     size_t distinct = 0;

@@ -152,10 +152,11 @@ class FabricModel {
     };
     std::vector<HcaPort> hca_ports;  // from its Hello, at most 64
     // Its (comm, rank)s: when a batch last listed them (aggregator clock), and the RDMA ports
-    // ("device:port") its process has queue pairs on (GpuProducer.rdma_ports, at most 16).
+    // its process has queue pairs on (GpuProducer.rdma_ports, at most 16), as indices into
+    // port_keys: a name the Hello did not announce is dropped.
     struct RankInfo {
       int64_t seen = 0;
-      std::vector<std::string> ports;
+      std::vector<uint16_t> ports;
     };
     std::map<std::pair<uint64_t, int32_t>, RankInfo> ranks;
     uint64_t ranks_refused = 0;
@@ -174,7 +175,9 @@ class FabricModel {
   // first, then LLDP-only ones), -1 unknown.
   struct Placed {
     std::vector<int> leaf_of_node;  // by node id
-    // A rank whose ports' leaves are known; the others sit on their node's leaf.
+    std::vector<bool> multi_leaf;   // by node id: its ports reach several leaves
+    // A rank whose ports' leaves are known; the others sit on their node's leaf, or nowhere
+    // when the node reaches several (a rail-optimized node: which one is not known).
     std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
     int LeafOf(uint64_t comm, int32_t rank, uint32_t node) const;
   };
@@ -186,9 +189,11 @@ class FabricModel {
     std::string switch_name;  // the LLDP chassis or the IB switch's leaf name
     const char* source = "";  // "lldp", "ibnetdiscover"
   };
-  // The ranks of `n` whose ports have votes, onto the leaf most of them reach.
-  static void PlaceRanks(const NodeInfo& n, const std::vector<CableVote>& port_votes,
-                         std::map<std::pair<uint64_t, int32_t>, int>* out);
+  // The ranks of `n` whose ports have votes, onto the leaf most of them reach; a rank another
+  // node now hosts (node_of_rank_) is that node's to place.
+  void PlaceRanksLocked(const NodeInfo& n, const std::vector<CableVote>& port_votes,
+                        std::map<std::pair<uint64_t, int32_t>, int>* out) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const FabricModelOptions options_;
   mutable absl::Mutex mu_;

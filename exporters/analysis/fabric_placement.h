@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,15 +26,19 @@ struct FabricPlacement {
   // (their process's queue pairs, GpuProducer.rdma_ports): on a rail-optimized fabric a node's
   // ranks sit on different leaves.
   std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
+  // Nodes whose ports reach several leaves: a rank there without its own placement is on one of
+  // them, which is not known.
+  std::set<std::string> multi_leaf_nodes;
   // The node's leaf index, -1 when unknown.
   int LeafOf(const std::string& node) const {
     auto it = leaf_of_node.find(node);
     return it != leaf_of_node.end() ? it->second : -1;
   }
-  // The rank's own leaf, else its node's; -1 when neither is known.
+  // The rank's own leaf, else its node's where the node reaches one leaf; -1 otherwise.
   int LeafOfRank(uint64_t comm, int32_t rank, const std::string& node) const {
     auto it = leaf_of_rank.find({comm, rank});
-    return it != leaf_of_rank.end() ? it->second : LeafOf(node);
+    if (it != leaf_of_rank.end()) return it->second;
+    return multi_leaf_nodes.contains(node) ? -1 : LeafOf(node);
   }
 };
 

@@ -90,8 +90,12 @@ std::string FirstQuoted(absl::string_view comment) {
   return std::string(comment.substr(open + 1, close - open - 1));
 }
 
-// The "4xNDR" token of a port line's comment (dump_linkwidth_compat + the speed).
+// The "4xNDR" token of a port line's comment (dump_linkwidth_compat + the speed), after the
+// remote's quoted description (which may hold any text), before the `-f` output's " s=.. w=..".
 void ReadWidthSpeed(absl::string_view comment, IbLink* l) {
+  if (const size_t q = comment.rfind('"'); q != absl::string_view::npos) {
+    comment.remove_prefix(q + 1);
+  }
   for (absl::string_view tok : absl::StrSplit(comment, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
     const size_t x = tok.find('x');
     uint32_t lanes = 0;
@@ -105,6 +109,7 @@ void ReadWidthSpeed(absl::string_view comment, IbLink* l) {
     l->lanes = lanes;
     l->speed = std::string(speed);
     l->bytes_per_second = lanes * gbps * 1e9 / 8;
+    return;
   }
 }
 
@@ -123,6 +128,12 @@ absl::Status ParsePortLine(size_t n, absl::string_view line, IbNode* node) {
     ReadWidthSpeed(comment, &l);
   }
   if (node->links.size() >= 255) return LineError(n, line, "more than 255 cabled ports");
+  if (node->ports > 0 && l.port > node->ports) {
+    return LineError(n, line, absl::StrCat("port ", l.port, " beyond the node's ", node->ports));
+  }
+  for (const IbLink& other : node->links) {
+    if (other.port == l.port) return LineError(n, line, "a port given twice");
+  }
   node->links.push_back(std::move(l));
   return absl::OkStatus();
 }
@@ -131,6 +142,9 @@ absl::Status ParseNodeLine(size_t n, absl::string_view line, IbNode* node) {
   absl::string_view s = line;
   const size_t sp = s.find_first_of(" \t");
   const absl::string_view kind = s.substr(0, sp);
+  if (sp == absl::string_view::npos || (kind != "Switch" && kind != "Ca" && kind != "Rt")) {
+    return LineError(n, line, "not ibnetdiscover output (no node, port or id line)");
+  }
   node->type = kind == "Switch" ? 'S' : kind == "Ca" ? 'H' : 'R';
   s.remove_prefix(sp);
   s = absl::StripLeadingAsciiWhitespace(s);
@@ -290,6 +304,16 @@ std::string IbSwitchName(const IbNode& sw) {
 
 absl::Status MergeIbFabric(const IbFabric& f, FabricTopology* t, std::vector<std::string>* notes) {
   const Roles r = FindRoles(f);
+  // The file's chassis entries that are GUIDs, in any case and padding ("0x2c5eab0300b87b40",
+  // "0x2C5EAB...", or "0x2c9..." as ibnetdiscover's own switchguid= line prints it, unpadded).
+  std::map<uint64_t, size_t> leaf_of_guid;
+  for (const auto& [chassis, index] : t->leaf_of_chassis) {
+    uint64_t guid = 0;
+    if ((absl::StartsWith(chassis, "0x") || absl::StartsWith(chassis, "0X")) &&
+        ParseHex64(absl::AsciiStrToLower(chassis), &guid)) {
+      leaf_of_guid.emplace(guid, index);
+    }
+  }
   std::set<size_t> taken;  // leaves an IB switch of this file matched
   for (const IbNode* sw : r.leaves) {
     std::string name = IbSwitchName(*sw);
@@ -302,10 +326,10 @@ absl::Status MergeIbFabric(const IbFabric& f, FabricTopology* t, std::vector<std
       capacity += l.bytes_per_second;
     }
     int index = -1;
-    for (const std::string* key : {&guid, static_cast<const std::string*>(&name)}) {
-      if (auto it = t->leaf_of_chassis.find(*key); index < 0 && it != t->leaf_of_chassis.end()) {
-        index = static_cast<int>(it->second);
-      }
+    if (auto it = leaf_of_guid.find(sw->guid); it != leaf_of_guid.end()) {
+      index = static_cast<int>(it->second);
+    } else if (auto c = t->leaf_of_chassis.find(name); c != t->leaf_of_chassis.end()) {
+      index = static_cast<int>(c->second);
     }
     if (index >= 0 && taken.contains(static_cast<size_t>(index))) {
       // Two switches with one name (an unset description): the second keeps its GUID.
@@ -349,11 +373,10 @@ absl::Status MergeIbFabric(const IbFabric& f, FabricTopology* t, std::vector<std
       if (!desc.empty()) t->leaf_of_node_desc.emplace(desc, index);
     }
   }
+  std::set<std::string> spines(t->spines.begin(), t->spines.end());
   for (const IbNode* sw : r.spines) {
     std::string name = IbSwitchName(*sw);
-    if (std::find(t->spines.begin(), t->spines.end(), name) == t->spines.end()) {
-      t->spines.push_back(std::move(name));
-    }
+    if (spines.insert(name).second) t->spines.push_back(std::move(name));
   }
   return absl::OkStatus();
 }

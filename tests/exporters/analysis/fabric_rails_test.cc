@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -39,7 +40,8 @@ constexpr int64_t kStart = 1'800'000'000'000'000'000;
 // node n with its queue pairs on NIC i (when `qp_ports`), as agent/qp_ports.h reports them.
 struct RailCluster {
   std::unique_ptr<FabricModel> m;
-  explicit RailCluster(bool qp_ports) {
+  // qp_port(nic): the name the agent gives the port rank 2n+nic has queue pairs on; "" none.
+  explicit RailCluster(std::function<std::string(int)> qp_port) : qp_port_(std::move(qp_port)) {
     auto t = ParseFabricTopology(YAML::Load(kRails));
     EXPECT_TRUE(t.ok()) << t.status();
     m = std::make_unique<FabricModel>(std::make_shared<const FabricTopology>(*t),
@@ -56,7 +58,6 @@ struct RailCluster {
       }
       m->OnHello(h);
     }
-    qp_ports_ = qp_ports;
   }
   static std::string Name(int node) { return "gpu" + std::to_string(node); }
   // One second of traffic: `pairs` (src rank, dst rank) send `bytes` each, cumulative.
@@ -80,7 +81,7 @@ struct RailCluster {
         c->set_pid(1000 + rank);
         v1::GpuProducer* p = g->mutable_ingest()->add_producers();
         p->set_pid(1000 + rank);
-        if (qp_ports_) p->add_rdma_ports("mlx5_" + std::to_string(nic) + ":1");
+        if (const std::string port = qp_port_(nic); !port.empty()) p->add_rdma_ports(port);
       }
       for (const auto& [src, dst] : pairs) {
         if (src / 2 != node) continue;
@@ -97,12 +98,14 @@ struct RailCluster {
     for (int round = 0; round <= 3; ++round) Round(round, pairs, bytes);
     return m->Snapshot(kStart + 4'000'000'000LL, {{kComm, "job-7"}});
   }
-  bool qp_ports_ = false;
+  std::function<std::string(int)> qp_port_;
 };
+
+std::string OwnNic(int nic) { return "mlx5_" + std::to_string(nic) + ":1"; }
 
 TEST(FabricRailsTest, RankAlignedTrafficStaysOnItsRailAndCrossRailTrafficCrossesTheSpine) {
   // Ranks 0 and 2 are on NIC 0 (rail 0), 1 and 3 on NIC 1 (rail 1).
-  RailCluster aligned(true);
+  RailCluster aligned(OwnNic);
   const FabricSnapshot a = aligned.Run({{0, 2}, {2, 0}, {1, 3}, {3, 1}}, 1'000'000);
   ASSERT_EQ(a.comms.size(), 1u);
   EXPECT_DOUBLE_EQ(a.comms[0].ratio, 1.0);
@@ -114,7 +117,7 @@ TEST(FabricRailsTest, RankAlignedTrafficStaysOnItsRailAndCrossRailTrafficCrosses
   // Every node reaches both leaves.
   EXPECT_THAT(a.multi_leaf_nodes, ElementsAre("gpu0", "gpu1"));
 
-  RailCluster crossed(true);
+  RailCluster crossed(OwnNic);
   const FabricSnapshot c = crossed.Run({{0, 3}, {3, 0}, {1, 2}, {2, 1}}, 1'000'000);
   ASSERT_EQ(c.comms.size(), 1u);
   EXPECT_DOUBLE_EQ(c.comms[0].ratio, 0.0);
@@ -125,22 +128,31 @@ TEST(FabricRailsTest, RankAlignedTrafficStaysOnItsRailAndCrossRailTrafficCrosses
   std::shared_ptr<const FabricPlacement> p = crossed.m->Placement();
   EXPECT_EQ(p->LeafOfRank(kComm, 1, "gpu0"), 1);
   EXPECT_EQ(p->LeafOfRank(kComm, 2, "gpu1"), 0);
-  EXPECT_EQ(p->LeafOfRank(kComm, 9, "gpu1"), p->LeafOf("gpu1"));  // unknown rank: its node's
+  // A rank it has no ports for: its node reaches both leaves, which one it uses is not known.
+  EXPECT_EQ(p->LeafOfRank(kComm, 9, "gpu1"), -1);
 }
 
-TEST(FabricRailsTest, WithoutQueuePairPortsRanksSitOnTheirNodesLeaf) {
-  // The same cross-rail traffic, but no QP table: every rank on its node's leaf (the first
-  // port's, a tie), so all of it looks leaf-local; the fabric cannot tell better.
-  RailCluster blind(false);
-  const FabricSnapshot s = blind.Run({{0, 3}, {3, 0}, {1, 2}, {2, 1}}, 1'000'000);
-  ASSERT_EQ(s.comms.size(), 1u);
-  EXPECT_DOUBLE_EQ(s.comms[0].ratio, 1.0);
-  EXPECT_DOUBLE_EQ(s.comms[0].rail_ratio, 1.0);
-  EXPECT_TRUE(blind.m->Placement()->leaf_of_rank.empty());
+TEST(FabricRailsTest, WithoutItsOwnPortsARankOnAMultiLeafNodeIsUnplaced) {
+  // The same cross-rail traffic, but no QP table, or ports the Hello never announced (a lying
+  // or confused agent): each node reaches both leaves, so which one a rank sits on is not
+  // known. Its bytes are unplaced, not counted local on the node's first leaf.
+  for (const auto& qp_port : std::vector<std::function<std::string(int)>>{
+           [](int) { return std::string(); },
+           [](int nic) { return "mlx5_" + std::to_string(nic + 7) + ":1"; },
+           [](int) { return std::string(100'000, 'x'); }}) {
+    RailCluster blind(qp_port);
+    const FabricSnapshot s = blind.Run({{0, 3}, {3, 0}, {1, 2}, {2, 1}}, 1'000'000);
+    EXPECT_TRUE(s.comms.empty());
+    EXPECT_EQ(s.unplaced_bytes, 4u * 3 * 1'000'000);
+    std::shared_ptr<const FabricPlacement> p = blind.m->Placement();
+    EXPECT_TRUE(p->leaf_of_rank.empty());
+    EXPECT_EQ(p->LeafOfRank(kComm, 1, "gpu0"), -1);
+    EXPECT_GE(p->LeafOf("gpu0"), 0);  // the node is still listed under a leaf
+  }
 }
 
 TEST(FabricRailsTest, RailSeriesOnlyWhereTheTopologyNamesRails) {
-  RailCluster c(true);
+  RailCluster c(OwnNic);
   const FabricSnapshot s = c.Run({{0, 2}, {0, 3}}, 1'000'000);
   std::vector<prometheus::MetricFamily> out;
   AddFabricFamilies(s, &out);

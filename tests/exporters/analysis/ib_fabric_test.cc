@@ -126,10 +126,14 @@ leaves:
     uplink_speed: 400gbit
   - name: rack1-rail2
     chassis: [A09-P1-IBLEAF-01-02]
+  - name: rack4-rail2
+    chassis: ["0X2C5EAB0300B87BC0"]
 )",
                                            &notes);
   FabricTopology* t = &merged;
-  EXPECT_EQ(t->leaves.size(), 31u);  // two named by the file, 29 added
+  EXPECT_EQ(t->leaves.size(), 31u);                      // three named by the file, 28 added
+  EXPECT_EQ(t->leaves[2].source, "file+ibnetdiscover");  // its GUID in capitals
+  EXPECT_DOUBLE_EQ(t->leaves[2].uplink_bytes_per_second, 16 * 400e9 / 8);
   EXPECT_EQ(t->leaves[0].name, "rack4-rail4");
   EXPECT_EQ(t->leaves[0].source, "file+ibnetdiscover");
   EXPECT_DOUBLE_EQ(t->leaves[0].uplink_bytes_per_second, 8 * 400e9 / 8);  // the file's stands
@@ -204,6 +208,11 @@ TEST(IbFabricTest, RefusesWhatIsNotIbnetdiscoverOutputNamingTheLine) {
       {"Ca\t2 \"H-01\"\n\nCa\t2 \"H-1\"\n", "line 3: node GUID given twice"},
       {"sysimgguid=0xnothex\n", "line 1: not a GUID"},
       {"Switch\t36 \"S-00000000000000001\"\n", "line 1: no \"X-guid\""},  // 17 hex digits
+      {"Switch\n", "line 1: not ibnetdiscover output"},                   // a file cut off mid-line
+      {"Ca\n", "line 1: not ibnetdiscover output"},
+      {"Cafoo\t2 \"H-01\"\n", "line 1: not ibnetdiscover output"},
+      {"Switch\t3 \"S-01\"\n[1]\t\"S-02\"[1]\n[1]\t\"S-03\"[1]\n", "line 3: a port given twice"},
+      {"Switch\t3 \"S-01\"\n[4]\t\"S-02\"[1]\n", "line 2: port 4 beyond the node's 3"},
   };
   for (const auto& [text, want] : cases) {
     absl::StatusOr<IbFabric> f = ParseIbnetdiscover(text);
@@ -217,19 +226,22 @@ TEST(IbFabricTest, UnknownWidthOrSpeedLeavesTheLinkWithoutARate) {
   // dump_linkwidth_compat prints "??" and dump_linkspeedext_compat "???" for values they do not
   // know; the `-f` (full info) output appends " s=.. w=.. v=..".
   absl::StatusOr<IbFabric> f = ParseIbnetdiscover(
-      "Switch\t3 \"S-0000000000000001\"\t\t# \"sw\" base port 0 lid 1 lmc 0\n"
+      "Switch\t4 \"S-0000000000000001\"\t\t# \"sw\" base port 0 lid 1 lmc 0\n"
       "[1]\t\"S-0000000000000002\"[1]\t\t# \"sw2\" lid 2 ?????\n"
       "[2]\t\"S-0000000000000002\"[2]\t\t# \"sw2\" lid 2 12xEDR s=16 w=8 v=4\n"
-      "[3]\t\"S-0000000000000002\"[3]\t\t# \"sw2\" lid 2 4xFDR10\n");
+      "[3]\t\"S-0000000000000002\"[3]\t\t# \"sw2\" lid 2 4xFDR10\n"
+      "[4]\t\"S-0000000000000003\"[1]\t\t# \"named 12xXDR\" lid 3 ?????\n");
   ASSERT_TRUE(f.ok()) << f.status();
   const std::vector<IbLink>& l = f->switches[0].links;
-  ASSERT_EQ(l.size(), 3u);
+  ASSERT_EQ(l.size(), 4u);
   EXPECT_EQ(l[0].lanes, 0u);
   EXPECT_EQ(l[0].bytes_per_second, 0);
   EXPECT_EQ(l[1].lanes, 12u);
   EXPECT_DOUBLE_EQ(l[1].bytes_per_second, 12 * 25e9 / 8);
   EXPECT_EQ(l[2].speed, "FDR10");
   EXPECT_DOUBLE_EQ(l[2].bytes_per_second, 4 * 10e9 / 8);
+  EXPECT_EQ(l[3].lanes, 0u);  // the description's text is not the link's rate
+  EXPECT_EQ(l[3].bytes_per_second, 0);
   EXPECT_EQ(IbSwitchName(f->switches[0]), "sw");
 }
 

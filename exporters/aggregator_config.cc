@@ -1,5 +1,7 @@
 #include "exporters/aggregator_config.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "collectors/common/host_port.h"
 #include "collectors/common/stream_auth.h"
@@ -154,6 +156,15 @@ absl::Status LoadAggregatorTopology(AggregatorOptions* options) {
     absl::StatusOr<FabricTopology> file = LoadFabricTopology(options->topology_file);
     if (!file.ok()) return file.status();
     t = *std::move(file);
+    size_t with_capacity = 0;
+    std::set<std::string> rails;
+    for (const FabricLeaf& l : t.leaves) {
+      with_capacity += l.uplink_bytes_per_second > 0;
+      if (!l.rail.empty()) rails.insert(l.rail);
+    }
+    LOG(INFO) << options->topology_file << ": " << t.leaves.size() << " leaves (" << with_capacity
+              << " with an uplink capacity), " << t.leaf_of_node.size() << " nodes, "
+              << rails.size() << " rails, " << t.spines.size() << " spines";
   }
   if (!options->ib_fabric_file.empty()) {
     absl::StatusOr<IbFabric> ib = LoadIbFabric(options->ib_fabric_file);

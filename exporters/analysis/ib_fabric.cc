@@ -1,7 +1,10 @@
 #include "exporters/analysis/ib_fabric.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -31,8 +34,12 @@ double IbLaneGbps(absl::string_view speed) {
 namespace {
 
 absl::Status LineError(size_t n, absl::string_view line, absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("line ", n, ": ", why, ": \"", line.substr(0, 160), "\""));
+  // Quoted printable: a binary file (a compressed export) must not write its bytes to a log.
+  std::string quoted(line.substr(0, 160));
+  for (char& c : quoted) {
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c)) && c != '\t') c = '?';
+  }
+  return absl::InvalidArgumentError(absl::StrCat("line ", n, ": ", why, ": \"", quoted, "\""));
 }
 
 bool ParseHex64(absl::string_view s, uint64_t* out) {
@@ -217,12 +224,41 @@ absl::StatusOr<IbFabric> ParseIbnetdiscover(absl::string_view text) {
   if (f.switches.empty() && f.cas.empty()) {
     return absl::InvalidArgumentError("no node in the file: not ibnetdiscover output");
   }
+  // ibnetdiscover prints every node it reached: a port cabled to a node the file never
+  // describes means the file was cut short (written while being read, a partial copy) or the
+  // discovery was (--hops).
+  size_t missing = 0;
+  std::string first;
+  for (const std::vector<IbNode>* list : {&f.switches, &f.cas}) {
+    for (const IbNode& node : *list) {
+      for (const IbLink& l : node.links) {
+        if (guids.contains(l.remote_guid)) continue;
+        if (missing++ == 0) first = absl::StrFormat("%c-%016x", l.remote_type, l.remote_guid);
+      }
+    }
+  }
+  if (missing > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        missing, " ports are cabled to nodes the file does not describe (the first: ", first,
+        "): the file is cut short, or the discovery was (--hops); write it again with "
+        "ibnetdiscover and read it once complete"));
+  }
   return f;
 }
 
 absl::StatusOr<IbFabric> LoadIbFabric(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": a directory, not a file of ibnetdiscover output"));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (!in) {
+    const int err = errno;
+    return err == ENOENT
+               ? absl::NotFoundError(absl::StrCat(path, ": no such file"))
+               : absl::UnavailableError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
   std::string text;
   char chunk[65536];
   while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
@@ -325,15 +361,30 @@ absl::Status MergeIbFabric(const IbFabric& f, FabricTopology* t, std::vector<std
       ++uplinks;
       capacity += l.bytes_per_second;
     }
-    int index = -1;
+    // The file's leaf for this switch: by its GUID, else by its name.
+    int by_guid = -1, by_name = -1;
     if (auto it = leaf_of_guid.find(sw->guid); it != leaf_of_guid.end()) {
-      index = static_cast<int>(it->second);
-    } else if (auto c = t->leaf_of_chassis.find(name); c != t->leaf_of_chassis.end()) {
-      index = static_cast<int>(c->second);
+      by_guid = static_cast<int>(it->second);
     }
+    if (auto c = t->leaf_of_chassis.find(name); c != t->leaf_of_chassis.end()) {
+      by_name = static_cast<int>(c->second);
+    }
+    if (by_guid >= 0 && by_name >= 0 && by_guid != by_name) {
+      notes->push_back(absl::StrCat("switch ", name, " (", guid, ") is leaf ",
+                                    t->leaves[by_guid].name, "'s by its GUID and leaf ",
+                                    t->leaves[by_name].name, "'s by its name; leaf ",
+                                    t->leaves[by_guid].name, " takes it"));
+    }
+    int index = by_guid >= 0 ? by_guid : by_name;
     if (index >= 0 && taken.contains(static_cast<size_t>(index))) {
-      // Two switches with one name (an unset description): the second keeps its GUID.
+      // A leaf the file matched to an earlier switch (two GUIDs under one leaf, or two switches
+      // with one name): this one is a leaf of its own, named with its GUID.
+      const std::string& claimed = t->leaves[index].name;
       name = absl::StrCat(name, " (", guid, ")");
+      notes->push_back(absl::StrCat("leaf ", claimed,
+                                    " matches two switches; the second is a "
+                                    "leaf of its own: ",
+                                    name));
       index = -1;
     }
     if (index < 0) {

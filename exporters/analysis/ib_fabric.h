@@ -80,11 +80,15 @@ double IbLaneGbps(absl::string_view speed);
 
 // Parses ibnetdiscover output. Errors (InvalidArgument, naming the line number and quoting it):
 // a line that is none of the forms above; a port line before any node line; a GUID or port
-// number that is not one; a node GUID given twice; more than kMaxIbNodes nodes or 255 ports on
-// one node. An empty fabric (no node) is an error too: the discovery did not run.
+// number that is not one; a port given twice or beyond its node's count; a node GUID given
+// twice; more than kMaxIbNodes nodes or 255 ports on one node; a port cabled to a node the file
+// does not describe (ibnetdiscover prints every node it reached: the file was cut short). An
+// empty fabric (no node) is an error too: the discovery did not run.
 absl::StatusOr<IbFabric> ParseIbnetdiscover(absl::string_view text);
 
-// The file at `path` (at most kMaxIbFabricBytes); errors are prefixed with the path.
+// The file at `path` (at most kMaxIbFabricBytes); errors are prefixed with the path: NotFound
+// ("no such file"), InvalidArgument for a directory, a larger file or ParseIbnetdiscover's,
+// Unavailable for another open or read error (with strerror's text).
 absl::StatusOr<IbFabric> LoadIbFabric(const std::string& path);
 
 // The fabric's switches by role:
@@ -110,8 +114,10 @@ std::string IbSwitchName(const IbNode& sw);
 // name or by one of its chassis ("0x" and the switch GUID, or the switch's name), is that leaf:
 // it takes the file's name and, where the file states no capacity, the fabric's. Where both
 // state one and they differ by more than 1%, the file's stands and a line goes into *notes;
-// sources that disagree are reported, never merged silently. Other leaves are added with source
-// "ibnetdiscover", spines to t->spines. Errors: more than kMaxLeaves leaves in all.
+// sources that disagree are reported, never merged silently: so are a switch whose GUID and name
+// point at two different leaves of the file (the GUID's wins), and a leaf of the file matching
+// two switches (the second becomes a leaf of its own, "<name> (0x<guid>)"). Other leaves are added
+// with source "ibnetdiscover", spines to t->spines. Errors: more than kMaxLeaves leaves in all.
 absl::Status MergeIbFabric(const IbFabric& f, FabricTopology* t, std::vector<std::string>* notes);
 
 }  // namespace fabricscope::exporters

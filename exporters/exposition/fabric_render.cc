@@ -91,11 +91,11 @@ std::string FabricJson(const FabricSnapshot& s) {
     AppendJsonField(&out, "rail", l.rail);
     out += ",";
     AppendStrings(&out, "nodes", l.nodes);
-    for (const auto& [key, v] :
-         {std::pair<const char*, double>{"uplink_bytes_per_second", l.uplink_bytes_per_second},
-          {"egress_bytes_per_second", l.egress_bytes_per_second},
-          {"ingress_bytes_per_second", l.ingress_bytes_per_second},
-          {"demand_ratio", l.demand_ratio}}) {
+    for (const auto& [key, v] : {std::pair<const char*, double>{"uplink_capacity_bytes_per_second",
+                                                                l.uplink_bytes_per_second},
+                                 {"egress_bytes_per_second", l.egress_bytes_per_second},
+                                 {"ingress_bytes_per_second", l.ingress_bytes_per_second},
+                                 {"demand_ratio", l.demand_ratio}}) {
       out += ",";
       AppendJsonField(&out, key, v);  // null when not finite (no capacity)
     }

@@ -25,7 +25,7 @@ class ClusterState;
 // Series: at most 3 per leaf (1,024 leaves), 2 per communicator (64) and per job (64), and one.
 void AddFabricFamilies(const FabricSnapshot& s, std::vector<prometheus::MetricFamily>* out);
 
-// {"seconds":..,"leaves":[{"name","source","rail","nodes":[..],"uplink_bytes_per_second",
+// {"seconds":..,"leaves":[{"name","source","rail","nodes":[..],"uplink_capacity_bytes_per_second",
 // "egress_bytes_per_second","ingress_bytes_per_second","demand_ratio"}],"local":[{"scope",
 // "comm"|"job","local_bytes","total_bytes","ratio","rail_local_bytes","rail_total_bytes",
 // "rail_ratio"}],"disagreements":[{"node","file_leaf",

@@ -347,7 +347,7 @@ function fmtBits(v) {
 // (and rail-local share where the topology file names rails).
 function renderLeaves(f) {
   fillTable($('#leaves'), (f.leaves || []).map((l) => row([l.name, l.source, l.rail || '–',
-    [l.nodes.length, 'num'], [fmtBits(l.uplink_bytes_per_second), 'num'],
+    [l.nodes.length, 'num'], [fmtBits(l.uplink_capacity_bytes_per_second), 'num'],
     [fmtBits(l.egress_bytes_per_second), 'num'], [fmtBits(l.ingress_bytes_per_second), 'num'],
     [fmtRatio(l.demand_ratio), l.demand_ratio >= 0.8 ? 'num cause-fabric_oversubscribed' : 'num']])));
   const jobs = (f.local || []).filter((x) => x.job && (!state.job || x.job === state.job));

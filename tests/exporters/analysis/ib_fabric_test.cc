@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "exporters/analysis/fabric_model.h"
@@ -220,6 +221,48 @@ TEST(IbFabricTest, RefusesWhatIsNotIbnetdiscoverOutputNamingTheLine) {
     EXPECT_THAT(std::string(f.status().message()), HasSubstr(want)) << text;
   }
   EXPECT_EQ(LoadIbFabric("/nonexistent/fabric.txt").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(LoadIbFabric(::testing::TempDir()).status().message()),
+              HasSubstr("a directory"));
+}
+
+TEST(IbFabricTest, AFileCutShortIsRefusedNotReadAsASmallerFabric) {
+  // Written while the aggregator reads it, or a partial copy: the blocks it has still cable
+  // ports to nodes it no longer describes. A SIGHUP with it keeps the fabric read before.
+  std::ifstream in(kIbFabricFile);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(text.size(), 299484u);
+  size_t thirty_lines = 0;
+  for (int i = 0; i < 30; ++i) thirty_lines = text.find('\n', thirty_lines) + 1;
+  for (size_t cut : {thirty_lines, size_t{3000}, text.size() / 2, text.size() - 200}) {
+    absl::StatusOr<IbFabric> f = ParseIbnetdiscover(text.substr(0, cut));
+    ASSERT_FALSE(f.ok()) << "cut at " << cut;
+    EXPECT_THAT(std::string(f.status().message()), HasSubstr("cut short")) << cut;
+  }
+  // The first 30 lines: the first leaf's hosts are not described yet.
+  EXPECT_THAT(std::string(ParseIbnetdiscover(text.substr(0, thirty_lines)).status().message()),
+              HasSubstr("(the first: H-e09d7303007a4bd8)"));
+}
+
+TEST(IbFabricTest, ASwitchTheFileNamesTwiceOrALeafWithTwoSwitchesIsReported) {
+  std::vector<std::string> notes;
+  FabricTopology t = MergedWithFabric(R"(
+leaves:
+  - name: A09-P1-IBLEAF-04-04
+    rail: r4
+  - name: by-guid
+    chassis: ["0x2c5eab0300b87b40"]
+  - name: two-switches
+    chassis: ["0x2c5eab0300b87bc0", "0x2c5eab0300b87a80"]
+)",
+                                      &notes);
+  ASSERT_EQ(notes.size(), 2u) << ::testing::PrintToString(notes);
+  EXPECT_THAT(notes[0], HasSubstr("is leaf by-guid's by its GUID and leaf A09-P1-IBLEAF-04-04's "
+                                  "by its name; leaf by-guid takes it"));
+  EXPECT_THAT(notes[1], HasSubstr("leaf two-switches matches two switches; the second is a leaf "
+                                  "of its own: A09-P1-IBLEAF-01-02 (0x2c5eab0300b87a80)"));
+  EXPECT_EQ(t.leaves[1].source, "file+ibnetdiscover");
+  EXPECT_EQ(t.leaves[0].source, "file");  // stays the file's, without the fabric's ports
+  EXPECT_NE(FindIbLeaf(t, "A09-P1-IBLEAF-01-02 (0x2c5eab0300b87a80)"), nullptr);
 }
 
 TEST(IbFabricTest, UnknownWidthOrSpeedLeavesTheLinkWithoutARate) {
@@ -230,7 +273,9 @@ TEST(IbFabricTest, UnknownWidthOrSpeedLeavesTheLinkWithoutARate) {
       "[1]\t\"S-0000000000000002\"[1]\t\t# \"sw2\" lid 2 ?????\n"
       "[2]\t\"S-0000000000000002\"[2]\t\t# \"sw2\" lid 2 12xEDR s=16 w=8 v=4\n"
       "[3]\t\"S-0000000000000002\"[3]\t\t# \"sw2\" lid 2 4xFDR10\n"
-      "[4]\t\"S-0000000000000003\"[1]\t\t# \"named 12xXDR\" lid 3 ?????\n");
+      "[4]\t\"S-0000000000000003\"[1]\t\t# \"named 12xXDR\" lid 3 ?????\n"
+      "\nSwitch\t3 \"S-0000000000000002\"\t\t# \"sw2\" base port 0 lid 2 lmc 0\n"
+      "\nSwitch\t1 \"S-0000000000000003\"\t\t# \"named 12xXDR\" base port 0 lid 3 lmc 0\n");
   ASSERT_TRUE(f.ok()) << f.status();
   const std::vector<IbLink>& l = f->switches[0].links;
   ASSERT_EQ(l.size(), 4u);

@@ -166,9 +166,11 @@ void FabricModel::OnHello(const v1::Hello& hello) {
   std::vector<std::string> keys;
   for (const v1::PortInfo& p : hello.ports()) {
     if (keys.size() >= 256) break;
+    if (p.rdma() && ports.size() < 64) {
+      ports.push_back({static_cast<uint32_t>(keys.size()), p.device(), p.port(), p.node_guid()});
+    }
     // The key GpuProducer.rdma_ports and the Hello's port labels use (agent/qp_ports.h).
     keys.push_back(p.rdma() ? absl::StrCat(p.device(), ":", p.port()) : p.device());
-    if (p.rdma() && ports.size() < 64) ports.push_back({p.device(), p.port(), p.node_guid()});
   }
   absl::MutexLock lock(&mu_);
   // A peer aggregator's Hello (no ports) makes no node.
@@ -189,9 +191,8 @@ void FabricModel::OnBatch(const std::string& node, const v1::Batch& batch, int64
     std::vector<NodeInfo::Neighbor> neighbors;
     for (const v1::PortWindow& p : batch.ports()) {
       if (p.has_neighbor() && neighbors.size() < 64) {
-        const std::string key =
-            p.port_index() < n.port_keys.size() ? n.port_keys[p.port_index()] : std::string();
-        neighbors.push_back({key, p.neighbor().chassis_name(), p.neighbor().chassis_id()});
+        neighbors.push_back(
+            {p.port_index(), p.neighbor().chassis_name(), p.neighbor().chassis_id()});
       }
     }
     if (neighbors != n.neighbors) {
@@ -218,9 +219,9 @@ void FabricModel::Forget(const std::string& node) {
 }
 
 int FabricModel::Placed::LeafOf(uint64_t comm, int32_t rank, uint32_t node) const {
-  if (auto it = leaf_of_rank.find({comm, rank}); it != leaf_of_rank.end()) return it->second;
-  if (node >= leaf_of_node.size() || multi_leaf[node]) return -1;
-  return leaf_of_node[node];
+  const bool known = node < leaf_of_node.size();
+  return RankLeaf(leaf_of_rank, {comm, rank}, known ? leaf_of_node[node] : -1,
+                  known && multi_leaf[node]);
 }
 
 namespace {
@@ -258,7 +259,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
         return static_cast<int>(f->second);
       }
     }
-    const std::string& label = nb.chassis_name.empty() ? nb.chassis_id : nb.chassis_name;
+    const std::string& label = nb.Label();
     if (label.empty()) return -1;
     auto [it, fresh] = lldp_leaves.try_emplace(label, -1);
     if (fresh && s->leaves.size() < kMaxLeaves) {
@@ -283,8 +284,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
     std::vector<CableVote> votes;
     for (const NodeInfo::Neighbor& nb : n.neighbors) {
       const int leaf = lldp_leaf(nb);
-      const std::string& sw = nb.chassis_name.empty() ? nb.chassis_id : nb.chassis_name;
-      if (leaf >= 0) votes.push_back({nb.port_key, leaf, sw, "lldp"});
+      if (leaf >= 0) votes.push_back({nb.port_index, leaf, nb.Label(), "lldp"});
     }
     for (const NodeInfo::HcaPort& p : n.hca_ports) {
       // By (node GUID, port), else by the "<host> <device>" node description rdma-ndd sets.
@@ -297,8 +297,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
         leaf = static_cast<int>(d->second);
       }
       if (leaf < 0) continue;
-      votes.push_back(
-          {absl::StrCat(p.device, ":", p.port), leaf, t.leaves[leaf].name, "ibnetdiscover"});
+      votes.push_back({p.port_index, leaf, t.leaves[leaf].name, "ibnetdiscover"});
     }
     size_t distinct = 0;
     const CableVote* cable = Majority(
@@ -325,7 +324,7 @@ FabricModel::Placed FabricModel::PlaceNodesLocked(FabricSnapshot* s) const {
 }
 
 void FabricModel::PlaceRanksLocked(const NodeInfo& n, const std::vector<CableVote>& port_votes,
-                                   std::map<std::pair<uint64_t, int32_t>, int>* out) const {
+                                   RankLeaves* out) const {
   if (port_votes.empty()) return;
   // A rank sits on the leaf its own ports reach (the ports its process has queue pairs on).
   for (const auto& [key, r] : n.ranks) {
@@ -335,9 +334,8 @@ void FabricModel::PlaceRanksLocked(const NodeInfo& n, const std::vector<CableVot
     }
     std::vector<int> leaves;
     for (uint16_t port : r.ports) {
-      if (port >= n.port_keys.size()) continue;
       for (const CableVote& v : port_votes) {
-        if (v.port_key == n.port_keys[port]) leaves.push_back(v.leaf);
+        if (v.port_index == port) leaves.push_back(v.leaf);
       }
     }
     size_t distinct = 0;

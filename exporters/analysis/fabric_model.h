@@ -140,11 +140,15 @@ class FabricModel {
     std::map<std::tuple<uint64_t, int32_t, int32_t>, uint64_t> totals;  // the last batch's
     std::vector<std::string> port_keys;  // by Hello port index: "device:port", at most 256
     struct Neighbor {
-      std::string port_key, chassis_name, chassis_id;
+      uint32_t port_index = 0;  // PortWindow.port_index: the Hello's port
+      std::string chassis_name, chassis_id;
+      // The switch's name for people: its chassis name, else its chassis ID.
+      const std::string& Label() const { return chassis_name.empty() ? chassis_id : chassis_name; }
       friend bool operator==(const Neighbor&, const Neighbor&) = default;
     };
     std::vector<Neighbor> neighbors;  // at most 64
     struct HcaPort {
+      uint32_t port_index = 0;  // the Hello's port
       std::string device;
       uint32_t port = 0;
       uint64_t node_guid = 0;
@@ -178,13 +182,13 @@ class FabricModel {
     std::vector<bool> multi_leaf;   // by node id: its ports reach several leaves
     // A rank whose ports' leaves are known; the others sit on their node's leaf, or nowhere
     // when the node reaches several (a rail-optimized node: which one is not known).
-    std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
+    RankLeaves leaf_of_rank;
     int LeafOf(uint64_t comm, int32_t rank, uint32_t node) const;
   };
   Placed PlaceNodesLocked(FabricSnapshot* s) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // One port's vote for the leaf it is cabled to.
   struct CableVote {
-    std::string port_key;  // "device:port" (RDMA) or the interface
+    uint32_t port_index = 0;  // the Hello's port
     int leaf = -1;
     std::string switch_name;  // the LLDP chassis or the IB switch's leaf name
     const char* source = "";  // "lldp", "ibnetdiscover"
@@ -192,8 +196,7 @@ class FabricModel {
   // The ranks of `n` whose ports have votes, onto the leaf most of them reach; a rank another
   // node now hosts (node_of_rank_) is that node's to place.
   void PlaceRanksLocked(const NodeInfo& n, const std::vector<CableVote>& port_votes,
-                        std::map<std::pair<uint64_t, int32_t>, int>* out) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+                        RankLeaves* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const FabricModelOptions options_;
   mutable absl::Mutex mu_;

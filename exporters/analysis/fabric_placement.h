@@ -15,6 +15,16 @@
 
 namespace fabricscope::exporters {
 
+using RankLeaves = std::map<std::pair<uint64_t, int32_t>, int>;  // (comm, rank) -> leaf index
+
+// Where a rank sits: the leaf of its own ports where known, else its node's leaf where the node
+// reaches one leaf (node_leaf, -1 unknown); -1 on a node reaching several (node_multi_leaf).
+inline int RankLeaf(const RankLeaves& leaf_of_rank, std::pair<uint64_t, int32_t> rank,
+                    int node_leaf, bool node_multi_leaf) {
+  if (auto it = leaf_of_rank.find(rank); it != leaf_of_rank.end()) return it->second;
+  return node_multi_leaf ? -1 : node_leaf;
+}
+
 struct FabricPlacement {
   struct Leaf {
     std::string name;
@@ -25,7 +35,7 @@ struct FabricPlacement {
   // (communicator, rank) -> index into leaves, for ranks whose own RDMA ports' leaves are known
   // (their process's queue pairs, GpuProducer.rdma_ports): on a rail-optimized fabric a node's
   // ranks sit on different leaves.
-  std::map<std::pair<uint64_t, int32_t>, int> leaf_of_rank;
+  RankLeaves leaf_of_rank;
   // Nodes whose ports reach several leaves: a rank there without its own placement is on one of
   // them, which is not known.
   std::set<std::string> multi_leaf_nodes;
@@ -36,9 +46,7 @@ struct FabricPlacement {
   }
   // The rank's own leaf, else its node's where the node reaches one leaf; -1 otherwise.
   int LeafOfRank(uint64_t comm, int32_t rank, const std::string& node) const {
-    auto it = leaf_of_rank.find({comm, rank});
-    if (it != leaf_of_rank.end()) return it->second;
-    return multi_leaf_nodes.contains(node) ? -1 : LeafOf(node);
+    return RankLeaf(leaf_of_rank, {comm, rank}, LeafOf(node), multi_leaf_nodes.contains(node));
   }
 };
 

@@ -187,8 +187,9 @@ absl::StatusOr<IbFabric> ParseIbnetdiscover(absl::string_view text) {
   IbNode* current = nullptr;
   uint64_t sysimg = 0;  // the block's sysimgguid= line, for the node line that follows it
   std::set<uint64_t> guids;
+  size_t n = 0;  // the line number
   for (absl::string_view raw : absl::StrSplit(text, '\n')) {
-    const size_t n = ++f.lines;
+    ++n;
     const absl::string_view line = absl::StripTrailingAsciiWhitespace(raw);
     if (line.empty()) {
       sysimg = 0;

@@ -67,7 +67,6 @@ struct IbNode {
 struct IbFabric {
   std::vector<IbNode> switches;
   std::vector<IbNode> cas;  // CAs and routers
-  size_t lines = 0;
 };
 
 inline constexpr size_t kMaxIbNodes = 1 << 20;
